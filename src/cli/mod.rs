@@ -1,0 +1,142 @@
+//! Command-line surfaces: argument parsing shared by all of them, and
+//! dispatch to `zot ext`, `zot rpc` and the interactive session.
+
+pub mod ext;
+pub mod rpc;
+pub mod session;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Printed after a usage error.
+pub const USAGE_LINE: &str =
+    "usage: zot [-e PATH]... [--no-ext] [--cwd DIR] [--agent-cmd CMD] [rpc | ext <command>] (try zot --help)";
+
+const HELP: &str = "\
+zot: host for zot extensions
+
+usage:
+  zot [-e PATH]... [--no-ext] [--cwd DIR] [--agent-cmd CMD]   interactive session
+  zot rpc [-e PATH]... [--no-ext] [--cwd DIR]                  JSON-lines control interface
+  zot ext <list|install|remove|enable|disable|logs> ...        manage installed extensions
+
+options:
+  -e, --ext PATH     load the extension at PATH first (repeatable)
+      --no-ext       do not discover installed or project extensions
+      --cwd DIR      project directory (default: the current directory)
+      --agent-cmd CMD  run prompts through `sh -c CMD` (session only)
+  -h, --help         show this help
+  -V, --version      show the version
+";
+
+/// How a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// Bad arguments: exit 2 with the usage line.
+    Usage(String),
+    /// The command failed: exit 1.
+    Failed(String),
+}
+
+impl From<lexopt::Error> for CliError {
+    fn from(e: lexopt::Error) -> Self {
+        CliError::Usage(e.to_string())
+    }
+}
+
+/// Options shared by the session and `zot rpc`.
+#[derive(Debug, Default, Clone)]
+pub struct HostOpts {
+    /// `-e/--ext` paths in order, made absolute.
+    pub ext_paths: Vec<PathBuf>,
+    /// `--no-ext`.
+    pub no_ext: bool,
+    /// `--cwd`, made absolute.
+    pub cwd: Option<PathBuf>,
+    /// `--agent-cmd` (session only).
+    pub agent_cmd: Option<String>,
+}
+
+impl HostOpts {
+    /// Reads the value of the shared option `which` (from [`shared_option`]).
+    fn take(&mut self, which: char, parser: &mut lexopt::Parser) -> Result<(), CliError> {
+        match which {
+            'e' => self.ext_paths.push(absolute(parser.value()?.into())?),
+            'c' => self.cwd = Some(absolute(parser.value()?.into())?),
+            'a' => self.agent_cmd = Some(string(parser.value()?)?),
+            _ => self.no_ext = true,
+        }
+        Ok(())
+    }
+}
+
+/// Which shared option `arg` is, if any. Decided before reading the
+/// value because `arg` borrows from the parser.
+fn shared_option(arg: &lexopt::Arg) -> Option<char> {
+    use lexopt::Arg::*;
+    match arg {
+        Short('e') | Long("ext") => Some('e'),
+        Long("no-ext") => Some('n'),
+        Long("cwd") => Some('c'),
+        Long("agent-cmd") => Some('a'),
+        _ => None,
+    }
+}
+
+/// A path made absolute against the current directory (not canonicalised).
+pub fn absolute(path: PathBuf) -> Result<PathBuf, CliError> {
+    std::path::absolute(&path)
+        .map_err(|e| CliError::Failed(format!("cannot resolve {}: {e}", path.display())))
+}
+
+/// An argument that must be UTF-8.
+pub fn string(value: OsString) -> Result<String, CliError> {
+    value
+        .into_string()
+        .map_err(|v| CliError::Usage(format!("argument {v:?} is not valid UTF-8")))
+}
+
+/// Parses the top level and runs the chosen surface; returns the exit code.
+pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut opts = HostOpts::default();
+    while let Some(arg) = parser.next()? {
+        if let Some(which) = shared_option(&arg) {
+            opts.take(which, &mut parser)?;
+            continue;
+        }
+        match arg {
+            Short('h') | Long("help") => {
+                print!("{HELP}");
+                return Ok(0);
+            }
+            Short('V') | Long("version") => {
+                println!("zot {}", env!("CARGO_PKG_VERSION"));
+                return Ok(0);
+            }
+            Value(sub) if sub == "ext" => {
+                let rest: Vec<OsString> = parser.raw_args()?.collect();
+                return ext::run(rest);
+            }
+            Value(sub) if sub == "rpc" => {
+                while let Some(arg) = parser.next()? {
+                    if let Some(which) = shared_option(&arg) {
+                        opts.take(which, &mut parser)?;
+                        continue;
+                    }
+                    match arg {
+                        Short('h') | Long("help") => {
+                            print!("{}", rpc::HELP);
+                            return Ok(0);
+                        }
+                        _ => return Err(arg.unexpected().into()),
+                    }
+                }
+                return rpc::run(opts);
+            }
+            _ => return Err(arg.unexpected().into()),
+        }
+    }
+    session::run(opts)
+}

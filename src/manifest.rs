@@ -1,0 +1,176 @@
+//! `extension.json`: reading and validating an extension's manifest
+//! (SPEC 3.2) and resolving its executable (SPEC 3.3).
+
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// File name of the manifest inside an extension directory.
+pub const MANIFEST_FILE: &str = "extension.json";
+
+/// A validated manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// Unique name, `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`.
+    pub name: String,
+    /// Executable: absolute, relative to the manifest (contains `/`), or a `$PATH` name.
+    pub exec: String,
+    /// Extra argv.
+    pub args: Vec<String>,
+    /// Shown in listings.
+    pub version: Option<String>,
+    /// Informational only.
+    pub language: Option<String>,
+    /// Shown in listings.
+    pub description: Option<String>,
+    /// `false` keeps it installed but not started.
+    pub enabled: bool,
+}
+
+/// Why a manifest could not be used; names the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestError {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// What is wrong with it, in one line.
+    pub reason: String,
+}
+
+impl fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.reason)
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+#[derive(Deserialize)]
+struct RawManifest {
+    name: Option<String>,
+    exec: Option<String>,
+    #[serde(default)]
+    args: Option<Vec<String>>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    language: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+/// Whether `name` is a valid extension name.
+pub fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let ok = |b: u8, first: bool| b.is_ascii_alphanumeric() || (!first && b"._-".contains(&b));
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| ok(b, i == 0))
+}
+
+impl Manifest {
+    /// Reads and validates the manifest at `path`.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let err = |reason: String| ManifestError {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        Manifest::parse(&text).map_err(err)
+    }
+
+    /// Parses and validates manifest text; the error is the reason alone.
+    pub fn parse(text: &[u8]) -> Result<Manifest, String> {
+        let raw: RawManifest =
+            serde_json::from_slice(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let name = raw.name.ok_or("missing required field `name`")?;
+        if !valid_name(&name) {
+            return Err(format!(
+                "field `name` {name:?} is not a valid name (letters, digits, '.', '_', '-', \
+                 starting with a letter or digit, at most 64)"
+            ));
+        }
+        let exec = raw.exec.ok_or("missing required field `exec`")?;
+        if exec.trim().is_empty() {
+            return Err("field `exec` is empty".into());
+        }
+        Ok(Manifest {
+            name,
+            exec,
+            args: raw.args.unwrap_or_default(),
+            version: raw.version,
+            language: raw.language,
+            description: raw.description,
+            enabled: raw.enabled.unwrap_or(true),
+        })
+    }
+
+    /// Resolves `exec` for an extension in `dir`: absolute as-is,
+    /// containing `/` relative to `dir`, otherwise searched in `$PATH`.
+    pub fn resolve_exec(&self, dir: &Path) -> Result<PathBuf, String> {
+        let exec = Path::new(&self.exec);
+        if exec.is_absolute() {
+            return Ok(exec.to_path_buf());
+        }
+        if self.exec.contains('/') {
+            return Ok(dir.join(exec));
+        }
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|p| p.join(exec))
+            .find(|candidate| is_executable(candidate))
+            .ok_or_else(|| format!("`{}` not found in $PATH", self.exec))
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        for good in ["a", "A1", "my-ext_2.0", &"x".repeat(64)] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in ["", "-a", ".a", "a b", "a/b", "..", &"x".repeat(65), "é"] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parse_reports_the_field() {
+        let m = Manifest::parse(br#"{"name":"w","exec":"./w","args":["-x"],"zzz":1}"#).unwrap();
+        assert_eq!((m.name.as_str(), m.enabled, m.args.len()), ("w", true, 1));
+        let cases: [(&[u8], &str); 5] = [
+            (b"{", "invalid JSON"),
+            (br#"{"exec":"x"}"#, "`name`"),
+            (br#"{"name":"a b","exec":"x"}"#, "not a valid name"),
+            (br#"{"name":"a"}"#, "`exec`"),
+            (br#"{"name":"a","exec":"x","enabled":"yes"}"#, "invalid type"),
+        ];
+        for (text, want) in cases {
+            let err = Manifest::parse(text).unwrap_err();
+            assert!(err.contains(want), "{err} should mention {want}");
+        }
+    }
+
+    #[test]
+    fn exec_resolution() {
+        let m = |exec: &str| Manifest::parse(format!(r#"{{"name":"a","exec":"{exec}"}}"#).as_bytes()).unwrap();
+        let dir = Path::new("/ext/a");
+        assert_eq!(m("/bin/x").resolve_exec(dir).unwrap(), Path::new("/bin/x"));
+        assert_eq!(m("./x").resolve_exec(dir).unwrap(), Path::new("/ext/a/./x"));
+        assert_eq!(m("../b/x").resolve_exec(dir).unwrap(), Path::new("/ext/a/../b/x"));
+        assert!(m("sh").resolve_exec(dir).unwrap().is_absolute());
+        assert!(m("no-such-program-zot").resolve_exec(dir).is_err());
+    }
+}

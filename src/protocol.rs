@@ -1,0 +1,396 @@
+//! Wire frames (SPEC section 2) and the line reader that turns an
+//! extension's stdout into frames.
+//!
+//! Every frame is one JSON object on one `\n`-terminated line. Frames
+//! from the extension are parsed into [`ExtFrame`]; frames to the
+//! extension are built as [`HostFrame`] and serialised once.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{self, BufRead};
+
+/// Longest line accepted from an extension; longer lines are discarded.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// Protocol version announced in `hello_ack`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A frame sent by an extension to the host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ExtFrame {
+    /// Mandatory first frame.
+    Hello {
+        name: String,
+        #[serde(default)]
+        version: Option<String>,
+        #[serde(default)]
+        capabilities: Option<Vec<String>>,
+    },
+    /// Adds a slash command.
+    RegisterCommand {
+        name: String,
+        #[serde(default)]
+        description: Option<String>,
+    },
+    /// Adds an LLM-callable tool.
+    RegisterTool {
+        name: String,
+        #[serde(default)]
+        description: Option<String>,
+        #[serde(default)]
+        schema: Option<Value>,
+    },
+    /// Declares observed and intercepted lifecycle events.
+    Subscribe {
+        #[serde(default)]
+        events: Option<Vec<String>>,
+        #[serde(default)]
+        intercept: Option<Vec<String>>,
+    },
+    /// All initial registrations are sent.
+    Ready,
+    /// Reply to `command_invoked`.
+    CommandResponse(CommandResponse),
+    /// Reply to `tool_call`.
+    ToolResult {
+        id: String,
+        #[serde(default)]
+        content: Option<Vec<Value>>,
+        #[serde(default)]
+        is_error: Option<bool>,
+    },
+    /// Reply to `event_intercept`.
+    EventInterceptResponse {
+        id: String,
+        #[serde(default)]
+        block: Option<bool>,
+        #[serde(default)]
+        reason: Option<String>,
+        #[serde(default)]
+        modified_args: Option<Value>,
+        #[serde(default)]
+        replace_text: Option<String>,
+    },
+    /// A note for the user.
+    Notify {
+        #[serde(default)]
+        level: Option<String>,
+        message: String,
+    },
+    /// Retract every note this extension pushed.
+    ClearNotes,
+    /// Show or update a panel.
+    PanelRender(Panel),
+    /// Close a panel.
+    PanelClose { panel_id: String },
+    /// Answer to `shutdown`.
+    ShutdownAck,
+}
+
+impl ExtFrame {
+    /// The frame's `type` string, for diagnostics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ExtFrame::Hello { .. } => "hello",
+            ExtFrame::RegisterCommand { .. } => "register_command",
+            ExtFrame::RegisterTool { .. } => "register_tool",
+            ExtFrame::Subscribe { .. } => "subscribe",
+            ExtFrame::Ready => "ready",
+            ExtFrame::CommandResponse(_) => "command_response",
+            ExtFrame::ToolResult { .. } => "tool_result",
+            ExtFrame::EventInterceptResponse { .. } => "event_intercept_response",
+            ExtFrame::Notify { .. } => "notify",
+            ExtFrame::ClearNotes => "clear_notes",
+            ExtFrame::PanelRender(_) => "panel_render",
+            ExtFrame::PanelClose { .. } => "panel_close",
+            ExtFrame::ShutdownAck => "shutdown_ack",
+        }
+    }
+}
+
+/// Body of `command_response`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CommandResponse {
+    pub id: String,
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub insert: Option<String>,
+    #[serde(default)]
+    pub display: Option<String>,
+    #[serde(default)]
+    pub open_panel: Option<OpenPanel>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// `command_response.open_panel`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct OpenPanel {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+}
+
+/// `panel_render` from an extension.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct Panel {
+    pub panel_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footer: Option<String>,
+}
+
+/// Payload shared by `event` and `event_intercept`. Empty fields are
+/// left out of the frame.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventPayload {
+    /// `turn_start`: the step number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// `turn_end`: why the turn stopped.
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub stop: Option<String>,
+    /// `turn_end`: an error, when the turn failed.
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub error: Option<String>,
+    /// `tool_call`: the call's id.
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub tool_id: Option<String>,
+    /// `tool_call`: the tool's name.
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub tool_name: Option<String>,
+    /// `tool_call`: the arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_args: Option<Value>,
+    /// `assistant_message`: the text.
+    #[serde(default, skip_serializing_if = "is_empty")]
+    pub text: Option<String>,
+}
+
+fn is_empty(s: &Option<String>) -> bool {
+    s.as_deref().is_none_or(str::is_empty)
+}
+
+/// A frame sent by the host to an extension.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum HostFrame<'a> {
+    /// Answer to `hello`.
+    HelloAck {
+        protocol_version: u32,
+        zot_version: &'a str,
+        provider: &'a str,
+        model: &'a str,
+        cwd: &'a str,
+        extension_dir: &'a str,
+        data_dir: &'a str,
+    },
+    /// Run a slash command.
+    CommandInvoked {
+        id: &'a str,
+        name: &'a str,
+        args: &'a str,
+    },
+    /// Run a tool.
+    ToolCall {
+        id: &'a str,
+        name: &'a str,
+        args: &'a Value,
+    },
+    /// A lifecycle event, one-way.
+    Event {
+        event: &'a str,
+        #[serde(flatten)]
+        payload: &'a EventPayload,
+    },
+    /// A lifecycle event the extension may block or rewrite.
+    EventIntercept {
+        id: &'a str,
+        event: &'a str,
+        #[serde(flatten)]
+        payload: &'a EventPayload,
+    },
+    /// A key pressed in a panel the extension opened.
+    PanelKey {
+        panel_id: &'a str,
+        key: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<&'a str>,
+    },
+    /// The user closed a panel.
+    PanelClose { panel_id: &'a str },
+    /// Please acknowledge and exit.
+    Shutdown,
+}
+
+impl HostFrame<'_> {
+    /// The frame as one `\n`-terminated line.
+    pub fn to_line(&self) -> Vec<u8> {
+        // Serialising these types cannot fail: every map key is a string.
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+}
+
+/// What the line reader produced.
+#[derive(Debug)]
+pub enum Line {
+    /// A complete line without its terminator, `\r` or leading BOM.
+    Text(Vec<u8>),
+    /// A line longer than the limit; it was discarded. Carries its length.
+    TooLong(usize),
+}
+
+/// Reads `\n`-terminated lines with a length cap, discarding over-long
+/// lines instead of buffering them.
+pub struct LineReader<R> {
+    inner: R,
+    max: usize,
+}
+
+impl<R: BufRead> LineReader<R> {
+    /// Reads lines from `inner`, discarding any longer than `max` bytes.
+    pub fn new(inner: R, max: usize) -> Self {
+        LineReader { inner, max }
+    }
+
+    /// The next line, or `None` at end of stream. A final line without
+    /// a terminator is still returned.
+    pub fn next_line(&mut self) -> io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        let mut seen = 0usize;
+        let mut overflow = false;
+        loop {
+            let buf = match self.inner.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                if seen == 0 {
+                    return Ok(None);
+                }
+                break;
+            }
+            let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..i], i + 1),
+                None => (buf, buf.len()),
+            };
+            let found_newline = done > chunk.len();
+            seen += chunk.len();
+            if !overflow {
+                if seen > self.max {
+                    overflow = true;
+                    line = Vec::new();
+                } else {
+                    line.extend_from_slice(chunk);
+                }
+            }
+            self.inner.consume(done);
+            if found_newline {
+                break;
+            }
+        }
+        if overflow {
+            return Ok(Some(Line::TooLong(seen)));
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.starts_with(b"\xEF\xBB\xBF") {
+            line.drain(..3);
+        }
+        Ok(Some(Line::Text(line)))
+    }
+}
+
+/// Parses one line into a frame, or says in one line why it cannot.
+pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
+    serde_json::from_slice(line).map_err(|e| {
+        let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
+        format!("dropped frame ({e}): {snippet}")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(input: &[u8], max: usize) -> Vec<String> {
+        let mut r = LineReader::new(input, max);
+        let mut out = Vec::new();
+        while let Some(l) = r.next_line().unwrap() {
+            out.push(match l {
+                Line::Text(t) => String::from_utf8(t).unwrap(),
+                Line::TooLong(n) => format!("<too long {n}>"),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn strips_crlf_and_bom_and_caps_lines() {
+        let got = lines(b"a\r\n\xEF\xBB\xBFb\nccccccccc\nd", 4);
+        assert_eq!(got, ["a", "b", "<too long 9>", "d"]);
+    }
+
+    #[test]
+    fn parses_every_extension_frame() {
+        let ok = [
+            r#"{"type":"hello","name":"x","extra":1}"#,
+            r#"{"type":"register_command","name":"c"}"#,
+            r#"{"type":"register_tool","name":"t","schema":{"type":"object"}}"#,
+            r#"{"type":"subscribe","events":["turn_end"],"intercept":["tool_call"]}"#,
+            r#"{"type":"ready","x":2}"#,
+            r#"{"type":"command_response","id":"1","action":"display","display":"hi"}"#,
+            r#"{"type":"tool_result","id":"1","content":[]}"#,
+            r#"{"type":"event_intercept_response","id":"1","block":true}"#,
+            r#"{"type":"notify","level":"warn","message":"m"}"#,
+            r#"{"type":"clear_notes"}"#,
+            r#"{"type":"panel_render","panel_id":"p","lines":["a"]}"#,
+            r#"{"type":"panel_close","panel_id":"p"}"#,
+            r#"{"type":"shutdown_ack"}"#,
+        ];
+        for line in ok {
+            let frame = parse_ext_frame(line.as_bytes()).unwrap();
+            assert!(line.contains(frame.kind()), "{line}");
+        }
+        for bad in [
+            "not json",
+            r#"{"name":"x"}"#,
+            r#"{"type":"nope"}"#,
+            r#"{"type":"hello","name":5}"#,
+            r#"[1,2]"#,
+        ] {
+            let err = parse_ext_frame(bad.as_bytes()).unwrap_err();
+            assert!(err.starts_with("dropped frame"), "{err}");
+        }
+    }
+
+    #[test]
+    fn event_frames_omit_empty_fields() {
+        let payload = EventPayload {
+            step: Some(1),
+            stop: Some(String::new()),
+            ..Default::default()
+        };
+        let line = HostFrame::Event {
+            event: "turn_start",
+            payload: &payload,
+        }
+        .to_line();
+        assert_eq!(line, b"{\"type\":\"event\",\"event\":\"turn_start\",\"step\":1}\n");
+    }
+}
