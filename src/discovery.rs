@@ -87,13 +87,17 @@ pub fn logs_dir(zot_home: &Path) -> PathBuf {
 }
 
 /// Extension directories directly below `root`, sorted by name.
-/// Symlinked directories are followed. A missing root is empty.
+/// Symlinked directories are followed. A missing root is empty. Hidden
+/// (dot) directories are skipped: `zot ext install`/`remove` work in
+/// `.install-*`/`.old-*`/`.remove-*` scratch directories there, which
+/// must never be started as extensions.
 pub fn scan(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
+        .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
         .map(|e| e.path())
         .filter(|p| p.is_dir())
         .collect();
@@ -188,6 +192,7 @@ mod tests {
         write(&global_dir(&home).join("b"), r#"{"name":"b","exec":"x"}"#);
         write(&global_dir(&home).join("c"), r#"{"name":"c"}"#);
         write(&global_dir(&home).join("d"), r#"{"name":"d","exec":"x"}"#);
+        write(&global_dir(&home).join(".install-1-0"), r#"{"name":"d","exec":"x"}"#);
         let found = discover(&[tmp.join("dev/a")], &cwd, &home, true);
         let summary: Vec<(Scope, &str)> = found
             .iter()
