@@ -143,7 +143,12 @@ pub fn load(scope: Scope, path: &Path) -> Found {
 /// (`--no-ext`). The first valid manifest with a name claims it (even
 /// when disabled, so disabling the winning copy disables the
 /// extension); later ones with that name are [`Status::Shadowed`].
-pub fn discover(explicit: &[PathBuf], cwd: &Path, zot_home: &Path, include_dirs: bool) -> Vec<Found> {
+pub fn discover(
+    explicit: &[PathBuf],
+    cwd: &Path,
+    zot_home: &Path,
+    include_dirs: bool,
+) -> Vec<Found> {
     let mut found: Vec<Found> = explicit.iter().map(|p| load(Scope::Explicit, p)).collect();
     if include_dirs {
         for dir in scan(&project_dir(cwd)) {
@@ -188,11 +193,17 @@ mod tests {
         let cwd = tmp.join("proj");
         write(&tmp.join("dev/a"), r#"{"name":"a","exec":"x"}"#);
         write(&project_dir(&cwd).join("a"), r#"{"name":"a","exec":"x"}"#);
-        write(&project_dir(&cwd).join("b"), r#"{"name":"b","exec":"x","enabled":false}"#);
+        write(
+            &project_dir(&cwd).join("b"),
+            r#"{"name":"b","exec":"x","enabled":false}"#,
+        );
         write(&global_dir(&home).join("b"), r#"{"name":"b","exec":"x"}"#);
         write(&global_dir(&home).join("c"), r#"{"name":"c"}"#);
         write(&global_dir(&home).join("d"), r#"{"name":"d","exec":"x"}"#);
-        write(&global_dir(&home).join(".install-1-0"), r#"{"name":"d","exec":"x"}"#);
+        write(
+            &global_dir(&home).join(".install-1-0"),
+            r#"{"name":"d","exec":"x"}"#,
+        );
         let found = discover(&[tmp.join("dev/a")], &cwd, &home, true);
         let summary: Vec<(Scope, &str)> = found
             .iter()

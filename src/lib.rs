@@ -1,5 +1,35 @@
-//! zot-host: a small synchronous host for zot extensions.
+//! zot-host: a small, synchronous host for zot extensions.
+//!
+//! Extensions are external programs that speak newline-delimited JSON
+//! over stdin/stdout. [`Host`] discovers and starts them, keeps their
+//! registries of slash commands and tools, routes requests, delivers
+//! lifecycle events and runs interception chains, all from one loop
+//! thread with one reader and one writer thread per extension.
+//!
+//! ```no_run
+//! use zot_host::{Host, HostConfig};
+//! let host = Host::start(HostConfig::new("/tmp/zot".into(), ".".into()))?;
+//! host.wait_ready();
+//! let outcome = host.command("hello", "world");
+//! host.shutdown();
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
 pub mod discovery;
+mod engine;
+mod host;
+pub mod intercept;
 pub mod log;
 pub mod manifest;
+pub mod process;
 pub mod protocol;
+pub mod registry;
+pub mod toolresult;
+
+pub use host::{
+    CommandInfo, CommandOutcome, ExtensionInfo, Host, HostConfig, HostEvent, HostHandle,
+    InterceptRequest, ReloadReport, Reply, Request, Snapshot, Timeouts, ToolInfo, ToolOutcome,
+    ToolRequest,
+};
+pub use intercept::InterceptOutcome;
+pub use protocol::EventPayload;

@@ -80,7 +80,9 @@ fn open_rotated(path: &Path) -> io::Result<File> {
 
 /// UTC time as `2026-11-29T23:59:23.123Z`, without a date crate.
 pub fn timestamp() -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let secs = now.as_secs();
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
@@ -126,7 +128,10 @@ mod tests {
         std::fs::write(&path, vec![b'a'; ROTATE_BYTES as usize + 1]).unwrap();
         ExtLog::open(&dir, "x").line("hello");
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("[zot] ") && text.ends_with(" hello\n"), "{text}");
+        assert!(
+            text.starts_with("[zot] ") && text.ends_with(" hello\n"),
+            "{text}"
+        );
         assert!(dir.join("ext-x.log.1").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }

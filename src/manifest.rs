@@ -64,12 +64,7 @@ struct RawManifest {
 pub fn valid_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     let ok = |b: u8, first: bool| b.is_ascii_alphanumeric() || (!first && b"._-".contains(&b));
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| ok(b, i == 0))
+    !bytes.is_empty() && bytes.len() <= 64 && bytes.iter().enumerate().all(|(i, &b)| ok(b, i == 0))
 }
 
 impl Manifest {
@@ -155,7 +150,10 @@ mod tests {
             (br#"{"exec":"x"}"#, "`name`"),
             (br#"{"name":"a b","exec":"x"}"#, "not a valid name"),
             (br#"{"name":"a"}"#, "`exec`"),
-            (br#"{"name":"a","exec":"x","enabled":"yes"}"#, "invalid type"),
+            (
+                br#"{"name":"a","exec":"x","enabled":"yes"}"#,
+                "invalid type",
+            ),
         ];
         for (text, want) in cases {
             let err = Manifest::parse(text).unwrap_err();
@@ -165,11 +163,16 @@ mod tests {
 
     #[test]
     fn exec_resolution() {
-        let m = |exec: &str| Manifest::parse(format!(r#"{{"name":"a","exec":"{exec}"}}"#).as_bytes()).unwrap();
+        let m = |exec: &str| {
+            Manifest::parse(format!(r#"{{"name":"a","exec":"{exec}"}}"#).as_bytes()).unwrap()
+        };
         let dir = Path::new("/ext/a");
         assert_eq!(m("/bin/x").resolve_exec(dir).unwrap(), Path::new("/bin/x"));
         assert_eq!(m("./x").resolve_exec(dir).unwrap(), Path::new("/ext/a/./x"));
-        assert_eq!(m("../b/x").resolve_exec(dir).unwrap(), Path::new("/ext/a/../b/x"));
+        assert_eq!(
+            m("../b/x").resolve_exec(dir).unwrap(),
+            Path::new("/ext/a/../b/x")
+        );
         assert!(m("sh").resolve_exec(dir).unwrap().is_absolute());
         assert!(m("no-such-program-zot").resolve_exec(dir).is_err());
     }

@@ -391,6 +391,9 @@ mod tests {
             payload: &payload,
         }
         .to_line();
-        assert_eq!(line, b"{\"type\":\"event\",\"event\":\"turn_start\",\"step\":1}\n");
+        assert_eq!(
+            line,
+            b"{\"type\":\"event\",\"event\":\"turn_start\",\"step\":1}\n"
+        );
     }
 }

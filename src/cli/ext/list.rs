@@ -1,0 +1,159 @@
+//! `zot ext list`: every project and global extension with its status.
+
+use super::{out, raw_manifest, CliError, Ctx};
+use serde_json::{json, Value};
+use zot_host::discovery::{self, Found, Scope, Status};
+
+/// One line of the listing.
+struct Row {
+    scope: Scope,
+    name: String,
+    version: Option<String>,
+    enabled: bool,
+    language: Option<String>,
+    description: Option<String>,
+    dir: String,
+    status: String,
+}
+
+/// Runs `zot ext list [--json]`.
+pub(super) fn run(ctx: &Ctx, as_json: bool) -> Result<i32, CliError> {
+    let found = discovery::discover(&[], &ctx.cwd, &ctx.home, true);
+    let mut rows: Vec<Row> = found.iter().map(row).collect();
+    // Project before global (as discovered), then by name within a scope.
+    rows.sort_by(|a, b| {
+        let rank = |r: &Row| r.scope != Scope::Project;
+        (rank(a), &a.name, &a.dir).cmp(&(rank(b), &b.name, &b.dir))
+    });
+    if rows.is_empty() {
+        eprintln!(
+            "zot: no extensions installed (looked in {} and {}); \
+             add one with: zot ext install <path|git-url>",
+            ctx.project().display(),
+            ctx.global().display()
+        );
+    }
+    if as_json {
+        let array: Vec<Value> = rows.iter().map(Row::to_json).collect();
+        out(&format!("{}\n", Value::Array(array)))?;
+    } else if !rows.is_empty() {
+        out(&table(&rows))?;
+    }
+    Ok(0)
+}
+
+fn row(f: &Found) -> Row {
+    let dir = f.dir.display().to_string();
+    if let Some(m) = &f.manifest {
+        return Row {
+            scope: f.scope,
+            name: m.name.clone(),
+            version: m.version.clone(),
+            enabled: m.enabled,
+            language: m.language.clone(),
+            description: m.description.clone(),
+            dir,
+            status: status(&f.status),
+        };
+    }
+    // Invalid: show whatever the file does say, the directory name otherwise.
+    let raw = raw_manifest(&f.dir);
+    let text = |key: &str| raw.get(key).and_then(Value::as_str).map(str::to_string);
+    let dir_name = f.dir.file_name().unwrap_or_default().to_string_lossy();
+    Row {
+        scope: f.scope,
+        name: text("name").unwrap_or_else(|| dir_name.into_owned()),
+        version: text("version"),
+        enabled: raw.get("enabled").and_then(Value::as_bool).unwrap_or(true),
+        language: text("language"),
+        description: text("description"),
+        dir,
+        status: status(&f.status),
+    }
+}
+
+fn status(status: &Status) -> String {
+    match status {
+        Status::Start => "ok".into(),
+        Status::Disabled => "disabled".into(),
+        Status::Shadowed { .. } => "shadowed".into(),
+        Status::Invalid(e) => format!("invalid: {}", e.reason),
+    }
+}
+
+impl Row {
+    /// The stable JSON shape; absent manifest fields are `null`.
+    fn to_json(&self) -> Value {
+        json!({
+            "scope": self.scope.as_str(),
+            "name": self.name,
+            "version": self.version,
+            "enabled": self.enabled,
+            "language": self.language,
+            "description": self.description,
+            "dir": self.dir,
+            "status": self.status,
+        })
+    }
+
+    fn cells(&self) -> [String; 8] {
+        let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        [
+            self.scope.as_str().into(),
+            self.name.clone(),
+            opt(&self.version),
+            if self.enabled { "yes" } else { "no" }.into(),
+            opt(&self.language),
+            opt(&self.description),
+            self.dir.clone(),
+            self.status.clone(),
+        ]
+    }
+}
+
+/// Aligned columns. Control characters from manifests are blanked so a
+/// manifest cannot move the cursor or recolour the terminal.
+fn table(rows: &[Row]) -> String {
+    const HEADER: [&str; 8] = [
+        "SCOPE",
+        "NAME",
+        "VERSION",
+        "ENABLED",
+        "LANGUAGE",
+        "DESCRIPTION",
+        "DIR",
+        "STATUS",
+    ];
+    let clean = |s: &str| {
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect::<String>()
+    };
+    let mut lines: Vec<Vec<String>> = vec![HEADER.iter().map(|h| h.to_string()).collect()];
+    lines.extend(
+        rows.iter()
+            .map(|r| r.cells().iter().map(|c| clean(c)).collect()),
+    );
+    let widths: Vec<usize> = (0..HEADER.len())
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut text = String::new();
+    for line in &lines {
+        let last = line.len() - 1;
+        for (i, cell) in line.iter().enumerate() {
+            text.push_str(cell);
+            if i < last {
+                let pad = widths[i] - cell.chars().count() + 2;
+                text.extend(std::iter::repeat(' ').take(pad));
+            }
+        }
+        text.push('\n');
+    }
+    text
+}

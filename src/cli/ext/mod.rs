@@ -1,0 +1,349 @@
+//! `zot ext`: manage installed extensions (SPEC section 5).
+//!
+//! Global extensions live in `$ZOT_HOME/extensions/<name>/`, project
+//! ones in `./.zot/extensions/<name>/`. `install` and `remove` only
+//! touch the global directory; `list` shows both; `enable`/`disable`
+//! edit the global copy, or the project copy when there is no global
+//! one.
+
+mod install;
+mod list;
+mod logs;
+mod manage;
+
+use super::{absolute, string, CliError};
+use serde_json::{Map, Value};
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Component, Path, PathBuf};
+use zot_host::discovery;
+use zot_host::manifest::MANIFEST_FILE;
+
+const HELP: &str = "\
+zot ext: manage installed extensions
+
+usage:
+  zot ext list [--json]                     list project and global extensions
+  zot ext install <path|git-url> [--force]  copy or clone into $ZOT_HOME/extensions/<name>
+  zot ext remove <name> [--yes]             delete an installed extension
+  zot ext enable <name>                     set \"enabled\": true in its extension.json
+  zot ext disable <name>                    set \"enabled\": false (stays installed)
+  zot ext logs <name> [-f]                  print, or follow, the extension's log
+
+options:
+      --cwd DIR   project directory holding .zot/extensions (default: current directory)
+  -h, --help      show this help; `zot ext <command> --help` for one command
+";
+
+/// One subcommand: its flags (short, long) and its positional argument.
+struct Sub {
+    name: &'static str,
+    usage: &'static str,
+    about: &'static str,
+    flags: &'static [(Option<char>, &'static str)],
+    arg: Option<&'static str>,
+}
+
+const SUBS: &[Sub] = &[
+    Sub {
+        name: "list",
+        usage: "zot ext list [--json] [--cwd DIR]",
+        about: "List project-local then global extensions, sorted by name, with their\n\
+                status: ok, disabled, shadowed (another copy wins) or invalid: <reason>.\n\
+                --json prints one JSON array of objects with the keys scope, name,\n\
+                version, enabled, language, description, dir and status.",
+        flags: &[(None, "json")],
+        arg: None,
+    },
+    Sub {
+        name: "install",
+        usage: "zot ext install <path|git-url> [--force]",
+        about: "Copy a local extension directory (modes and symlinks kept), or clone a git\n\
+                URL (https://, ssh://, git@host:path, file://, *.git) with depth 1, into\n\
+                $ZOT_HOME/extensions/<manifest name>. The manifest is validated first;\n\
+                on any failure nothing is installed. --force replaces an existing copy.",
+        flags: &[(Some('f'), "force")],
+        arg: Some("<path|git-url>"),
+    },
+    Sub {
+        name: "remove",
+        usage: "zot ext remove <name> [--yes]",
+        about: "Delete $ZOT_HOME/extensions/<name> (a directory name or a manifest name).\n\
+                Asks for confirmation on a terminal; elsewhere --yes is required.",
+        flags: &[(Some('y'), "yes")],
+        arg: Some("<name>"),
+    },
+    Sub {
+        name: "enable",
+        usage: "zot ext enable <name> [--cwd DIR]",
+        about: "Set \"enabled\": true in the extension's manifest, changing nothing else.\n\
+                Edits the global copy, or the project copy when there is no global one.",
+        flags: &[],
+        arg: Some("<name>"),
+    },
+    Sub {
+        name: "disable",
+        usage: "zot ext disable <name> [--cwd DIR]",
+        about: "Set \"enabled\": false in the extension's manifest, changing nothing else.\n\
+                Edits the global copy, or the project copy when there is no global one.",
+        flags: &[],
+        arg: Some("<name>"),
+    },
+    Sub {
+        name: "logs",
+        usage: "zot ext logs <name> [-f]",
+        about: "Print $ZOT_HOME/logs/ext-<name>.log. With -f/--follow, keep printing what\n\
+                is appended, also across log rotation, until interrupted.",
+        flags: &[(Some('f'), "follow")],
+        arg: Some("<name>"),
+    },
+];
+
+/// A parsed command line.
+struct Parsed {
+    sub: &'static Sub,
+    flags: Vec<&'static str>,
+    arg: Option<OsString>,
+    cwd: Option<PathBuf>,
+}
+
+impl Parsed {
+    fn has(&self, flag: &str) -> bool {
+        self.flags.contains(&flag)
+    }
+
+    /// The positional argument as a string (present: checked by the parser).
+    fn arg_string(&self) -> Result<String, CliError> {
+        string(self.arg.clone().unwrap_or_default())
+    }
+}
+
+/// What the command line asks for.
+enum Request {
+    Help(Option<&'static Sub>),
+    Run(Parsed),
+}
+
+/// Runs `zot ext <args>`.
+pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
+    let parsed = match parse(args)? {
+        Request::Help(sub) => return print_help(sub),
+        Request::Run(parsed) => parsed,
+    };
+    let ctx = Ctx::new(parsed.cwd.clone())?;
+    let sub = parsed.sub.name;
+    match sub {
+        "list" => list::run(&ctx, parsed.has("json")),
+        "install" => install::run(
+            &ctx,
+            parsed.arg.as_deref().unwrap_or_default(),
+            parsed.has("force"),
+        ),
+        "remove" => manage::remove(&ctx, &parsed.arg_string()?, parsed.has("yes")),
+        "enable" | "disable" => manage::set_enabled(&ctx, &parsed.arg_string()?, sub == "enable"),
+        _ => logs::run(&ctx, &parsed.arg_string()?, parsed.has("follow")),
+    }
+}
+
+fn print_help(sub: Option<&Sub>) -> Result<i32, CliError> {
+    let text = match sub {
+        None => HELP.to_string(),
+        Some(s) => format!("usage: {}\n\n{}\n", s.usage, s.about),
+    };
+    out(&text)?;
+    Ok(0)
+}
+
+fn parse(args: Vec<OsString>) -> Result<Request, CliError> {
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut cwd = None;
+    let sub = loop {
+        match parser.next()? {
+            Some(Short('h') | Long("help")) => return Ok(Request::Help(None)),
+            Some(Long("cwd")) => cwd = Some(absolute(parser.value()?.into())?),
+            Some(Value(name)) => break string(name)?,
+            Some(other) => return Err(other.unexpected().into()),
+            None => return Err(usage("missing command")),
+        }
+    };
+    let sub = SUBS
+        .iter()
+        .find(|s| s.name == sub)
+        .ok_or_else(|| usage(&format!("unknown command `{sub}`")))?;
+    let mut parsed = Parsed {
+        sub,
+        flags: Vec::new(),
+        arg: None,
+        cwd,
+    };
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Request::Help(Some(sub))),
+            Long("cwd") => parsed.cwd = Some(absolute(parser.value()?.into())?),
+            Value(v) if sub.arg.is_some() && parsed.arg.is_none() => parsed.arg = Some(v),
+            Short(_) | Long(_) => match flag_of(sub, &arg) {
+                Some(flag) => parsed.flags.push(flag),
+                None => return Err(arg.unexpected().into()),
+            },
+            Value(_) => return Err(arg.unexpected().into()),
+        }
+    }
+    if let (Some(what), None) = (sub.arg, &parsed.arg) {
+        return Err(usage(&format!("missing {what} (usage: {})", sub.usage)));
+    }
+    Ok(Request::Run(parsed))
+}
+
+/// The long name of `sub`'s flag matching `arg`, if it has one.
+fn flag_of(sub: &Sub, arg: &lexopt::Arg) -> Option<&'static str> {
+    sub.flags.iter().find_map(|&(short, long)| match arg {
+        lexopt::Arg::Short(c) if Some(*c) == short => Some(long),
+        lexopt::Arg::Long(l) if *l == long => Some(long),
+        _ => None,
+    })
+}
+
+fn usage(msg: &str) -> CliError {
+    CliError::Usage(format!("{msg} (try zot ext --help)"))
+}
+
+/// Where the command looks: the state directory and the project directory.
+pub(super) struct Ctx {
+    /// `$ZOT_HOME`, absolute.
+    home: PathBuf,
+    /// The project directory (`--cwd` or the current directory), absolute.
+    cwd: PathBuf,
+}
+
+impl Ctx {
+    fn new(cwd: Option<PathBuf>) -> Result<Ctx, CliError> {
+        let home = discovery::zot_home().ok_or_else(|| {
+            CliError::Failed("cannot find the zot state directory: set ZOT_HOME".into())
+        })?;
+        let cwd = match cwd {
+            Some(dir) => dir,
+            None => std::env::current_dir()
+                .map_err(|e| failed(format!("cannot read the current directory: {e}")))?,
+        };
+        Ok(Ctx {
+            home: absolute(home)?,
+            cwd,
+        })
+    }
+
+    /// `$ZOT_HOME/extensions`.
+    fn global(&self) -> PathBuf {
+        discovery::global_dir(&self.home)
+    }
+
+    /// `<cwd>/.zot/extensions`.
+    fn project(&self) -> PathBuf {
+        discovery::project_dir(&self.cwd)
+    }
+}
+
+fn failed(msg: String) -> CliError {
+    CliError::Failed(msg)
+}
+
+/// Rejects names that could reach outside the extensions directory.
+fn check_name(name: &str) -> Result<(), CliError> {
+    let mut parts = Path::new(name).components();
+    let one_part = matches!(
+        (parts.next(), parts.next()),
+        (Some(Component::Normal(_)), None)
+    );
+    if !one_part || name.contains(['/', '\\', '\0']) || name.contains("..") {
+        return Err(failed(format!(
+            "invalid extension name {name:?}: a name cannot be empty or contain '/', '\\' or '..' \
+             (see zot ext list for the installed names)"
+        )));
+    }
+    Ok(())
+}
+
+/// The manifest of `dir` as a JSON object, read leniently (empty when
+/// missing or unparsable), for showing and matching invalid manifests.
+fn raw_manifest(dir: &Path) -> Map<String, Value> {
+    let text = std::fs::read(dir.join(MANIFEST_FILE)).unwrap_or_default();
+    match serde_json::from_slice(&text) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    }
+}
+
+/// The extension directory in `root` called `name`, or whose manifest
+/// declares `name`. Several declaring it is an error: which one is meant?
+fn find(root: &Path, name: &str) -> Result<Option<PathBuf>, CliError> {
+    let direct = root.join(name);
+    let meta = std::fs::symlink_metadata(&direct);
+    if meta.is_ok_and(|m| m.is_dir() || m.file_type().is_symlink()) {
+        return Ok(Some(direct));
+    }
+    let mut matches: Vec<PathBuf> = discovery::scan(root)
+        .into_iter()
+        .filter(|dir| raw_manifest(dir).get("name").and_then(Value::as_str) == Some(name))
+        .collect();
+    if matches.len() > 1 {
+        let dirs: Vec<String> = matches.iter().map(|d| d.display().to_string()).collect();
+        return Err(failed(format!(
+            "several extensions are named {name}: {}; use the directory name instead",
+            dirs.join(", ")
+        )));
+    }
+    Ok(matches.pop())
+}
+
+/// Writes to stdout; a closed stdout (`| head`) is not an error.
+fn out(text: &str) -> Result<(), CliError> {
+    let mut stdout = io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(failed(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Deletes a file, a symlink (not its target) or a whole tree, first
+/// making directories writable so read-only ones do not stop it.
+fn remove_tree(path: &Path) -> io::Result<()> {
+    let meta = std::fs::symlink_metadata(path)?;
+    if !meta.is_dir() {
+        return std::fs::remove_file(path);
+    }
+    make_writable(path);
+    std::fs::remove_dir_all(path)
+}
+
+fn make_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    if !meta.is_dir() {
+        return;
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o700 != 0o700 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o700));
+    }
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        make_writable(&entry.path());
+    }
+}
+
+/// A name `.<what>-<pid>-<n>` in `root` that does not exist yet. Dot
+/// names are skipped by discovery, so a half-done operation is never
+/// mistaken for an extension.
+fn scratch_path(root: &Path, what: &str) -> PathBuf {
+    let pid = std::process::id();
+    (0u32..)
+        .map(|n| root.join(format!(".{what}-{pid}-{n}")))
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .unwrap_or_else(|| root.join(format!(".{what}-{pid}")))
+}

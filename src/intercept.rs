@@ -1,0 +1,242 @@
+//! The interception chain (SPEC 3.10) as a pure state machine.
+//!
+//! The outcome must equal asking the guards one after another in
+//! precedence order. To bound the stall, every guard is asked at once
+//! and the answers are walked in order; when a guard rewrites the value,
+//! the guards after it are asked again with the new value and their
+//! earlier answers are thrown away. The host loop owns the I/O and the
+//! deadlines; this module only decides.
+
+use crate::protocol::EventPayload;
+use serde::Serialize;
+use serde_json::Value;
+
+/// Events a guard may intercept.
+pub const INTERCEPTABLE: [&str; 3] = ["tool_call", "turn_start", "assistant_message"];
+
+/// One guard's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// Not answered yet in the current round.
+    Waiting,
+    /// Let it through unchanged (also: timed out, exited, unwritable).
+    Allow,
+    /// Refuse, with the reason shown to the model or user.
+    Block(String),
+    /// `tool_call`: replace the args.
+    ModifyArgs(Value),
+    /// `assistant_message`: replace the text.
+    ReplaceText(String),
+}
+
+/// Result of a chain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct InterceptOutcome {
+    /// Whether a guard refused.
+    pub block: bool,
+    /// The refusing guard's reason.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Rewritten tool args, when a guard rewrote them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified_args: Option<Value>,
+    /// Rewritten assistant text, when a guard rewrote it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replace_text: Option<String>,
+}
+
+/// What the host loop must do next.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Wait for more answers (or the round deadline).
+    Wait,
+    /// Ask the guards at these positions (again) with [`Chain::payload`].
+    Ask(std::ops::Range<usize>),
+    /// The chain is decided.
+    Done(InterceptOutcome),
+}
+
+/// A chain over `n` guards in precedence order.
+#[derive(Debug)]
+pub struct Chain {
+    /// The event name.
+    pub event: String,
+    /// The value guards decide on, rewritten as the chain walks.
+    pub payload: EventPayload,
+    answers: Vec<Answer>,
+    next: usize,
+    outcome: InterceptOutcome,
+}
+
+impl Chain {
+    /// A chain over `guards` guards; all of them are to be asked first.
+    pub fn new(event: &str, payload: EventPayload, guards: usize) -> Chain {
+        Chain {
+            event: event.to_string(),
+            payload,
+            answers: vec![Answer::Waiting; guards],
+            next: 0,
+            outcome: InterceptOutcome::default(),
+        }
+    }
+
+    /// Number of guards.
+    pub fn len(&self) -> usize {
+        self.answers.len()
+    }
+
+    /// Whether there are no guards.
+    pub fn is_empty(&self) -> bool {
+        self.answers.is_empty()
+    }
+
+    /// Whether the guard at `pos` still owes an answer this round.
+    pub fn waiting_on(&self, pos: usize) -> bool {
+        pos >= self.next && self.answers.get(pos) == Some(&Answer::Waiting)
+    }
+
+    /// Records the answer of the guard at `pos` for the current round.
+    pub fn answer(&mut self, pos: usize, answer: Answer) {
+        if self.waiting_on(pos) {
+            self.answers[pos] = answer;
+        }
+    }
+
+    /// Walks the answers in precedence order as far as they go.
+    pub fn advance(&mut self) -> Step {
+        while self.next < self.answers.len() {
+            let pos = self.next;
+            match std::mem::replace(&mut self.answers[pos], Answer::Allow) {
+                Answer::Waiting => {
+                    self.answers[pos] = Answer::Waiting;
+                    return Step::Wait;
+                }
+                Answer::Allow => self.next += 1,
+                Answer::Block(reason) => {
+                    self.outcome.block = true;
+                    self.outcome.reason = Some(reason);
+                    self.next = self.answers.len();
+                    return Step::Done(std::mem::take(&mut self.outcome));
+                }
+                rewrite => {
+                    self.apply(rewrite);
+                    self.next += 1;
+                    if self.next == self.answers.len() {
+                        break;
+                    }
+                    // Later guards decided on the old value: ask again.
+                    for a in &mut self.answers[self.next..] {
+                        *a = Answer::Waiting;
+                    }
+                    return Step::Ask(self.next..self.answers.len());
+                }
+            }
+        }
+        Step::Done(std::mem::take(&mut self.outcome))
+    }
+
+    fn apply(&mut self, rewrite: Answer) {
+        match rewrite {
+            Answer::ModifyArgs(args) => {
+                self.payload.tool_args = Some(args.clone());
+                self.outcome.modified_args = Some(args);
+            }
+            Answer::ReplaceText(text) => {
+                self.payload.text = Some(text.clone());
+                self.outcome.replace_text = Some(text);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Turns a guard's response into an [`Answer`] for `event`. A rewrite
+/// that does not fit the event counts as allow.
+pub fn answer_from(
+    event: &str,
+    block: bool,
+    reason: Option<String>,
+    modified_args: Option<Value>,
+    replace_text: Option<String>,
+    guard: &str,
+) -> Answer {
+    if block {
+        let reason = reason
+            .filter(|r| !r.trim().is_empty())
+            .unwrap_or_else(|| format!("blocked by extension {guard}"));
+        return Answer::Block(reason);
+    }
+    match (event, modified_args, replace_text) {
+        ("tool_call", Some(args), _) => Answer::ModifyArgs(args),
+        ("assistant_message", _, Some(text)) if !text.is_empty() => Answer::ReplaceText(text),
+        _ => Answer::Allow,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn chain(n: usize) -> Chain {
+        Chain::new("tool_call", EventPayload::default(), n)
+    }
+
+    #[test]
+    fn first_block_in_precedence_order_wins() {
+        let mut c = chain(3);
+        c.answer(2, Answer::Block("third".into()));
+        assert_eq!(c.advance(), Step::Wait);
+        c.answer(1, Answer::Block("second".into()));
+        assert_eq!(c.advance(), Step::Wait);
+        c.answer(0, Answer::Allow);
+        let Step::Done(out) = c.advance() else {
+            panic!()
+        };
+        assert_eq!((out.block, out.reason.as_deref()), (true, Some("second")));
+    }
+
+    #[test]
+    fn rewrite_asks_later_guards_again() {
+        let mut c = chain(3);
+        c.answer(1, Answer::Block("decided on old args".into()));
+        c.answer(2, Answer::Allow);
+        c.answer(0, Answer::ModifyArgs(json!({"x": 1})));
+        assert_eq!(c.advance(), Step::Ask(1..3));
+        assert_eq!(c.payload.tool_args, Some(json!({"x": 1})));
+        c.answer(1, Answer::ModifyArgs(json!({"x": 2})));
+        assert_eq!(c.advance(), Step::Ask(2..3));
+        c.answer(2, Answer::Allow);
+        let Step::Done(out) = c.advance() else {
+            panic!()
+        };
+        assert!(!out.block);
+        assert_eq!(out.modified_args, Some(json!({"x": 2})));
+    }
+
+    #[test]
+    fn no_guards_allows() {
+        assert_eq!(chain(0).advance(), Step::Done(InterceptOutcome::default()));
+    }
+
+    #[test]
+    fn answers_fit_the_event() {
+        let a = |event, args: Option<Value>, text: Option<&str>| {
+            answer_from(event, false, None, args, text.map(String::from), "g")
+        };
+        assert_eq!(
+            a("tool_call", Some(json!(1)), None),
+            Answer::ModifyArgs(json!(1))
+        );
+        assert_eq!(a("turn_start", Some(json!(1)), Some("t")), Answer::Allow);
+        assert_eq!(a("assistant_message", None, Some("")), Answer::Allow);
+        assert_eq!(
+            a("assistant_message", None, Some("t")),
+            Answer::ReplaceText("t".into())
+        );
+        assert_eq!(
+            answer_from("tool_call", true, Some(" ".into()), None, None, "g"),
+            Answer::Block("blocked by extension g".into())
+        );
+    }
+}

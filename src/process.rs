@@ -1,0 +1,263 @@
+//! One extension process: spawned in its own process group, with a
+//! named reader thread (stdout lines -> frames -> the host's inbound
+//! channel) and a named writer thread (outbox channel -> stdin).
+//! stderr goes straight to the extension's log file.
+
+use crate::log::ExtLog;
+use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
+use crossbeam_channel::{Receiver, Sender};
+use std::io::{self, BufReader, BufWriter, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+/// What an extension's threads report to the host loop.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A parsed frame from stdout.
+    Frame(ExtFrame),
+    /// stdout reached end of file (or failed); no more frames come.
+    Eof,
+    /// Writing to stdin failed; the outbox is closed.
+    WriteFailed(String),
+}
+
+/// An [`Inbound`] tagged with the extension's unique key.
+#[derive(Debug)]
+pub struct InboundMsg {
+    /// Which extension (unique across reloads).
+    pub key: u64,
+    /// What happened.
+    pub msg: Inbound,
+}
+
+/// A line queued for an extension's stdin. Shared so one event can be
+/// queued to many subscribers without copying.
+pub type OutLine = Arc<[u8]>;
+
+/// A running extension process and its I/O threads.
+pub struct ExtProcess {
+    /// Process id, also the process group id.
+    pub pid: u32,
+    child: Child,
+    outbox: Option<Sender<OutLine>>,
+    queued: Arc<AtomicUsize>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl ExtProcess {
+    /// Starts `exe args` in `dir` as the leader of a new process group.
+    pub fn spawn(
+        key: u64,
+        name: &str,
+        exe: &Path,
+        args: &[String],
+        dir: &Path,
+        log: &ExtLog,
+        inbound: Sender<InboundMsg>,
+    ) -> io::Result<ExtProcess> {
+        let mut child = Command::new(exe)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log.child_stderr())
+            // Its own group, so shutdown can signal grandchildren too.
+            .process_group(0)
+            .spawn()?;
+        let pid = child.id();
+        let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
+            (Some(i), Some(o)) => (i, o),
+            _ => return Err(io::Error::other("child pipes missing")),
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let reader = {
+            let (log, inbound) = (log.clone(), inbound.clone());
+            thread::Builder::new()
+                .name(format!("zot-read-{name}"))
+                .stack_size(64 * 1024)
+                .spawn(move || read_frames(key, stdout, &log, &inbound))
+        };
+        let writer = {
+            let queued = queued.clone();
+            thread::Builder::new()
+                .name(format!("zot-write-{name}"))
+                .stack_size(64 * 1024)
+                .spawn(move || write_lines(key, stdin, &rx, &queued, &inbound))
+        };
+        let threads = match (reader, writer) {
+            (Ok(r), Ok(w)) => vec![r, w],
+            (r, w) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(r
+                    .err()
+                    .or(w.err())
+                    .unwrap_or_else(|| io::Error::other("thread spawn")));
+            }
+        };
+        Ok(ExtProcess {
+            pid,
+            child,
+            outbox: Some(tx),
+            queued,
+            threads,
+        })
+    }
+
+    /// Queues a line for stdin. False when stdin is closed.
+    pub fn send(&self, line: OutLine) -> bool {
+        let Some(outbox) = &self.outbox else {
+            return false;
+        };
+        let len = line.len();
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        if outbox.send(line).is_err() {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Bytes queued but not yet written to stdin.
+    pub fn queued_bytes(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    /// Whether stdin still accepts lines.
+    pub fn writable(&self) -> bool {
+        self.outbox.is_some()
+    }
+
+    /// Closes stdin once every queued line is written.
+    pub fn close_stdin(&mut self) {
+        self.outbox = None;
+    }
+
+    /// The exit status, once the process has exited (reaps it).
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Sends `signal` to the whole process group.
+    pub fn signal_group(&self, signal: i32) {
+        signal_group(self.pid, signal);
+    }
+
+    /// Joins the I/O threads that have finished; others are left to end
+    /// on their own (a pipe held open by an escaped grandchild must not
+    /// hang the host).
+    pub fn join_finished(mut self) {
+        self.outbox = None;
+        for t in self.threads.drain(..) {
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// Sends `signal` to the process group led by `pid`.
+pub fn signal_group(pid: u32, signal: i32) {
+    let Ok(pgid) = i32::try_from(pid) else { return };
+    // SAFETY: kill(2) has no memory-safety preconditions; a negative pid
+    // addresses the process group this host created with process_group(0).
+    unsafe {
+        libc::kill(-pgid, signal);
+    }
+}
+
+/// Whether any process of the group led by `pid` is still alive.
+pub fn group_alive(pid: u32) -> bool {
+    let Ok(pgid) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks for existence; no memory is touched.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// `exit code 3`, `signal 9`: how an extension ended.
+pub fn describe_status(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        _ => status.to_string(),
+    }
+}
+
+fn read_frames(key: u64, stdout: ChildStdout, log: &ExtLog, inbound: &Sender<InboundMsg>) {
+    let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_LINE);
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(Line::Text(line))) => line,
+            Ok(Some(Line::TooLong(len))) => {
+                log.line(&format!(
+                    "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
+                ));
+                continue;
+            }
+            Ok(None) => break,
+            Err(e) => {
+                log.line(&format!("reading stdout failed: {e}"));
+                break;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match parse_ext_frame(&line) {
+            Ok(frame) => {
+                let msg = InboundMsg {
+                    key,
+                    msg: Inbound::Frame(frame),
+                };
+                if inbound.send(msg).is_err() {
+                    return; // the host is gone
+                }
+            }
+            Err(why) => log.line(&why),
+        }
+    }
+    let _ = inbound.send(InboundMsg {
+        key,
+        msg: Inbound::Eof,
+    });
+}
+
+fn write_lines(
+    key: u64,
+    stdin: ChildStdin,
+    outbox: &Receiver<OutLine>,
+    queued: &AtomicUsize,
+    inbound: &Sender<InboundMsg>,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, stdin);
+    // Write everything queued, flush when the queue runs dry; a closed
+    // outbox (all senders dropped) closes stdin.
+    while let Ok(first) = outbox.recv() {
+        let mut result = write_one(&mut out, &first, queued);
+        while result.is_ok() {
+            match outbox.try_recv() {
+                Ok(line) => result = write_one(&mut out, &line, queued),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = result.and_then(|()| out.flush()) {
+            let _ = inbound.send(InboundMsg {
+                key,
+                msg: Inbound::WriteFailed(e.to_string()),
+            });
+            return;
+        }
+    }
+}
+
+fn write_one(out: &mut impl Write, line: &[u8], queued: &AtomicUsize) -> io::Result<()> {
+    let result = out.write_all(line);
+    queued.fetch_sub(line.len(), Ordering::Relaxed);
+    result
+}

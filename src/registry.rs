@@ -1,0 +1,129 @@
+//! Name registries for commands and tools (SPEC 3.7).
+//!
+//! A name is owned by its highest-precedence registrant, whatever order
+//! the registrations arrive in. Lower-precedence claims are kept so a
+//! name passes to the next registrant when its owner exits.
+
+use std::collections::BTreeMap;
+
+/// One extension's claim on a name. `rank` is the extension's
+/// precedence (lower wins).
+#[derive(Debug, Clone)]
+pub struct Claim<T> {
+    /// Precedence of the claiming extension; also its index in the host.
+    pub rank: usize,
+    /// What the extension registered.
+    pub info: T,
+}
+
+/// What a new claim did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claimed {
+    /// The claimant owns the name now; `displaced` had it before.
+    Owner { displaced: Option<usize> },
+    /// A higher-precedence extension keeps the name.
+    Shadowed { by: usize },
+}
+
+/// Names to claims, each list sorted by rank.
+#[derive(Debug)]
+pub struct Registry<T> {
+    names: BTreeMap<String, Vec<Claim<T>>>,
+}
+
+impl<T> Default for Registry<T> {
+    fn default() -> Self {
+        Registry {
+            names: BTreeMap::new(),
+        }
+    }
+}
+
+/// Whether `name` is usable as a command or tool name.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && !name.chars().any(char::is_whitespace)
+}
+
+impl<T> Registry<T> {
+    /// Records that extension `rank` registered `name`. A repeated
+    /// registration by the same extension updates its info.
+    pub fn claim(&mut self, name: &str, rank: usize, info: T) -> Claimed {
+        let claims = self.names.entry(name.to_string()).or_default();
+        let previous_owner = claims.first().map(|c| c.rank);
+        match claims.binary_search_by_key(&rank, |c| c.rank) {
+            Ok(i) => claims[i].info = info,
+            Err(i) => claims.insert(i, Claim { rank, info }),
+        }
+        match previous_owner {
+            Some(owner) if owner < rank => Claimed::Shadowed { by: owner },
+            Some(owner) if owner > rank => Claimed::Owner {
+                displaced: Some(owner),
+            },
+            _ => Claimed::Owner { displaced: None },
+        }
+    }
+
+    /// The winning claim on `name`.
+    pub fn owner(&self, name: &str) -> Option<&Claim<T>> {
+        self.names.get(name).and_then(|c| c.first())
+    }
+
+    /// Drops every claim of extension `rank` (it exited).
+    pub fn remove_rank(&mut self, rank: usize) {
+        self.names.retain(|_, claims| {
+            claims.retain(|c| c.rank != rank);
+            !claims.is_empty()
+        });
+    }
+
+    /// Forgets everything (reload).
+    pub fn clear(&mut self) {
+        self.names.clear();
+    }
+
+    /// Every name with its winning claim, sorted by name.
+    pub fn owners(&self) -> impl Iterator<Item = (&str, &Claim<T>)> {
+        self.names
+            .iter()
+            .filter_map(|(n, c)| c.first().map(|c| (n.as_str(), c)))
+    }
+
+    /// Names extension `rank` owns.
+    pub fn owned_by(&self, rank: usize) -> Vec<String> {
+        self.owners()
+            .filter(|(_, c)| c.rank == rank)
+            .map(|(n, _)| n.to_string())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence_not_arrival_order() {
+        let mut r = Registry::default();
+        assert_eq!(r.claim("x", 2, "late"), Claimed::Owner { displaced: None });
+        assert_eq!(
+            r.claim("x", 0, "first"),
+            Claimed::Owner { displaced: Some(2) }
+        );
+        assert_eq!(r.claim("x", 1, "mid"), Claimed::Shadowed { by: 0 });
+        assert_eq!(r.owner("x").map(|c| c.info), Some("first"));
+        r.remove_rank(0);
+        assert_eq!(r.owner("x").map(|c| c.info), Some("mid"));
+        assert_eq!(r.owned_by(1), ["x"]);
+        r.remove_rank(1);
+        r.remove_rank(2);
+        assert!(r.owner("x").is_none());
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("a-b"));
+        assert!(!valid_name(""));
+        assert!(!valid_name("a b"));
+        assert!(!valid_name("a\tb"));
+    }
+}

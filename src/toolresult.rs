@@ -1,0 +1,89 @@
+//! Mapping an extension's `tool_result.content` to the blocks the
+//! model sees (SPEC 3.12).
+
+use serde_json::{json, Value};
+
+/// Text used when a tool returns no blocks at all.
+pub const NO_CONTENT: &str = "(extension returned no content)";
+
+/// Keeps valid text and image blocks; an invalid image or unknown block
+/// becomes an error text block; no blocks become [`NO_CONTENT`].
+pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
+    if blocks.is_empty() {
+        return vec![text(NO_CONTENT)];
+    }
+    blocks.into_iter().map(map_block).collect()
+}
+
+fn text(s: &str) -> Value {
+    json!({"type": "text", "text": s})
+}
+
+fn map_block(block: Value) -> Value {
+    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "text" => match block.get("text").and_then(Value::as_str) {
+            Some(t) => text(t),
+            None => text("error: text block without a string `text`"),
+        },
+        "image" => {
+            let mime = block.get("mime_type").and_then(Value::as_str);
+            let data = block.get("data").and_then(Value::as_str);
+            match (mime, data) {
+                (Some(m), Some(d)) if !m.is_empty() && valid_base64(d) => {
+                    json!({"type": "image", "mime_type": m, "data": d})
+                }
+                (Some(m), Some(_)) if !m.is_empty() => {
+                    text("error: image block `data` is not valid base64")
+                }
+                _ => text("error: image block needs string `mime_type` and `data`"),
+            }
+        }
+        other => text(&format!("error: unsupported content block type {other:?}")),
+    }
+}
+
+/// Standard base64 with padding; empty is invalid.
+pub fn valid_base64(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() % 4 != 0 {
+        return false;
+    }
+    let pad = b.iter().rev().take_while(|&&c| c == b'=').count();
+    if pad > 2 {
+        return false;
+    }
+    b[..b.len() - pad]
+        .iter()
+        .all(|&c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64() {
+        for ok in ["aGk=", "aGVsbG8h", "YQ==", "+/+/"] {
+            assert!(valid_base64(ok), "{ok}");
+        }
+        for bad in ["", "aGk", "a===", "aG!k", "YQ=a"] {
+            assert!(!valid_base64(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn blocks() {
+        let out = map_content(vec![
+            json!({"type":"text","text":"hi","extra":1}),
+            json!({"type":"image","mime_type":"image/png","data":"aGk="}),
+            json!({"type":"image","mime_type":"image/png","data":"%%%"}),
+            json!({"type":"video"}),
+        ]);
+        assert_eq!(out[0], json!({"type":"text","text":"hi"}));
+        assert_eq!(out[1]["type"], "image");
+        assert!(out[2]["text"].as_str().unwrap().contains("base64"));
+        assert!(out[3]["text"].as_str().unwrap().contains("video"));
+        assert_eq!(map_content(vec![]), vec![text(NO_CONTENT)]);
+    }
+}
