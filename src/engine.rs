@@ -145,6 +145,8 @@ struct Engine {
     announced: bool,
     goal: Option<Goal>,
     liveness_at: Option<Instant>,
+    /// Requests that arrived while extensions were (re)starting.
+    deferred: Vec<Request>,
     done: bool,
 }
 
@@ -175,6 +177,7 @@ pub(crate) fn run(
         announced: false,
         goal: None,
         liveness_at: None,
+        deferred: Vec::new(),
         done: false,
     };
     engine.start_all(None, 0);
@@ -203,6 +206,7 @@ pub(crate) fn run(
             recv(timer) -> _ => {}
         }
         engine.tick(Instant::now());
+        engine.run_deferred();
     }
 }
 
@@ -829,6 +833,12 @@ impl Engine {
 
     fn request(&mut self, req: Request) {
         let now = Instant::now();
+        // Until (re)started extensions are ready their registries are
+        // incomplete: hold requests, in order, rather than fail them.
+        // Startup is bounded by its grace, so a held shutdown waits little.
+        if self.starting() && !matches!(req, Request::List { .. }) {
+            return self.deferred.push(req);
+        }
         if matches!(self.goal, Some(Goal::Shutdown(_))) {
             if let Request::Shutdown { reply } = req {
                 if let Some(Goal::Shutdown(replies)) = &mut self.goal {
@@ -895,6 +905,22 @@ impl Engine {
                 self.begin_stop(Goal::Reload(reply, 0));
             }
             Request::Shutdown { reply } => self.begin_stop(Goal::Shutdown(vec![reply])),
+        }
+    }
+
+    fn starting(&self) -> bool {
+        self.startup.is_some() || matches!(self.goal, Some(Goal::Reload(..)))
+    }
+
+    fn run_deferred(&mut self) {
+        if self.done {
+            for req in std::mem::take(&mut self.deferred) {
+                req.fail("the extension host has stopped".into());
+            }
+        }
+        while !self.starting() && !self.deferred.is_empty() {
+            let req = self.deferred.remove(0);
+            self.request(req);
         }
     }
 

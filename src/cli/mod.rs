@@ -96,6 +96,28 @@ pub fn string(value: OsString) -> Result<String, CliError> {
         .map_err(|v| CliError::Usage(format!("argument {v:?} is not valid UTF-8")))
 }
 
+/// Starts a host for the session or `zot rpc` from the shared options.
+pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
+    let zot_home = zot_host::discovery::zot_home()
+        .ok_or_else(|| CliError::Failed("cannot find a state directory: set ZOT_HOME".into()))?;
+    let cwd = match &opts.cwd {
+        Some(dir) if dir.is_dir() => dir.clone(),
+        Some(dir) => {
+            return Err(CliError::Failed(format!(
+                "--cwd {}: not a directory",
+                dir.display()
+            )))
+        }
+        None => std::env::current_dir()
+            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
+    };
+    let mut config = zot_host::HostConfig::new(zot_home, cwd);
+    config.ext_paths = opts.ext_paths.clone();
+    config.discover = !opts.no_ext;
+    zot_host::Host::start(config)
+        .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
+}
+
 /// Parses the top level and runs the chosen surface; returns the exit code.
 pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     use lexopt::prelude::*;
