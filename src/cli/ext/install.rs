@@ -168,15 +168,14 @@ impl Drop for Scratch {
 }
 
 fn copy_local(src: &Path, dst: &Path) -> Result<(), CliError> {
-    if let Ok(dst_real) = fs::canonicalize(dst) {
-        // Copying a tree into itself would never end.
-        if dst_real.starts_with(src) {
-            return Err(failed(format!(
-                "cannot install {}: it contains {}, where extensions are installed",
-                src.display(),
-                dst_real.display()
-            )));
-        }
+    let root = dst.parent().and_then(|r| fs::canonicalize(r).ok());
+    // Copying a tree into itself would never end.
+    if let Some(root) = root.filter(|r| r.starts_with(src)) {
+        return Err(failed(format!(
+            "cannot install {}: it contains {}, where extensions are installed",
+            src.display(),
+            root.display()
+        )));
     }
     copy_tree(src, dst).map_err(|e| failed(format!("{e}; nothing was installed")))?;
     copy_mode(src, dst).map_err(|e| failed(format!("{e}; nothing was installed")))

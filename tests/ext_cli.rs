@@ -1,0 +1,648 @@
+//! `zot ext ...` driven through the real binary, with a temporary
+//! `$ZOT_HOME` and a temporary project directory as the working directory.
+
+use serde_json::Value;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Long enough for a loaded CI machine; only hit when something is broken.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A scratch world: `root/home` is `$ZOT_HOME`, `root/proj` the project.
+struct World {
+    root: PathBuf,
+    home: PathBuf,
+    proj: PathBuf,
+}
+
+impl World {
+    fn new(test: &str) -> World {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let n = SEQ.fetch_add(1, Ordering::SeqCst);
+        let root =
+            std::env::temp_dir().join(format!("zot-ext-cli-{}-{n}-{test}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        let (home, proj) = (root.join("home"), root.join("proj"));
+        fs::create_dir_all(&home).unwrap();
+        fs::create_dir_all(&proj).unwrap();
+        World { root, home, proj }
+    }
+
+    fn global(&self) -> PathBuf {
+        self.home.join("extensions")
+    }
+
+    fn project(&self) -> PathBuf {
+        self.proj.join(".zot/extensions")
+    }
+
+    fn command(&self, cwd: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
+        cmd.arg("ext")
+            .args(args)
+            .current_dir(cwd)
+            .env("ZOT_HOME", &self.home)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `zot ext <args>` in the project directory.
+    fn zot(&self, args: &[&str]) -> Output {
+        self.zot_in(&self.proj, args)
+    }
+
+    fn zot_in(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.command(cwd, args).output().expect("run zot")
+    }
+
+    /// Entries of `$ZOT_HOME/extensions`, sorted (hidden ones included).
+    fn installed(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.global())
+            .map(|rd| {
+                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    fn list_json(&self) -> Vec<Value> {
+        let out = self.zot(&["list", "--json"]);
+        assert_ok(&out);
+        match serde_json::from_slice(&out.stdout).expect("list --json is JSON") {
+            Value::Array(rows) => rows,
+            other => panic!("not an array: {other}"),
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+/// An extension directory: manifest, an executable script, a symlink.
+fn make_ext(dir: &Path, name: &str) {
+    fs::create_dir_all(dir).unwrap();
+    let manifest =
+        format!(r#"{{"name":"{name}","version":"1.0.0","exec":"./run.sh","language":"sh"}}"#);
+    fs::write(dir.join("extension.json"), manifest).unwrap();
+    fs::write(dir.join("run.sh"), "#!/bin/sh\necho hi\n").unwrap();
+    fs::set_permissions(dir.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("run.sh", dir.join("start")).unwrap();
+}
+
+fn write_manifest(dir: &Path, text: &str) {
+    fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join("extension.json"), text).unwrap();
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "failed: {out:?}\nstderr: {}",
+        stderr(out)
+    );
+}
+
+/// Exit status 1 and a `zot: ` message mentioning `want`.
+fn assert_fails(out: &Output, want: &str) {
+    let err = stderr(out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {err}",
+        stdout(out)
+    );
+    assert!(err.starts_with("zot: "), "{err}");
+    assert!(err.contains(want), "stderr should mention {want:?}: {err}");
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("this test needs git installed (running git failed: {e})"));
+    assert!(status.success(), "git {args:?} failed in {}", dir.display());
+}
+
+/// A committed git repository at `dir` holding what `fill` wrote; its file:// URL.
+fn git_repo(dir: &Path, fill: impl FnOnce(&Path)) -> String {
+    fs::create_dir_all(dir).unwrap();
+    fill(dir);
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "init"]);
+    format!("file://{}", dir.display())
+}
+
+fn append(path: &Path, text: &str) {
+    let mut file = fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+}
+
+#[test]
+fn install_from_dot_uses_the_manifest_name() {
+    let w = World::new("dot");
+    let src = w.root.join("some-checkout");
+    make_ext(&src, "hello");
+    let out = w.zot_in(&src, &["install", "."]);
+    assert_ok(&out);
+    assert!(
+        stdout(&out).contains("installed hello 1.0.0"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(w.installed(), ["hello"]);
+    let dest = w.global().join("hello");
+    assert_eq!(
+        fs::read_to_string(dest.join("run.sh")).unwrap(),
+        "#!/bin/sh\necho hi\n"
+    );
+    assert_eq!(mode(&dest.join("run.sh")), 0o755);
+}
+
+#[test]
+fn install_from_a_path_with_another_directory_name() {
+    let w = World::new("path");
+    let src = w.root.join("zot-weather-v2");
+    make_ext(&src, "weather");
+    assert_ok(&w.zot(&["install", src.to_str().unwrap()]));
+    assert_eq!(w.installed(), ["weather"]);
+    let rows = w.list_json();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["name"], "weather");
+    assert_eq!(rows[0]["status"], "ok");
+}
+
+#[test]
+fn install_keeps_modes_and_symlinks_without_following_them_out() {
+    let w = World::new("modes");
+    let src = w.root.join("src");
+    make_ext(&src, "m");
+    fs::write(src.join("secret"), "s").unwrap();
+    fs::set_permissions(src.join("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(src.join("bin")).unwrap();
+    fs::write(src.join("bin/tool"), "t").unwrap();
+    fs::set_permissions(src.join("bin/tool"), fs::Permissions::from_mode(0o750)).unwrap();
+    fs::set_permissions(src.join("bin"), fs::Permissions::from_mode(0o700)).unwrap();
+    let outside = w.root.join("outside");
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("big"), "not part of the extension").unwrap();
+    std::os::unix::fs::symlink(&outside, src.join("out")).unwrap();
+    std::os::unix::fs::symlink("bin/tool", src.join("tool")).unwrap();
+
+    assert_ok(&w.zot(&["install", src.to_str().unwrap()]));
+    let dest = w.global().join("m");
+    assert_eq!(mode(&dest.join("run.sh")), 0o755);
+    assert_eq!(mode(&dest.join("secret")), 0o600);
+    assert_eq!(mode(&dest.join("bin")), 0o700);
+    assert_eq!(mode(&dest.join("bin/tool")), 0o750);
+    let links = [
+        ("start", Path::new("run.sh")),
+        ("tool", Path::new("bin/tool")),
+        ("out", &outside),
+    ];
+    for (link, target) in links {
+        let meta = fs::symlink_metadata(dest.join(link)).unwrap();
+        assert!(
+            meta.file_type().is_symlink(),
+            "{link} should stay a symlink"
+        );
+        assert_eq!(fs::read_link(dest.join(link)).unwrap(), target);
+    }
+}
+
+#[test]
+fn install_over_an_existing_one_needs_force() {
+    let w = World::new("force");
+    let v1 = w.root.join("v1");
+    make_ext(&v1, "x");
+    assert_ok(&w.zot(&["install", v1.to_str().unwrap()]));
+    let v2 = w.root.join("v2");
+    make_ext(&v2, "x");
+    fs::write(v2.join("NEW"), "2").unwrap();
+
+    let out = w.zot(&["install", v2.to_str().unwrap()]);
+    assert_fails(&out, "--force");
+    assert!(stderr(&out).contains(&w.global().join("x").display().to_string()));
+    assert!(
+        !w.global().join("x/NEW").exists(),
+        "the old copy must be untouched"
+    );
+    assert_eq!(w.installed(), ["x"]);
+
+    let out = w.zot(&["install", "--force", v2.to_str().unwrap()]);
+    assert_ok(&out);
+    assert!(stdout(&out).contains("replaced x"), "{}", stdout(&out));
+    assert!(w.global().join("x/NEW").exists());
+    assert_eq!(w.installed(), ["x"], "no scratch or old copies left");
+}
+
+#[test]
+fn install_from_a_file_git_url() {
+    let w = World::new("git");
+    let url = git_repo(&w.root.join("repo-dir"), |d| make_ext(d, "gitext"));
+    let out = w.zot(&["install", &url]);
+    assert_ok(&out);
+    assert_eq!(w.installed(), ["gitext"]);
+    let dest = w.global().join("gitext");
+    assert_eq!(mode(&dest.join("run.sh")), 0o755);
+    assert!(fs::symlink_metadata(dest.join("start"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(
+        dest.join(".git").is_dir(),
+        "git installs keep their shallow .git"
+    );
+}
+
+#[test]
+fn git_repository_without_a_manifest_leaves_nothing_behind() {
+    let w = World::new("git-nomanifest");
+    let url = git_repo(&w.root.join("repo"), |d| {
+        fs::write(d.join("README"), "no manifest").unwrap()
+    });
+    let out = w.zot(&["install", &url]);
+    assert_fails(&out, "extension.json");
+    assert!(
+        stderr(&out).contains("nothing was installed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
+}
+
+#[test]
+fn local_directory_with_a_broken_manifest_leaves_nothing_behind() {
+    let w = World::new("broken-src");
+    let src = w.root.join("src");
+    write_manifest(&src, r#"{"name":"no exec"}"#);
+    let out = w.zot(&["install", src.to_str().unwrap()]);
+    assert_fails(&out, &src.join("extension.json").display().to_string());
+    assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
+}
+
+#[test]
+fn other_git_transports_are_refused_without_running_anything() {
+    let w = World::new("ext-transport");
+    let marker = w.root.join("marker");
+    let evil = format!("ext::sh -c \"touch {}\"", marker.display());
+    let other = [
+        "fd::3",
+        "git://example.invalid/x.git",
+        "http://example.invalid/x.git",
+    ];
+    for url in std::iter::once(evil.as_str()).chain(other) {
+        let out = w.zot(&["install", url]);
+        assert_fails(&out, "not allowed");
+    }
+    assert!(!marker.exists(), "the ext:: command ran");
+    assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
+}
+
+#[test]
+fn list_shows_invalid_disabled_and_shadowed_extensions() {
+    let w = World::new("list");
+    let g = w.global();
+    write_manifest(
+        &g.join("a"),
+        r#"{"name":"a","exec":"./a","version":"1","description":"global a"}"#,
+    );
+    write_manifest(&g.join("b"), r#"{"name":"b","exec":"./b","enabled":false}"#);
+    write_manifest(&g.join("broken"), "{ not json");
+    write_manifest(&g.join("noexec"), r#"{"name":"noexec","version":"0.1"}"#);
+    write_manifest(
+        &w.project().join("a"),
+        r#"{"name":"a","exec":"./a","language":"go"}"#,
+    );
+
+    let rows = w.list_json();
+    let field = |i: usize, k: &str| rows[i][k].as_str().unwrap_or("").to_string();
+    let summary: Vec<[String; 3]> = (0..rows.len())
+        .map(|i| [field(i, "scope"), field(i, "name"), field(i, "status")])
+        .collect();
+    assert_eq!(rows.len(), 5, "{summary:?}");
+    assert_eq!(summary[0], ["project", "a", "ok"]);
+    assert_eq!(summary[1], ["global", "a", "shadowed"]);
+    assert_eq!(summary[2], ["global", "b", "disabled"]);
+    assert_eq!(summary[3][..2], ["global", "broken"]);
+    assert!(
+        summary[3][2].starts_with("invalid: invalid JSON"),
+        "{summary:?}"
+    );
+    assert_eq!(summary[4][1], "noexec");
+    assert!(
+        summary[4][2].starts_with("invalid: ") && summary[4][2].contains("`exec`"),
+        "{summary:?}"
+    );
+
+    let keys: Vec<&str> = rows[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "scope",
+            "name",
+            "version",
+            "enabled",
+            "language",
+            "description",
+            "dir",
+            "status"
+        ]
+    );
+    assert_eq!(rows[0]["language"], "go");
+    assert_eq!(rows[0]["version"], Value::Null);
+    assert_eq!(rows[0]["dir"], w.project().join("a").display().to_string());
+    assert_eq!(rows[1]["description"], "global a");
+    assert_eq!(rows[2]["enabled"], false);
+    assert_eq!(rows[4]["version"], "0.1");
+
+    let out = w.zot(&["list"]);
+    assert_ok(&out);
+    let table = stdout(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 6, "{table}");
+    assert!(
+        lines[0].starts_with("SCOPE") && lines[0].ends_with("STATUS"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with("project") && lines[1].ends_with(" ok"),
+        "{table}"
+    );
+    assert!(
+        lines[2].contains("global a") && lines[2].ends_with(" shadowed"),
+        "{table}"
+    );
+}
+
+#[test]
+fn list_with_nothing_installed_hints_and_succeeds() {
+    let w = World::new("empty");
+    let out = w.zot(&["list"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "");
+    assert!(stderr(&out).contains("zot ext install"), "{}", stderr(&out));
+    assert!(w.list_json().is_empty());
+}
+
+#[test]
+fn enable_and_disable_change_only_the_enabled_field() {
+    let w = World::new("enable");
+    let dir = w.global().join("keep");
+    let original = r#"{
+  "zzz_first": {
+    "nested": [
+      1,
+      2
+    ]
+  },
+  "name": "keep",
+  "enabled": true,
+  "exec": "./run",
+  "custom": "value",
+  "args": [
+    "--x"
+  ]
+}
+"#;
+    write_manifest(&dir, original);
+    let path = dir.join("extension.json");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+
+    assert_ok(&w.zot(&["disable", "keep"]));
+    let disabled = original.replace(r#""enabled": true"#, r#""enabled": false"#);
+    assert_eq!(fs::read_to_string(&path).unwrap(), disabled);
+    assert_eq!(mode(&path), 0o640);
+    assert_eq!(w.list_json()[0]["status"], "disabled");
+
+    let out = w.zot(&["disable", "keep"]);
+    assert_ok(&out);
+    assert!(
+        stdout(&out).contains("already disabled"),
+        "{}",
+        stdout(&out)
+    );
+
+    assert_ok(&w.zot(&["enable", "keep"]));
+    assert_eq!(fs::read_to_string(&path).unwrap(), original);
+    assert_eq!(w.list_json()[0]["status"], "ok");
+    let files: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(files, ["extension.json"], "no temporary files left");
+}
+
+#[test]
+fn disable_without_an_enabled_field_appends_it_and_finds_manifest_names() {
+    let w = World::new("enable-append");
+    write_manifest(
+        &w.global().join("dir-name"),
+        r#"{"name":"real","exec":"x","q":null}"#,
+    );
+    assert_ok(&w.zot(&["disable", "real"]));
+    let text = fs::read_to_string(w.global().join("dir-name/extension.json")).unwrap();
+    let want =
+        "{\n  \"name\": \"real\",\n  \"exec\": \"x\",\n  \"q\": null,\n  \"enabled\": false\n}\n";
+    assert_eq!(text, want);
+    assert_fails(
+        &w.zot(&["enable", "nothing-here"]),
+        "no extension named nothing-here",
+    );
+}
+
+#[test]
+fn enable_uses_the_project_copy_when_there_is_no_global_one() {
+    let w = World::new("enable-project");
+    write_manifest(
+        &w.project().join("p"),
+        r#"{"name":"p","exec":"x","enabled":false}"#,
+    );
+    assert_ok(&w.zot(&["enable", "p"]));
+    let text = fs::read_to_string(w.project().join("p/extension.json")).unwrap();
+    assert!(text.contains("\"enabled\": true"), "{text}");
+}
+
+#[test]
+fn remove_needs_confirmation_or_yes() {
+    let w = World::new("remove");
+    make_ext(&w.global().join("gone"), "gone");
+    let out = w.zot(&["remove", "gone"]);
+    assert_fails(&out, "--yes");
+    assert!(stderr(&out).contains("not a terminal"), "{}", stderr(&out));
+    assert!(w.global().join("gone").exists());
+
+    assert_ok(&w.zot(&["remove", "gone", "--yes"]));
+    assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
+    assert_fails(
+        &w.zot(&["remove", "gone", "--yes"]),
+        "no extension named gone",
+    );
+}
+
+#[test]
+fn remove_finds_manifest_names_and_leaves_project_copies_alone() {
+    let w = World::new("remove-by-name");
+    make_ext(&w.global().join("checkout-dir"), "named");
+    assert_ok(&w.zot(&["remove", "-y", "named"]));
+    assert!(w.installed().is_empty());
+
+    make_ext(&w.project().join("local"), "local");
+    assert_fails(
+        &w.zot(&["remove", "--yes", "local"]),
+        "belongs to this project",
+    );
+    assert!(w.project().join("local").exists());
+}
+
+#[test]
+fn remove_rejects_names_that_leave_the_extensions_directory() {
+    let w = World::new("traversal");
+    make_ext(&w.home.join("x"), "x");
+    make_ext(&w.global().join("a"), "a");
+    for name in ["../x", "a/b", "..", ".", "", "a\\b", "../extensions/a"] {
+        assert_fails(&w.zot(&["remove", "--yes", name]), "invalid extension name");
+    }
+    assert!(w.home.join("x").exists() && w.global().join("a").exists());
+    assert_fails(&w.zot(&["logs", "../x"]), "invalid extension name");
+    assert_fails(&w.zot(&["disable", "../x"]), "invalid extension name");
+}
+
+#[test]
+fn logs_prints_the_log_file() {
+    let w = World::new("logs");
+    fs::create_dir_all(w.home.join("logs")).unwrap();
+    fs::write(w.home.join("logs/ext-x.log"), "line one\n[zot] line two\n").unwrap();
+    let out = w.zot(&["logs", "x"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "line one\n[zot] line two\n");
+    assert_fails(&w.zot(&["logs", "missing"]), "ext-missing.log");
+}
+
+/// Kills the follower even when an assertion fails.
+struct Follower(Child);
+
+impl Drop for Follower {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn logs_follow_prints_appended_lines_across_rotation() {
+    let w = World::new("follow");
+    let logs = w.home.join("logs");
+    fs::create_dir_all(&logs).unwrap();
+    let log = logs.join("ext-x.log");
+    fs::write(&log, "first\n").unwrap();
+
+    let mut child = w
+        .command(&w.proj, &["logs", "x", "-f"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut follower = Follower(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(DEADLINE)
+            .expect("zot ext logs -f printed nothing in time")
+    };
+
+    assert_eq!(next(), "first");
+    append(&log, "second\n");
+    assert_eq!(next(), "second");
+
+    fs::rename(&log, logs.join("ext-x.log.1")).unwrap();
+    fs::write(&log, "after rotation\n").unwrap();
+    assert_eq!(next(), "after rotation");
+    append(&log, "and more\n");
+    assert_eq!(next(), "and more");
+
+    assert!(
+        follower.0.try_wait().unwrap().is_none(),
+        "follow must keep running"
+    );
+}
+
+#[test]
+fn help_and_usage_errors() {
+    let w = World::new("help");
+    for args in [
+        &["--help"][..],
+        &["-h"],
+        &["install", "--help"],
+        &["logs", "-h"],
+    ] {
+        let out = w.zot(args);
+        assert_ok(&out);
+        let text = stdout(&out);
+        assert!(
+            text.starts_with("usage:") || text.contains("\nusage:"),
+            "{args:?}: {text}"
+        );
+        assert!(text.contains("zot ext "), "{args:?}: {text}");
+    }
+    for args in [
+        &[][..],
+        &["bogus"],
+        &["list", "--bogus"],
+        &["install"],
+        &["remove", "a", "b"],
+        &["list", "--force"],
+    ] {
+        let out = w.zot(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("zot: "),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
