@@ -48,13 +48,17 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         .name("zot-rpc-stdout".into())
         .spawn(move || {
             let mut stdout = io::BufWriter::new(io::stdout().lock());
+            // An empty line is the end: the stdin thread may still hold a
+            // sender while it blocks on a read that never returns.
             while let Ok(line) = out_rx.recv() {
+                let mut end = line.is_empty();
                 let mut ok = stdout.write_all(&line).is_ok();
                 while let Ok(more) = out_rx.try_recv() {
+                    end |= more.is_empty();
                     ok = ok && stdout.write_all(&more).is_ok();
                 }
-                if !ok || stdout.flush().is_err() {
-                    break; // nobody reads our stdout any more
+                if !ok || stdout.flush().is_err() || end {
+                    break;
                 }
             }
         })
@@ -98,7 +102,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     }
     drop(host);
     drop(reader); // blocked on stdin at worst; the process exits anyway
-    drop(out_tx);
+    let _ = out_tx.send(Vec::new());
     let _ = writer.join();
     Ok(0)
 }

@@ -1,0 +1,275 @@
+//! Shared test helpers: temporary directories, extension directories
+//! for the configurable fixture `fixtures/testext/ext.py`, a library
+//! host, and a driver for the real `zot rpc` binary.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use zot_host::{Host, HostConfig};
+
+/// Generous deadline for anything a loaded 2-core machine must finish.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("zot-test-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir.canonicalize().expect("canonical temp dir"))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The configurable Python extension.
+pub fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/testext/ext.py")
+}
+
+/// Writes an extension directory `dir` whose manifest is `name` and
+/// whose behaviour is `cfg` (see the fixture's docstring).
+pub fn ext_dir(dir: &Path, name: &str, cfg: Value) -> PathBuf {
+    let mut cfg = cfg;
+    if cfg.get("name").is_none() {
+        cfg["name"] = json!(name);
+    }
+    std::fs::create_dir_all(dir).expect("create ext dir");
+    let manifest = json!({
+        "name": name,
+        "version": "1.0.0",
+        "exec": fixture(),
+        "args": [cfg.to_string()],
+    });
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    dir.to_path_buf()
+}
+
+/// A frame registering command `name` with `description`.
+pub fn command(name: &str) -> Value {
+    json!({"type": "register_command", "name": name, "description": format!("{name} command")})
+}
+
+/// A frame registering tool `name` with an object schema.
+pub fn tool(name: &str) -> Value {
+    json!({"type": "register_tool", "name": name, "description": format!("{name} tool"),
+           "schema": {"type": "object", "properties": {}}})
+}
+
+/// A frame subscribing to `events` and intercepting `intercept`.
+pub fn subscribe(events: &[&str], intercept: &[&str]) -> Value {
+    json!({"type": "subscribe", "events": events, "intercept": intercept})
+}
+
+/// A host config for a test: its own ZOT_HOME, no discovery, fast
+/// shutdown so misbehaving fixtures do not slow the suite.
+pub fn config(home: &TempDir, exts: &[PathBuf]) -> HostConfig {
+    let mut cfg = HostConfig::new(home.join("home"), home.path().to_path_buf());
+    cfg.ext_paths = exts.to_vec();
+    cfg.discover = false;
+    cfg.provider = "test-provider".into();
+    cfg.model = "test-model".into();
+    cfg.timeouts.shutdown_grace = Duration::from_millis(500);
+    cfg.timeouts.term_grace = Duration::from_millis(500);
+    cfg
+}
+
+/// Starts a host and waits for startup readiness.
+pub fn start(cfg: HostConfig) -> Host {
+    let host = Host::start(cfg).expect("start host");
+    host.wait_ready();
+    host
+}
+
+/// The log of extension `name` under `home`'s ZOT_HOME.
+pub fn log_of(home: &TempDir, name: &str) -> String {
+    std::fs::read_to_string(home.join("home/logs").join(format!("ext-{name}.log")))
+        .unwrap_or_default()
+}
+
+/// Polls `cond` until it holds or the deadline passes.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie nobody of ours owns).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Reads a pid written by the fixture.
+pub fn read_pid(path: &Path) -> u32 {
+    wait_for("pid file", || {
+        std::fs::read_to_string(path).is_ok_and(|s| !s.is_empty())
+    });
+    std::fs::read_to_string(path)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid")
+}
+
+/// Lines of a record file, parsed.
+pub fn recorded(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The real `zot` binary.
+pub fn zot() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_zot"))
+}
+
+/// `zot rpc` driven over pipes.
+pub struct Rpc {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: crossbeam_channel::Receiver<String>,
+    pub seen: Vec<Value>,
+}
+
+impl Rpc {
+    /// Starts `zot rpc --no-ext -e ...` with its own ZOT_HOME.
+    pub fn start(home: &TempDir, exts: &[PathBuf]) -> Rpc {
+        let mut cmd = zot();
+        cmd.arg("rpc").arg("--no-ext").arg("--cwd").arg(home.path());
+        for e in exts {
+            cmd.arg("-e").arg(e);
+        }
+        Rpc::spawn(cmd.env("ZOT_HOME", home.join("home")))
+    }
+
+    pub fn spawn(cmd: &mut Command) -> Rpc {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn zot rpc");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Rpc {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn send_raw(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write request");
+        stdin.flush().expect("flush");
+    }
+
+    pub fn send(&mut self, request: Value) {
+        self.send_raw(&request.to_string());
+    }
+
+    /// Next stdout line as JSON; every stdout line must be JSON.
+    pub fn next(&mut self) -> Option<Value> {
+        let line = self.lines.recv_timeout(DEADLINE).ok()?;
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+        self.seen.push(v.clone());
+        Some(v)
+    }
+
+    /// Reads until a line matches `pred`; returns it.
+    pub fn until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(v) = self.seen.iter().find(|v| pred(v)) {
+            return v.clone();
+        }
+        loop {
+            let v = self
+                .next()
+                .unwrap_or_else(|| panic!("no {what} before the deadline; seen {:?}", self.seen));
+            if pred(&v) {
+                return v;
+            }
+        }
+    }
+
+    /// The response to request `id`.
+    pub fn response(&mut self, id: &str) -> Value {
+        self.until(&format!("response {id}"), |v| {
+            v["type"] == "response" && v["id"] == id
+        })
+    }
+
+    /// Sends a request with `id` and waits for its response.
+    pub fn call(&mut self, id: &str, mut request: Value) -> Value {
+        request["id"] = json!(id);
+        self.send(request);
+        self.response(id)
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for the process to exit; returns its exit code.
+    pub fn wait(&mut self) -> Option<i32> {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                // Drain what is left so `seen` is complete.
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    if let Ok(v) = serde_json::from_str(&line) {
+                        self.seen.push(v);
+                    }
+                }
+                return status.code();
+            }
+            assert!(Instant::now() < end, "zot rpc did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Rpc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

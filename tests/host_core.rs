@@ -1,0 +1,498 @@
+//! Host core against real extension processes: handshake, readiness,
+//! precedence, commands, notes, and every misbehaviour of SPEC 2-3.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+use zot_host::{Host, HostEvent};
+
+#[test]
+fn handshake_sends_hello_ack_with_host_fields() {
+    let t = TempDir::new("ack");
+    let rec = t.join("rec");
+    let a = ext_dir(&t.join("a"), "a", json!({"record": rec}));
+    let host = start(config(&t, &[a.clone()]));
+    host.shutdown();
+    let frames = recorded(&rec);
+    let ack = &frames[0];
+    assert_eq!(ack["type"], "hello_ack");
+    assert_eq!(ack["protocol_version"], 1);
+    assert_eq!(ack["zot_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(ack["provider"], "test-provider");
+    assert_eq!(ack["model"], "test-model");
+    assert_eq!(ack["cwd"], t.path().to_str().unwrap());
+    assert_eq!(ack["extension_dir"], a.to_str().unwrap());
+    assert_eq!(ack["data_dir"], a.to_str().unwrap());
+    assert_eq!(frames.last().unwrap()["type"], "shutdown");
+}
+
+#[test]
+fn registrations_before_and_after_the_ack_count() {
+    let t = TempDir::new("reg");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "eager": [command("early")],
+            "register": [command("late")],
+            "commands": {"early": {"action": "display", "display": "e"},
+                         "late": {"action": "display", "display": "l"}},
+        }),
+    );
+    let host = start(config(&t, &[a]));
+    assert_eq!(
+        host.command("early", "").unwrap().display.as_deref(),
+        Some("e")
+    );
+    assert_eq!(
+        host.command("late", "").unwrap().display.as_deref(),
+        Some("l")
+    );
+}
+
+#[test]
+fn ready_frame_and_legacy_watchdog() {
+    let t = TempDir::new("ready");
+    let explicit = ext_dir(&t.join("a"), "a", json!({"register": [command("x")]}));
+    let legacy = ext_dir(
+        &t.join("b"),
+        "b",
+        json!({"register": [command("y")], "ready": false}),
+    );
+    let host = Host::start(config(&t, &[explicit, legacy])).unwrap();
+    let ready = host.wait_ready();
+    assert_eq!(ready, ["a", "b"]);
+    let list = host.list().unwrap();
+    assert_eq!(list.extension("b").unwrap().state, "ready");
+    assert_eq!(list.extension("b").unwrap().commands, ["y"]);
+    drop(host);
+    assert!(
+        log_of(&t, "b").contains("treated as ready after 250 ms"),
+        "{}",
+        log_of(&t, "b")
+    );
+    assert!(!log_of(&t, "a").contains("treated as ready"));
+}
+
+#[test]
+fn ready_event_is_sent_once() {
+    let t = TempDir::new("readyev");
+    let a = ext_dir(&t.join("a"), "a", json!({}));
+    let host = start(config(&t, &[a]));
+    let first = host.events().recv_timeout(DEADLINE).unwrap();
+    assert_eq!(
+        first,
+        HostEvent::Ready {
+            extensions: vec!["a".into()]
+        }
+    );
+}
+
+#[test]
+fn precedence_explicit_then_project_then_global() {
+    let t = TempDir::new("prec");
+    let copy = |dir: &str, says: &str| {
+        ext_dir(
+            &t.join(dir),
+            "same",
+            json!({"register": [command("who")], "commands": {"who": {"action": "display", "display": says}}}),
+        )
+    };
+    let dev = copy("dev/same", "explicit");
+    copy(".zot/extensions/same", "project");
+    copy("home/extensions/same", "global");
+    let mut cfg = config(&t, &[dev]);
+    cfg.discover = true;
+    let host = start(cfg.clone());
+    assert_eq!(
+        host.command("who", "").unwrap().display.as_deref(),
+        Some("explicit")
+    );
+    assert_eq!(host.list().unwrap().extensions.len(), 1);
+    host.shutdown();
+
+    cfg.ext_paths.clear();
+    let host = start(cfg.clone());
+    assert_eq!(
+        host.command("who", "").unwrap().display.as_deref(),
+        Some("project")
+    );
+    host.shutdown();
+    assert!(log_of(&t, "same").contains("is shadowed by"));
+
+    std::fs::remove_dir_all(t.join(".zot")).unwrap();
+    let host = start(cfg);
+    assert_eq!(
+        host.command("who", "").unwrap().display.as_deref(),
+        Some("global")
+    );
+}
+
+#[test]
+fn command_owner_is_decided_by_precedence_not_arrival() {
+    let t = TempDir::new("owner");
+    // The higher-precedence extension registers last.
+    let high = ext_dir(
+        &t.join("high"),
+        "high",
+        json!({"register_delay_ms": 150, "register": [command("dup")],
+               "commands": {"dup": {"action": "display", "display": "high"}}}),
+    );
+    let low = ext_dir(
+        &t.join("low"),
+        "low",
+        json!({"register": [command("dup")], "commands": {"dup": {"action": "display", "display": "low"}}}),
+    );
+    let host = start(config(&t, &[high, low]));
+    let out = host.command("dup", "").unwrap();
+    assert_eq!(
+        (out.extension.as_str(), out.display.as_deref()),
+        ("high", Some("high"))
+    );
+    drop(host);
+    assert!(log_of(&t, "low").contains("command /dup is now shadowed by extension high"));
+}
+
+#[test]
+fn builtin_command_names_win() {
+    let t = TempDir::new("builtin");
+    let a = ext_dir(&t.join("a"), "a", json!({"register": [command("help")]}));
+    let host = start(config(&t, &[a]));
+    assert!(host
+        .command("help", "")
+        .unwrap_err()
+        .contains("host command"));
+    assert!(host.list().unwrap().commands.is_empty());
+    drop(host);
+    assert!(log_of(&t, "a").contains("shadowed by the built-in"));
+}
+
+#[test]
+fn commands_with_every_action() {
+    let t = TempDir::new("actions");
+    let rec = t.join("rec");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "record": rec,
+            "register": [command("p"), command("i"), command("d"), command("n"), command("o"), command("e")],
+            "commands": {
+                "p": {"action": "prompt", "prompt": "say hi"},
+                "i": {"action": "insert", "insert": "/weather berlin"},
+                "d": {"action": "display", "display": "shown"},
+                "n": {"action": "noop"},
+                "o": {"action": "open_panel", "open_panel": {"id": "p1", "title": "T", "lines": ["a", "b"]}},
+                "e": {"action": "noop", "error": "it broke"},
+            },
+        }),
+    );
+    let host = start(config(&t, &[a]));
+    let p = host.command("p", "  some args  ").unwrap();
+    assert_eq!(
+        (p.action.as_str(), p.prompt.as_deref(), p.extension.as_str()),
+        ("prompt", Some("say hi"), "a")
+    );
+    assert_eq!(
+        host.command("i", "").unwrap().insert.as_deref(),
+        Some("/weather berlin")
+    );
+    assert_eq!(
+        host.command("d", "").unwrap().display.as_deref(),
+        Some("shown")
+    );
+    assert_eq!(host.command("n", "").unwrap().action, "noop");
+    let panel = host.command("o", "").unwrap().open_panel.unwrap();
+    assert_eq!((panel.id.as_str(), panel.lines.unwrap().len()), ("p1", 2));
+    assert_eq!(
+        host.command("e", "").unwrap().error.as_deref(),
+        Some("it broke")
+    );
+    assert!(host
+        .command("nope", "")
+        .unwrap_err()
+        .contains("unknown command /nope"));
+    host.shutdown();
+    let invoked = recorded(&rec)
+        .into_iter()
+        .find(|f| f["type"] == "command_invoked")
+        .unwrap();
+    assert_eq!(invoked["args"], "some args", "args are trimmed");
+}
+
+#[test]
+fn notes_and_panels_reach_the_embedder() {
+    let t = TempDir::new("notes");
+    let rec = t.join("rec");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "record": rec,
+            "on_ready": [
+                {"type": "notify", "level": "warn", "message": "careful"},
+                {"type": "notify", "level": "shout", "message": "odd level"},
+                {"type": "clear_notes"},
+                {"type": "panel_render", "panel_id": "p", "title": "T", "lines": ["x"]},
+                {"type": "panel_close", "panel_id": "p"},
+            ],
+        }),
+    );
+    let host = start(config(&t, &[a]));
+    let mut got = Vec::new();
+    while got.len() < 6 {
+        got.push(host.events().recv_timeout(DEADLINE).expect("event"));
+    }
+    let notify = |level: &str, message: &str| HostEvent::Notify {
+        extension: "a".into(),
+        level: level.into(),
+        message: message.into(),
+    };
+    assert!(got.contains(&notify("warn", "careful")));
+    assert!(got.contains(&notify("info", "odd level")));
+    assert!(got.contains(&HostEvent::ClearNotes {
+        extension: "a".into()
+    }));
+    assert!(got
+        .iter()
+        .any(|e| matches!(e, HostEvent::PanelRender { panel, .. } if panel.panel_id == "p")));
+    assert!(got.contains(&HostEvent::PanelClose {
+        panel_id: "p".into(),
+        extension: "a".into()
+    }));
+    host.panel_key("a", "p", "rune", Some("q")).unwrap();
+    host.panel_close("a", "p").unwrap();
+    assert!(host.panel_key("ghost", "p", "up", None).is_err());
+    host.shutdown();
+    let frames = recorded(&rec);
+    assert!(
+        frames.contains(&json!({"type": "panel_key", "panel_id": "p", "key": "rune", "text": "q"}))
+    );
+    assert!(frames.contains(&json!({"type": "panel_close", "panel_id": "p"})));
+}
+
+#[test]
+fn no_hello_fails_alone() {
+    let t = TempDir::new("nohello");
+    let silent = ext_dir(&t.join("s"), "silent", json!({"hello": false}));
+    let good = ext_dir(
+        &t.join("g"),
+        "good",
+        json!({"register": [command("ok")],
+        "commands": {"ok": {"action": "display", "display": "fine"}}}),
+    );
+    let mut cfg = config(&t, &[silent, good]);
+    cfg.timeouts.hello = Duration::from_millis(500);
+    let host = start(cfg);
+    assert_eq!(
+        host.command("ok", "").unwrap().display.as_deref(),
+        Some("fine")
+    );
+    let failed = host
+        .events()
+        .iter()
+        .find(|e| matches!(e, HostEvent::ExtensionFailed { .. }))
+        .unwrap();
+    assert_eq!(
+        failed,
+        HostEvent::ExtensionFailed {
+            extension: "silent".into(),
+            error: "no hello within 0.5 s".into()
+        }
+    );
+    let list = host.list().unwrap();
+    let s = list.extension("silent").unwrap();
+    assert_eq!((s.state, s.pid), ("failed", None), "killed and reaped");
+    assert_eq!(list.extension("good").unwrap().state, "ready");
+}
+
+#[test]
+fn exit_before_hello_and_non_hello_first_frame_fail() {
+    let t = TempDir::new("badstart");
+    let quits = ext_dir(&t.join("q"), "quits", json!({"exit_before_hello": 3}));
+    let rude = ext_dir(
+        &t.join("r"),
+        "rude",
+        json!({"before_hello": [command("x").to_string()]}),
+    );
+    let empty = ext_dir(&t.join("e"), "empty", json!({"name": " "}));
+    let host = start(config(&t, &[quits, rude, empty]));
+    let list = host.list().unwrap();
+    let err = |n: &str| list.extension(n).unwrap().error.clone().unwrap_or_default();
+    assert_eq!(list.extension("quits").unwrap().state, "failed");
+    assert_eq!(err("quits"), "exited before hello (exit code 3)");
+    assert_eq!(
+        err("rude"),
+        "first frame was `register_command`, expected `hello`"
+    );
+    assert_eq!(err("empty"), "hello has an empty name");
+}
+
+#[test]
+fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
+    let t = TempDir::new("garbage");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "before_hello": ["this is not json", "{\"no_type\": 1}"],
+            "register": [
+                "[1, 2, 3]",
+                {"type": "teleport"},
+                {"type": "register_command", "name": 42},
+                {"type": "command_response", "id": "999", "action": "noop"},
+                {"type": "register_command", "name": "two words"},
+                {"type": "register_tool", "name": "t", "schema": "not an object"},
+                {"type": "subscribe", "intercept": ["session_start"]},
+                command("fine"),
+            ],
+            "commands": {"fine": {"action": "display", "display": "still works"}},
+        }),
+    );
+    let host = start(config(&t, &[a]));
+    assert_eq!(
+        host.command("fine", "").unwrap().display.as_deref(),
+        Some("still works")
+    );
+    assert!(host.list().unwrap().tools.is_empty());
+    drop(host);
+    let log = log_of(&t, "a");
+    for expect in [
+        "dropped frame (expected ident",
+        "missing field `type`",
+        "unknown variant `teleport`",
+        "invalid type: integer `42`",
+        "id \"999\" is unknown",
+        "rejected command \"two words\"",
+        "`schema` must be a JSON object",
+        "cannot intercept \"session_start\"",
+    ] {
+        assert!(log.contains(expect), "log lacks {expect:?}:\n{log}");
+    }
+}
+
+#[test]
+fn a_line_over_16_mib_is_dropped_and_reading_goes_on() {
+    let t = TempDir::new("huge");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"huge_line": 17 * 1024 * 1024, "register": [command("after")],
+               "commands": {"after": {"action": "display", "display": "ok"}}}),
+    );
+    let host = start(config(&t, &[a]));
+    assert_eq!(
+        host.command("after", "").unwrap().display.as_deref(),
+        Some("ok")
+    );
+    drop(host);
+    assert!(log_of(&t, "a").contains("longer than 16777216 bytes"));
+}
+
+#[test]
+fn crash_mid_command_fails_at_once() {
+    let t = TempDir::new("crash");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [command("boom")], "commands": {"boom": {"crash": 3}}}),
+    );
+    let mut cfg = config(&t, &[a]);
+    cfg.timeouts.command = Duration::from_secs(120);
+    let host = start(cfg);
+    let started = std::time::Instant::now();
+    let err = host.command("boom", "").unwrap_err();
+    assert_eq!(err, "extension a exited (exit code 3)");
+    // Far below the 120 s command timeout: it did not wait for it.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let exited = host
+        .events()
+        .iter()
+        .find(|e| matches!(e, HostEvent::ExtensionExited { .. }))
+        .unwrap();
+    assert_eq!(
+        exited,
+        HostEvent::ExtensionExited {
+            extension: "a".into(),
+            status: "exit code 3".into()
+        }
+    );
+    let list = host.list().unwrap();
+    assert!(list.commands.is_empty(), "its commands left the registry");
+    assert_eq!(list.extension("a").unwrap().state, "exited");
+}
+
+#[test]
+fn command_timeout_fails_the_request() {
+    let t = TempDir::new("cmdtimeout");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [command("slow")], "commands": {"slow": {"hang": true}}}),
+    );
+    let mut cfg = config(&t, &[a]);
+    cfg.timeouts.command = Duration::from_millis(300);
+    let host = start(cfg);
+    assert_eq!(
+        host.command("slow", "").unwrap_err(),
+        "extension a did not answer /slow within 0.3 s"
+    );
+}
+
+#[test]
+fn shutdown_kills_an_extension_that_ignores_it_and_sigterm() {
+    let t = TempDir::new("stubborn");
+    let a = ext_dir(&t.join("a"), "a", json!({"ignore_shutdown": true}));
+    let host = start(config(&t, &[a]));
+    let pid = host.list().unwrap().extension("a").unwrap().pid.unwrap();
+    host.shutdown();
+    assert!(process_gone(pid), "stubborn extension still alive");
+    let log = log_of(&t, "a");
+    assert!(log.contains("SIGTERM") && log.contains("SIGKILL"), "{log}");
+}
+
+#[test]
+fn no_grandchild_outlives_shutdown() {
+    let t = TempDir::new("grandchild");
+    let pidfile = t.join("gc.pid");
+    let a = ext_dir(&t.join("a"), "a", json!({"grandchild": pidfile}));
+    let host = start(config(&t, &[a]));
+    let grandchild = read_pid(&pidfile);
+    assert!(!process_gone(grandchild));
+    host.shutdown();
+    wait_for("grandchild to die", || process_gone(grandchild));
+}
+
+#[test]
+fn shutdown_stops_many_extensions_in_parallel() {
+    let t = TempDir::new("parallel");
+    let exts: Vec<_> = (0..4)
+        .map(|i| {
+            ext_dir(
+                &t.join(&format!("e{i}")),
+                &format!("e{i}"),
+                json!({"ignore_shutdown": true}),
+            )
+        })
+        .collect();
+    let host = start(config(&t, &exts));
+    let pids: Vec<u32> = host
+        .list()
+        .unwrap()
+        .extensions
+        .iter()
+        .filter_map(|e| e.pid)
+        .collect();
+    assert_eq!(pids.len(), 4);
+    let started = std::time::Instant::now();
+    host.shutdown();
+    // 4 stubborn extensions in series would take 4 x (0.5 + 0.5) s.
+    assert!(
+        started.elapsed() < Duration::from_millis(3500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(pids.iter().all(|&p| process_gone(p)));
+}

@@ -1,0 +1,231 @@
+//! `zot rpc` end to end: the real binary over pipes.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+
+fn demo(t: &TempDir, rec: &std::path::Path) -> std::path::PathBuf {
+    ext_dir(
+        &t.join("demo"),
+        "demo",
+        json!({
+            "record": rec,
+            "register": [command("hi"), tool("slow"), tool("echo"),
+                         subscribe(&["turn_end"], &["tool_call"])],
+            "on_ready": [{"type": "notify", "level": "success", "message": "loaded"}],
+            "commands": {"hi": {"action": "display", "display": "hello"}},
+            "tools": {"slow": {"sleep_ms": 1500, "content": [{"type": "text", "text": "finally"}]}},
+            "guard": {"block_if": "forbidden", "reason": "no forbidden things"},
+        }),
+    )
+}
+
+#[test]
+fn ready_event_then_ping_list_and_command() {
+    let t = TempDir::new("rpc-basic");
+    let rec = t.join("rec");
+    let mut rpc = Rpc::start(&t, &[demo(&t, &rec)]);
+    let ready = rpc.until("ready event", |v| v["type"] == "ready");
+    assert_eq!(ready, json!({"type": "ready", "extensions": ["demo"]}));
+    rpc.until("notify event", |v| {
+        *v == json!({"type": "notify", "extension": "demo", "level": "success", "message": "loaded"})
+    });
+    let pong = rpc.call("1", json!({"type": "ping"}));
+    assert_eq!(
+        pong,
+        json!({"type": "response", "id": "1", "command": "ping", "success": true, "data": {"pong": true}})
+    );
+    let list = rpc.call("2", json!({"type": "list"}));
+    let ext = &list["data"]["extensions"][0];
+    assert_eq!(
+        (
+            ext["name"].as_str(),
+            ext["state"].as_str(),
+            ext["scope"].as_str()
+        ),
+        (Some("demo"), Some("ready"), Some("explicit"))
+    );
+    assert!(ext["pid"].is_u64());
+    assert_eq!(
+        list["data"]["commands"],
+        json!([{"name": "hi", "description": "hi command", "extension": "demo"}])
+    );
+    assert_eq!(
+        list["data"]["tools"][0]["schema"],
+        json!({"type": "object", "properties": {}})
+    );
+    let hi = rpc.call(
+        "3",
+        json!({"type": "command", "name": "hi", "args": "there"}),
+    );
+    assert_eq!(
+        hi["data"],
+        json!({"extension": "demo", "action": "display", "display": "hello"})
+    );
+    let unknown = rpc.call("4", json!({"type": "command", "name": "nope"}));
+    assert_eq!(
+        (unknown["success"].as_bool(), unknown["error"].as_str()),
+        (Some(false), Some("unknown command /nope"))
+    );
+    rpc.call("5", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(recorded(&rec).iter().any(|f| f["type"] == "shutdown"));
+}
+
+#[test]
+fn requests_run_concurrently_and_answer_out_of_order() {
+    let t = TempDir::new("rpc-concurrent");
+    let rec = t.join("rec");
+    let mut rpc = Rpc::start(&t, &[demo(&t, &rec)]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    rpc.send(json!({"type": "tool_call", "id": "slow", "name": "slow"}));
+    rpc.send(json!({"type": "ping", "id": "fast"}));
+    rpc.send(json!({"type": "command", "id": "cmd", "name": "hi"}));
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        let v = rpc.next().expect("a response");
+        if v["type"] == "response" {
+            order.push(v["id"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    assert_eq!(
+        order.last().map(String::as_str),
+        Some("slow"),
+        "the slow tool answers last: {order:?}"
+    );
+    let slow = rpc.response("slow");
+    assert_eq!(
+        slow["data"]["content"],
+        json!([{"type": "text", "text": "finally"}])
+    );
+}
+
+#[test]
+fn malformed_lines_get_parse_errors_and_the_host_keeps_going() {
+    let t = TempDir::new("rpc-parse");
+    let mut rpc = Rpc::start(&t, &[]);
+    rpc.send_raw("this is not json");
+    let err = rpc.until("parse error", |v| v["command"] == "parse");
+    assert_eq!(err["success"], false);
+    assert!(
+        err["error"].as_str().unwrap().starts_with("invalid JSON"),
+        "{err}"
+    );
+    rpc.send_raw("[1,2]");
+    rpc.send_raw(r#"{"id":"x","type":5}"#);
+    rpc.send_raw(r#"{"id":"y","type":"teleport"}"#);
+    let typed = rpc.response("x");
+    assert_eq!(
+        (typed["command"].as_str(), typed["error"].as_str()),
+        (Some("parse"), Some("a request needs a string `type`"))
+    );
+    let unknown = rpc.response("y");
+    assert_eq!(unknown["error"], "unknown request type \"teleport\"");
+    let missing = rpc.call("z", json!({"type": "command"}));
+    assert_eq!(missing["error"], "missing string field `name`");
+    assert_eq!(rpc.call("p", json!({"type": "ping"}))["success"], true);
+    let arrays = rpc
+        .seen
+        .iter()
+        .filter(|v| v["error"] == "a request must be a JSON object")
+        .count();
+    assert_eq!(arrays, 1);
+}
+
+#[test]
+fn tool_call_intercept_and_event_requests() {
+    let t = TempDir::new("rpc-tools");
+    let rec = t.join("rec");
+    let mut rpc = Rpc::start(&t, &[demo(&t, &rec)]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    let ok = rpc.call(
+        "1",
+        json!({"type": "tool_call", "name": "echo", "args": {"q": 1}, "tool_id": "t1"}),
+    );
+    assert_eq!(
+        ok["data"],
+        json!({"extension": "demo", "content": [{"type": "text", "text": "{\"q\": 1}"}], "is_error": false, "blocked": false})
+    );
+    let blocked = rpc.call(
+        "2",
+        json!({"type": "tool_call", "name": "echo", "args": {"q": "forbidden"}}),
+    );
+    assert_eq!(blocked["data"]["blocked"], true);
+    assert_eq!(blocked["data"]["is_error"], true);
+    assert_eq!(blocked["data"]["reason"], "no forbidden things");
+    let verdict = rpc.call("3", json!({"type": "intercept", "event": "tool_call", "tool_name": "bash", "tool_args": {"command": "forbidden"}}));
+    assert_eq!(
+        verdict["data"],
+        json!({"block": true, "reason": "no forbidden things"})
+    );
+    let allow = rpc.call(
+        "4",
+        json!({"type": "intercept", "event": "tool_call", "tool_name": "bash", "tool_args": {}}),
+    );
+    assert_eq!(allow["data"], json!({"block": false}));
+    let bad = rpc.call("5", json!({"type": "intercept", "event": "turn_end"}));
+    assert_eq!(bad["success"], false);
+    let ev = rpc.call(
+        "6",
+        json!({"type": "event", "event": "turn_end", "stop": "end_turn"}),
+    );
+    assert_eq!(ev["data"], json!({"delivered_to": ["demo"]}));
+    let none = rpc.call("7", json!({"type": "event", "event": "session_start"}));
+    assert_eq!(none["data"], json!({"delivered_to": []}));
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    let frames = recorded(&rec);
+    assert!(frames.contains(&json!({"type": "event", "event": "turn_end", "stop": "end_turn"})));
+    let call = frames.iter().find(|f| f["type"] == "tool_call").unwrap();
+    assert_eq!(call["args"], json!({"q": 1}));
+}
+
+#[test]
+fn eof_and_signals_shut_down_gracefully() {
+    for signal in [None, Some(libc::SIGTERM), Some(libc::SIGINT)] {
+        let t = TempDir::new("rpc-stop");
+        let rec = t.join("rec");
+        let gc = t.join("gc.pid");
+        let a = ext_dir(&t.join("a"), "a", json!({"record": rec, "grandchild": gc}));
+        let mut rpc = Rpc::start(&t, &[a]);
+        rpc.until("ready event", |v| v["type"] == "ready");
+        let list = rpc.call("l", json!({"type": "list"}));
+        let pid = list["data"]["extensions"][0]["pid"].as_u64().unwrap() as u32;
+        let grandchild = read_pid(&gc);
+        match signal {
+            // SAFETY: signalling our own child process.
+            Some(sig) => unsafe {
+                libc::kill(rpc.child.id() as i32, sig);
+            },
+            None => rpc.close_stdin(),
+        }
+        assert_eq!(rpc.wait(), Some(0), "signal {signal:?}");
+        assert!(
+            recorded(&rec).iter().any(|f| f["type"] == "shutdown"),
+            "signal {signal:?}"
+        );
+        assert!(process_gone(pid));
+        wait_for("grandchild to die", || process_gone(grandchild));
+    }
+}
+
+#[test]
+fn only_json_on_stdout_diagnostics_on_stderr() {
+    let t = TempDir::new("rpc-stdout");
+    std::fs::create_dir_all(t.join("broken")).unwrap();
+    std::fs::write(t.join("broken/extension.json"), "{").unwrap();
+    let mut rpc = Rpc::start(&t, &[t.join("broken")]);
+    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("invalid manifest"),
+        "{failed}"
+    );
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    // Every line was parsed as JSON by `Rpc::next`.
+    assert!(rpc.seen.iter().any(|v| v["type"] == "ready"));
+}
