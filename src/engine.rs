@@ -989,7 +989,7 @@ impl Engine {
         reply: Reply<ToolOutcome>,
         now: Instant,
     ) {
-        if self.cfg.builtin_tools.iter().any(|b| *b == call.name) {
+        if self.cfg.builtin_tools.contains(&call.name) {
             return reply(Err(format!(
                 "tool {} is built in: the embedder runs it",
                 call.name

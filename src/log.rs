@@ -61,7 +61,7 @@ impl ExtLog {
             None => false,
         };
         if !written {
-            eprint!("[zot] {} ext-{}: {msg}\n", timestamp(), self.name);
+            eprintln!("[zot] {} ext-{}: {msg}", timestamp(), self.name);
         }
     }
 }

@@ -15,6 +15,9 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 /// What an extension's threads report to the host loop.
+// Nearly every message is a frame, so boxing it would only add an
+// allocation per frame.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Inbound {
     /// A parsed frame from stdout.

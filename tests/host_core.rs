@@ -13,7 +13,7 @@ fn handshake_sends_hello_ack_with_host_fields() {
     let t = TempDir::new("ack");
     let rec = t.join("rec");
     let a = ext_dir(&t.join("a"), "a", json!({"record": rec}));
-    let host = start(config(&t, &[a.clone()]));
+    let host = start(config(&t, std::slice::from_ref(&a)));
     host.shutdown();
     let frames = recorded(&rec);
     let ack = &frames[0];

@@ -138,7 +138,12 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
                 return Ok(0);
             }
             Value(sub) if sub == "ext" => {
-                let rest: Vec<OsString> = parser.raw_args()?.collect();
+                // `zot --cwd DIR ext ...` means the same as `zot ext --cwd DIR ...`.
+                let mut rest: Vec<OsString> = Vec::new();
+                if let Some(cwd) = opts.cwd {
+                    rest.extend(["--cwd".into(), cwd.into_os_string()]);
+                }
+                rest.extend(parser.raw_args()?);
                 return ext::run(rest);
             }
             Value(sub) if sub == "rpc" => {

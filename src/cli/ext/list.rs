@@ -150,7 +150,7 @@ fn table(rows: &[Row]) -> String {
             text.push_str(cell);
             if i < last {
                 let pad = widths[i] - cell.chars().count() + 2;
-                text.extend(std::iter::repeat(' ').take(pad));
+                text.extend(std::iter::repeat_n(' ', pad));
             }
         }
         text.push('\n');
