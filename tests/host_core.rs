@@ -496,3 +496,30 @@ fn shutdown_stops_many_extensions_in_parallel() {
     );
     assert!(pids.iter().all(|&p| process_gone(p)));
 }
+
+#[test]
+fn crash_is_noticed_even_when_a_grandchild_keeps_stdout_open() {
+    let t = TempDir::new("crash-gc");
+    let gc = t.join("gc.pid");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"grandchild": gc, "grandchild_keeps_stdout": true,
+               "register": [command("boom")], "commands": {"boom": {"crash": 3}}}),
+    );
+    let mut cfg = config(&t, &[a]);
+    cfg.timeouts.command = Duration::from_secs(120);
+    let host = start(cfg);
+    let grandchild = read_pid(&gc);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        host.command("boom", "").unwrap_err(),
+        "extension a exited (exit code 3)"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "noticed without stdout EOF"
+    );
+    // What the extension left in its process group is killed with it.
+    wait_for("grandchild to die", || process_gone(grandchild));
+}

@@ -229,3 +229,44 @@ fn only_json_on_stdout_diagnostics_on_stderr() {
     // Every line was parsed as JSON by `Rpc::next`.
     assert!(rpc.seen.iter().any(|v| v["type"] == "ready"));
 }
+
+#[test]
+fn reload_restarts_and_picks_up_changes() {
+    let t = TempDir::new("rpc-reload");
+    let dir = t.join("a");
+    ext_dir(&dir, "a", json!({"register": [command("old")]}));
+    std::fs::create_dir_all(t.join("broken")).unwrap();
+    std::fs::write(t.join("broken/extension.json"), r#"{"name": "broken"}"#).unwrap();
+    let mut rpc = Rpc::start(&t, &[dir.clone(), t.join("broken")]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    let before = rpc.call("1", json!({"type": "list"}));
+    let old_pid = before["data"]["extensions"][0]["pid"].as_u64().unwrap() as u32;
+    ext_dir(
+        &dir,
+        "a",
+        json!({"register": [command("new")], "commands": {"new": {"action": "display", "display": "fresh"}}}),
+    );
+    let report = rpc.call("2", json!({"type": "reload"}));
+    let errors = report["data"]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1);
+    assert!(
+        errors[0]
+            .as_str()
+            .unwrap()
+            .contains("missing required field `exec`"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        (
+            report["data"]["stopped"].as_u64(),
+            report["data"]["loaded"].as_u64(),
+            report["data"]["ready"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    assert!(process_gone(old_pid));
+    let fresh = rpc.call("3", json!({"type": "command", "name": "new"}));
+    assert_eq!(fresh["data"]["display"], "fresh");
+    let gone = rpc.call("4", json!({"type": "command", "name": "old"}));
+    assert_eq!(gone["error"], "unknown command /old");
+}
