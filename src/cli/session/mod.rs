@@ -1,0 +1,780 @@
+//! `zot`: the interactive line-based session (SPEC section 6).
+//!
+//! One loop `select!`s over input lines (read by a thread), host events,
+//! replies to our own requests and signals, so notes and panels show up
+//! while the user is typing. At most one piece of work (a command, a
+//! tool call, a turn...) is pending at a time; lines typed meanwhile
+//! wait in a queue and run in order, which makes a piped script behave
+//! like the same lines typed one by one. Ctrl-C cancels the pending
+//! work; a second Ctrl-C, EOF, `/quit` or SIGTERM ends the session
+//! through the host's graceful shutdown.
+
+mod agent;
+mod render;
+mod signals;
+
+use super::{CliError, HostOpts};
+use agent::Agent;
+use crossbeam_channel::{select, Receiver, Sender};
+use render::{Out, Tone};
+use serde_json::Value;
+use signals::Signal;
+use std::collections::VecDeque;
+use std::io::{self, IsTerminal};
+use std::path::PathBuf;
+use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
+use zot_host::{
+    CommandOutcome, EventPayload, HostEvent, HostHandle, InterceptOutcome, InterceptRequest,
+    ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
+};
+
+/// Keys a panel accepts, plus `close` (closes it from our side).
+const PANEL_KEYS: [&str; 14] = [
+    "up",
+    "down",
+    "left",
+    "right",
+    "enter",
+    "esc",
+    "tab",
+    "backspace",
+    "delete",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+    "rune",
+];
+
+/// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
+pub fn run(opts: HostOpts) -> Result<i32, CliError> {
+    let signals = signals::install().map_err(CliError::Failed)?;
+    let cwd = match &opts.cwd {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
+    };
+    let host = super::start_host(&opts)?;
+    let input = read_stdin()?;
+    let tty = io::stdout().is_terminal();
+    let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let out = Out::new(color, tty && io::stdin().is_terminal());
+    let (done_tx, done) = crossbeam_channel::unbounded();
+    let builtin_tools = zot_host::HostConfig::new(PathBuf::new(), PathBuf::new()).builtin_tools;
+    let mut s = Session {
+        host: host.handle(),
+        out,
+        agent_cmd: opts.agent_cmd.clone(),
+        cwd,
+        builtin_tools,
+        done_tx,
+        next_job: 0,
+        current: None,
+        queue: VecDeque::new(),
+        ready: false,
+        eof: false,
+        quit: false,
+        armed: false,
+        session_started: false,
+        step: 0,
+        notes: Vec::new(),
+        panels: Vec::new(),
+        insert: None,
+    };
+    let events = host.events().clone();
+    while !s.finished() {
+        s.out_prompt();
+        select! {
+            recv(input) -> line => s.on_input(line.unwrap_or(Input::Eof)),
+            recv(events) -> event => match event {
+                Ok(event) => s.on_event(event),
+                Err(_) => break, // the host loop is gone
+            },
+            recv(done) -> msg => {
+                // The host sends events before the reply that followed
+                // them (a note, then the command's response): keep that order.
+                for event in events.try_iter() {
+                    s.on_event(event);
+                }
+                if let Ok((job, result)) = msg {
+                    s.on_done(job, result);
+                }
+            }
+            recv(signals) -> sig => match sig {
+                Ok(Signal::Terminate) | Err(_) => break,
+                Ok(Signal::Interrupt) => s.on_interrupt(),
+            },
+        }
+        s.run_queue();
+    }
+    s.cancel(false);
+    host.shutdown();
+    // Whatever the extensions said on their way out.
+    for event in events.try_iter() {
+        s.on_event(event);
+    }
+    Ok(0)
+}
+
+/// A line from stdin.
+enum Input {
+    Line(String),
+    TooLong(usize),
+    Eof,
+}
+
+fn read_stdin() -> Result<Receiver<Input>, CliError> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("zot-session-stdin".into())
+        .spawn(move || {
+            let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
+            loop {
+                let input = match lines.next_line() {
+                    Ok(Some(Line::Text(l))) => Input::Line(String::from_utf8_lossy(&l).into()),
+                    Ok(Some(Line::TooLong(n))) => Input::TooLong(n),
+                    Ok(None) | Err(_) => Input::Eof,
+                };
+                let eof = matches!(input, Input::Eof);
+                if tx.send(input).is_err() || eof {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?;
+    Ok(rx)
+}
+
+/// What a `/help`-like command shows.
+#[derive(Debug, Clone, Copy)]
+enum View {
+    Help,
+    Commands,
+    Tools,
+    Extensions,
+}
+
+/// A turn (SPEC 6): one prompt through interception, agent, interception.
+struct Turn {
+    prompt: String,
+    step: u64,
+    /// `turn_start` went out, so `turn_end` must follow.
+    started: bool,
+}
+
+/// The work the session waits for.
+enum Pending {
+    Command(String),
+    List(View),
+    Tool,
+    /// `/call` of a built-in tool: the pipeline without execution.
+    BuiltinTool(String, Value),
+    Reload,
+    PanelKey,
+    TurnStart(Turn),
+    Agent(Turn, Agent),
+    Message(Turn, String),
+}
+
+/// A reply to one of our requests.
+enum Done {
+    Command(Result<CommandOutcome, String>),
+    List(Result<Snapshot, String>),
+    Tool(Result<ToolOutcome, String>),
+    Intercept(Result<InterceptOutcome, String>),
+    Reload(Result<ReloadReport, String>),
+    Unit(Result<(), String>),
+    Agent(Result<String, String>),
+}
+
+/// A note as the user sees it; `clear_notes` and `/clear` retract them.
+struct Note {
+    extension: String,
+}
+
+struct Session {
+    host: HostHandle,
+    out: Out,
+    agent_cmd: Option<String>,
+    cwd: PathBuf,
+    builtin_tools: Vec<String>,
+    done_tx: Sender<(u64, Done)>,
+    next_job: u64,
+    current: Option<(u64, Pending)>,
+    queue: VecDeque<String>,
+    /// Startup readiness reached: input is held until then.
+    ready: bool,
+    eof: bool,
+    quit: bool,
+    /// The next Ctrl-C exits.
+    armed: bool,
+    session_started: bool,
+    step: u64,
+    notes: Vec<Note>,
+    /// Open panels: (extension, panel), most recent last.
+    panels: Vec<(String, Panel)>,
+    /// An `insert` on offer: an empty line on a terminal accepts it.
+    insert: Option<String>,
+}
+
+impl Session {
+    fn finished(&self) -> bool {
+        self.quit || (self.eof && self.current.is_none() && self.queue.is_empty())
+    }
+
+    fn out_prompt(&mut self) {
+        if self.ready && self.current.is_none() && self.queue.is_empty() && !self.eof {
+            self.out.prompt();
+        }
+    }
+
+    // ----- input ----------------------------------------------------
+
+    fn on_input(&mut self, input: Input) {
+        self.out.input_taken(matches!(input, Input::Eof));
+        match input {
+            Input::Line(line) => {
+                self.armed = false;
+                self.queue.push_back(line);
+            }
+            Input::TooLong(n) => self.out.error(&format!("input line of {n} bytes ignored")),
+            Input::Eof => self.eof = true,
+        }
+    }
+
+    fn run_queue(&mut self) {
+        while self.ready && self.current.is_none() && !self.quit {
+            let Some(line) = self.queue.pop_front() else {
+                break;
+            };
+            self.line(line);
+        }
+    }
+
+    fn line(&mut self, line: String) {
+        let offered = self.insert.take();
+        let mut text = line.trim().to_string();
+        if text.is_empty() {
+            match offered {
+                Some(insert) if self.out.interactive() => text = insert,
+                _ => return,
+            }
+        }
+        match text.strip_prefix('/') {
+            Some(rest) => {
+                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                self.slash(name, args.trim());
+            }
+            None => self.start_turn(text),
+        }
+    }
+
+    fn slash(&mut self, name: &str, args: &str) {
+        match name {
+            "help" => self.list(View::Help),
+            "commands" => self.list(View::Commands),
+            "tools" => self.list(View::Tools),
+            "ext" => self.list(View::Extensions),
+            "call" => self.call(args),
+            "reload-ext" => {
+                let reply = self.reply(Done::Reload);
+                self.submit(Pending::Reload, Request::Reload { reply });
+            }
+            "clear" => {
+                let n = self.notes.len();
+                self.notes.clear();
+                self.out.line(&format!("notes cleared ({n} removed)"));
+            }
+            "quit" | "exit" => self.quit = true,
+            "key" => self.key(args),
+            "" => self.out.error("empty command (/help lists them)"),
+            _ => {
+                let reply = self.reply(Done::Command);
+                let request = Request::Command {
+                    name: name.to_string(),
+                    args: args.to_string(),
+                    reply,
+                };
+                self.submit(Pending::Command(name.to_string()), request);
+            }
+        }
+    }
+
+    fn list(&mut self, view: View) {
+        let reply = self.reply(Done::List);
+        self.submit(Pending::List(view), Request::List { reply });
+    }
+
+    /// `/call TOOL [JSON]`.
+    fn call(&mut self, args: &str) {
+        let (name, json) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+        if name.is_empty() {
+            return self.out.error("usage: /call TOOL [JSON]");
+        }
+        let args = match json.trim() {
+            "" => Value::Object(Default::default()),
+            json => match serde_json::from_str(json) {
+                Ok(v) => v,
+                Err(e) => return self.out.error(&format!("/call {name}: invalid JSON: {e}")),
+            },
+        };
+        if self.builtin_tools.iter().any(|b| b == name) {
+            // The embedder runs built-in tools; this session has none,
+            // but the event and the guards still see the call.
+            self.next_job += 1;
+            let payload = EventPayload {
+                tool_id: Some(format!("session-call-{}", self.next_job)),
+                tool_name: Some(name.to_string()),
+                tool_args: Some(args.clone()),
+                ..Default::default()
+            };
+            self.emit("tool_call", payload.clone());
+            let reply = self.reply(Done::Intercept);
+            let request = Request::Intercept {
+                request: InterceptRequest {
+                    event: "tool_call".into(),
+                    payload,
+                },
+                reply,
+            };
+            return self.submit(Pending::BuiltinTool(name.to_string(), args), request);
+        }
+        let reply = self.reply(Done::Tool);
+        let request = Request::Tool {
+            call: ToolRequest {
+                name: name.to_string(),
+                args,
+                tool_id: None,
+            },
+            pipeline: true,
+            reply,
+        };
+        self.submit(Pending::Tool, request);
+    }
+
+    /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune)
+    /// or `close`.
+    fn key(&mut self, args: &str) {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        let explicit = words.len() >= 3
+            && self
+                .panels
+                .iter()
+                .any(|(e, p)| e == words[0] && p.panel_id == words[1]);
+        let (ext, panel, rest) = match (explicit, self.panels.last()) {
+            (true, _) => {
+                let rest = args.trim_start()[words[0].len()..].trim_start();
+                let rest = rest[words[1].len()..].trim_start();
+                (words[0].to_string(), words[1].to_string(), rest)
+            }
+            (false, Some((e, p))) => (e.clone(), p.panel_id.clone(), args),
+            (false, None) => {
+                return self
+                    .out
+                    .error("no open panel (usage: /key [EXT PANEL] KEY [TEXT])")
+            }
+        };
+        let (key, text) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        let text = text.trim();
+        let (key, text) = match key {
+            "" => {
+                return self.out.error(&format!(
+                    "usage: /key [EXT PANEL] KEY [TEXT]; keys: {} close",
+                    PANEL_KEYS.join(" ")
+                ))
+            }
+            "close" => {
+                self.close_panel(&ext, &panel);
+                let reply = self.reply(Done::Unit);
+                let request = Request::PanelClose {
+                    extension: ext,
+                    panel_id: panel,
+                    reply,
+                };
+                return self.submit(Pending::PanelKey, request);
+            }
+            k if PANEL_KEYS.contains(&k) => (k, (!text.is_empty()).then(|| text.to_string())),
+            k if k.chars().count() == 1 => ("rune", Some(k.to_string())),
+            k => {
+                return self.out.error(&format!(
+                    "unknown key {k:?} (one of {} close, or one character)",
+                    PANEL_KEYS.join(" ")
+                ))
+            }
+        };
+        let reply = self.reply(Done::Unit);
+        let request = Request::PanelKey {
+            extension: ext,
+            panel_id: panel,
+            key: key.to_string(),
+            text,
+            reply,
+        };
+        self.submit(Pending::PanelKey, request);
+    }
+
+    // ----- requests and replies -------------------------------------
+
+    /// A reply that comes back to the loop tagged with the next job id.
+    fn reply<T: Send + 'static>(&self, wrap: fn(Result<T, String>) -> Done) -> zot_host::Reply<T> {
+        let (tx, job) = (self.done_tx.clone(), self.next_job + 1);
+        Box::new(move |result| {
+            let _ = tx.send((job, wrap(result)));
+        })
+    }
+
+    /// Sends `request` (built with [`Session::reply`]) and waits for it.
+    fn submit(&mut self, pending: Pending, request: Request) {
+        self.next_job += 1;
+        self.current = Some((self.next_job, pending));
+        self.host.submit(request);
+    }
+
+    /// Emits a lifecycle event; requests run in order, so it reaches
+    /// subscribers before anything submitted after it.
+    fn emit(&self, event: &str, payload: EventPayload) {
+        self.host.submit(Request::Emit {
+            event: event.to_string(),
+            payload,
+            reply: Box::new(|_| {}),
+        });
+    }
+
+    fn on_done(&mut self, job: u64, done: Done) {
+        match &self.current {
+            Some((id, _)) if *id == job => {}
+            _ => return, // cancelled meanwhile
+        }
+        let Some((_, pending)) = self.current.take() else {
+            return;
+        };
+        match (pending, done) {
+            (Pending::Command(name), Done::Command(r)) => self.command_done(&name, r),
+            (Pending::List(view), Done::List(r)) => match r {
+                Ok(snap) => match view {
+                    View::Help => self.out.help(&snap),
+                    View::Commands => self.out.commands(&snap),
+                    View::Tools => self.out.tools(&snap),
+                    View::Extensions => self.out.extensions(&snap),
+                },
+                Err(e) => self.out.error(&e),
+            },
+            (Pending::Tool, Done::Tool(r)) => match r {
+                Ok(outcome) => self.out.tool_outcome(&outcome),
+                Err(e) => self.out.error(&e),
+            },
+            (Pending::BuiltinTool(name, args), Done::Intercept(r)) => match r {
+                Ok(o) if o.block => self.out.blocked(o.reason.as_deref().unwrap_or("")),
+                Ok(o) => {
+                    let args = o.modified_args.unwrap_or(args);
+                    self.out.text(
+                        "allowed: ",
+                        Tone::Green,
+                        &format!("{name} {args} (built-in tool: this session does not run it)"),
+                    );
+                }
+                Err(e) => self.out.error(&e),
+            },
+            (Pending::Reload, Done::Reload(r)) => match r {
+                Ok(report) => {
+                    self.panels.clear();
+                    self.out.line(&format!(
+                        "reloaded: {} stopped, {} loaded ({} ready)",
+                        report.stopped, report.loaded, report.ready
+                    ));
+                    for e in &report.errors {
+                        self.out.error(e);
+                    }
+                }
+                Err(e) => self.out.error(&e),
+            },
+            (Pending::PanelKey, Done::Unit(r)) => {
+                if let Err(e) = r {
+                    self.out.error(&e);
+                }
+            }
+            (Pending::TurnStart(turn), Done::Intercept(r)) => self.turn_allowed(turn, r),
+            (Pending::Agent(turn, _), Done::Agent(r)) => self.agent_done(turn, r),
+            (Pending::Message(turn, text), Done::Intercept(r)) => self.message_done(turn, text, r),
+            // Each pending kind is only ever paired with its own reply.
+            (_, _) => self.out.error("internal: mismatched reply"),
+        }
+    }
+
+    fn command_done(&mut self, name: &str, result: Result<CommandOutcome, String>) {
+        let o = match result {
+            Ok(o) => o,
+            Err(e) => return self.out.error(&e),
+        };
+        if let Some(e) = o.error.as_deref().filter(|e| !e.is_empty()) {
+            self.out.error(e);
+        }
+        match o.action.as_str() {
+            "display" => {
+                let text = o.display.unwrap_or_default();
+                self.out.text(&format!("[/{name}] "), Tone::Cyan, &text);
+            }
+            "insert" => {
+                let text = o.insert.unwrap_or_default();
+                self.out.text("insert: ", Tone::Cyan, &text);
+                self.out
+                    .hint("Enter on an empty line sends it; type anything else to discard it");
+                self.insert = Some(text);
+            }
+            "prompt" => {
+                let text = o.prompt.unwrap_or_default();
+                self.out.text("prompt: ", Tone::Cyan, &text);
+                self.start_turn(text);
+            }
+            "open_panel" => {
+                if let Some(p) = o.open_panel {
+                    let panel = Panel {
+                        panel_id: p.id,
+                        title: p.title,
+                        lines: p.lines,
+                        footer: p.footer,
+                    };
+                    self.render_panel(o.extension, panel);
+                }
+            }
+            _ => {} // noop
+        }
+    }
+
+    // ----- turns ----------------------------------------------------
+
+    fn start_turn(&mut self, prompt: String) {
+        // Notes are one-shot: the next prompt clears them.
+        self.notes.clear();
+        if !self.session_started {
+            self.session_started = true;
+            self.emit("session_start", EventPayload::default());
+        }
+        self.step += 1;
+        let turn = Turn {
+            prompt,
+            step: self.step,
+            started: false,
+        };
+        let payload = EventPayload {
+            step: Some(turn.step),
+            ..Default::default()
+        };
+        let reply = self.reply(Done::Intercept);
+        let request = Request::Intercept {
+            request: InterceptRequest {
+                event: "turn_start".into(),
+                payload,
+            },
+            reply,
+        };
+        self.submit(Pending::TurnStart(turn), request);
+    }
+
+    fn turn_allowed(&mut self, mut turn: Turn, result: Result<InterceptOutcome, String>) {
+        match result {
+            Ok(o) if o.block => return self.out.blocked(o.reason.as_deref().unwrap_or("")),
+            Ok(_) => {}
+            Err(e) => return self.out.error(&e),
+        }
+        let payload = EventPayload {
+            step: Some(turn.step),
+            ..Default::default()
+        };
+        self.emit("turn_start", payload);
+        turn.started = true;
+        let Some(cmd) = self.agent_cmd.clone() else {
+            self.out.text("would submit: ", Tone::Cyan, &turn.prompt);
+            return self.end_turn(&turn, "end_turn", None);
+        };
+        let (tx, job) = (self.done_tx.clone(), self.next_job + 1);
+        let done = move |r| {
+            let _ = tx.send((job, Done::Agent(r)));
+        };
+        match Agent::spawn(&cmd, &self.cwd, &turn.prompt, done) {
+            Ok(agent) => {
+                self.next_job += 1;
+                self.current = Some((job, Pending::Agent(turn, agent)));
+            }
+            Err(e) => {
+                self.out.error(&format!("agent command failed: {e}"));
+                self.end_turn(&turn, "error", Some(e));
+            }
+        }
+    }
+
+    fn agent_done(&mut self, turn: Turn, result: Result<String, String>) {
+        let text = match result {
+            Ok(text) => text,
+            Err(e) => {
+                self.out.error(&format!("agent command failed: {e}"));
+                return self.end_turn(&turn, "error", Some(e));
+            }
+        };
+        let payload = EventPayload {
+            text: Some(text.clone()),
+            ..Default::default()
+        };
+        let reply = self.reply(Done::Intercept);
+        let request = Request::Intercept {
+            request: InterceptRequest {
+                event: "assistant_message".into(),
+                payload,
+            },
+            reply,
+        };
+        self.submit(Pending::Message(turn, text), request);
+    }
+
+    fn message_done(&mut self, turn: Turn, text: String, result: Result<InterceptOutcome, String>) {
+        let shown = match result {
+            Ok(o) if o.block => {
+                self.out.blocked(o.reason.as_deref().unwrap_or(""));
+                None
+            }
+            Ok(o) => Some(o.replace_text.unwrap_or(text)),
+            Err(e) => {
+                self.out.error(&e);
+                Some(text)
+            }
+        };
+        if let Some(shown) = shown {
+            self.out.text("assistant: ", Tone::Bold, &shown);
+            let payload = EventPayload {
+                text: Some(shown),
+                ..Default::default()
+            };
+            self.emit("assistant_message", payload);
+        }
+        self.end_turn(&turn, "end_turn", None);
+    }
+
+    fn end_turn(&mut self, turn: &Turn, stop: &str, error: Option<String>) {
+        if turn.started {
+            let payload = EventPayload {
+                stop: Some(stop.to_string()),
+                error,
+                ..Default::default()
+            };
+            self.emit("turn_end", payload);
+        }
+    }
+
+    // ----- cancelling -----------------------------------------------
+
+    fn on_interrupt(&mut self) {
+        if self.armed {
+            self.quit = true;
+            return;
+        }
+        self.armed = true;
+        if self.current.is_some() || !self.queue.is_empty() {
+            self.cancel(true);
+        } else {
+            self.out.line("(Ctrl-C again to exit)");
+        }
+    }
+
+    /// Drops the pending work and queued lines; a late reply is ignored.
+    fn cancel(&mut self, say: bool) {
+        self.queue.clear();
+        self.insert = None;
+        let Some((_, pending)) = self.current.take() else {
+            return;
+        };
+        match pending {
+            Pending::Agent(turn, agent) => {
+                agent.kill();
+                self.end_turn(&turn, "cancelled", None);
+            }
+            Pending::Message(turn, _) => self.end_turn(&turn, "cancelled", None),
+            _ => {}
+        }
+        if say {
+            self.out.line("cancelled");
+        }
+    }
+
+    // ----- host events ----------------------------------------------
+
+    fn on_event(&mut self, event: HostEvent) {
+        match event {
+            HostEvent::Ready { extensions } => {
+                self.ready = true;
+                if extensions.is_empty() {
+                    self.out.line("ready: no extensions");
+                } else {
+                    self.out.line(&format!("ready: {}", extensions.join(", ")));
+                }
+                self.out
+                    .hint("/help lists commands; plain text is a prompt; /quit or Ctrl-D leaves");
+            }
+            HostEvent::Notify {
+                extension,
+                level,
+                message,
+            } => {
+                self.out.note(&extension, &level, &message);
+                self.notes.push(Note { extension });
+            }
+            HostEvent::ClearNotes { extension } => {
+                let before = self.notes.len();
+                self.notes.retain(|n| n.extension != extension);
+                let n = before - self.notes.len();
+                self.out
+                    .line(&format!("notes cleared for {extension} ({n} removed)"));
+            }
+            HostEvent::PanelRender { panel, extension } => self.render_panel(extension, panel),
+            HostEvent::PanelClose {
+                panel_id,
+                extension,
+            } => self.close_panel(&extension, &panel_id),
+            HostEvent::Registered { extension } => {
+                self.out.line(&format!("registered: {extension}"))
+            }
+            HostEvent::ExtensionExited { extension, status } => {
+                self.panels.retain(|(e, _)| *e != extension);
+                self.out
+                    .error(&format!("extension {extension} exited ({status})"));
+            }
+            HostEvent::ExtensionFailed { extension, error } => {
+                self.panels.retain(|(e, _)| *e != extension);
+                self.out
+                    .error(&format!("extension {extension} failed: {error}"));
+            }
+        }
+    }
+
+    /// Opens or updates a panel; fields a render leaves out are kept.
+    fn render_panel(&mut self, extension: String, panel: Panel) {
+        let pos = self
+            .panels
+            .iter()
+            .position(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
+        let merged = match pos.map(|i| self.panels.remove(i)) {
+            Some((_, old)) => Panel {
+                panel_id: panel.panel_id,
+                title: panel.title.or(old.title),
+                lines: panel.lines.or(old.lines),
+                footer: panel.footer.or(old.footer),
+            },
+            None => panel,
+        };
+        self.out.panel(&extension, &merged);
+        if pos.is_none() {
+            self.out
+                .hint("keys: /key up|down|left|right|enter|esc|tab|... [TEXT], one character types it, /key close closes");
+        }
+        self.panels.push((extension, merged));
+    }
+
+    fn close_panel(&mut self, extension: &str, panel_id: &str) {
+        let before = self.panels.len();
+        self.panels
+            .retain(|(e, p)| !(e == extension && p.panel_id == panel_id));
+        if self.panels.len() < before {
+            self.out
+                .line(&format!("panel closed: {extension}/{panel_id}"));
+        }
+    }
+}

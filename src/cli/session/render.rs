@@ -1,0 +1,412 @@
+//! What the session prints, and how.
+//!
+//! Every line has a fixed shape (documented in the README, section
+//! "Interactive session") so that a pipe reader can match on it. Text
+//! spanning several lines keeps its prefix on the first line and is
+//! indented by the prefix's width on the others. Colour is used only
+//! on a terminal without `NO_COLOR`; the prompt and the hints are only
+//! shown when both ends are a terminal.
+
+use serde_json::Value;
+use std::io::{self, Write};
+use zot_host::protocol::Panel;
+use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolOutcome};
+
+/// Colour of a prefix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tone {
+    Plain,
+    Bold,
+    Dim,
+    Red,
+    Green,
+    Yellow,
+    Cyan,
+    Magenta,
+}
+
+impl Tone {
+    fn code(self) -> &'static str {
+        match self {
+            Tone::Plain => "",
+            Tone::Bold => "1",
+            Tone::Dim => "2",
+            Tone::Red => "31",
+            Tone::Green => "32",
+            Tone::Yellow => "33",
+            Tone::Cyan => "36",
+            Tone::Magenta => "35",
+        }
+    }
+
+    /// The tone of a note of `level`.
+    pub fn of_level(level: &str) -> Tone {
+        match level {
+            "error" => Tone::Red,
+            "warn" | "warning" => Tone::Yellow,
+            "success" => Tone::Green,
+            _ => Tone::Cyan,
+        }
+    }
+}
+
+/// The session's stdout.
+pub struct Out {
+    color: bool,
+    interactive: bool,
+    prompt_shown: bool,
+    out: io::Stdout,
+}
+
+impl Out {
+    /// `color`: use ANSI colours; `interactive`: show the prompt and hints.
+    pub fn new(color: bool, interactive: bool) -> Out {
+        Out {
+            color,
+            interactive,
+            prompt_shown: false,
+            out: io::stdout(),
+        }
+    }
+
+    /// Whether prompt and hints are shown.
+    pub fn interactive(&self) -> bool {
+        self.interactive
+    }
+
+    fn paint(&self, tone: Tone, s: &str) -> String {
+        if !self.color || tone == Tone::Plain || s.is_empty() {
+            return s.to_string();
+        }
+        format!("\x1b[{}m{s}\x1b[0m", tone.code())
+    }
+
+    /// Writes raw text. Errors are ignored: when nobody reads our
+    /// stdout any more there is nobody to tell.
+    fn write(&mut self, s: &str) {
+        let _ = self.out.write_all(s.as_bytes());
+        let _ = self.out.flush();
+    }
+
+    /// Takes the prompt off the screen before other output.
+    fn clear_prompt(&mut self) {
+        if self.prompt_shown {
+            self.prompt_shown = false;
+            self.write("\r\x1b[K");
+        }
+    }
+
+    /// `prefix` then `text`; further lines of `text` are indented to
+    /// line up with the first.
+    pub fn text(&mut self, prefix: &str, tone: Tone, text: &str) {
+        self.clear_prompt();
+        let indent = " ".repeat(prefix.chars().count());
+        let mut s = String::new();
+        for (i, line) in text.split('\n').enumerate() {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if i == 0 {
+                s.push_str(&self.paint(tone, prefix));
+            } else {
+                s.push_str(&indent);
+            }
+            s.push_str(line);
+            s.push('\n');
+        }
+        self.write(&s);
+    }
+
+    /// One line as is.
+    pub fn line(&mut self, line: &str) {
+        self.text("", Tone::Plain, line);
+    }
+
+    /// A whole line in one tone.
+    pub fn toned(&mut self, tone: Tone, line: &str) {
+        self.clear_prompt();
+        let s = format!("{}\n", self.paint(tone, line));
+        self.write(&s);
+    }
+
+    /// `error: <text>`.
+    pub fn error(&mut self, text: &str) {
+        self.text("error: ", Tone::Red, text);
+    }
+
+    /// A hint for a person at a terminal; nothing through a pipe.
+    pub fn hint(&mut self, text: &str) {
+        if self.interactive {
+            self.toned(Tone::Dim, &format!("({text})"));
+        }
+    }
+
+    /// Shows the input prompt, once, on a terminal.
+    pub fn prompt(&mut self) {
+        if self.interactive && !self.prompt_shown {
+            let p = self.paint(Tone::Bold, "> ");
+            self.write(&p);
+            self.prompt_shown = true;
+        }
+    }
+
+    /// The user finished a line (or pressed Ctrl-D): the prompt is gone.
+    pub fn input_taken(&mut self, eof: bool) {
+        if eof && self.prompt_shown {
+            self.write("\n");
+        }
+        self.prompt_shown = false;
+    }
+
+    /// `[ext] level: message`.
+    pub fn note(&mut self, ext: &str, level: &str, message: &str) {
+        self.text(
+            &format!("[{ext}] {level}: "),
+            Tone::of_level(level),
+            message,
+        );
+    }
+
+    /// A panel as a boxed block of lines.
+    pub fn panel(&mut self, ext: &str, panel: &Panel) {
+        let title = panel.title.as_deref().unwrap_or("");
+        let head = format!("┌─ {title} [{ext}/{}]", panel.panel_id);
+        let mut lines = vec![self.paint(Tone::Magenta, &head)];
+        for line in panel.lines.iter().flatten() {
+            for part in line.split('\n') {
+                lines.push(format!("{}{part}", self.paint(Tone::Magenta, "│ ")));
+            }
+        }
+        let foot = match panel.footer.as_deref() {
+            Some(f) if !f.is_empty() => format!("└─ {f}"),
+            _ => "└─".to_string(),
+        };
+        lines.push(self.paint(Tone::Magenta, &foot));
+        self.clear_prompt();
+        let s: String = lines.into_iter().map(|l| l + "\n").collect();
+        self.write(&s);
+    }
+
+    /// The result of `/call`.
+    pub fn tool_outcome(&mut self, outcome: &ToolOutcome) {
+        if outcome.blocked {
+            return self.blocked(outcome.reason.as_deref().unwrap_or(""));
+        }
+        let (prefix, tone) = if outcome.is_error {
+            ("result error: ", Tone::Red)
+        } else {
+            ("result: ", Tone::Green)
+        };
+        for block in &outcome.content {
+            match block.get("type").and_then(Value::as_str) {
+                Some("image") => {
+                    let mime = block.get("mime_type").and_then(Value::as_str).unwrap_or("");
+                    let len = block
+                        .get("data")
+                        .and_then(Value::as_str)
+                        .map_or(0, str::len);
+                    self.text(
+                        prefix,
+                        tone,
+                        &format!("[image {mime}, {len} bytes of base64]"),
+                    );
+                }
+                _ => {
+                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                    self.text(prefix, tone, text);
+                }
+            }
+        }
+    }
+
+    /// `blocked: <reason>`.
+    pub fn blocked(&mut self, reason: &str) {
+        self.text("blocked: ", Tone::Yellow, reason);
+    }
+
+    /// Lines lined up in two columns, `left` padded to the widest.
+    fn columns(&mut self, rows: &[(String, String)]) {
+        let width = rows.iter().map(|(l, _)| l.chars().count()).max();
+        for (left, right) in rows {
+            let pad = width.unwrap_or(0) - left.chars().count();
+            let line = format!("  {left}{}  {right}", " ".repeat(pad));
+            self.line(line.trim_end());
+        }
+    }
+
+    /// `/help`.
+    pub fn help(&mut self, snap: &Snapshot) {
+        self.toned(Tone::Bold, "host commands:");
+        let rows: Vec<(String, String)> = HOST_COMMANDS
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.to_string()))
+            .collect();
+        self.columns(&rows);
+        self.commands(snap);
+        self.line("Anything else that does not start with / is a prompt.");
+    }
+
+    /// `/commands`.
+    pub fn commands(&mut self, snap: &Snapshot) {
+        if snap.commands.is_empty() {
+            return self.line("extension commands: none");
+        }
+        self.toned(Tone::Bold, "extension commands:");
+        let rows: Vec<(String, String)> = snap
+            .commands
+            .iter()
+            .map(|c| (format!("/{}", c.name), owned(&c.description, &c.extension)))
+            .collect();
+        self.columns(&rows);
+    }
+
+    /// `/tools`.
+    pub fn tools(&mut self, snap: &Snapshot) {
+        if snap.tools.is_empty() {
+            return self.line("tools: none");
+        }
+        self.toned(Tone::Bold, "tools:");
+        let rows: Vec<(String, String)> = snap
+            .tools
+            .iter()
+            .map(|t| (signature(t), owned(&t.description, &t.extension)))
+            .collect();
+        self.columns(&rows);
+    }
+
+    /// `/ext`.
+    pub fn extensions(&mut self, snap: &Snapshot) {
+        if snap.extensions.is_empty() {
+            return self.line("extensions: none");
+        }
+        self.toned(Tone::Bold, "extensions:");
+        let rows: Vec<(String, String)> = snap.extensions.iter().map(ext_row).collect();
+        self.columns(&rows);
+    }
+}
+
+/// Host commands and what they do, for `/help`.
+const HOST_COMMANDS: [(&str, &str); 9] = [
+    ("/help", "this list"),
+    ("/commands", "extension commands"),
+    ("/tools", "tools and their arguments"),
+    ("/ext", "extensions: scope, state, pid, error"),
+    (
+        "/call TOOL [JSON]",
+        "run a tool as the model would (event, guards, result)",
+    ),
+    ("/reload-ext", "stop every extension, start them again"),
+    (
+        "/key [EXT PANEL] KEY [TEXT]",
+        "send a key to a panel; KEY close closes it",
+    ),
+    ("/clear", "clear the notes"),
+    ("/quit, /exit", "leave (Ctrl-D too)"),
+];
+
+fn owned(description: &str, extension: &str) -> String {
+    if description.is_empty() {
+        format!("({extension})")
+    } else {
+        format!("{description} ({extension})")
+    }
+}
+
+/// `name(arg: type, optional?: type)` from a tool's JSON Schema.
+pub fn signature(tool: &ToolInfo) -> String {
+    let Some(schema) = &tool.schema else {
+        return format!("{}(any)", tool.name);
+    };
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let args: Vec<String> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, prop)| {
+                    let opt = if required.contains(&name.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
+                    format!("{name}{opt}: {}", type_of(prop))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!("{}({})", tool.name, args.join(", "))
+}
+
+/// A short name for the type a schema describes.
+fn type_of(prop: &Value) -> String {
+    if let Some(values) = prop.get("enum").and_then(Value::as_array) {
+        let values: Vec<String> = values.iter().map(Value::to_string).collect();
+        return values.join("|");
+    }
+    match prop.get("type") {
+        Some(Value::String(t)) if t == "array" => match prop.get("items") {
+            Some(items) => format!("{}[]", type_of(items)),
+            None => "array".into(),
+        },
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => {
+            let ts: Vec<&str> = ts.iter().filter_map(Value::as_str).collect();
+            ts.join("|")
+        }
+        _ => "any".into(),
+    }
+}
+
+fn ext_row(e: &ExtensionInfo) -> (String, String) {
+    let mut right = format!("{}  {}", e.scope, e.state);
+    if let Some(pid) = e.pid {
+        right.push_str(&format!("  pid {pid}"));
+    }
+    if let Some(v) = &e.version {
+        right.push_str(&format!("  v{v}"));
+    }
+    right.push_str(&format!("  {}", e.dir.display()));
+    if let Some(err) = &e.error {
+        right.push_str(&format!("  error: {err}"));
+    }
+    (e.name.clone(), right)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(schema: Option<Value>) -> ToolInfo {
+        ToolInfo {
+            name: "t".into(),
+            description: String::new(),
+            schema,
+            extension: "x".into(),
+        }
+    }
+
+    #[test]
+    fn signatures_summarise_schemas() {
+        assert_eq!(signature(&tool(None)), "t(any)");
+        assert_eq!(signature(&tool(Some(json!({"type": "object"})))), "t()");
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "unit": {"enum": ["c", "f"]},
+                "any": {}
+            },
+            "required": ["city"]
+        });
+        assert_eq!(
+            signature(&tool(Some(schema))),
+            r#"t(city: string, days?: integer, tags?: string[], unit?: "c"|"f", any?: any)"#
+        );
+    }
+}
