@@ -145,6 +145,16 @@ fn read_stdin() -> Result<Receiver<Input>, CliError> {
     Ok(rx)
 }
 
+/// `error` about `what`, prefixed with `what: ` unless it names `name`
+/// already (`unknown command /x` stays, `extension a exited` does not).
+fn about(what: &str, name: &str, error: String) -> String {
+    if error.contains(name) {
+        error
+    } else {
+        format!("{what}: {error}")
+    }
+}
+
 /// What a `/help`-like command shows.
 #[derive(Debug, Clone, Copy)]
 enum View {
@@ -166,7 +176,7 @@ struct Turn {
 enum Pending {
     Command(String),
     List(View),
-    Tool,
+    Tool(String),
     /// `/call` of a built-in tool: the pipeline without execution.
     BuiltinTool(String, Value),
     Reload,
@@ -349,7 +359,7 @@ impl Session {
             pipeline: true,
             reply,
         };
-        self.submit(Pending::Tool, request);
+        self.submit(Pending::Tool(name.to_string()), request);
     }
 
     /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune)
@@ -459,9 +469,9 @@ impl Session {
                 },
                 Err(e) => self.out.error(&e),
             },
-            (Pending::Tool, Done::Tool(r)) => match r {
+            (Pending::Tool(name), Done::Tool(r)) => match r {
                 Ok(outcome) => self.out.tool_outcome(&outcome),
-                Err(e) => self.out.error(&e),
+                Err(e) => self.out.error(&about(&format!("/call {name}"), &name, e)),
             },
             (Pending::BuiltinTool(name, args), Done::Intercept(r)) => match r {
                 Ok(o) if o.block => self.out.blocked(o.reason.as_deref().unwrap_or("")),
@@ -504,7 +514,10 @@ impl Session {
     fn command_done(&mut self, name: &str, result: Result<CommandOutcome, String>) {
         let o = match result {
             Ok(o) => o,
-            Err(e) => return self.out.error(&e),
+            Err(e) => {
+                let slash = format!("/{name}");
+                return self.out.error(&about(&slash, &slash, e));
+            }
         };
         if let Some(e) = o.error.as_deref().filter(|e| !e.is_empty()) {
             self.out.error(e);
@@ -663,6 +676,7 @@ impl Session {
     // ----- cancelling -----------------------------------------------
 
     fn on_interrupt(&mut self) {
+        self.out.interrupted();
         if self.armed {
             self.quit = true;
             return;
@@ -739,6 +753,9 @@ impl Session {
             }
             HostEvent::ExtensionFailed { extension, error } => {
                 self.panels.retain(|(e, _)| *e != extension);
+                if matches!(self.current, Some((_, Pending::Reload))) {
+                    return; // the reload's report lists it
+                }
                 self.out
                     .error(&format!("extension {extension} failed: {error}"));
             }

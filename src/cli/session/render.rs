@@ -156,6 +156,14 @@ impl Out {
         self.prompt_shown = false;
     }
 
+    /// The terminal echoed `^C`: end that line.
+    pub fn interrupted(&mut self) {
+        if self.interactive {
+            self.prompt_shown = false;
+            self.write("\n");
+        }
+    }
+
     /// `[ext] level: message`.
     pub fn note(&mut self, ext: &str, level: &str, message: &str) {
         self.text(
