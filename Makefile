@@ -6,6 +6,7 @@
 #   make bench-ext  the native benchmark extension (fixtures/bench-ext)
 #   make bench      all of the above in release mode, then the benchmark
 #   make clean      cargo clean (also removes the fixture build)
+#   make demo       the interactive session with the example extensions
 
 CARGO ?= cargo
 
@@ -30,29 +31,49 @@ build:
 test:
 	$(CARGO) test
 
-# Static binary: musl first (installing the Rust target with rustup when
-# it is missing); if that fails, a glibc build with crt-static. The
-# release profile strips symbols; `strip` runs again in case a fallback
-# path left any. Whether the result is really static is reported by
-# `make bench` (`bench binary static=...`), which reads the ELF headers.
+# Static binary, smallest build that works here first:
+#   1. nightly with rust-src (when that toolchain is installed): the
+#      musl target with std rebuilt for size (-Z build-std, without
+#      backtrace symbolization; panic messages are kept), opt-level z;
+#   2. stable musl (`rustup target add` when the target is missing),
+#      opt-level z;
+#   3. stable glibc with crt-static, opt-level z.
+# Each uses its own target dir so none of them disturbs `make build`.
+# `make static STATIC_NIGHTLY=no` skips step 1. The release profile
+# strips symbols. Whether the result is really static is reported by
+# `make bench` (`bench binary static=...`, read from the ELF headers).
+STATIC_NIGHTLY ?= auto
+STATIC_OPT := --config 'profile.release.opt-level="z"'
+STATIC_STD := -Z build-std=std,panic_abort -Z build-std-features=optimize_for_size
+
 static:
-	@set -e; \
-	if command -v rustup >/dev/null 2>&1 && \
-	   ! rustup target list --installed | grep -qx '$(MUSL_TARGET)'; then \
-		echo "static: installing Rust target $(MUSL_TARGET)"; \
-		rustup target add $(MUSL_TARGET) || true; \
+	@set -e; rm -f $(STATIC_BIN); \
+	if [ "$(STATIC_NIGHTLY)" != no ] && rustup run nightly rustc --version >/dev/null 2>&1; then \
+		rustup component list --toolchain nightly --installed | grep -q '^rust-src' || \
+			rustup component add --toolchain nightly rust-src || true; \
+		rustup target list --toolchain nightly --installed | grep -qx '$(MUSL_TARGET)' || \
+			rustup target add --toolchain nightly $(MUSL_TARGET) || true; \
+		if $(CARGO) +nightly build --release --bin zot --target $(MUSL_TARGET) \
+			--target-dir target/static-nightly $(STATIC_OPT) $(STATIC_STD); then \
+			cp target/static-nightly/$(MUSL_TARGET)/release/zot $(STATIC_BIN); \
+			echo "static: built with nightly -Z build-std for $(MUSL_TARGET)"; \
+		else echo "static: nightly build-std failed, trying stable"; fi; \
 	fi; \
-	if $(CARGO) build --release --bin zot --target $(MUSL_TARGET); then \
-		cp target/$(MUSL_TARGET)/release/zot $(STATIC_BIN); \
-		echo "static: $(STATIC_BIN) built for $(MUSL_TARGET)"; \
-	else \
-		echo "static: musl build failed, falling back to static glibc"; \
-		RUSTFLAGS='-C target-feature=+crt-static' \
-			$(CARGO) build --release --bin zot --target $(GNU_TARGET); \
-		cp target/$(GNU_TARGET)/release/zot $(STATIC_BIN); \
-		echo "static: $(STATIC_BIN) built for $(GNU_TARGET) (crt-static)"; \
+	if [ ! -f $(STATIC_BIN) ]; then \
+		rustup target list --installed 2>/dev/null | grep -qx '$(MUSL_TARGET)' || \
+			rustup target add $(MUSL_TARGET) || true; \
+		if $(CARGO) build --release --bin zot --target $(MUSL_TARGET) \
+			--target-dir target/static $(STATIC_OPT); then \
+			cp target/static/$(MUSL_TARGET)/release/zot $(STATIC_BIN); \
+			echo "static: built with stable for $(MUSL_TARGET)"; \
+		else echo "static: musl build failed, falling back to static glibc"; fi; \
 	fi; \
-	if command -v strip >/dev/null 2>&1; then strip $(STATIC_BIN); fi; \
+	if [ ! -f $(STATIC_BIN) ]; then \
+		RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build --release --bin zot \
+			--target $(GNU_TARGET) --target-dir target/static $(STATIC_OPT); \
+		cp target/static/$(GNU_TARGET)/release/zot $(STATIC_BIN); \
+		echo "static: built with stable for $(GNU_TARGET) (crt-static)"; \
+	fi; \
 	ls -l $(STATIC_BIN)
 
 bench-ext:
@@ -68,3 +89,16 @@ bench: build bench-ext static
 
 clean:
 	$(CARGO) clean
+
+# The interactive session (`zot`) with the example extensions in
+# fixtures/examples and a stand-in agent, ignoring installed extensions.
+# Needs only the Rust toolchain and python3. Ctrl-D or /quit leaves.
+EXAMPLES := fixtures/examples
+
+.PHONY: demo
+demo:
+	$(CARGO) build --release --bin zot
+	./target/release/zot --no-ext \
+		-e $(EXAMPLES)/hello-py -e $(EXAMPLES)/hello-sh \
+		-e $(EXAMPLES)/weather -e $(EXAMPLES)/guard \
+		--agent-cmd ./$(EXAMPLES)/fake-agent.sh
