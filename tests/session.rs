@@ -1,0 +1,774 @@
+//! The interactive session (`zot [-e PATH]...`, SPEC section 6) driven
+//! through pipes: commands and their actions, `/call`, `/reload-ext`,
+//! notes, panels, turns through `--agent-cmd`, Ctrl-C, EOF and SIGTERM.
+//!
+//! Nothing here sleeps to wait: a reader thread feeds stdout lines to a
+//! channel and each step reads until the line it expects (or fails at
+//! the deadline, showing everything seen).
+
+mod common;
+
+use common::*;
+use crossbeam_channel::Receiver;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+use std::time::{Duration, Instant};
+
+/// `zot` (the session) over pipes.
+struct Zot {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    /// Every stdout line read so far.
+    seen: Vec<String>,
+}
+
+impl Zot {
+    /// `zot --no-ext --cwd <t> -e ...` plus `extra` arguments, with its
+    /// own ZOT_HOME.
+    fn start(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Zot {
+        let mut cmd = zot();
+        cmd.arg("--no-ext").arg("--cwd").arg(t.path());
+        for e in exts {
+            cmd.arg("-e").arg(e);
+        }
+        cmd.args(extra).env("ZOT_HOME", t.join("home"));
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn zot");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = crossbeam_channel::unbounded();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut z = Zot {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        z.expect("ready: ");
+        z
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write line");
+        stdin.flush().expect("flush");
+    }
+
+    /// Reads lines until one contains `needle`; returns the lines read,
+    /// the matching one last.
+    fn read_until(&mut self, needle: &str) -> Vec<String> {
+        let end = Instant::now() + DEADLINE;
+        let mut got = Vec::new();
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                panic!(
+                    "no line containing {needle:?} before the deadline; output so far:\n{}",
+                    self.seen.join("\n")
+                );
+            };
+            self.seen.push(line.clone());
+            got.push(line.clone());
+            if line.contains(needle) {
+                return got;
+            }
+        }
+    }
+
+    /// Whether a line containing `needle` was seen, or comes next.
+    fn saw(&mut self, needle: &str) {
+        if !self.seen.iter().any(|l| l.contains(needle)) {
+            self.expect(needle);
+        }
+    }
+
+    /// The next line containing `needle`.
+    fn expect(&mut self, needle: &str) -> String {
+        self.read_until(needle).pop().unwrap_or_default()
+    }
+
+    /// Sends `line`, then reads until the output of a `/clear` sent
+    /// after it: everything `line` printed (the queue runs in order).
+    fn run(&mut self, line: &str) -> Vec<String> {
+        self.send(line);
+        self.send("/clear");
+        let mut got = self.read_until("notes cleared (");
+        got.pop();
+        got
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+
+    fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for exit; returns the exit code and collects what is left.
+    fn wait(&mut self) -> Option<i32> {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                    self.seen.push(line);
+                }
+                return status.code();
+            }
+            assert!(Instant::now() < end, "zot did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The pid `/ext` shows for extension `name`.
+    fn pid_of(&mut self, name: &str) -> u32 {
+        self.send("/ext");
+        let line = self.expect(&format!("  {name}  "));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "pid").expect("pid shown");
+        words[at + 1].parse().expect("pid number")
+    }
+}
+
+impl Drop for Zot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `line` with runs of whitespace made one space.
+fn squash(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Frames of type `kind` in a record file.
+fn frames(path: &Path, kind: &str) -> Vec<Value> {
+    recorded(path)
+        .into_iter()
+        .filter(|f| f["type"] == kind)
+        .collect()
+}
+
+/// Lifecycle events an observer recorded, as `(event, frame)`.
+fn events(path: &Path) -> Vec<(String, Value)> {
+    frames(path, "event")
+        .into_iter()
+        .map(|f| (f["event"].as_str().unwrap_or("").to_string(), f))
+        .collect()
+}
+
+/// An extension that records every event of a turn.
+fn observer(t: &TempDir, rec: &Path) -> PathBuf {
+    let events = [
+        "session_start",
+        "turn_start",
+        "assistant_message",
+        "turn_end",
+        "tool_call",
+    ];
+    ext_dir(
+        &t.join("o"),
+        "o",
+        json!({"record": rec, "register": [subscribe(&events, &[])]}),
+    )
+}
+
+#[test]
+fn host_commands_list_commands_tools_and_extensions() {
+    let t = TempDir::new("sess-list");
+    let weather = json!({"type": "register_tool", "name": "weather", "description": "weather now",
+        "schema": {"type": "object", "properties": {"city": {"type": "string"},
+                   "unit": {"enum": ["c", "f"]}}, "required": ["city"]}});
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [command("greet"), tool("echo"), weather]}),
+    );
+    let bad = t.join("bad");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("extension.json"), r#"{"name": "bad"}"#).unwrap();
+    let mut z = Zot::start(&t, &[a, bad], &[]);
+
+    let help = z.run("/help");
+    for host in [
+        "/help",
+        "/commands",
+        "/tools",
+        "/ext",
+        "/call TOOL [JSON]",
+        "/reload-ext",
+    ] {
+        assert!(
+            help.iter().any(|l| l.trim_start().starts_with(host)),
+            "{host} in {help:?}"
+        );
+    }
+    assert!(
+        help.contains(&"extension commands:".to_string()),
+        "{help:?}"
+    );
+    let greet = help.iter().find(|l| l.contains("/greet")).expect("greet");
+    assert!(greet.ends_with("greet command (a)"), "{greet}");
+
+    let commands = z.run("/commands");
+    assert_eq!(commands[0], "extension commands:");
+    assert!(commands[1].contains("/greet") && commands[1].ends_with("(a)"));
+
+    let tools = z.run("/tools");
+    let tools: Vec<String> = tools.iter().map(|l| squash(l)).collect();
+    assert_eq!(
+        tools,
+        [
+            "tools:",
+            "echo() echo tool (a)",
+            r#"weather(city: string, unit?: "c"|"f") weather now (a)"#,
+        ]
+    );
+
+    let exts = z.run("/ext");
+    let a_line = exts
+        .iter()
+        .find(|l| l.starts_with("  a "))
+        .expect("a listed");
+    assert!(a_line.contains("explicit  ready  pid "), "{a_line}");
+    let bad_line = exts
+        .iter()
+        .find(|l| l.starts_with("  bad "))
+        .expect("bad listed");
+    assert!(bad_line.contains("failed"), "{bad_line}");
+    assert!(bad_line.contains("error: invalid manifest"), "{bad_line}");
+    // The failure was also reported when it happened.
+    assert!(
+        z.seen
+            .iter()
+            .any(|l| l.starts_with("error: extension bad failed: invalid manifest")),
+        "{:?}",
+        z.seen
+    );
+}
+
+#[test]
+fn commands_with_each_action() {
+    let t = TempDir::new("sess-actions");
+    let rec = t.join("rec");
+    let register = ["show", "ins", "ask", "bad", "quiet", "panel"].map(command);
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "record": rec,
+            "register": register,
+            "commands": {
+                "show": {"action": "display", "display": "line one\nline two"},
+                "ins": {"action": "insert", "insert": "draft text"},
+                "ask": {"action": "prompt", "prompt": "what is up"},
+                "bad": {"action": "display", "display": "partial", "error": "it broke"},
+                "quiet": {"action": "noop"},
+                "panel": {"action": "open_panel",
+                          "open_panel": {"id": "p1", "title": "Pick", "lines": ["one", "two"],
+                                         "footer": "arrows"}},
+            },
+        }),
+    );
+    let mut z = Zot::start(&t, &[a], &[]);
+
+    assert_eq!(
+        z.run("/show   with  args "),
+        ["[/show] line one", "        line two"]
+    );
+    let invoked = frames(&rec, "command_invoked");
+    assert_eq!(invoked[0]["name"], "show");
+    assert_eq!(invoked[0]["args"], "with  args");
+
+    assert_eq!(z.run("/ins"), ["insert: draft text"]);
+    // Through a pipe an empty line does not accept the offer.
+    assert_eq!(z.run(""), Vec::<String>::new());
+    assert_eq!(
+        z.run("/ask"),
+        ["prompt: what is up", "would submit: what is up"]
+    );
+    assert_eq!(z.run("/bad"), ["error: it broke", "[/bad] partial"]);
+    assert_eq!(z.run("/quiet"), Vec::<String>::new());
+
+    assert_eq!(
+        z.run("/panel"),
+        ["┌─ Pick [a/p1]", "│ one", "│ two", "└─ arrows"]
+    );
+    assert_eq!(z.run("/key down"), Vec::<String>::new());
+    assert_eq!(z.run("/key a p1 rune x"), Vec::<String>::new());
+    assert_eq!(z.run("/key q"), Vec::<String>::new());
+    assert!(z.run("/key sideways")[0].starts_with("error: unknown key \"sideways\""));
+    assert_eq!(z.run("/key close"), ["panel closed: a/p1"]);
+    wait_for("3 panel_key frames", || {
+        frames(&rec, "panel_key").len() == 3
+    });
+    let keys: Vec<Value> = frames(&rec, "panel_key")
+        .into_iter()
+        .map(|mut f| {
+            f.as_object_mut().unwrap().remove("type");
+            f
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            json!({"panel_id": "p1", "key": "down"}),
+            json!({"panel_id": "p1", "key": "rune", "text": "x"}),
+            json!({"panel_id": "p1", "key": "rune", "text": "q"}),
+        ]
+    );
+    wait_for("panel_close frame", || {
+        !frames(&rec, "panel_close").is_empty()
+    });
+    assert_eq!(frames(&rec, "panel_close")[0]["panel_id"], "p1");
+    assert!(z.run("/key down")[0].starts_with("error: no open panel"));
+}
+
+#[test]
+fn unknown_and_empty_commands() {
+    let t = TempDir::new("sess-unknown");
+    let a = ext_dir(&t.join("a"), "a", json!({"register": [command("known")]}));
+    let mut z = Zot::start(&t, &[a], &[]);
+    assert_eq!(z.run("/nope"), ["error: unknown command /nope"]);
+    assert_eq!(z.run("/nope with args"), ["error: unknown command /nope"]);
+    assert_eq!(z.run("/"), ["error: empty command (/help lists them)"]);
+    assert_eq!(z.run("/call"), ["error: usage: /call TOOL [JSON]"]);
+    // A known command still works afterwards.
+    assert_eq!(z.run("/known"), Vec::<String>::new());
+}
+
+#[test]
+fn notes_clear_notes_and_panels_arrive_while_idle() {
+    let t = TempDir::new("sess-notes");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"on_ready": [{"type": "notify", "level": "warn", "message": "from a\nsecond line"}]}),
+    );
+    let b = ext_dir(
+        &t.join("b"),
+        "b",
+        json!({"on_ready": [
+            {"type": "notify", "level": "info", "message": "from b"},
+            {"type": "notify", "message": "no level"},
+            {"type": "clear_notes"},
+            {"type": "panel_render", "panel_id": "p", "title": "Status", "lines": ["working"]},
+            {"type": "panel_render", "panel_id": "p", "lines": ["done"]},
+            {"type": "panel_close", "panel_id": "p"},
+        ]}),
+    );
+    let mut z = Zot::start(&t, &[a, b], &[]);
+    // No input sent: all of this arrives on its own (some of it maybe
+    // before startup readiness is announced).
+    z.saw("panel closed: b/p");
+    z.saw("[a] warn: from a");
+    z.saw("second line");
+    let at = z.seen.iter().position(|l| l == "[a] warn: from a").unwrap();
+    assert_eq!(z.seen[at + 1], "          second line");
+    let b_lines: Vec<&String> = z
+        .seen
+        .iter()
+        .filter(|l| {
+            !l.starts_with("[a]") && !l.starts_with("ready:") && !l.ends_with("second line")
+        })
+        .collect();
+    assert_eq!(
+        b_lines,
+        [
+            "[b] info: from b",
+            "[b] info: no level",
+            "notes cleared for b (2 removed)",
+            "┌─ Status [b/p]",
+            "│ working",
+            "└─",
+            "┌─ Status [b/p]",
+            "│ done",
+            "└─",
+            "panel closed: b/p",
+        ]
+    );
+    // b's notes are gone, a's note is still listed; /clear removes it.
+    z.send("/clear");
+    z.expect("notes cleared (1 removed)");
+    z.send("/clear");
+    z.expect("notes cleared (0 removed)");
+}
+
+#[test]
+fn call_runs_the_tool_pipeline_allowed_and_blocked() {
+    let t = TempDir::new("sess-call");
+    let rec = t.join("obs");
+    let tools = ext_dir(
+        &t.join("tools"),
+        "tools",
+        json!({
+            "register": [tool("echo"), tool("fail"), tool("pic")],
+            "tools": {
+                "fail": {"content": [{"type": "text", "text": "bad input"}], "is_error": true},
+                "pic": {"content": [{"type": "image", "mime_type": "image/png", "data": "aGk="}]},
+            },
+        }),
+    );
+    let guard = ext_dir(
+        &t.join("g"),
+        "g",
+        json!({"register": [subscribe(&[], &["tool_call"])],
+               "guard": {"block_if": "rm -rf", "reason": "dangerous: rm -rf"}}),
+    );
+    let obs = observer(&t, &rec);
+    let mut z = Zot::start(&t, &[tools, guard, obs], &[]);
+
+    assert_eq!(
+        z.run(r#"/call echo {"cmd": "ls"}"#),
+        [r#"result: {"cmd": "ls"}"#]
+    );
+    assert_eq!(z.run("/call echo"), ["result: {}"]);
+    assert_eq!(
+        z.run(r#"/call echo {"cmd": "rm -rf /"}"#),
+        ["blocked: dangerous: rm -rf"]
+    );
+    assert_eq!(z.run("/call fail"), ["result error: bad input"]);
+    assert_eq!(
+        z.run("/call pic"),
+        ["result: [image image/png, 4 bytes of base64]"]
+    );
+    assert_eq!(z.run("/call nope {}"), ["error: unknown tool nope"]);
+    let bad = z.run("/call echo {not json");
+    assert!(
+        bad[0].starts_with("error: /call echo: invalid JSON"),
+        "{bad:?}"
+    );
+    // Built-in tools are not run here, but events and guards see them.
+    assert_eq!(
+        z.run(r#"/call bash {"command":"rm -rf ~"}"#),
+        ["blocked: dangerous: rm -rf"]
+    );
+    assert_eq!(
+        z.run(r#"/call bash {"command":"ls"}"#),
+        [r#"allowed: bash {"command":"ls"} (built-in tool: this session does not run it)"#]
+    );
+
+    // Events are delivered asynchronously; the last one tells us all arrived.
+    wait_for("7 tool_call events", || events(&rec).len() == 7);
+    let seen: Vec<Value> = events(&rec)
+        .into_iter()
+        .filter(|(e, _)| e == "tool_call")
+        .map(|(_, f)| json!([f["tool_name"], f["tool_args"]]))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!(["echo", {"cmd": "ls"}]),
+            json!(["echo", {}]),
+            json!(["echo", {"cmd": "rm -rf /"}]),
+            json!(["fail", {}]),
+            json!(["pic", {}]),
+            json!(["bash", {"command": "rm -rf ~"}]),
+            json!(["bash", {"command": "ls"}]),
+        ]
+    );
+}
+
+#[test]
+fn reload_picks_up_a_changed_extension() {
+    let t = TempDir::new("sess-reload");
+    let dir = t.join("a");
+    ext_dir(
+        &dir,
+        "a",
+        json!({"register": [command("v1")], "commands": {"v1": {"action": "display", "display": "one"}}}),
+    );
+    let mut z = Zot::start(&t, std::slice::from_ref(&dir), &[]);
+    assert_eq!(z.run("/v1"), ["[/v1] one"]);
+    let old_pid = z.pid_of("a");
+
+    ext_dir(
+        &dir,
+        "a",
+        json!({"register": [command("v2")], "commands": {"v2": {"action": "display", "display": "two"}}}),
+    );
+    assert_eq!(
+        z.run("/reload-ext"),
+        ["reloaded: 1 stopped, 1 loaded (1 ready)"]
+    );
+    assert_eq!(z.run("/v2"), ["[/v2] two"]);
+    assert_eq!(z.run("/v1"), ["error: unknown command /v1"]);
+    assert!(process_gone(old_pid));
+    assert_ne!(z.pid_of("a"), old_pid);
+
+    // A broken manifest: the reload reports it.
+    std::fs::write(dir.join("extension.json"), r#"{"name": "a"}"#).unwrap();
+    let out = z.run("/reload-ext");
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(out[0], "reloaded: 1 stopped, 0 loaded (0 ready)");
+    assert!(out[1].starts_with("error: a: invalid manifest"), "{out:?}");
+}
+
+#[test]
+fn turn_through_agent_cmd_with_assistant_message_rewrite_and_block() {
+    let t = TempDir::new("sess-turn");
+    let (obs_rec, guard_rec) = (t.join("obs"), t.join("guard"));
+    let guard = ext_dir(
+        &t.join("g"),
+        "g",
+        json!({
+            "record": guard_rec,
+            "register": [subscribe(&[], &["assistant_message"])],
+            "guard": {"block_if": "SECRET", "reason": "no secrets", "replace_text": "rewritten by g"},
+        }),
+    );
+    let obs = observer(&t, &obs_rec);
+    let agent = format!("tee -a {} | tr a-z A-Z", t.join("prompts").display());
+    let mut z = Zot::start(&t, &[guard, obs], &["--agent-cmd", &agent]);
+
+    assert_eq!(z.run("hello there"), ["assistant: rewritten by g"]);
+    assert_eq!(z.run("tell me a secret"), ["blocked: no secrets"]);
+    let prompts = std::fs::read_to_string(t.join("prompts")).unwrap();
+    assert_eq!(prompts, "hello there\ntell me a secret\n");
+
+    // The guard saw the agent's own text.
+    let asked: Vec<Value> = frames(&guard_rec, "event_intercept")
+        .into_iter()
+        .map(|f| json!([f["event"], f["text"]]))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            json!(["assistant_message", "HELLO THERE"]),
+            json!(["assistant_message", "TELL ME A SECRET"]),
+        ]
+    );
+    wait_for("two turn_end events", || {
+        events(&obs_rec)
+            .iter()
+            .filter(|(e, _)| e == "turn_end")
+            .count()
+            == 2
+    });
+    let seen: Vec<Value> = events(&obs_rec)
+        .into_iter()
+        .map(|(e, f)| match e.as_str() {
+            "turn_start" => json!([e, f["step"]]),
+            "assistant_message" => json!([e, f["text"]]),
+            "turn_end" => json!([e, f["stop"]]),
+            _ => json!([e]),
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            json!(["session_start"]),
+            json!(["turn_start", 1]),
+            json!(["assistant_message", "rewritten by g"]),
+            json!(["turn_end", "end_turn"]),
+            json!(["turn_start", 2]),
+            json!(["turn_end", "end_turn"]),
+        ]
+    );
+}
+
+#[test]
+fn turn_start_block_ends_the_turn_before_the_agent_runs() {
+    let t = TempDir::new("sess-turnblock");
+    let rec = t.join("obs");
+    let guard = ext_dir(
+        &t.join("g"),
+        "g",
+        json!({"register": [subscribe(&[], &["turn_start"])],
+               "guard": {"block_events": ["turn_start"], "reason": "no turns today"}}),
+    );
+    let obs = observer(&t, &rec);
+    let ran = t.join("ran");
+    let agent = format!("touch {}; cat", ran.display());
+    let mut z = Zot::start(&t, &[guard, obs], &["--agent-cmd", &agent]);
+    assert_eq!(z.run("do something"), ["blocked: no turns today"]);
+    assert!(!ran.exists(), "the agent command ran");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+    let names: Vec<String> = events(&rec).into_iter().map(|(e, _)| e).collect();
+    assert_eq!(names, ["session_start"]);
+}
+
+#[test]
+fn failing_agent_ends_the_turn_with_an_error() {
+    let t = TempDir::new("sess-agentfail");
+    let rec = t.join("obs");
+    let obs = observer(&t, &rec);
+    let mut z = Zot::start(&t, &[obs], &["--agent-cmd", "echo partial; exit 3"]);
+    assert_eq!(z.run("hi"), ["error: agent command failed: exit status 3"]);
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+    let end = events(&rec)
+        .into_iter()
+        .find(|(e, _)| e == "turn_end")
+        .map(|(_, f)| f)
+        .unwrap();
+    assert_eq!(end["stop"], "error");
+    assert_eq!(end["error"], "exit status 3");
+    assert!(!events(&rec).iter().any(|(e, _)| e == "assistant_message"));
+}
+
+#[test]
+fn eof_runs_queued_lines_then_shuts_extensions_down() {
+    let t = TempDir::new("sess-eof");
+    let rec = t.join("rec");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "record": rec,
+            "register": [command("slow"), command("fast")],
+            "commands": {"slow": {"action": "display", "display": "slow done", "sleep_ms": 300},
+                         "fast": {"action": "display", "display": "fast done"}},
+        }),
+    );
+    let mut z = Zot::start(&t, &[a], &[]);
+    let pid = z.pid_of("a");
+    // Everything at once, then EOF: lines run in order, all of them.
+    z.send("/slow");
+    z.send("/fast");
+    z.send("/nope");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+    let tail: Vec<&str> = z
+        .seen
+        .iter()
+        .rev()
+        .take(3)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "[/slow] slow done",
+            "[/fast] fast done",
+            "error: unknown command /nope"
+        ]
+    );
+    assert!(process_gone(pid), "extension still running");
+    let last = recorded(&rec).pop().unwrap();
+    assert_eq!(last["type"], "shutdown");
+}
+
+#[test]
+fn quit_and_exit_leave_through_shutdown() {
+    for word in ["/quit", "/exit"] {
+        let t = TempDir::new("sess-quit");
+        let rec = t.join("rec");
+        let a = ext_dir(&t.join("a"), "a", json!({"record": rec}));
+        let mut z = Zot::start(&t, &[a], &[]);
+        z.send(word);
+        z.send("/never-run");
+        assert_eq!(z.wait(), Some(0));
+        assert!(
+            !z.seen.iter().any(|l| l.contains("never-run")),
+            "{:?}",
+            z.seen
+        );
+        assert_eq!(recorded(&rec).pop().unwrap()["type"], "shutdown");
+    }
+}
+
+#[test]
+fn ctrl_c_cancels_pending_work_and_a_second_one_exits() {
+    let t = TempDir::new("sess-ctrlc");
+    let (rec, obs_rec) = (t.join("rec"), t.join("obs"));
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "record": rec,
+            "register": [command("hang"), command("ok")],
+            "commands": {"hang": {"hang": true}, "ok": {"action": "display", "display": "fine"}},
+        }),
+    );
+    let obs = observer(&t, &obs_rec);
+    let pidfile = t.join("agent.pid");
+    let agent = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+    let mut z = Zot::start(&t, &[a, obs], &["--agent-cmd", &agent]);
+
+    // A command that never answers.
+    z.send("/hang");
+    wait_for("command_invoked", || {
+        !frames(&rec, "command_invoked").is_empty()
+    });
+    z.signal(libc::SIGINT);
+    z.expect("cancelled");
+    assert_eq!(z.run("/ok"), ["[/ok] fine"]);
+
+    // A turn whose agent never finishes: Ctrl-C kills it.
+    z.send("think hard");
+    let agent_pid = read_pid(&pidfile);
+    z.signal(libc::SIGINT);
+    z.expect("cancelled");
+    wait_for("agent killed", || process_gone(agent_pid));
+    wait_for("turn_end", || {
+        events(&obs_rec).iter().any(|(e, _)| e == "turn_end")
+    });
+    let end = events(&obs_rec)
+        .into_iter()
+        .find(|(e, _)| e == "turn_end")
+        .unwrap()
+        .1;
+    assert_eq!(end["stop"], "cancelled");
+
+    // Idle: the first Ctrl-C warns, the second exits gracefully.
+    assert_eq!(z.run("/ok"), ["[/ok] fine"]);
+    z.signal(libc::SIGINT);
+    z.expect("(Ctrl-C again to exit)");
+    z.signal(libc::SIGINT);
+    assert_eq!(z.wait(), Some(0));
+    assert_eq!(recorded(&rec).pop().unwrap()["type"], "shutdown");
+}
+
+#[test]
+fn sigterm_exits_at_once_through_shutdown() {
+    let t = TempDir::new("sess-term");
+    let rec = t.join("rec");
+    let a = ext_dir(&t.join("a"), "a", json!({"record": rec}));
+    let mut z = Zot::start(&t, &[a], &[]);
+    let pid = z.pid_of("a");
+    z.signal(libc::SIGTERM);
+    assert_eq!(z.wait(), Some(0));
+    assert!(process_gone(pid));
+    assert_eq!(recorded(&rec).pop().unwrap()["type"], "shutdown");
+}
+
+#[test]
+fn extension_exit_is_reported_as_it_happens() {
+    let t = TempDir::new("sess-exit");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [command("die")], "commands": {"die": {"crash": 7}}}),
+    );
+    let mut z = Zot::start(&t, &[a], &[]);
+    z.send("/die");
+    // The event, then the command's own failure.
+    let out = z.read_until("error: /die: extension a exited (");
+    assert!(
+        out.iter()
+            .any(|l| l.starts_with("error: extension a exited (")),
+        "{out:?}"
+    );
+    assert_eq!(z.run("/die"), ["error: unknown command /die"]);
+}
