@@ -150,6 +150,13 @@ struct Engine {
     done: bool,
 }
 
+/// Why the loop woke up.
+enum Wake {
+    Inbound(Option<InboundMsg>),
+    Request(Option<Request>),
+    Timer,
+}
+
 /// Runs the loop until shutdown.
 pub(crate) fn run(
     cfg: HostConfig,
@@ -186,24 +193,29 @@ pub(crate) fn run(
         let timeout = engine
             .next_deadline()
             .map(|d| d.saturating_duration_since(Instant::now()));
-        let never = crossbeam_channel::never();
-        let timer = timeout.map_or(never, crossbeam_channel::after);
-        select! {
-            recv(inbound) -> msg => {
-                // The engine holds a sender, so this never disconnects.
-                if let Ok(msg) = msg {
-                    engine.inbound(msg);
-                }
-            }
-            recv(requests) -> req => match req {
-                Ok(req) => engine.request(req),
-                Err(_) => {
-                    // Every handle is gone: nobody can ask for anything again.
-                    requests = crossbeam_channel::never();
-                    engine.begin_stop(Goal::Shutdown(Vec::new()));
-                }
+        // `default(timeout)` rather than an `after()` channel: no
+        // allocation per wake-up on the hot path.
+        let woke = match timeout {
+            Some(t) => select! {
+                recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+                recv(requests) -> req => Wake::Request(req.ok()),
+                default(t) => Wake::Timer,
             },
-            recv(timer) -> _ => {}
+            None => select! {
+                recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+                recv(requests) -> req => Wake::Request(req.ok()),
+            },
+        };
+        match woke {
+            // The engine holds an inbound sender, so that never disconnects.
+            Wake::Inbound(Some(msg)) => engine.inbound(msg),
+            Wake::Request(Some(req)) => engine.request(req),
+            Wake::Request(None) => {
+                // Every handle is gone: nobody can ask for anything again.
+                requests = crossbeam_channel::never();
+                engine.begin_stop(Goal::Shutdown(Vec::new()));
+            }
+            Wake::Inbound(None) | Wake::Timer => {}
         }
         engine.tick(Instant::now());
         engine.run_deferred();
@@ -783,7 +795,7 @@ impl Engine {
         let why = format!("extension {} exited ({desc})", self.exts[idx].name);
         self.drop_registrations(idx, &why, now);
         self.check_startup(now);
-        self.check_stopped(now);
+        self.check_stopped();
     }
 
     /// An extension is gone or unusable: its requests fail at once, its
@@ -1228,10 +1240,10 @@ impl Engine {
             Goal::Reload(reply, _) => Goal::Reload(reply, stopped),
             other => other,
         });
-        self.check_stopped(now);
+        self.check_stopped();
     }
 
-    fn check_stopped(&mut self, now: Instant) {
+    fn check_stopped(&mut self) {
         if self.goal.is_none() || self.exts.iter().any(Ext::live) {
             return;
         }
@@ -1259,7 +1271,6 @@ impl Engine {
                 self.tools.clear();
                 self.exts.clear();
                 self.by_key.clear();
-                let _ = now;
                 self.start_all(Some(reply), stopped);
             }
             None => {}
