@@ -10,8 +10,10 @@
 //! through the host's graceful shutdown.
 
 mod agent;
+mod panel;
 mod render;
 mod signals;
+mod turn;
 
 use super::{CliError, HostOpts};
 use agent::Agent;
@@ -27,24 +29,6 @@ use zot_host::{
     CommandOutcome, EventPayload, HostEvent, HostHandle, InterceptOutcome, InterceptRequest,
     ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
 };
-
-/// Keys a panel accepts, plus `close` (closes it from our side).
-const PANEL_KEYS: [&str; 14] = [
-    "up",
-    "down",
-    "left",
-    "right",
-    "enter",
-    "esc",
-    "tab",
-    "backspace",
-    "delete",
-    "home",
-    "end",
-    "pageup",
-    "pagedown",
-    "rune",
-];
 
 /// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
@@ -362,67 +346,6 @@ impl Session {
         self.submit(Pending::Tool(name.to_string()), request);
     }
 
-    /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune)
-    /// or `close`.
-    fn key(&mut self, args: &str) {
-        let words: Vec<&str> = args.split_whitespace().collect();
-        let explicit = words.len() >= 3
-            && self
-                .panels
-                .iter()
-                .any(|(e, p)| e == words[0] && p.panel_id == words[1]);
-        let (ext, panel, rest) = match (explicit, self.panels.last()) {
-            (true, _) => {
-                let rest = args.trim_start()[words[0].len()..].trim_start();
-                let rest = rest[words[1].len()..].trim_start();
-                (words[0].to_string(), words[1].to_string(), rest)
-            }
-            (false, Some((e, p))) => (e.clone(), p.panel_id.clone(), args),
-            (false, None) => {
-                return self
-                    .out
-                    .error("no open panel (usage: /key [EXT PANEL] KEY [TEXT])")
-            }
-        };
-        let (key, text) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-        let text = text.trim();
-        let (key, text) = match key {
-            "" => {
-                return self.out.error(&format!(
-                    "usage: /key [EXT PANEL] KEY [TEXT]; keys: {} close",
-                    PANEL_KEYS.join(" ")
-                ))
-            }
-            "close" => {
-                self.close_panel(&ext, &panel);
-                let reply = self.reply(Done::Unit);
-                let request = Request::PanelClose {
-                    extension: ext,
-                    panel_id: panel,
-                    reply,
-                };
-                return self.submit(Pending::PanelKey, request);
-            }
-            k if PANEL_KEYS.contains(&k) => (k, (!text.is_empty()).then(|| text.to_string())),
-            k if k.chars().count() == 1 => ("rune", Some(k.to_string())),
-            k => {
-                return self.out.error(&format!(
-                    "unknown key {k:?} (one of {} close, or one character)",
-                    PANEL_KEYS.join(" ")
-                ))
-            }
-        };
-        let reply = self.reply(Done::Unit);
-        let request = Request::PanelKey {
-            extension: ext,
-            panel_id: panel,
-            key: key.to_string(),
-            text,
-            reply,
-        };
-        self.submit(Pending::PanelKey, request);
-    }
-
     // ----- requests and replies -------------------------------------
 
     /// A reply that comes back to the loop tagged with the next job id.
@@ -554,125 +477,6 @@ impl Session {
         }
     }
 
-    // ----- turns ----------------------------------------------------
-
-    fn start_turn(&mut self, prompt: String) {
-        // Notes are one-shot: the next prompt clears them.
-        self.notes.clear();
-        if !self.session_started {
-            self.session_started = true;
-            self.emit("session_start", EventPayload::default());
-        }
-        self.step += 1;
-        let turn = Turn {
-            prompt,
-            step: self.step,
-            started: false,
-        };
-        let payload = EventPayload {
-            step: Some(turn.step),
-            ..Default::default()
-        };
-        let reply = self.reply(Done::Intercept);
-        let request = Request::Intercept {
-            request: InterceptRequest {
-                event: "turn_start".into(),
-                payload,
-            },
-            reply,
-        };
-        self.submit(Pending::TurnStart(turn), request);
-    }
-
-    fn turn_allowed(&mut self, mut turn: Turn, result: Result<InterceptOutcome, String>) {
-        match result {
-            Ok(o) if o.block => return self.out.blocked(o.reason.as_deref().unwrap_or("")),
-            Ok(_) => {}
-            Err(e) => return self.out.error(&e),
-        }
-        let payload = EventPayload {
-            step: Some(turn.step),
-            ..Default::default()
-        };
-        self.emit("turn_start", payload);
-        turn.started = true;
-        let Some(cmd) = self.agent_cmd.clone() else {
-            self.out.text("would submit: ", Tone::Cyan, &turn.prompt);
-            return self.end_turn(&turn, "end_turn", None);
-        };
-        let (tx, job) = (self.done_tx.clone(), self.next_job + 1);
-        let done = move |r| {
-            let _ = tx.send((job, Done::Agent(r)));
-        };
-        match Agent::spawn(&cmd, &self.cwd, &turn.prompt, done) {
-            Ok(agent) => {
-                self.next_job += 1;
-                self.current = Some((job, Pending::Agent(turn, agent)));
-            }
-            Err(e) => {
-                self.out.error(&format!("agent command failed: {e}"));
-                self.end_turn(&turn, "error", Some(e));
-            }
-        }
-    }
-
-    fn agent_done(&mut self, turn: Turn, result: Result<String, String>) {
-        let text = match result {
-            Ok(text) => text,
-            Err(e) => {
-                self.out.error(&format!("agent command failed: {e}"));
-                return self.end_turn(&turn, "error", Some(e));
-            }
-        };
-        let payload = EventPayload {
-            text: Some(text.clone()),
-            ..Default::default()
-        };
-        let reply = self.reply(Done::Intercept);
-        let request = Request::Intercept {
-            request: InterceptRequest {
-                event: "assistant_message".into(),
-                payload,
-            },
-            reply,
-        };
-        self.submit(Pending::Message(turn, text), request);
-    }
-
-    fn message_done(&mut self, turn: Turn, text: String, result: Result<InterceptOutcome, String>) {
-        let shown = match result {
-            Ok(o) if o.block => {
-                self.out.blocked(o.reason.as_deref().unwrap_or(""));
-                None
-            }
-            Ok(o) => Some(o.replace_text.unwrap_or(text)),
-            Err(e) => {
-                self.out.error(&e);
-                Some(text)
-            }
-        };
-        if let Some(shown) = shown {
-            self.out.text("assistant: ", Tone::Bold, &shown);
-            let payload = EventPayload {
-                text: Some(shown),
-                ..Default::default()
-            };
-            self.emit("assistant_message", payload);
-        }
-        self.end_turn(&turn, "end_turn", None);
-    }
-
-    fn end_turn(&mut self, turn: &Turn, stop: &str, error: Option<String>) {
-        if turn.started {
-            let payload = EventPayload {
-                stop: Some(stop.to_string()),
-                error,
-                ..Default::default()
-            };
-            self.emit("turn_end", payload);
-        }
-    }
-
     // ----- cancelling -----------------------------------------------
 
     fn on_interrupt(&mut self) {
@@ -759,39 +563,6 @@ impl Session {
                 self.out
                     .error(&format!("extension {extension} failed: {error}"));
             }
-        }
-    }
-
-    /// Opens or updates a panel; fields a render leaves out are kept.
-    fn render_panel(&mut self, extension: String, panel: Panel) {
-        let pos = self
-            .panels
-            .iter()
-            .position(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
-        let merged = match pos.map(|i| self.panels.remove(i)) {
-            Some((_, old)) => Panel {
-                panel_id: panel.panel_id,
-                title: panel.title.or(old.title),
-                lines: panel.lines.or(old.lines),
-                footer: panel.footer.or(old.footer),
-            },
-            None => panel,
-        };
-        self.out.panel(&extension, &merged);
-        if pos.is_none() {
-            self.out
-                .hint("keys: /key up|down|left|right|enter|esc|tab|... [TEXT], one character types it, /key close closes");
-        }
-        self.panels.push((extension, merged));
-    }
-
-    fn close_panel(&mut self, extension: &str, panel_id: &str) {
-        let before = self.panels.len();
-        self.panels
-            .retain(|(e, p)| !(e == extension && p.panel_id == panel_id));
-        if self.panels.len() < before {
-            self.out
-                .line(&format!("panel closed: {extension}/{panel_id}"));
         }
     }
 }
