@@ -9,9 +9,7 @@ use crate::host::{
 };
 use crate::intercept::{answer_from, Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::log::ExtLog;
-use crate::process::{
-    describe_status, group_alive, signal_group, ExtProcess, Inbound, InboundMsg, OutLine,
-};
+use crate::process::{describe_status, group_alive, signal_group, ExtProcess, Inbound, InboundMsg};
 use crate::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use crate::registry::{self, Claimed, Registry};
 use crate::toolresult::map_content;
@@ -59,6 +57,8 @@ struct Ext {
     intercept: Vec<String>,
     dropped_events: u64,
     dropping: bool,
+    /// Frames queued during this loop iteration.
+    out: Vec<u8>,
 }
 
 impl Ext {
@@ -71,8 +71,39 @@ impl Ext {
         self.live() && self.hello && self.stop.is_none() && !matches!(self.state, State::Failed(_))
     }
 
-    fn send(&self, line: OutLine) -> bool {
-        self.proc.as_ref().is_some_and(|p| p.send(line))
+    /// Queues a frame; it is handed to the writer thread at the end of
+    /// the loop iteration, batched with the others. False when stdin is
+    /// closed.
+    fn send(&mut self, line: &[u8]) -> bool {
+        if !self.proc.as_ref().is_some_and(ExtProcess::writable) {
+            return false;
+        }
+        self.out.extend_from_slice(line);
+        true
+    }
+
+    /// Hands what was queued this iteration to the writer thread.
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        let chunk = std::mem::take(&mut self.out);
+        if let Some(p) = &self.proc {
+            p.send(chunk);
+        }
+    }
+
+    /// Bytes waiting for this extension, queued or not yet handed over.
+    fn backlog(&self) -> usize {
+        self.out.len() + self.proc.as_ref().map_or(0, ExtProcess::queued_bytes)
+    }
+
+    /// Closes stdin once everything queued so far is written.
+    fn close_stdin(&mut self) {
+        self.flush();
+        if let Some(p) = &mut self.proc {
+            p.close_stdin();
+        }
     }
 }
 
@@ -150,6 +181,10 @@ struct Engine {
     done: bool,
 }
 
+/// Most messages handled in one loop iteration before queued frames are
+/// handed to the writer threads.
+const BATCH: usize = 256;
+
 /// Why the loop woke up.
 enum Wake {
     Inbound(Option<InboundMsg>),
@@ -217,8 +252,22 @@ pub(crate) fn run(
             }
             Wake::Inbound(None) | Wake::Timer => {}
         }
+        // Take what else is already waiting before handing frames to the
+        // writer threads, so a burst costs one wake-up per extension.
+        for _ in 0..BATCH {
+            if let Ok(msg) = inbound.try_recv() {
+                engine.inbound(msg);
+            } else if let Ok(req) = requests.try_recv() {
+                engine.request(req);
+            } else {
+                break;
+            }
+        }
         engine.tick(Instant::now());
         engine.run_deferred();
+        for ext in &mut engine.exts {
+            ext.flush();
+        }
     }
 }
 
@@ -282,6 +331,7 @@ impl Engine {
                 intercept: Vec::new(),
                 dropped_events: 0,
                 dropping: false,
+                out: Vec::new(),
             };
             match (&f.status, &f.manifest) {
                 (Status::Invalid(e), _) => {
@@ -432,9 +482,8 @@ impl Engine {
             Inbound::WriteFailed(e) => {
                 let ext = &mut self.exts[idx];
                 ext.log.line(&format!("cannot write to stdin: {e}"));
-                if let Some(p) = &mut ext.proc {
-                    p.close_stdin();
-                }
+                ext.out.clear();
+                ext.close_stdin();
                 self.release_guards(idx, now);
             }
         }
@@ -542,10 +591,8 @@ impl Engine {
                     extension: ext.name.clone(),
                 });
             }
-            ExtFrame::ShutdownAck => match (&ext.stop, &mut ext.proc) {
-                (Some(_), Some(p)) => p.close_stdin(),
-                _ => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
-            },
+            ExtFrame::ShutdownAck if ext.stop.is_some() => ext.close_stdin(),
+            ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
         }
     }
 
@@ -574,7 +621,7 @@ impl Engine {
             data_dir: &dir,
         }
         .to_line();
-        ext.send(line.into());
+        ext.send(&line);
     }
 
     fn register_command(&mut self, idx: usize, name: &str, description: String) {
@@ -757,6 +804,7 @@ impl Engine {
         let desc = describe_status(status);
         let ext = &mut self.exts[idx];
         let Some(p) = ext.proc.take() else { return };
+        ext.out.clear();
         // Whatever the extension left in its group goes with it.
         if group_alive(p.pid) {
             signal_group(p.pid, libc::SIGKILL);
@@ -936,13 +984,13 @@ impl Engine {
         }
     }
 
-    fn send_to(&self, extension: &str, line: Vec<u8>) -> Result<(), String> {
+    fn send_to(&mut self, extension: &str, line: Vec<u8>) -> Result<(), String> {
         let ext = self
             .exts
-            .iter()
+            .iter_mut()
             .find(|e| e.name == extension && e.serving())
             .ok_or_else(|| format!("no running extension named {extension:?}"))?;
-        if ext.send(line.into()) {
+        if ext.send(&line) {
             Ok(())
         } else {
             Err(format!("extension {extension} is not accepting input"))
@@ -974,8 +1022,8 @@ impl Engine {
             args: args.trim(),
         }
         .to_line();
-        let ext = &self.exts[idx];
-        if !ext.serving() || !ext.send(line.into()) {
+        let ext = &mut self.exts[idx];
+        if !ext.serving() || !ext.send(&line) {
             return reply(Err(format!(
                 "extension {} is not accepting input",
                 ext.name
@@ -1050,8 +1098,8 @@ impl Engine {
             args: &args,
         }
         .to_line();
-        let ext = &self.exts[idx];
-        if !ext.serving() || !ext.send(line.into()) {
+        let ext = &mut self.exts[idx];
+        if !ext.serving() || !ext.send(&line) {
             return reply(Err(format!(
                 "extension {} is not accepting input",
                 ext.name
@@ -1072,15 +1120,14 @@ impl Engine {
 
     /// Queues `event` to every subscriber; returns their names.
     fn emit(&mut self, event: &str, payload: &EventPayload) -> Vec<String> {
-        let line: OutLine = HostFrame::Event { event, payload }.to_line().into();
+        let line = HostFrame::Event { event, payload }.to_line();
         let limit = self.cfg.event_queue_limit;
         let mut delivered = Vec::new();
         for ext in &mut self.exts {
             if !ext.serving() || !ext.events.iter().any(|e| e == event) {
                 continue;
             }
-            let Some(p) = &ext.proc else { continue };
-            if p.queued_bytes() > limit {
+            if ext.backlog() > limit {
                 ext.dropped_events += 1;
                 if !ext.dropping {
                     ext.dropping = true;
@@ -1097,7 +1144,7 @@ impl Engine {
                     ext.dropped_events
                 ));
             }
-            if p.send(line.clone()) {
+            if ext.send(&line) {
                 delivered.push(ext.name.clone());
             }
         }
@@ -1147,8 +1194,8 @@ impl Engine {
                 payload: &state.chain.payload,
             }
             .to_line();
-            let ext = &self.exts[idx];
-            if ext.serving() && ext.send(line.into()) {
+            let ext = &mut self.exts[idx];
+            if ext.serving() && ext.send(&line) {
                 state.ids[pos] = Some(id.clone());
                 self.pending.insert(
                     id,
@@ -1219,16 +1266,14 @@ impl Engine {
     fn begin_stop(&mut self, goal: Goal) {
         let now = Instant::now();
         let mut stopped = 0;
-        let shutdown = HostFrame::Shutdown.to_line();
-        let line: OutLine = shutdown.into();
+        let line = HostFrame::Shutdown.to_line();
         for ext in &mut self.exts {
-            let Some(p) = &mut ext.proc else { continue };
-            if ext.stop.is_some() {
+            if !ext.live() || ext.stop.is_some() {
                 continue;
             }
             stopped += 1;
             // Queued after every event already emitted to it.
-            p.send(line.clone());
+            ext.send(&line);
             ext.stop = Some(Stop {
                 term_at: Some(now + self.cfg.timeouts.shutdown_grace),
                 kill_at: None,

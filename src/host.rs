@@ -499,6 +499,17 @@ impl Host {
         })
     }
 
+    /// Queues a lifecycle event without waiting: for bursts. Events keep
+    /// their order with each other and with every other request from
+    /// this host; [`Host::emit`] waits and says who got it.
+    pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
+        self.handle.submit(Request::Emit {
+            event: event.to_string(),
+            payload,
+            reply: Box::new(|_| {}),
+        });
+    }
+
     /// Forwards a key pressed in `panel_id` to `extension`.
     pub fn panel_key(
         &self,

@@ -6,7 +6,7 @@
 use crate::log::ExtLog;
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crossbeam_channel::{Receiver, Sender};
-use std::io::{self, BufReader, BufWriter, Write};
+use std::io::{self, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
@@ -37,16 +37,15 @@ pub struct InboundMsg {
     pub msg: Inbound,
 }
 
-/// A line queued for an extension's stdin. Shared so one event can be
-/// queued to many subscribers without copying.
-pub type OutLine = Arc<[u8]>;
+/// Bytes queued for an extension's stdin: one or more whole lines.
+pub type OutChunk = Vec<u8>;
 
 /// A running extension process and its I/O threads.
 pub struct ExtProcess {
     /// Process id, also the process group id.
     pub pid: u32,
     child: Child,
-    outbox: Option<Sender<OutLine>>,
+    outbox: Option<Sender<OutChunk>>,
     queued: Arc<AtomicUsize>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -112,14 +111,14 @@ impl ExtProcess {
         })
     }
 
-    /// Queues a line for stdin. False when stdin is closed.
-    pub fn send(&self, line: OutLine) -> bool {
+    /// Queues whole lines for stdin. False when stdin is closed.
+    pub fn send(&self, chunk: OutChunk) -> bool {
         let Some(outbox) = &self.outbox else {
             return false;
         };
-        let len = line.len();
+        let len = chunk.len();
         self.queued.fetch_add(len, Ordering::Relaxed);
-        if outbox.send(line).is_err() {
+        if outbox.send(chunk).is_err() {
             self.queued.fetch_sub(len, Ordering::Relaxed);
             return false;
         }
@@ -233,23 +232,18 @@ fn read_frames(key: u64, stdout: ChildStdout, log: &ExtLog, inbound: &Sender<Inb
 
 fn write_lines(
     key: u64,
-    stdin: ChildStdin,
-    outbox: &Receiver<OutLine>,
+    mut stdin: ChildStdin,
+    outbox: &Receiver<OutChunk>,
     queued: &AtomicUsize,
     inbound: &Sender<InboundMsg>,
 ) {
-    let mut out = BufWriter::with_capacity(64 * 1024, stdin);
-    // Write everything queued, flush when the queue runs dry; a closed
-    // outbox (all senders dropped) closes stdin.
-    while let Ok(first) = outbox.recv() {
-        let mut result = write_one(&mut out, &first, queued);
-        while result.is_ok() {
-            match outbox.try_recv() {
-                Ok(line) => result = write_one(&mut out, &line, queued),
-                Err(_) => break,
-            }
-        }
-        if let Err(e) = result.and_then(|()| out.flush()) {
+    // Chunks are already batched by the host loop, so each is written
+    // with one call and no extra buffer. A closed outbox (all senders
+    // dropped) closes stdin.
+    while let Ok(chunk) = outbox.recv() {
+        let result = stdin.write_all(&chunk);
+        queued.fetch_sub(chunk.len(), Ordering::Relaxed);
+        if let Err(e) = result {
             let _ = inbound.send(InboundMsg {
                 key,
                 msg: Inbound::WriteFailed(e.to_string()),
@@ -257,10 +251,4 @@ fn write_lines(
             return;
         }
     }
-}
-
-fn write_one(out: &mut impl Write, line: &[u8], queued: &AtomicUsize) -> io::Result<()> {
-    let result = out.write_all(line);
-    queued.fetch_sub(line.len(), Ordering::Relaxed);
-    result
 }
