@@ -383,6 +383,7 @@ impl HostHandle {
         self.submit(make(Box::new(move |r| {
             let _ = tx.send(r);
         })));
+        crate::engine::poll_briefly(|| !rx.is_empty());
         rx.recv().unwrap_or_else(|_| Err(STOPPED.to_string()))
     }
 }

@@ -6,7 +6,10 @@
 use crate::log::ExtLog;
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crossbeam_channel::{Receiver, Sender};
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
@@ -46,6 +49,11 @@ pub struct ExtProcess {
     pub pid: u32,
     child: Child,
     outbox: Option<Sender<OutChunk>>,
+    /// A second, non-blocking handle on the same stdin pipe. While the
+    /// writer thread is idle the loop writes through it directly, which
+    /// saves a thread hand-off per request; whatever does not fit goes
+    /// to the writer thread. `None` where it cannot be opened.
+    direct: Option<File>,
     queued: Arc<AtomicUsize>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -75,6 +83,7 @@ impl ExtProcess {
             (Some(i), Some(o)) => (i, o),
             _ => return Err(io::Error::other("child pipes missing")),
         };
+        let direct = reopen_nonblocking(&stdin);
         let (tx, rx) = crossbeam_channel::unbounded();
         let queued = Arc::new(AtomicUsize::new(0));
         let reader = {
@@ -106,16 +115,28 @@ impl ExtProcess {
             pid,
             child,
             outbox: Some(tx),
+            direct,
             queued,
             threads,
         })
     }
 
-    /// Queues whole lines for stdin. False when stdin is closed.
-    pub fn send(&self, chunk: OutChunk) -> bool {
+    /// Writes whole lines to stdin: directly when the pipe has room and
+    /// nothing is queued, the rest through the writer thread. Never
+    /// blocks. False when stdin is closed.
+    pub fn send(&self, mut chunk: OutChunk) -> bool {
         let Some(outbox) = &self.outbox else {
             return false;
         };
+        // Acquire pairs with the writer's Release: zero means every
+        // earlier byte is in the pipe, so writing now keeps the order.
+        if let (Some(direct), 0) = (&self.direct, self.queued.load(Ordering::Acquire)) {
+            let written = write_nonblocking(direct, &chunk);
+            if written == chunk.len() {
+                return true;
+            }
+            chunk.drain(..written);
+        }
         let len = chunk.len();
         self.queued.fetch_add(len, Ordering::Relaxed);
         if outbox.send(chunk).is_err() {
@@ -138,6 +159,7 @@ impl ExtProcess {
     /// Closes stdin once every queued line is written.
     pub fn close_stdin(&mut self) {
         self.outbox = None;
+        self.direct = None;
     }
 
     /// The exit status, once the process has exited (reaps it).
@@ -154,13 +176,42 @@ impl ExtProcess {
     /// on their own (a pipe held open by an escaped grandchild must not
     /// hang the host).
     pub fn join_finished(mut self) {
-        self.outbox = None;
+        self.close_stdin();
         for t in self.threads.drain(..) {
             if t.is_finished() {
                 let _ = t.join();
             }
         }
     }
+}
+
+/// Opens a second, non-blocking description of the `stdin` pipe through
+/// `/proc/self/fd` (Linux; elsewhere `None` and every write goes through
+/// the writer thread). A separate description keeps the writer thread's
+/// own writes blocking.
+fn reopen_nonblocking(stdin: &ChildStdin) -> Option<File> {
+    let path = format!("/proc/self/fd/{}", stdin.as_raw_fd());
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()
+}
+
+/// Writes as much of `bytes` as the pipe takes without blocking; a
+/// failure other than a full pipe is left for the writer thread to meet
+/// and report.
+fn write_nonblocking(mut pipe: &File, bytes: &[u8]) -> usize {
+    let mut written = 0;
+    while written < bytes.len() {
+        match pipe.write(&bytes[written..]) {
+            Ok(0) => break,
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    written
 }
 
 /// Sends `signal` to the process group led by `pid`.
@@ -242,7 +293,7 @@ fn write_lines(
     // dropped) closes stdin.
     while let Ok(chunk) = outbox.recv() {
         let result = stdin.write_all(&chunk);
-        queued.fetch_sub(chunk.len(), Ordering::Relaxed);
+        queued.fetch_sub(chunk.len(), Ordering::Release);
         if let Err(e) = result {
             let _ = inbound.send(InboundMsg {
                 key,
