@@ -122,6 +122,18 @@ enum PendingKind {
     },
 }
 
+impl PendingKind {
+    /// Answers a command or tool request with an error; a guard's
+    /// answer is the chain's business.
+    fn fail(self, error: String) {
+        match self {
+            PendingKind::Command { reply, .. } => reply(Err(error)),
+            PendingKind::Tool { reply, .. } => reply(Err(error)),
+            PendingKind::Guard { .. } => {}
+        }
+    }
+}
+
 struct Pending {
     ext: usize,
     deadline: Instant,
@@ -882,11 +894,7 @@ impl Engine {
             .collect();
         for id in ids {
             if let Some(p) = self.pending.remove(&id) {
-                match p.kind {
-                    PendingKind::Command { reply, .. } => reply(Err(why.to_string())),
-                    PendingKind::Tool { reply, .. } => reply(Err(why.to_string())),
-                    PendingKind::Guard { .. } => {}
-                }
+                p.kind.fail(why.to_string());
             }
         }
         self.release_guards(idx, now);
@@ -1047,22 +1055,33 @@ impl Engine {
             args: args.trim(),
         }
         .to_line();
+        let kind = PendingKind::Command {
+            name: name.to_string(),
+            reply,
+        };
+        self.send_request(idx, id, &line, now + self.cfg.timeouts.command, kind);
+    }
+
+    /// Sends a request frame and records it as pending until `deadline`;
+    /// fails it at once when the extension cannot take it.
+    fn send_request(
+        &mut self,
+        idx: usize,
+        id: String,
+        line: &[u8],
+        deadline: Instant,
+        kind: PendingKind,
+    ) {
         let ext = &mut self.exts[idx];
-        if !ext.serving() || !ext.send(&line) {
-            return reply(Err(format!(
-                "extension {} is not accepting input",
-                ext.name
-            )));
+        if !ext.serving() || !ext.send(line) {
+            return kind.fail(format!("extension {} is not accepting input", ext.name));
         }
         self.pending.insert(
             id,
             Pending {
                 ext: idx,
-                deadline: now + self.cfg.timeouts.command,
-                kind: PendingKind::Command {
-                    name: name.to_string(),
-                    reply,
-                },
+                deadline,
+                kind,
             },
         );
     }
@@ -1123,24 +1142,11 @@ impl Engine {
             args: &args,
         }
         .to_line();
-        let ext = &mut self.exts[idx];
-        if !ext.serving() || !ext.send(&line) {
-            return reply(Err(format!(
-                "extension {} is not accepting input",
-                ext.name
-            )));
-        }
-        self.pending.insert(
-            id,
-            Pending {
-                ext: idx,
-                deadline: now + self.cfg.timeouts.tool,
-                kind: PendingKind::Tool {
-                    name: name.to_string(),
-                    reply,
-                },
-            },
-        );
+        let kind = PendingKind::Tool {
+            name: name.to_string(),
+            reply,
+        };
+        self.send_request(idx, id, &line, now + self.cfg.timeouts.tool, kind);
     }
 
     /// Queues `event` to every subscriber; returns their names.
@@ -1326,15 +1332,7 @@ impl Engine {
             }
             Some(Goal::Reload(reply, stopped)) => {
                 for (_, p) in self.pending.drain() {
-                    match p.kind {
-                        PendingKind::Command { reply, .. } => {
-                            reply(Err("extensions were reloaded".into()))
-                        }
-                        PendingKind::Tool { reply, .. } => {
-                            reply(Err("extensions were reloaded".into()))
-                        }
-                        PendingKind::Guard { .. } => {}
-                    }
+                    p.kind.fail("extensions were reloaded".into());
                 }
                 self.chains.clear();
                 self.commands.clear();

@@ -12,6 +12,24 @@ use std::io::{self, BufRead};
 /// Longest line accepted from an extension; longer lines are discarded.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// Keys a `panel_key` frame may carry.
+pub const PANEL_KEYS: [&str; 14] = [
+    "up",
+    "down",
+    "left",
+    "right",
+    "enter",
+    "esc",
+    "tab",
+    "backspace",
+    "delete",
+    "home",
+    "end",
+    "pageup",
+    "pagedown",
+    "rune",
+];
+
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 

@@ -613,7 +613,7 @@ fn failing_agent_ends_the_turn_with_an_error() {
     let rec = t.join("obs");
     let obs = observer(&t, &rec);
     let mut z = Zot::start(&t, &[obs], &["--agent-cmd", "echo partial; exit 3"]);
-    assert_eq!(z.run("hi"), ["error: agent command failed: exit status 3"]);
+    assert_eq!(z.run("hi"), ["error: agent command failed: exit code 3"]);
     z.close_stdin();
     assert_eq!(z.wait(), Some(0));
     let end = events(&rec)
@@ -622,7 +622,7 @@ fn failing_agent_ends_the_turn_with_an_error() {
         .map(|(_, f)| f)
         .unwrap();
     assert_eq!(end["stop"], "error");
-    assert_eq!(end["error"], "exit status 3");
+    assert_eq!(end["error"], "exit code 3");
     assert!(!events(&rec).iter().any(|(e, _)| e == "assistant_message"));
 }
 

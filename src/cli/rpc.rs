@@ -9,7 +9,7 @@ use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Sender};
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
-use zot_host::protocol::{Line, LineReader, MAX_LINE};
+use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{EventPayload, HostHandle, InterceptRequest, Request, ToolRequest};
 
 /// `zot rpc --help`.
@@ -21,24 +21,6 @@ as JSON lines on stdout. Requests: ping, list, command, tool_call,
 intercept, event, panel_key, panel_close, reload, shutdown. EOF on stdin,
 Ctrl-C and SIGTERM shut down gracefully.
 ";
-
-/// Keys a panel accepts.
-const PANEL_KEYS: [&str; 14] = [
-    "up",
-    "down",
-    "left",
-    "right",
-    "enter",
-    "esc",
-    "tab",
-    "backspace",
-    "delete",
-    "home",
-    "end",
-    "pageup",
-    "pagedown",
-    "rune",
-];
 
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {

@@ -8,13 +8,14 @@
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use zot_host::process::{describe_status, signal_group};
 
 /// A running agent command.
 pub struct Agent {
-    pgid: i32,
+    pgid: u32,
     reaped: Arc<AtomicBool>,
 }
 
@@ -38,7 +39,7 @@ impl Agent {
             .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot run sh: {e}"))?;
-        let pgid = i32::try_from(child.id()).map_err(|_| "pid out of range".to_string())?;
+        let pgid = child.id();
         let reaped = Arc::new(AtomicBool::new(false));
         let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
         let input = format!("{prompt}\n");
@@ -61,7 +62,7 @@ impl Agent {
             done(match (status, read) {
                 (Err(e), _) => Err(format!("cannot wait for the agent command: {e}")),
                 (_, Some(Err(e))) => Err(format!("cannot read the agent command's output: {e}")),
-                (Ok(status), _) if !status.success() => Err(describe(status)),
+                (Ok(status), _) if !status.success() => Err(describe_status(status)),
                 (Ok(_), _) => Ok(String::from_utf8_lossy(&text)
                     .trim_end_matches(['\n', '\r'])
                     .to_string()),
@@ -72,7 +73,7 @@ impl Agent {
             .spawn(waiter)
         {
             // The closure (and the child) are gone; kill its group.
-            kill_group(pgid);
+            signal_group(pgid, libc::SIGKILL);
             return Err(format!("cannot start a thread: {e}"));
         }
         Ok(Agent { pgid, reaped })
@@ -82,26 +83,7 @@ impl Agent {
     pub fn kill(&self) {
         // Once reaped its process group id may be reused by someone else.
         if !self.reaped.load(Ordering::SeqCst) {
-            kill_group(self.pgid);
+            signal_group(self.pgid, libc::SIGKILL);
         }
-    }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: kill(2) with a negative pid signals that process group.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
-}
-
-/// `exit status 3` or `killed by signal 9`.
-fn describe(status: ExitStatus) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, Some(sig)) => format!("killed by signal {sig}"),
-        _ => status.to_string(),
     }
 }

@@ -2,26 +2,8 @@
 //! `panel_render`, shown as boxed blocks, driven with `/key`.
 
 use super::{Done, Pending, Session};
-use zot_host::protocol::Panel;
+use zot_host::protocol::{Panel, PANEL_KEYS};
 use zot_host::Request;
-
-/// Keys a panel accepts (`/key close` is ours: it closes the panel).
-const PANEL_KEYS: [&str; 14] = [
-    "up",
-    "down",
-    "left",
-    "right",
-    "enter",
-    "esc",
-    "tab",
-    "backspace",
-    "delete",
-    "home",
-    "end",
-    "pageup",
-    "pagedown",
-    "rune",
-];
 
 impl Session {
     /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune)
