@@ -308,6 +308,15 @@ pub(crate) fn run(
     }
 }
 
+/// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
+fn human(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
 fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -1387,14 +1396,14 @@ impl Engine {
         let ext = &mut self.exts[idx];
         let due = |at: Option<Instant>| at.is_some_and(|t| t <= now);
         if due(ext.hello_deadline) {
-            let secs = self.cfg.timeouts.hello.as_secs_f64();
-            return self.fail(idx, format!("no hello within {secs} s"), now);
+            let limit = human(self.cfg.timeouts.hello);
+            return self.fail(idx, format!("no hello within {limit}"), now);
         }
         if due(ext.idle_ready_at) {
-            let ms = self.cfg.timeouts.ready_idle.as_millis();
+            let idle = human(self.cfg.timeouts.ready_idle);
             return self.mark_ready(
                 idx,
-                &format!("no ready frame: treated as ready after {ms} ms of silence"),
+                &format!("no ready frame: treated as ready after {idle} of silence"),
                 now,
             );
         }
@@ -1426,20 +1435,20 @@ impl Engine {
         let ext = &self.exts[p.ext];
         match p.kind {
             PendingKind::Command { name, reply } => {
-                let secs = self.cfg.timeouts.command.as_secs_f64();
+                let limit = human(self.cfg.timeouts.command);
                 ext.log
-                    .line(&format!("no command_response for /{name} within {secs} s"));
+                    .line(&format!("no command_response for /{name} within {limit}"));
                 reply(Err(format!(
-                    "extension {} did not answer /{name} within {secs} s",
+                    "extension {} did not answer /{name} within {limit}",
                     ext.name
                 )));
             }
             PendingKind::Tool { name, reply } => {
-                let secs = self.cfg.timeouts.tool.as_secs_f64();
+                let limit = human(self.cfg.timeouts.tool);
                 ext.log
-                    .line(&format!("no tool_result for {name} within {secs} s"));
+                    .line(&format!("no tool_result for {name} within {limit}"));
                 reply(Err(format!(
-                    "extension {} did not answer tool {name} within {secs} s",
+                    "extension {} did not answer tool {name} within {limit}",
                     ext.name
                 )));
             }

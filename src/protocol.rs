@@ -34,36 +34,28 @@ pub const PANEL_KEYS: [&str; 14] = [
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// A frame sent by an extension to the host.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone)]
 pub enum ExtFrame {
     /// Mandatory first frame.
     Hello {
         name: String,
-        #[serde(default)]
         version: Option<String>,
-        #[serde(default)]
         capabilities: Option<Vec<String>>,
     },
     /// Adds a slash command.
     RegisterCommand {
         name: String,
-        #[serde(default)]
         description: Option<String>,
     },
     /// Adds an LLM-callable tool.
     RegisterTool {
         name: String,
-        #[serde(default)]
         description: Option<String>,
-        #[serde(default)]
         schema: Option<Value>,
     },
     /// Declares observed and intercepted lifecycle events.
     Subscribe {
-        #[serde(default)]
         events: Option<Vec<String>>,
-        #[serde(default)]
         intercept: Option<Vec<String>>,
     },
     /// All initial registrations are sent.
@@ -73,26 +65,19 @@ pub enum ExtFrame {
     /// Reply to `tool_call`.
     ToolResult {
         id: String,
-        #[serde(default)]
         content: Option<Vec<Value>>,
-        #[serde(default)]
         is_error: Option<bool>,
     },
     /// Reply to `event_intercept`.
     EventInterceptResponse {
         id: String,
-        #[serde(default)]
         block: Option<bool>,
-        #[serde(default)]
         reason: Option<String>,
-        #[serde(default)]
         modified_args: Option<Value>,
-        #[serde(default)]
         replace_text: Option<String>,
     },
     /// A note for the user.
     Notify {
-        #[serde(default)]
         level: Option<String>,
         message: String,
     },
@@ -128,20 +113,14 @@ impl ExtFrame {
 }
 
 /// Body of `command_response`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct CommandResponse {
     pub id: String,
-    #[serde(default)]
     pub action: Option<String>,
-    #[serde(default)]
     pub prompt: Option<String>,
-    #[serde(default)]
     pub insert: Option<String>,
-    #[serde(default)]
     pub display: Option<String>,
-    #[serde(default)]
     pub open_panel: Option<OpenPanel>,
-    #[serde(default)]
     pub error: Option<String>,
 }
 
@@ -334,12 +313,120 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// Every field an extension frame may carry. One pass of serde fills
+/// it (no intermediate buffering, unlike an internally tagged enum);
+/// [`WireFrame::into_frame`] then checks what the `type` needs. A field
+/// has one type whatever the frame, so a wrong-typed known field drops
+/// the frame; unknown fields are ignored.
+#[derive(Deserialize)]
+struct WireFrame {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    name: Option<String>,
+    version: Option<String>,
+    capabilities: Option<Vec<String>>,
+    description: Option<String>,
+    schema: Option<Value>,
+    events: Option<Vec<String>>,
+    intercept: Option<Vec<String>>,
+    id: Option<String>,
+    action: Option<String>,
+    prompt: Option<String>,
+    insert: Option<String>,
+    display: Option<String>,
+    open_panel: Option<OpenPanel>,
+    error: Option<String>,
+    content: Option<Vec<Value>>,
+    is_error: Option<bool>,
+    block: Option<bool>,
+    reason: Option<String>,
+    modified_args: Option<Value>,
+    replace_text: Option<String>,
+    level: Option<String>,
+    message: Option<String>,
+    panel_id: Option<String>,
+    title: Option<String>,
+    lines: Option<Vec<String>>,
+    footer: Option<String>,
+}
+
+fn required<T>(value: Option<T>, field: &str) -> Result<T, String> {
+    value.ok_or_else(|| format!("missing field `{field}`"))
+}
+
+impl WireFrame {
+    fn into_frame(self) -> Result<ExtFrame, String> {
+        let kind = required(self.kind, "type")?;
+        Ok(match kind.as_str() {
+            "hello" => ExtFrame::Hello {
+                name: required(self.name, "name")?,
+                version: self.version,
+                capabilities: self.capabilities,
+            },
+            "register_command" => ExtFrame::RegisterCommand {
+                name: required(self.name, "name")?,
+                description: self.description,
+            },
+            "register_tool" => ExtFrame::RegisterTool {
+                name: required(self.name, "name")?,
+                description: self.description,
+                schema: self.schema,
+            },
+            "subscribe" => ExtFrame::Subscribe {
+                events: self.events,
+                intercept: self.intercept,
+            },
+            "ready" => ExtFrame::Ready,
+            "command_response" => ExtFrame::CommandResponse(CommandResponse {
+                id: required(self.id, "id")?,
+                action: self.action,
+                prompt: self.prompt,
+                insert: self.insert,
+                display: self.display,
+                open_panel: self.open_panel,
+                error: self.error,
+            }),
+            "tool_result" => ExtFrame::ToolResult {
+                id: required(self.id, "id")?,
+                content: self.content,
+                is_error: self.is_error,
+            },
+            "event_intercept_response" => ExtFrame::EventInterceptResponse {
+                id: required(self.id, "id")?,
+                block: self.block,
+                reason: self.reason,
+                modified_args: self.modified_args,
+                replace_text: self.replace_text,
+            },
+            "notify" => ExtFrame::Notify {
+                level: self.level,
+                message: required(self.message, "message")?,
+            },
+            "clear_notes" => ExtFrame::ClearNotes,
+            "panel_render" => ExtFrame::PanelRender(Panel {
+                panel_id: required(self.panel_id, "panel_id")?,
+                title: self.title,
+                lines: self.lines,
+                footer: self.footer,
+            }),
+            "panel_close" => ExtFrame::PanelClose {
+                panel_id: required(self.panel_id, "panel_id")?,
+            },
+            "shutdown_ack" => ExtFrame::ShutdownAck,
+            other => return Err(format!("unknown frame type `{other}`")),
+        })
+    }
+}
+
 /// Parses one line into a frame, or says in one line why it cannot.
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    serde_json::from_slice(line).map_err(|e| {
-        let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
-        format!("dropped frame ({e}): {snippet}")
-    })
+    serde_json::from_slice::<WireFrame>(line)
+        .map_err(|e| e.to_string())
+        .and_then(WireFrame::into_frame)
+        .map_err(|e| {
+            let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
+            format!("dropped frame ({e}): {snippet}")
+        })
 }
 
 #[cfg(test)]
