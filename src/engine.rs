@@ -301,6 +301,7 @@ pub(crate) fn run(
             }
         }
         engine.tick(Instant::now());
+        engine.check_stopped();
         engine.run_deferred();
         for ext in &mut engine.exts {
             ext.flush();
@@ -889,7 +890,6 @@ impl Engine {
         let why = format!("extension {} exited ({desc})", self.exts[idx].name);
         self.drop_registrations(idx, &why, now);
         self.check_startup(now);
-        self.check_stopped();
     }
 
     /// An extension is gone or unusable: its requests fail at once, its
@@ -1325,9 +1325,11 @@ impl Engine {
             Goal::Reload(reply, _) => Goal::Reload(reply, stopped),
             other => other,
         });
-        self.check_stopped();
     }
 
+    /// Finishes a shutdown or reload once every extension is gone. Run
+    /// only from the main loop: a reload replaces `exts`, which must not
+    /// happen under code that holds an index into it.
     fn check_stopped(&mut self) {
         if self.goal.is_none() || self.exts.iter().any(Ext::live) {
             return;
@@ -1343,7 +1345,15 @@ impl Engine {
                 for (_, p) in self.pending.drain() {
                     p.kind.fail("extensions were reloaded".into());
                 }
-                self.chains.clear();
+                for (_, mut chain) in self.chains.drain() {
+                    match chain.then.take() {
+                        Some(Then::Reply(reply)) => reply(Err("extensions were reloaded".into())),
+                        Some(Then::Tool { reply, .. }) => {
+                            reply(Err("extensions were reloaded".into()))
+                        }
+                        None => {}
+                    }
+                }
                 self.commands.clear();
                 self.tools.clear();
                 self.exts.clear();

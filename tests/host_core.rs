@@ -145,7 +145,11 @@ fn command_owner_is_decided_by_precedence_not_arrival() {
         "low",
         json!({"register": [command("dup")], "commands": {"dup": {"action": "display", "display": "low"}}}),
     );
-    let host = start(config(&t, &[high, low]));
+    let mut cfg = config(&t, &[high, low]);
+    // Both send `ready`; keep the legacy watchdog out of the way on a
+    // loaded machine so startup waits for the late registration.
+    cfg.timeouts.ready_idle = Duration::from_secs(10);
+    let host = start(cfg);
     let out = host.command("dup", "").unwrap();
     assert_eq!(
         (out.extension.as_str(), out.display.as_deref()),

@@ -77,9 +77,17 @@ fn ready_event_then_ping_list_and_command() {
 fn requests_run_concurrently_and_answer_out_of_order() {
     let t = TempDir::new("rpc-concurrent");
     let rec = t.join("rec");
-    let mut rpc = Rpc::start(&t, &[demo(&t, &rec)]);
+    // The slow tool lives in its own (single-threaded) extension, so only
+    // the host's concurrency decides whether the others wait for it.
+    let slowpoke = ext_dir(
+        &t.join("slowpoke"),
+        "slowpoke",
+        json!({"register": [tool("slower")],
+               "tools": {"slower": {"sleep_ms": 1500, "content": [{"type": "text", "text": "finally"}]}}}),
+    );
+    let mut rpc = Rpc::start(&t, &[slowpoke, demo(&t, &rec)]);
     rpc.until("ready event", |v| v["type"] == "ready");
-    rpc.send(json!({"type": "tool_call", "id": "slow", "name": "slow"}));
+    rpc.send(json!({"type": "tool_call", "id": "slow", "name": "slower"}));
     rpc.send(json!({"type": "ping", "id": "fast"}));
     rpc.send(json!({"type": "command", "id": "cmd", "name": "hi"}));
     let mut order = Vec::new();

@@ -114,7 +114,11 @@ fn the_same_tool_from_two_extensions_goes_to_the_higher_precedence() {
         json!({"register_delay_ms": 150, "register": [tool("dup")]}),
     );
     let low = ext_dir(&t.join("l"), "low", json!({"register": [tool("dup")]}));
-    let host = start(config(&t, &[high, low]));
+    let mut cfg = config(&t, &[high, low]);
+    // Both send `ready`; keep the legacy watchdog out of the way on a
+    // loaded machine so startup waits for the late registration.
+    cfg.timeouts.ready_idle = Duration::from_secs(10);
+    let host = start(cfg);
     assert_eq!(
         host.call_tool(call("dup", json!({}))).unwrap().extension,
         "high"
