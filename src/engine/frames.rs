@@ -1,0 +1,324 @@
+//! Frames from extensions: handshake, registrations, answers, notes.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn inbound(&mut self, msg: InboundMsg) {
+        let Some(&idx) = self.by_key.get(&msg.key) else {
+            return; // from an extension of before a reload
+        };
+        let now = Instant::now();
+        match msg.msg {
+            Inbound::Frame(frame) => self.frame(idx, frame, now),
+            Inbound::Eof => self.poll_exit(idx, now),
+            Inbound::WriteFailed(e) => {
+                let ext = &mut self.exts[idx];
+                ext.log.line(&format!("cannot write to stdin: {e}"));
+                ext.out.clear();
+                ext.close_stdin();
+                self.release_guards(idx, now);
+            }
+        }
+    }
+
+    pub(super) fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
+        let ext = &mut self.exts[idx];
+        if !ext.hello {
+            if matches!(ext.state, State::Failed(_)) {
+                return;
+            }
+            return match frame {
+                ExtFrame::Hello { name, .. } if name.trim().is_empty() => {
+                    self.fail(idx, "hello has an empty name".into(), now)
+                }
+                ExtFrame::Hello { name, version, .. } => self.hello(idx, &name, version, now),
+                other => self.fail(
+                    idx,
+                    format!("first frame was `{}`, expected `hello`", other.kind()),
+                    now,
+                ),
+            };
+        }
+        if ext.state == State::Starting {
+            ext.idle_ready_at = Some(now + self.cfg.timeouts.ready_idle);
+        }
+        match frame {
+            ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
+            ExtFrame::RegisterCommand { name, description } => {
+                self.register_command(idx, &name, description.unwrap_or_default())
+            }
+            ExtFrame::RegisterTool {
+                name,
+                description,
+                schema,
+            } => self.register_tool(idx, &name, description.unwrap_or_default(), schema),
+            ExtFrame::Subscribe { events, intercept } => self.subscribe(
+                idx,
+                events.unwrap_or_default(),
+                intercept.unwrap_or_default(),
+            ),
+            ExtFrame::Ready => self.mark_ready(idx, "ready", now),
+            ExtFrame::CommandResponse(r) => self.command_response(idx, r),
+            ExtFrame::ToolResult {
+                id,
+                content,
+                is_error,
+            } => self.tool_result(idx, &id, content, is_error.unwrap_or(false)),
+            ExtFrame::EventInterceptResponse {
+                id,
+                block,
+                reason,
+                modified_args,
+                replace_text,
+            } => {
+                let Some((chain, pos)) = self.take_guard(idx, &id) else {
+                    return;
+                };
+                if let Some(state) = self.chains.get_mut(&chain) {
+                    let name = &self.exts[idx].name;
+                    let answer = answer_from(
+                        &state.chain.event,
+                        block.unwrap_or(false),
+                        reason,
+                        modified_args,
+                        replace_text,
+                        name,
+                    );
+                    state.ids[pos] = None;
+                    state.chain.answer(pos, answer);
+                    self.drive(chain, now);
+                }
+            }
+            ExtFrame::Notify { level, message } => {
+                let level = match level.as_deref() {
+                    Some(l @ ("info" | "success" | "warn" | "error")) => l.to_string(),
+                    None => "info".to_string(),
+                    Some(other) => {
+                        ext.log.line(&format!(
+                            "notify level {other:?} is not info/success/warn/error; shown as info"
+                        ));
+                        "info".to_string()
+                    }
+                };
+                let _ = self.events.send(HostEvent::Notify {
+                    extension: ext.name.clone(),
+                    level,
+                    message,
+                });
+            }
+            ExtFrame::ClearNotes => {
+                let _ = self.events.send(HostEvent::ClearNotes {
+                    extension: ext.name.clone(),
+                });
+            }
+            ExtFrame::PanelRender(panel) => {
+                let _ = self.events.send(HostEvent::PanelRender {
+                    panel,
+                    extension: ext.name.clone(),
+                });
+            }
+            ExtFrame::PanelClose { panel_id } => {
+                let _ = self.events.send(HostEvent::PanelClose {
+                    panel_id,
+                    extension: ext.name.clone(),
+                });
+            }
+            ExtFrame::ShutdownAck if ext.stop.is_some() => ext.close_stdin(),
+            ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
+        }
+    }
+
+    pub(super) fn hello(&mut self, idx: usize, name: &str, version: Option<String>, now: Instant) {
+        let ext = &mut self.exts[idx];
+        if name != ext.name {
+            ext.log.line(&format!(
+                "hello says name {name:?}, manifest says {:?}; using the manifest's",
+                ext.name
+            ));
+        }
+        ext.hello = true;
+        ext.hello_deadline = None;
+        ext.idle_ready_at = Some(now + self.cfg.timeouts.ready_idle);
+        if ext.version.is_none() {
+            ext.version = version;
+        }
+        let dir = ext.dir.to_string_lossy();
+        let line = HostFrame::HelloAck {
+            protocol_version: PROTOCOL_VERSION,
+            zot_version: &self.cfg.zot_version,
+            provider: &self.cfg.provider,
+            model: &self.cfg.model,
+            cwd: &self.cwd,
+            extension_dir: &dir,
+            data_dir: &dir,
+        }
+        .to_line();
+        ext.send(&line);
+    }
+
+    pub(super) fn register_command(&mut self, idx: usize, name: &str, description: String) {
+        let ext = &self.exts[idx];
+        if !registry::valid_name(name) {
+            return ext.log.line(&format!(
+                "rejected command {name:?}: names must be non-empty without whitespace"
+            ));
+        }
+        if self.cfg.builtin_commands.iter().any(|b| b == name) {
+            return ext.log.line(&format!(
+                "command /{name} is shadowed by the built-in command"
+            ));
+        }
+        let claimed = self.commands.claim(name, idx, description);
+        self.log_claim("command /", name, idx, claimed);
+    }
+
+    pub(super) fn register_tool(
+        &mut self,
+        idx: usize,
+        name: &str,
+        description: String,
+        schema: Option<Value>,
+    ) {
+        let ext = &self.exts[idx];
+        if !registry::valid_name(name) {
+            return ext.log.line(&format!(
+                "rejected tool {name:?}: names must be non-empty without whitespace"
+            ));
+        }
+        if schema.as_ref().is_some_and(|s| !s.is_object()) {
+            return ext.log.line(&format!(
+                "rejected tool {name:?}: `schema` must be a JSON object"
+            ));
+        }
+        if self.cfg.builtin_tools.iter().any(|b| b == name) {
+            return ext
+                .log
+                .line(&format!("tool {name} is shadowed by the built-in tool"));
+        }
+        let claimed = self.tools.claim(name, idx, (description, schema));
+        self.log_claim("tool ", name, idx, claimed);
+    }
+
+    pub(super) fn log_claim(&self, what: &str, name: &str, idx: usize, claimed: Claimed) {
+        match claimed {
+            Claimed::Shadowed { by } => self.exts[idx].log.line(&format!(
+                "{what}{name} is shadowed by extension {} (higher precedence)",
+                self.exts[by].name
+            )),
+            Claimed::Owner {
+                displaced: Some(other),
+            } => self.exts[other].log.line(&format!(
+                "{what}{name} is now shadowed by extension {} (higher precedence)",
+                self.exts[idx].name
+            )),
+            Claimed::Owner { displaced: None } => {}
+        }
+    }
+
+    pub(super) fn subscribe(&mut self, idx: usize, events: Vec<String>, intercept: Vec<String>) {
+        let ext = &mut self.exts[idx];
+        for e in events {
+            if !ext.events.contains(&e) {
+                ext.events.push(e);
+            }
+        }
+        for e in intercept {
+            if !INTERCEPTABLE.contains(&e.as_str()) {
+                ext.log.line(&format!(
+                    "cannot intercept {e:?}: only tool_call, turn_start and assistant_message"
+                ));
+            } else if !ext.intercept.contains(&e) {
+                ext.intercept.push(e);
+            }
+        }
+    }
+
+    /// Removes the pending request `id` when it belongs to extension `idx`.
+    pub(super) fn take_pending(&mut self, idx: usize, id: &str, frame: &str) -> Option<Pending> {
+        match self.pending.remove(id) {
+            Some(p) if p.ext == idx => Some(p),
+            other => {
+                if let Some(p) = other {
+                    self.pending.insert(id.to_string(), p);
+                }
+                self.exts[idx].log.line(&format!(
+                    "dropped {frame}: id {id:?} is unknown, expired or already answered"
+                ));
+                None
+            }
+        }
+    }
+
+    pub(super) fn take_guard(&mut self, idx: usize, id: &str) -> Option<(u64, usize)> {
+        match self.take_pending(idx, id, "event_intercept_response")? {
+            Pending {
+                kind: PendingKind::Guard { chain, pos },
+                ..
+            } => Some((chain, pos)),
+            other => {
+                self.pending.insert(id.to_string(), other);
+                self.exts[idx].log.line(&format!(
+                    "dropped event_intercept_response: id {id:?} is not an intercept"
+                ));
+                None
+            }
+        }
+    }
+
+    pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
+        let Some(p) = self.take_pending(idx, &r.id, "command_response") else {
+            return;
+        };
+        let PendingKind::Command { reply, .. } = p.kind else {
+            self.pending.insert(r.id.clone(), p);
+            return self.exts[idx]
+                .log
+                .line("dropped command_response: its id is not a command");
+        };
+        let mut action = r.action.unwrap_or_default();
+        let mut error = r.error.filter(|e| !e.is_empty());
+        if !matches!(
+            action.as_str(),
+            "prompt" | "insert" | "display" | "noop" | "open_panel"
+        ) {
+            let why = format!("unknown action {action:?}");
+            self.exts[idx].log.line(&format!("command_response: {why}"));
+            error.get_or_insert(why);
+            action = "noop".into();
+        }
+        reply(Ok(CommandOutcome {
+            extension: self.exts[idx].name.clone(),
+            action,
+            prompt: r.prompt,
+            insert: r.insert,
+            display: r.display,
+            open_panel: r.open_panel,
+            error,
+        }));
+    }
+
+    pub(super) fn tool_result(
+        &mut self,
+        idx: usize,
+        id: &str,
+        content: Option<Vec<Value>>,
+        is_error: bool,
+    ) {
+        let Some(p) = self.take_pending(idx, id, "tool_result") else {
+            return;
+        };
+        let PendingKind::Tool { reply, .. } = p.kind else {
+            self.pending.insert(id.to_string(), p);
+            return self.exts[idx]
+                .log
+                .line("dropped tool_result: its id is not a tool call");
+        };
+        reply(Ok(ToolOutcome {
+            extension: self.exts[idx].name.clone(),
+            content: map_content(content.unwrap_or_default()),
+            is_error,
+            blocked: false,
+            reason: None,
+        }));
+    }
+}

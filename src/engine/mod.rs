@@ -1,0 +1,390 @@
+//! The host loop: one thread that owns every extension, every pending
+//! request and every deadline, and `select!`s over the extensions'
+//! inbound channel and the embedder's requests (SPEC section 3).
+//!
+//! This file holds the state and the loop; `lifecycle`, `frames`,
+//! `requests` and `time` each add the methods of one concern.
+
+mod frames;
+mod lifecycle;
+mod requests;
+mod time;
+
+use crate::discovery::{self, Scope, Status};
+use crate::host::{
+    CommandInfo, CommandOutcome, ExtensionInfo, HostConfig, HostEvent, ReadyLatch, ReloadReport,
+    Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+};
+use crate::intercept::{answer_from, Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
+use crate::log::ExtLog;
+use crate::process::{describe_status, group_alive, signal_group, ExtProcess, Inbound, InboundMsg};
+use crate::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
+use crate::registry::{self, Claimed, Registry};
+use crate::toolresult::map_content;
+use crossbeam_channel::{select, Receiver, Sender};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often pending requests check that their extension still lives
+/// (catches an exit whose stdout a grandchild keeps open).
+const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Starting,
+    Ready,
+    Failed(String),
+    Exited(String),
+    Disabled,
+}
+
+/// Shutdown progress of one extension.
+struct Stop {
+    term_at: Option<Instant>,
+    kill_at: Option<Instant>,
+}
+
+struct Ext {
+    name: String,
+    version: Option<String>,
+    scope: Scope,
+    dir: PathBuf,
+    state: State,
+    log: ExtLog,
+    proc: Option<ExtProcess>,
+    hello: bool,
+    hello_deadline: Option<Instant>,
+    idle_ready_at: Option<Instant>,
+    exit_poll: Option<(Instant, Duration)>,
+    stop: Option<Stop>,
+    events: Vec<String>,
+    intercept: Vec<String>,
+    dropped_events: u64,
+    dropping: bool,
+    /// Frames queued during this loop iteration.
+    out: Vec<u8>,
+}
+
+impl Ext {
+    fn live(&self) -> bool {
+        self.proc.is_some()
+    }
+
+    /// Running, handshaken and not being stopped: may get requests.
+    fn serving(&self) -> bool {
+        self.live() && self.hello && self.stop.is_none() && !matches!(self.state, State::Failed(_))
+    }
+
+    /// Queues a frame; it is handed to the writer thread at the end of
+    /// the loop iteration, batched with the others. False when stdin is
+    /// closed.
+    fn send(&mut self, line: &[u8]) -> bool {
+        if !self.proc.as_ref().is_some_and(ExtProcess::writable) {
+            return false;
+        }
+        self.out.extend_from_slice(line);
+        true
+    }
+
+    /// Hands what was queued this iteration to the writer thread.
+    fn flush(&mut self) {
+        if self.out.is_empty() {
+            return;
+        }
+        let chunk = std::mem::take(&mut self.out);
+        if let Some(p) = &self.proc {
+            p.send(chunk);
+        }
+    }
+
+    /// Bytes waiting for this extension, queued or not yet handed over.
+    fn backlog(&self) -> usize {
+        self.out.len() + self.proc.as_ref().map_or(0, ExtProcess::queued_bytes)
+    }
+
+    /// Closes stdin once everything queued so far is written.
+    fn close_stdin(&mut self) {
+        self.flush();
+        if let Some(p) = &mut self.proc {
+            p.close_stdin();
+        }
+    }
+}
+
+enum PendingKind {
+    Command {
+        name: String,
+        reply: Reply<CommandOutcome>,
+    },
+    Tool {
+        name: String,
+        reply: Reply<ToolOutcome>,
+    },
+    Guard {
+        chain: u64,
+        pos: usize,
+    },
+}
+
+impl PendingKind {
+    /// Answers a command or tool request with an error; a guard's
+    /// answer is the chain's business.
+    fn fail(self, error: String) {
+        match self {
+            PendingKind::Command { reply, .. } => reply(Err(error)),
+            PendingKind::Tool { reply, .. } => reply(Err(error)),
+            PendingKind::Guard { .. } => {}
+        }
+    }
+}
+
+struct Pending {
+    ext: usize,
+    deadline: Instant,
+    kind: PendingKind,
+}
+
+/// What happens when a chain is decided.
+enum Then {
+    Reply(Reply<InterceptOutcome>),
+    Tool {
+        name: String,
+        reply: Reply<ToolOutcome>,
+    },
+}
+
+struct ChainState {
+    chain: Chain,
+    guards: Vec<usize>,
+    ids: Vec<Option<String>>,
+    then: Option<Then>,
+}
+
+enum Goal {
+    Shutdown(Vec<Reply<()>>),
+    Reload(Reply<ReloadReport>, usize),
+}
+
+struct Startup {
+    deadline: Instant,
+    reload: Option<Reply<ReloadReport>>,
+    stopped: usize,
+    loaded: usize,
+    errors: Vec<String>,
+}
+
+struct Engine {
+    cfg: HostConfig,
+    cwd: String,
+    events: Sender<HostEvent>,
+    latch: Arc<ReadyLatch>,
+    inbound_tx: Sender<InboundMsg>,
+    exts: Vec<Ext>,
+    by_key: HashMap<u64, usize>,
+    next_key: u64,
+    next_id: u64,
+    pending: HashMap<String, Pending>,
+    chains: HashMap<u64, ChainState>,
+    next_chain: u64,
+    commands: Registry<String>,
+    tools: Registry<(String, Option<Value>)>,
+    startup: Option<Startup>,
+    announced: bool,
+    goal: Option<Goal>,
+    liveness_at: Option<Instant>,
+    /// Requests that arrived while extensions were (re)starting.
+    deferred: Vec<Request>,
+    done: bool,
+}
+
+/// Most messages handled in one loop iteration before queued frames are
+/// handed to the writer threads.
+const BATCH: usize = 256;
+
+/// How long a thread that expects an answer polls before it sleeps.
+pub(crate) const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
+
+/// Yields until `ready()` or [`POLL_BEFORE_SLEEP`] passes; true if ready.
+pub(crate) fn poll_briefly(mut ready: impl FnMut() -> bool) -> bool {
+    let until = Instant::now() + POLL_BEFORE_SLEEP;
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Why the loop woke up.
+enum Wake {
+    Inbound(Option<InboundMsg>),
+    Request(Option<Request>),
+    Timer,
+}
+
+/// Runs the loop until shutdown.
+pub(crate) fn run(
+    cfg: HostConfig,
+    requests: Receiver<Request>,
+    events: Sender<HostEvent>,
+    latch: Arc<ReadyLatch>,
+) {
+    let (inbound_tx, inbound) = crossbeam_channel::unbounded();
+    let mut engine = Engine {
+        cwd: cfg.cwd.to_string_lossy().into_owned(),
+        cfg,
+        events,
+        latch,
+        inbound_tx,
+        exts: Vec::new(),
+        by_key: HashMap::new(),
+        next_key: 0,
+        next_id: 0,
+        pending: HashMap::new(),
+        chains: HashMap::new(),
+        next_chain: 0,
+        commands: Registry::default(),
+        tools: Registry::default(),
+        startup: None,
+        announced: false,
+        goal: None,
+        liveness_at: None,
+        deferred: Vec::new(),
+        done: false,
+    };
+    engine.start_all(None, 0);
+    let mut requests = requests;
+    while !engine.done {
+        // An answer is due: poll briefly before sleeping. Waking a thread
+        // that sleeps on another CPU costs tens of microseconds, more than
+        // a typical round trip; yielding keeps a single CPU usable.
+        if !engine.pending.is_empty()
+            && poll_briefly(|| !inbound.is_empty() || !requests.is_empty())
+        {
+            // Fall through: select! below returns at once.
+        }
+        let timeout = engine
+            .next_deadline()
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        // `default(timeout)` rather than an `after()` channel: no
+        // allocation per wake-up on the hot path.
+        let woke = match timeout {
+            Some(t) => select! {
+                recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+                recv(requests) -> req => Wake::Request(req.ok()),
+                default(t) => Wake::Timer,
+            },
+            None => select! {
+                recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+                recv(requests) -> req => Wake::Request(req.ok()),
+            },
+        };
+        match woke {
+            // The engine holds an inbound sender, so that never disconnects.
+            Wake::Inbound(Some(msg)) => engine.inbound(msg),
+            Wake::Request(Some(req)) => engine.request(req),
+            Wake::Request(None) => {
+                // Every handle is gone: nobody can ask for anything again.
+                requests = crossbeam_channel::never();
+                engine.begin_stop(Goal::Shutdown(Vec::new()));
+            }
+            Wake::Inbound(None) | Wake::Timer => {}
+        }
+        // Take what else is already waiting before handing frames to the
+        // writer threads, so a burst costs one wake-up per extension.
+        for _ in 0..BATCH {
+            if let Ok(msg) = inbound.try_recv() {
+                engine.inbound(msg);
+            } else if let Ok(req) = requests.try_recv() {
+                engine.request(req);
+            } else {
+                break;
+            }
+        }
+        engine.tick(Instant::now());
+        engine.check_stopped();
+        engine.run_deferred();
+        for ext in &mut engine.exts {
+            ext.flush();
+        }
+    }
+}
+
+/// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
+fn human(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Engine {
+    fn snapshot(&self) -> Snapshot {
+        let extensions = self
+            .exts
+            .iter()
+            .enumerate()
+            .map(|(idx, e)| {
+                let (state, error) = match &e.state {
+                    State::Starting => ("starting", None),
+                    State::Ready => ("ready", None),
+                    State::Failed(why) => ("failed", Some(why.clone())),
+                    State::Exited(how) => ("exited", Some(how.clone())),
+                    State::Disabled => ("disabled", None),
+                };
+                ExtensionInfo {
+                    name: e.name.clone(),
+                    version: e.version.clone(),
+                    scope: e.scope.as_str(),
+                    dir: e.dir.clone(),
+                    state,
+                    error,
+                    pid: e.proc.as_ref().map(|p| p.pid),
+                    commands: self.commands.owned_by(idx),
+                    tools: self.tools.owned_by(idx),
+                    events: e.events.clone(),
+                    intercept: e.intercept.clone(),
+                }
+            })
+            .collect();
+        let commands = self
+            .commands
+            .owners()
+            .map(|(name, c)| CommandInfo {
+                name: name.to_string(),
+                description: c.info.clone(),
+                extension: self.exts[c.rank].name.clone(),
+            })
+            .collect();
+        let tools = self
+            .tools
+            .owners()
+            .map(|(name, c)| ToolInfo {
+                name: name.to_string(),
+                description: c.info.0.clone(),
+                schema: c.info.1.clone(),
+                extension: self.exts[c.rank].name.clone(),
+            })
+            .collect();
+        Snapshot {
+            extensions,
+            commands,
+            tools,
+        }
+    }
+}

@@ -1,0 +1,384 @@
+//! Requests from the embedder: commands, tools, events, panels, and
+//! the interception chain (SPEC 3.9-3.12).
+
+use super::*;
+
+impl Engine {
+    pub(super) fn request(&mut self, req: Request) {
+        let now = Instant::now();
+        // Until (re)started extensions are ready their registries are
+        // incomplete: hold requests, in order, rather than fail them.
+        // Startup is bounded by its grace, so a held shutdown waits little.
+        if self.starting() && !matches!(req, Request::List { .. }) {
+            return self.deferred.push(req);
+        }
+        if matches!(self.goal, Some(Goal::Shutdown(_))) {
+            if let Request::Shutdown { reply } = req {
+                if let Some(Goal::Shutdown(replies)) = &mut self.goal {
+                    replies.push(reply);
+                }
+                return;
+            }
+            return req.fail("the extension host is shutting down".into());
+        }
+        match req {
+            Request::Command { name, args, reply } => self.invoke_command(&name, &args, reply, now),
+            Request::Tool {
+                call,
+                pipeline,
+                reply,
+            } => self.call_tool(call, pipeline, reply, now),
+            Request::Intercept { request, reply } => {
+                if !INTERCEPTABLE.contains(&request.event.as_str()) {
+                    return reply(Err(format!(
+                        "event {:?} cannot be intercepted (only tool_call, turn_start, assistant_message)",
+                        request.event
+                    )));
+                }
+                self.start_chain(&request.event, request.payload, Then::Reply(reply), now);
+            }
+            Request::Emit {
+                event,
+                payload,
+                reply,
+            } => reply(Ok(self.emit(&event, &payload))),
+            Request::PanelKey {
+                extension,
+                panel_id,
+                key,
+                text,
+                reply,
+            } => {
+                let frame = HostFrame::PanelKey {
+                    panel_id: &panel_id,
+                    key: &key,
+                    text: text.as_deref(),
+                };
+                reply(self.send_to(&extension, frame.to_line()));
+            }
+            Request::PanelClose {
+                extension,
+                panel_id,
+                reply,
+            } => reply(
+                self.send_to(
+                    &extension,
+                    HostFrame::PanelClose {
+                        panel_id: &panel_id,
+                    }
+                    .to_line(),
+                ),
+            ),
+            Request::List { reply } => reply(Ok(self.snapshot())),
+            Request::Reload { reply } => {
+                if self.goal.is_some() || self.startup.as_ref().is_some_and(|s| s.reload.is_some())
+                {
+                    return reply(Err("a reload is already running".into()));
+                }
+                self.begin_stop(Goal::Reload(reply, 0));
+            }
+            Request::Shutdown { reply } => self.begin_stop(Goal::Shutdown(vec![reply])),
+        }
+    }
+
+    pub(super) fn starting(&self) -> bool {
+        self.startup.is_some() || matches!(self.goal, Some(Goal::Reload(..)))
+    }
+
+    pub(super) fn run_deferred(&mut self) {
+        if self.done {
+            for req in std::mem::take(&mut self.deferred) {
+                req.fail("the extension host has stopped".into());
+            }
+        }
+        while !self.starting() && !self.deferred.is_empty() {
+            let req = self.deferred.remove(0);
+            self.request(req);
+        }
+    }
+
+    pub(super) fn send_to(&mut self, extension: &str, line: Vec<u8>) -> Result<(), String> {
+        let ext = self
+            .exts
+            .iter_mut()
+            .find(|e| e.name == extension && e.serving())
+            .ok_or_else(|| format!("no running extension named {extension:?}"))?;
+        if ext.send(&line) {
+            Ok(())
+        } else {
+            Err(format!("extension {extension} is not accepting input"))
+        }
+    }
+
+    pub(super) fn next_id(&mut self) -> String {
+        self.next_id += 1;
+        self.next_id.to_string()
+    }
+
+    pub(super) fn invoke_command(
+        &mut self,
+        name: &str,
+        args: &str,
+        reply: Reply<CommandOutcome>,
+        now: Instant,
+    ) {
+        if self.cfg.builtin_commands.iter().any(|b| b == name) {
+            return reply(Err(format!("/{name} is a host command")));
+        }
+        let Some(idx) = self.commands.owner(name).map(|c| c.rank) else {
+            return reply(Err(format!("unknown command /{name}")));
+        };
+        let id = self.next_id();
+        let line = HostFrame::CommandInvoked {
+            id: &id,
+            name,
+            args: args.trim(),
+        }
+        .to_line();
+        let kind = PendingKind::Command {
+            name: name.to_string(),
+            reply,
+        };
+        self.send_request(idx, id, &line, now + self.cfg.timeouts.command, kind);
+    }
+
+    /// Sends a request frame and records it as pending until `deadline`;
+    /// fails it at once when the extension cannot take it.
+    pub(super) fn send_request(
+        &mut self,
+        idx: usize,
+        id: String,
+        line: &[u8],
+        deadline: Instant,
+        kind: PendingKind,
+    ) {
+        let ext = &mut self.exts[idx];
+        if !ext.serving() || !ext.send(line) {
+            return kind.fail(format!("extension {} is not accepting input", ext.name));
+        }
+        self.pending.insert(
+            id,
+            Pending {
+                ext: idx,
+                deadline,
+                kind,
+            },
+        );
+    }
+
+    pub(super) fn call_tool(
+        &mut self,
+        call: ToolRequest,
+        pipeline: bool,
+        reply: Reply<ToolOutcome>,
+        now: Instant,
+    ) {
+        if self.cfg.builtin_tools.contains(&call.name) {
+            return reply(Err(format!(
+                "tool {} is built in: the embedder runs it",
+                call.name
+            )));
+        }
+        if self.tools.owner(&call.name).is_none() {
+            return reply(Err(format!("unknown tool {}", call.name)));
+        }
+        let args = if call.args.is_null() {
+            Value::Object(Default::default())
+        } else {
+            call.args
+        };
+        if !pipeline {
+            return self.dispatch_tool(&call.name, args, reply, now);
+        }
+        let tool_id = call
+            .tool_id
+            .unwrap_or_else(|| format!("call-{}", self.next_id + 1));
+        let payload = EventPayload {
+            tool_id: Some(tool_id),
+            tool_name: Some(call.name.clone()),
+            tool_args: Some(args),
+            ..Default::default()
+        };
+        self.emit("tool_call", &payload);
+        self.start_chain(
+            "tool_call",
+            payload,
+            Then::Tool {
+                name: call.name,
+                reply,
+            },
+            now,
+        );
+    }
+
+    pub(super) fn dispatch_tool(
+        &mut self,
+        name: &str,
+        args: Value,
+        reply: Reply<ToolOutcome>,
+        now: Instant,
+    ) {
+        let Some(idx) = self.tools.owner(name).map(|c| c.rank) else {
+            return reply(Err(format!("unknown tool {name}")));
+        };
+        let id = self.next_id();
+        let line = HostFrame::ToolCall {
+            id: &id,
+            name,
+            args: &args,
+        }
+        .to_line();
+        let kind = PendingKind::Tool {
+            name: name.to_string(),
+            reply,
+        };
+        self.send_request(idx, id, &line, now + self.cfg.timeouts.tool, kind);
+    }
+
+    /// Queues `event` to every subscriber; returns their names.
+    pub(super) fn emit(&mut self, event: &str, payload: &EventPayload) -> Vec<String> {
+        let line = HostFrame::Event { event, payload }.to_line();
+        let limit = self.cfg.event_queue_limit;
+        let mut delivered = Vec::new();
+        for ext in &mut self.exts {
+            if !ext.serving() || !ext.events.iter().any(|e| e == event) {
+                continue;
+            }
+            if ext.backlog() > limit {
+                ext.dropped_events += 1;
+                if !ext.dropping {
+                    ext.dropping = true;
+                    ext.log.line(&format!(
+                        "not reading its stdin: dropping events (queue over {limit} bytes)"
+                    ));
+                }
+                continue;
+            }
+            if ext.dropping {
+                ext.dropping = false;
+                ext.log.line(&format!(
+                    "reading again; {} events dropped so far",
+                    ext.dropped_events
+                ));
+            }
+            if ext.send(&line) {
+                delivered.push(ext.name.clone());
+            }
+        }
+        delivered
+    }
+
+    pub(super) fn start_chain(
+        &mut self,
+        event: &str,
+        payload: EventPayload,
+        then: Then,
+        now: Instant,
+    ) {
+        let guards: Vec<usize> = (0..self.exts.len())
+            .filter(|&i| {
+                self.exts[i].serving() && self.exts[i].intercept.iter().any(|e| e == event)
+            })
+            .collect();
+        let n = guards.len();
+        let id = self.next_chain;
+        self.next_chain += 1;
+        self.chains.insert(
+            id,
+            ChainState {
+                chain: Chain::new(event, payload, n),
+                guards,
+                ids: vec![None; n],
+                then: Some(then),
+            },
+        );
+        self.ask(id, 0..n, now);
+        self.drive(id, now);
+    }
+
+    /// Sends `event_intercept` to the guards at `positions` with the
+    /// chain's current value; one deadline for the whole round.
+    pub(super) fn ask(&mut self, chain: u64, positions: std::ops::Range<usize>, now: Instant) {
+        let deadline = now + self.cfg.timeouts.intercept;
+        for pos in positions {
+            let id = self.next_id();
+            let Some(state) = self.chains.get_mut(&chain) else {
+                return;
+            };
+            if let Some(old) = state.ids[pos].take() {
+                self.pending.remove(&old);
+            }
+            let idx = state.guards[pos];
+            let line = HostFrame::EventIntercept {
+                id: &id,
+                event: &state.chain.event,
+                payload: &state.chain.payload,
+            }
+            .to_line();
+            let ext = &mut self.exts[idx];
+            if ext.serving() && ext.send(&line) {
+                state.ids[pos] = Some(id.clone());
+                self.pending.insert(
+                    id,
+                    Pending {
+                        ext: idx,
+                        deadline,
+                        kind: PendingKind::Guard { chain, pos },
+                    },
+                );
+            } else {
+                ext.log
+                    .line("cannot send event_intercept: counted as allow");
+                state.chain.answer(pos, Answer::Allow);
+            }
+        }
+    }
+
+    pub(super) fn drive(&mut self, chain: u64, now: Instant) {
+        loop {
+            let Some(state) = self.chains.get_mut(&chain) else {
+                return;
+            };
+            match state.chain.advance() {
+                Step::Wait => return,
+                Step::Ask(range) => self.ask(chain, range, now),
+                Step::Done(outcome) => {
+                    let Some(mut state) = self.chains.remove(&chain) else {
+                        return;
+                    };
+                    for id in state.ids.iter().flatten() {
+                        self.pending.remove(id);
+                    }
+                    let args = state.chain.payload.tool_args.take();
+                    match state.then.take() {
+                        Some(Then::Reply(reply)) => reply(Ok(outcome)),
+                        Some(Then::Tool { name, reply }) => {
+                            if outcome.block {
+                                let reason = outcome.reason.unwrap_or_default();
+                                let extension = self
+                                    .tools
+                                    .owner(&name)
+                                    .map_or_else(String::new, |c| self.exts[c.rank].name.clone());
+                                reply(Ok(ToolOutcome {
+                                    extension,
+                                    content: vec![
+                                        serde_json::json!({"type": "text", "text": reason}),
+                                    ],
+                                    is_error: true,
+                                    blocked: true,
+                                    reason: Some(reason),
+                                }));
+                            } else {
+                                let args =
+                                    args.unwrap_or_else(|| Value::Object(Default::default()));
+                                self.dispatch_tool(&name, args, reply, now);
+                            }
+                        }
+                        None => {}
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! Deadlines: the next wake-up, timeouts, the shutdown ladder and the
+//! liveness check.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let mut next = self.startup.as_ref().map(|s| s.deadline);
+        for e in &self.exts {
+            next = min_deadline(next, e.hello_deadline);
+            next = min_deadline(next, e.idle_ready_at);
+            next = min_deadline(next, e.exit_poll.map(|(at, _)| at));
+            if let Some(stop) = &e.stop {
+                next = min_deadline(next, stop.term_at);
+                next = min_deadline(next, stop.kill_at);
+            }
+        }
+        for p in self.pending.values() {
+            next = min_deadline(next, Some(p.deadline));
+        }
+        min_deadline(next, self.liveness_at)
+    }
+
+    pub(super) fn tick(&mut self, now: Instant) {
+        for idx in 0..self.exts.len() {
+            self.tick_ext(idx, now);
+        }
+        let expired: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in expired {
+            self.expire(&id, now);
+        }
+        if self.startup.as_ref().is_some_and(|s| s.deadline <= now) {
+            self.check_startup(now);
+        }
+        self.check_liveness(now);
+    }
+
+    pub(super) fn tick_ext(&mut self, idx: usize, now: Instant) {
+        let ext = &mut self.exts[idx];
+        let due = |at: Option<Instant>| at.is_some_and(|t| t <= now);
+        if due(ext.hello_deadline) {
+            let limit = human(self.cfg.timeouts.hello);
+            return self.fail(idx, format!("no hello within {limit}"), now);
+        }
+        if due(ext.idle_ready_at) {
+            let idle = human(self.cfg.timeouts.ready_idle);
+            return self.mark_ready(
+                idx,
+                &format!("no ready frame: treated as ready after {idle} of silence"),
+                now,
+            );
+        }
+        if due(ext.exit_poll.map(|(at, _)| at)) {
+            return self.poll_exit(idx, now);
+        }
+        let Some(p) = &ext.proc else { return };
+        let Some(stop) = &mut ext.stop else { return };
+        if due(stop.term_at) {
+            ext.log
+                .line("no exit within the shutdown grace: SIGTERM to its process group");
+            p.signal_group(libc::SIGTERM);
+            stop.term_at = None;
+            stop.kill_at = Some(now + self.cfg.timeouts.term_grace);
+            ext.exit_poll = Some((now + Duration::from_millis(1), Duration::from_millis(1)));
+        } else if due(stop.kill_at) {
+            ext.log
+                .line("still running after SIGTERM: SIGKILL to its process group");
+            p.signal_group(libc::SIGKILL);
+            stop.kill_at = None;
+            ext.exit_poll = Some((now + Duration::from_millis(1), Duration::from_millis(1)));
+        }
+    }
+
+    pub(super) fn expire(&mut self, id: &str, now: Instant) {
+        let Some(p) = self.pending.remove(id) else {
+            return;
+        };
+        let ext = &self.exts[p.ext];
+        match p.kind {
+            PendingKind::Command { name, reply } => {
+                let limit = human(self.cfg.timeouts.command);
+                ext.log
+                    .line(&format!("no command_response for /{name} within {limit}"));
+                reply(Err(format!(
+                    "extension {} did not answer /{name} within {limit}",
+                    ext.name
+                )));
+            }
+            PendingKind::Tool { name, reply } => {
+                let limit = human(self.cfg.timeouts.tool);
+                ext.log
+                    .line(&format!("no tool_result for {name} within {limit}"));
+                reply(Err(format!(
+                    "extension {} did not answer tool {name} within {limit}",
+                    ext.name
+                )));
+            }
+            PendingKind::Guard { chain, pos } => {
+                ext.log
+                    .line("no event_intercept_response in time: counted as allow");
+                if let Some(state) = self.chains.get_mut(&chain) {
+                    state.ids[pos] = None;
+                    state.chain.answer(pos, Answer::Allow);
+                    self.drive(chain, now);
+                }
+            }
+        }
+    }
+
+    /// While requests wait, check now and then that their extensions
+    /// still run: a grandchild holding stdout open hides the exit.
+    pub(super) fn check_liveness(&mut self, now: Instant) {
+        if self.pending.is_empty() {
+            self.liveness_at = None;
+            return;
+        }
+        match self.liveness_at {
+            Some(at) if at > now => {}
+            Some(_) => {
+                let mut waiting: Vec<usize> = self.pending.values().map(|p| p.ext).collect();
+                waiting.sort_unstable();
+                waiting.dedup();
+                for idx in waiting {
+                    if let Some(status) =
+                        self.exts[idx].proc.as_mut().and_then(ExtProcess::try_wait)
+                    {
+                        self.exited(idx, status, now);
+                    }
+                }
+                self.liveness_at = Some(now + LIVENESS_EVERY);
+            }
+            None => self.liveness_at = Some(now + LIVENESS_EVERY),
+        }
+    }
+}
