@@ -294,11 +294,9 @@ fn no_hello_fails_alone() {
         host.command("ok", "").unwrap().display.as_deref(),
         Some("fine")
     );
-    let failed = host
-        .events()
-        .iter()
-        .find(|e| matches!(e, HostEvent::ExtensionFailed { .. }))
-        .unwrap();
+    let failed = wait_event(&host, "extension_failed", |e| {
+        matches!(e, HostEvent::ExtensionFailed { .. })
+    });
     assert_eq!(
         failed,
         HostEvent::ExtensionFailed {
@@ -419,11 +417,9 @@ fn crash_mid_command_fails_at_once() {
     assert_eq!(err, "extension a exited (exit code 3)");
     // Far below the 120 s command timeout: it did not wait for it.
     assert!(started.elapsed() < Duration::from_secs(60));
-    let exited = host
-        .events()
-        .iter()
-        .find(|e| matches!(e, HostEvent::ExtensionExited { .. }))
-        .unwrap();
+    let exited = wait_event(&host, "extension_exited", |e| {
+        matches!(e, HostEvent::ExtensionExited { .. })
+    });
     assert_eq!(
         exited,
         HostEvent::ExtensionExited {
@@ -534,4 +530,32 @@ fn crash_is_noticed_even_when_a_grandchild_keeps_stdout_open() {
     );
     // What the extension left in its process group is killed with it.
     wait_for("grandchild to die", || process_gone(grandchild));
+}
+
+#[test]
+fn a_late_extension_keeps_loading_and_announces_itself() {
+    let t = TempDir::new("late");
+    let quick = ext_dir(&t.join("q"), "quick", json!({}));
+    let late = ext_dir(
+        &t.join("l"),
+        "late",
+        json!({"hello_delay_ms": 1500, "register": [command("late")],
+               "commands": {"late": {"action": "display", "display": "here"}}}),
+    );
+    let mut cfg = config(&t, &[quick, late]);
+    cfg.timeouts.startup = Duration::from_millis(200);
+    let host = Host::start(cfg).unwrap();
+    // Startup gives up waiting for `late` after its grace...
+    assert!(!host.wait_ready().contains(&"late".to_string()));
+    // ...but it keeps loading, and its registrations count when they come.
+    let announced = HostEvent::Registered {
+        extension: "late".into(),
+    };
+    wait_event(&host, "registered", |e| *e == announced);
+    assert_eq!(
+        host.command("late", "").unwrap().display.as_deref(),
+        Some("here")
+    );
+    drop(host);
+    assert!(log_of(&t, "late").contains("still loading after the startup grace"));
 }

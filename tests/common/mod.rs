@@ -101,6 +101,24 @@ pub fn start(cfg: HostConfig) -> Host {
     host
 }
 
+/// The first host event matching `pred`, skipping others; fails the
+/// test at the deadline instead of hanging.
+pub fn wait_event(
+    host: &Host,
+    what: &str,
+    pred: impl Fn(&zot_host::HostEvent) -> bool,
+) -> zot_host::HostEvent {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        match host.events().recv_timeout(left) {
+            Ok(event) if pred(&event) => return event,
+            Ok(_) => {}
+            Err(_) => panic!("no {what} event before the deadline"),
+        }
+    }
+}
+
 /// The log of extension `name` under `home`'s ZOT_HOME.
 pub fn log_of(home: &TempDir, name: &str) -> String {
     std::fs::read_to_string(home.join("home/logs").join(format!("ext-{name}.log")))
