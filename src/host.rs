@@ -262,29 +262,58 @@ pub struct ReloadReport {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostEvent {
     /// Startup readiness reached (once): these extensions are ready.
-    Ready { extensions: Vec<String> },
+    Ready {
+        /// Names of the ready extensions.
+        extensions: Vec<String>,
+    },
     /// A note for the user.
     Notify {
+        /// The extension that sent it.
         extension: String,
+        /// `info`, `success`, `warn` or `error`.
         level: String,
+        /// The note's text.
         message: String,
     },
     /// Retract every note of `extension`.
-    ClearNotes { extension: String },
+    ClearNotes {
+        /// The extension whose notes go.
+        extension: String,
+    },
     /// Show or update a panel.
     PanelRender {
+        /// The panel, flattened into the event.
         #[serde(flatten)]
         panel: Panel,
+        /// The extension that owns it.
         extension: String,
     },
     /// Close a panel.
-    PanelClose { panel_id: String, extension: String },
+    PanelClose {
+        /// The panel to close.
+        panel_id: String,
+        /// The extension that owns it.
+        extension: String,
+    },
     /// An extension finished registering after startup.
-    Registered { extension: String },
+    Registered {
+        /// The extension's name.
+        extension: String,
+    },
     /// An extension exited on its own.
-    ExtensionExited { extension: String, status: String },
+    ExtensionExited {
+        /// The extension's name.
+        extension: String,
+        /// How it exited, e.g. `exit code 1` or `signal 9`.
+        status: String,
+    },
     /// An extension could not be started or failed its handshake.
-    ExtensionFailed { extension: String, error: String },
+    ExtensionFailed {
+        /// The extension's name.
+        extension: String,
+        /// Why it failed.
+        error: String,
+    },
 }
 
 /// Where a reply goes: called once, on the host loop thread, so it
@@ -295,48 +324,76 @@ pub type Reply<T> = Box<dyn FnOnce(Result<T, String>) + Send>;
 pub enum Request {
     /// Run the slash command `name` with `args`.
     Command {
+        /// Command name, without the slash.
         name: String,
+        /// Text after the command name.
         args: String,
+        /// Gets the extension's answer.
         reply: Reply<CommandOutcome>,
     },
     /// Run a tool; `pipeline` runs the `tool_call` event and the
     /// interception chain first (SPEC 3.11).
     Tool {
+        /// The tool and its arguments.
         call: ToolRequest,
+        /// Run the event and interception first.
         pipeline: bool,
+        /// Gets the tool's result.
         reply: Reply<ToolOutcome>,
     },
     /// Run the interception chain only.
     Intercept {
+        /// The event to put to the guards.
         request: InterceptRequest,
+        /// Gets the chain's outcome.
         reply: Reply<InterceptOutcome>,
     },
     /// Emit a lifecycle event; replies with the subscribers it was queued to.
     Emit {
+        /// Event name, e.g. `turn_end`.
         event: String,
+        /// The event's fields.
         payload: EventPayload,
+        /// Gets the names of the extensions it was queued to.
         reply: Reply<Vec<String>>,
     },
     /// Forward a key to an extension's panel.
     PanelKey {
+        /// The extension that owns the panel.
         extension: String,
+        /// The panel's id.
         panel_id: String,
+        /// One of [`PANEL_KEYS`](crate::protocol::PANEL_KEYS).
         key: String,
+        /// The typed text, for `rune`.
         text: Option<String>,
+        /// Gets whether the key could be sent.
         reply: Reply<()>,
     },
     /// Tell an extension its panel was closed.
     PanelClose {
+        /// The extension that owns the panel.
         extension: String,
+        /// The panel's id.
         panel_id: String,
+        /// Gets whether the close could be sent.
         reply: Reply<()>,
     },
     /// Extensions and registries.
-    List { reply: Reply<Snapshot> },
+    List {
+        /// Gets the snapshot.
+        reply: Reply<Snapshot>,
+    },
     /// Stop every extension, rediscover, start again.
-    Reload { reply: Reply<ReloadReport> },
+    Reload {
+        /// Gets what the reload did.
+        reply: Reply<ReloadReport>,
+    },
     /// Stop every extension; the loop ends after the reply.
-    Shutdown { reply: Reply<()> },
+    Shutdown {
+        /// Called once every extension has stopped.
+        reply: Reply<()>,
+    },
 }
 
 impl Request {

@@ -15,6 +15,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod discovery;
 mod engine;
 mod host;

@@ -38,24 +38,34 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum ExtFrame {
     /// Mandatory first frame.
     Hello {
+        /// Extension name; must be non-empty (the manifest's name wins).
         name: String,
+        /// Extension version, used when the manifest has none.
         version: Option<String>,
+        /// Declared capabilities; parsed but not acted on.
         capabilities: Option<Vec<String>>,
     },
     /// Adds a slash command.
     RegisterCommand {
+        /// Command name, without the slash.
         name: String,
+        /// One-line help text.
         description: Option<String>,
     },
     /// Adds an LLM-callable tool.
     RegisterTool {
+        /// Tool name.
         name: String,
+        /// What the tool does, for the model.
         description: Option<String>,
+        /// JSON Schema of the arguments; must be an object when present.
         schema: Option<Value>,
     },
     /// Declares observed and intercepted lifecycle events.
     Subscribe {
+        /// Events to receive as one-way `event` frames.
         events: Option<Vec<String>>,
+        /// Events to receive as `event_intercept` (interceptable ones only).
         intercept: Option<Vec<String>>,
     },
     /// All initial registrations are sent.
@@ -64,21 +74,31 @@ pub enum ExtFrame {
     CommandResponse(CommandResponse),
     /// Reply to `tool_call`.
     ToolResult {
+        /// Id of the `tool_call` answered.
         id: String,
+        /// Text and image content blocks.
         content: Option<Vec<Value>>,
+        /// Whether the result is an error (default false).
         is_error: Option<bool>,
     },
     /// Reply to `event_intercept`.
     EventInterceptResponse {
+        /// Id of the `event_intercept` answered.
         id: String,
+        /// Block the event (default false).
         block: Option<bool>,
+        /// Why it was blocked.
         reason: Option<String>,
+        /// `tool_call` only: replacement tool arguments.
         modified_args: Option<Value>,
+        /// `assistant_message` only: replacement text, when non-empty.
         replace_text: Option<String>,
     },
     /// A note for the user.
     Notify {
+        /// `info`, `success`, `warn` or `error` (default and fallback `info`).
         level: Option<String>,
+        /// The note's text.
         message: String,
     },
     /// Retract every note this extension pushed.
@@ -86,7 +106,10 @@ pub enum ExtFrame {
     /// Show or update a panel.
     PanelRender(Panel),
     /// Close a panel.
-    PanelClose { panel_id: String },
+    PanelClose {
+        /// The panel to close.
+        panel_id: String,
+    },
     /// Answer to `shutdown`.
     ShutdownAck,
 }
@@ -115,23 +138,34 @@ impl ExtFrame {
 /// Body of `command_response`.
 #[derive(Debug, Clone)]
 pub struct CommandResponse {
+    /// Id of the `command_invoked` answered.
     pub id: String,
+    /// `prompt`, `insert`, `display`, `noop` or `open_panel`.
     pub action: Option<String>,
+    /// Text to submit as a user message.
     pub prompt: Option<String>,
+    /// Text for the input line.
     pub insert: Option<String>,
+    /// A one-shot note.
     pub display: Option<String>,
+    /// The panel to open, for `open_panel`.
     pub open_panel: Option<OpenPanel>,
+    /// An error to show, whatever the action.
     pub error: Option<String>,
 }
 
 /// `command_response.open_panel`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct OpenPanel {
+    /// Panel id, chosen by the extension.
     pub id: String,
+    /// Heading line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Body lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<String>>,
+    /// Line shown below the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footer: Option<String>,
 }
@@ -139,11 +173,15 @@ pub struct OpenPanel {
 /// `panel_render` from an extension.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct Panel {
+    /// Panel id, chosen by the extension.
     pub panel_id: String,
+    /// Heading line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
+    /// Body lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<String>>,
+    /// Line shown below the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footer: Option<String>,
 }
@@ -185,48 +223,72 @@ fn is_empty(s: &Option<String>) -> bool {
 pub enum HostFrame<'a> {
     /// Answer to `hello`.
     HelloAck {
+        /// Always [`PROTOCOL_VERSION`].
         protocol_version: u32,
+        /// Version of the embedding zot.
         zot_version: &'a str,
+        /// The LLM provider in use.
         provider: &'a str,
+        /// The model in use.
         model: &'a str,
+        /// The user's project directory.
         cwd: &'a str,
+        /// The extension's absolute directory.
         extension_dir: &'a str,
+        /// Where the extension may keep data (its directory too).
         data_dir: &'a str,
     },
     /// Run a slash command.
     CommandInvoked {
+        /// Request id, echoed by `command_response`.
         id: &'a str,
+        /// Command name, without the slash.
         name: &'a str,
+        /// Text after the command name, trimmed.
         args: &'a str,
     },
     /// Run a tool.
     ToolCall {
+        /// Request id, echoed by `tool_result`.
         id: &'a str,
+        /// Tool name.
         name: &'a str,
+        /// Tool arguments (`{}` when none).
         args: &'a Value,
     },
     /// A lifecycle event, one-way.
     Event {
+        /// Event name, e.g. `turn_start`.
         event: &'a str,
+        /// Event fields, flattened into the frame.
         #[serde(flatten)]
         payload: &'a EventPayload,
     },
     /// A lifecycle event the extension may block or rewrite.
     EventIntercept {
+        /// Request id, echoed by `event_intercept_response`.
         id: &'a str,
+        /// `tool_call`, `turn_start` or `assistant_message`.
         event: &'a str,
+        /// Event fields, flattened into the frame.
         #[serde(flatten)]
         payload: &'a EventPayload,
     },
     /// A key pressed in a panel the extension opened.
     PanelKey {
+        /// The panel the key was pressed in.
         panel_id: &'a str,
+        /// One of [`PANEL_KEYS`].
         key: &'a str,
+        /// The typed text, for `rune`.
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<&'a str>,
     },
     /// The user closed a panel.
-    PanelClose { panel_id: &'a str },
+    PanelClose {
+        /// The panel that was closed.
+        panel_id: &'a str,
+    },
     /// Please acknowledge and exit.
     Shutdown,
 }

@@ -20,9 +20,15 @@ pub struct Claim<T> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Claimed {
     /// The claimant owns the name now; `displaced` had it before.
-    Owner { displaced: Option<usize> },
+    Owner {
+        /// Rank of the previous owner, if any.
+        displaced: Option<usize>,
+    },
     /// A higher-precedence extension keeps the name.
-    Shadowed { by: usize },
+    Shadowed {
+        /// Rank of the owner.
+        by: usize,
+    },
 }
 
 /// Names to claims, each list sorted by rank.
