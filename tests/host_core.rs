@@ -559,3 +559,65 @@ fn a_late_extension_keeps_loading_and_announces_itself() {
     drop(host);
     assert!(log_of(&t, "late").contains("still loading after the startup grace"));
 }
+
+#[test]
+fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
+    let t = TempDir::new("exec");
+    let manifest = |dir: &std::path::Path, name: &str, exec: &str, args: Vec<String>| {
+        std::fs::create_dir_all(dir).unwrap();
+        let m = json!({"name": name, "exec": exec, "args": args});
+        std::fs::write(dir.join("extension.json"), m.to_string()).unwrap();
+        dir.to_path_buf()
+    };
+    let cfg_arg = |name: &str| {
+        json!({"name": name, "report_cwd": t.join(&format!("{name}.cwd"))}).to_string()
+    };
+    // A bare name is looked up in $PATH.
+    let bare = manifest(
+        &t.join("bare"),
+        "bare",
+        "python3",
+        vec![fixture().display().to_string(), cfg_arg("bare")],
+    );
+    // A path with a slash is relative to the manifest's directory.
+    let rel = t.join("rel");
+    std::fs::create_dir_all(rel.join("bin")).unwrap();
+    std::os::unix::fs::symlink(fixture(), rel.join("bin/ext.py")).unwrap();
+    let rel = manifest(&rel, "rel", "./bin/ext.py", vec![cfg_arg("rel")]);
+    // A symlinked extension directory in the project is followed.
+    let linked_target = manifest(
+        &t.join("elsewhere/linked"),
+        "linked",
+        "python3",
+        vec![fixture().display().to_string(), cfg_arg("linked")],
+    );
+    std::fs::create_dir_all(t.join(".zot/extensions")).unwrap();
+    std::os::unix::fs::symlink(&linked_target, t.join(".zot/extensions/linked")).unwrap();
+    // `sh -c` would run this; without a shell it is just a missing file.
+    let shelly = manifest(&t.join("shelly"), "shelly", "./x; touch pwned", vec![]);
+    let mut cfg = config(&t, &[bare.clone(), rel.clone(), shelly]);
+    cfg.discover = true;
+    let host = start(cfg);
+    let list = host.list().unwrap();
+    for name in ["bare", "rel", "linked"] {
+        assert_eq!(list.extension(name).unwrap().state, "ready", "{name}");
+    }
+    let shelly = list.extension("shelly").unwrap();
+    assert_eq!(shelly.state, "failed");
+    assert!(
+        shelly.error.as_deref().unwrap().contains("cannot start"),
+        "{shelly:?}"
+    );
+    assert!(!t.join("shelly/pwned").exists() && !t.join("pwned").exists());
+    let cwd = |name: &str| std::fs::read_to_string(t.join(&format!("{name}.cwd"))).unwrap();
+    assert_eq!(cwd("bare"), bare.to_str().unwrap());
+    assert_eq!(cwd("rel"), rel.to_str().unwrap());
+    assert_eq!(
+        cwd("linked"),
+        t.join(".zot/extensions/linked")
+            .canonicalize()
+            .unwrap()
+            .to_str()
+            .unwrap()
+    );
+}
