@@ -243,7 +243,7 @@ pub fn describe_status(status: ExitStatus) -> String {
 }
 
 fn read_frames(key: u64, stdout: ChildStdout, log: &ExtLog, inbound: &Sender<InboundMsg>) {
-    let mut lines = LineReader::new(BufReader::with_capacity(64 * 1024, stdout), MAX_LINE);
+    let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
     loop {
         let line = match lines.next_line() {
             Ok(Some(Line::Text(line))) => line,

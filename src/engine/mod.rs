@@ -262,14 +262,13 @@ pub(crate) fn run(
     engine.start_all(None, 0);
     let mut requests = requests;
     while !engine.done {
-        // An answer is due: poll briefly before sleeping. Waking a thread
-        // that sleeps on another CPU costs tens of microseconds, more than
-        // a typical round trip; yielding keeps a single CPU usable.
-        if !engine.pending.is_empty()
-            && poll_briefly(|| !inbound.is_empty() || !requests.is_empty())
-        {
-            // Fall through: select! below returns at once.
-        }
+        // Poll briefly before sleeping: the next frame or request usually
+        // follows within microseconds, and a sleeping loop costs more to
+        // wake than that (tens of microseconds across CPUs, and senders
+        // that wake it can be preempted while holding the channel's
+        // waker lock). Yielding keeps a single CPU usable; after
+        // POLL_BEFORE_SLEEP of silence the loop sleeps in select!.
+        poll_briefly(|| !inbound.is_empty() || !requests.is_empty());
         let timeout = engine
             .next_deadline()
             .map(|d| d.saturating_duration_since(Instant::now()));
