@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use crossbeam_channel::Receiver;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 use std::time::{Duration, Instant};
@@ -35,24 +35,9 @@ impl Zot {
             cmd.arg("-e").arg(e);
         }
         cmd.args(extra).env("ZOT_HOME", t.join("home"));
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn zot");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = crossbeam_channel::unbounded();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::inherit()));
         let mut z = Zot {
-            stdin: child.stdin.take(),
+            stdin,
             child,
             lines,
             seen: Vec::new(),

@@ -123,6 +123,8 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_args(args);
     let mut opts = HostOpts::default();
+    // The shared options may come before or after `rpc`.
+    let mut rpc = false;
     while let Some(arg) = parser.next()? {
         if let Some(which) = shared_option(&arg) {
             opts.take(which, &mut parser)?;
@@ -130,14 +132,14 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         }
         match arg {
             Short('h') | Long("help") => {
-                print!("{HELP}");
+                print!("{}", if rpc { rpc::HELP } else { HELP });
                 return Ok(0);
             }
-            Short('V') | Long("version") => {
+            Short('V') | Long("version") if !rpc => {
                 println!("zot {}", env!("CARGO_PKG_VERSION"));
                 return Ok(0);
             }
-            Value(sub) if sub == "ext" => {
+            Value(sub) if sub == "ext" && !rpc => {
                 // `zot --cwd DIR ext ...` means the same as `zot ext --cwd DIR ...`.
                 let mut rest: Vec<OsString> = Vec::new();
                 if let Some(cwd) = opts.cwd {
@@ -146,24 +148,12 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
                 rest.extend(parser.raw_args()?);
                 return ext::run(rest);
             }
-            Value(sub) if sub == "rpc" => {
-                while let Some(arg) = parser.next()? {
-                    if let Some(which) = shared_option(&arg) {
-                        opts.take(which, &mut parser)?;
-                        continue;
-                    }
-                    match arg {
-                        Short('h') | Long("help") => {
-                            print!("{}", rpc::HELP);
-                            return Ok(0);
-                        }
-                        _ => return Err(arg.unexpected().into()),
-                    }
-                }
-                return rpc::run(opts);
-            }
+            Value(sub) if sub == "rpc" && !rpc => rpc = true,
             _ => return Err(arg.unexpected().into()),
         }
+    }
+    if rpc {
+        return rpc::run(opts);
     }
     session::run(opts)
 }

@@ -170,6 +170,34 @@ pub fn zot() -> Command {
     Command::new(env!("CARGO_BIN_EXE_zot"))
 }
 
+/// Spawns `cmd` with piped stdin and stdout; a thread turns stdout into
+/// lines on the returned channel, so reads can have deadlines.
+pub fn spawn_piped(
+    cmd: &mut Command,
+) -> (
+    Child,
+    Option<ChildStdin>,
+    crossbeam_channel::Receiver<String>,
+) {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn zot");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, lines) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stdin = child.stdin.take();
+    (child, stdin, lines)
+}
+
 /// `zot rpc` driven over pipes.
 pub struct Rpc {
     pub child: Child,
@@ -190,24 +218,9 @@ impl Rpc {
     }
 
     pub fn spawn(cmd: &mut Command) -> Rpc {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn zot rpc");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = crossbeam_channel::unbounded();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::piped()));
         Rpc {
-            stdin: child.stdin.take(),
+            stdin,
             child,
             lines,
             seen: Vec::new(),
