@@ -655,6 +655,76 @@ fn eof_runs_queued_lines_then_shuts_extensions_down() {
 }
 
 #[test]
+fn eof_while_work_is_pending_does_not_spin() {
+    // stdin closes right after the line, before the host is even ready:
+    // waiting for `ready` and then for the 1.5 s tool must be idle.
+    let t = TempDir::new("sess-eof-idle");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [tool("slow")], "tools": {"slow": {"sleep_ms": 1500}}}),
+    );
+    let mut cmd = zot();
+    cmd.arg("--no-ext")
+        .arg("--cwd")
+        .arg(t.path())
+        .arg("-e")
+        .arg(&a);
+    cmd.env("ZOT_HOME", t.join("home")).stderr(Stdio::inherit());
+    let started = Instant::now();
+    let (child, stdin, lines) = spawn_piped(&mut cmd);
+    let mut stdin = stdin.expect("stdin");
+    writeln!(stdin, "/call slow {{}}").expect("write line");
+    drop(stdin);
+    let (status, cpu) = wait_with_cpu(child);
+    let wall = started.elapsed();
+    let mut out = Vec::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_millis(500)) {
+        out.push(line);
+    }
+    assert_eq!(status, Some(0), "{out:?}");
+    assert!(out.iter().any(|l| l == "result: {}"), "{out:?}");
+    assert!(
+        wall >= Duration::from_millis(1500),
+        "tool did not sleep: {wall:?}"
+    );
+    // A busy loop burns about the whole wall time; idle waiting, plus
+    // starting zot and the Python fixture, stays far below it.
+    assert!(
+        cpu < Duration::from_millis(500),
+        "zot used {cpu:?} of CPU in {wall:?} after stdin EOF"
+    );
+}
+
+/// Reaps `child` with wait4(2): its exit code and the CPU time (user +
+/// system) it and the children it reaped used. Kills it at the deadline.
+fn wait_with_cpu(child: Child) -> (Option<i32>, Duration) {
+    let pid = i32::try_from(child.id()).expect("pid");
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data; wait4 on our own child, which
+        // `child` never waits for after this.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if got == pid {
+            let time = |t: libc::timeval| {
+                Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+            };
+            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+            return (code, time(usage.ru_utime) + time(usage.ru_stime));
+        }
+        assert_eq!(got, 0, "wait4: {}", std::io::Error::last_os_error());
+        if Instant::now() >= end {
+            // SAFETY: our own child, not reaped yet.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("zot did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
 fn quit_and_exit_leave_through_shutdown() {
     for word in ["/quit", "/exit"] {
         let t = TempDir::new("sess-quit");

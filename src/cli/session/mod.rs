@@ -39,7 +39,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
     };
     let host = super::start_host(&opts)?;
-    let input = read_stdin()?;
+    let mut input = read_stdin()?;
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let out = Out::new(color, tty && io::stdin().is_terminal());
@@ -69,7 +69,16 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     while !s.finished() {
         s.out_prompt();
         select! {
-            recv(input) -> line => s.on_input(line.unwrap_or(Input::Eof)),
+            recv(input) -> line => {
+                let line = line.unwrap_or(Input::Eof);
+                if matches!(line, Input::Eof) {
+                    // The input thread is gone and a disconnected channel
+                    // is always ready: stop selecting on it, or the loop
+                    // spins while work is pending.
+                    input = crossbeam_channel::never();
+                }
+                s.on_input(line);
+            }
             recv(events) -> event => match event {
                 Ok(event) => s.on_event(event),
                 Err(_) => break, // the host loop is gone
