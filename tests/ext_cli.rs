@@ -472,17 +472,54 @@ fn enable_and_disable_change_only_the_enabled_field() {
 }
 
 #[test]
-fn disable_without_an_enabled_field_appends_it_and_finds_manifest_names() {
-    let w = World::new("enable-append");
-    write_manifest(
-        &w.global().join("dir-name"),
-        r#"{"name":"real","exec":"x","q":null}"#,
+fn enable_and_disable_edit_the_text_in_place() {
+    // Compact, with values a JSON round trip would change (a big
+    // integer, `1.10`, a `\u00e9` escape), an `enabled` in nested
+    // objects and inside a string, and odd spacing around the real one.
+    let w = World::new("enable-in-place");
+    let dir = w.global().join("keep");
+    let original = concat!(
+        r#"{"name":"keep","exec":"./run","big":123456789012345678901234567890,"#,
+        r#""ratio":1.10,"who":"caf\u00e9 \"q\" \\","nested":{"enabled":true,"#,
+        r#""list":[{"enabled":true},[1,{"enabled":true}]]},"#,
+        r#""text":"\"enabled\": true,","enabled" :  true ,"args":["--x"]}"#
     );
+    write_manifest(&dir, original);
+    let path = dir.join("extension.json");
+
+    assert_ok(&w.zot(&["disable", "keep"]));
+    let disabled = original.replace(r#""enabled" :  true"#, r#""enabled" :  false"#);
+    assert_eq!(fs::read_to_string(&path).unwrap(), disabled);
+    assert_eq!(w.list_json()[0]["status"], "disabled");
+
+    assert_ok(&w.zot(&["enable", "keep"]));
+    assert_eq!(fs::read_to_string(&path).unwrap(), original);
+    assert_eq!(w.list_json()[0]["status"], "ok");
+}
+
+#[test]
+fn disable_without_an_enabled_field_adds_it_and_finds_manifest_names() {
+    let w = World::new("enable-append");
+    let path = w.global().join("dir-name/extension.json");
+    let compact = r#"{"name":"real","exec":"x","q":null,"o":{"enabled":true}}"#;
+    write_manifest(&w.global().join("dir-name"), compact);
+    // Already enabled by default: nothing to write.
+    let out = w.zot(&["enable", "real"]);
+    assert_ok(&out);
+    assert!(stdout(&out).contains("already enabled"), "{}", stdout(&out));
+    assert_eq!(fs::read_to_string(&path).unwrap(), compact);
+
     assert_ok(&w.zot(&["disable", "real"]));
-    let text = fs::read_to_string(w.global().join("dir-name/extension.json")).unwrap();
-    let want =
-        "{\n  \"name\": \"real\",\n  \"exec\": \"x\",\n  \"q\": null,\n  \"enabled\": false\n}\n";
-    assert_eq!(text, want);
+    let want = r#"{"name":"real","exec":"x","q":null,"o":{"enabled":true},"enabled":false}"#;
+    assert_eq!(fs::read_to_string(&path).unwrap(), want);
+
+    // Indented: the new member copies the first one's indentation.
+    let pretty = "{\n    \"name\": \"real\",\n    \"exec\": \"x\"\n}\n";
+    fs::write(&path, pretty).unwrap();
+    assert_ok(&w.zot(&["disable", "real"]));
+    let want = "{\n    \"name\": \"real\",\n    \"exec\": \"x\",\n    \"enabled\": false\n}\n";
+    assert_eq!(fs::read_to_string(&path).unwrap(), want);
+
     assert_fails(
         &w.zot(&["enable", "nothing-here"]),
         "no extension named nothing-here",
@@ -498,7 +535,7 @@ fn enable_uses_the_project_copy_when_there_is_no_global_one() {
     );
     assert_ok(&w.zot(&["enable", "p"]));
     let text = fs::read_to_string(w.project().join("p/extension.json")).unwrap();
-    assert!(text.contains("\"enabled\": true"), "{text}");
+    assert_eq!(text, r#"{"name":"p","exec":"x","enabled":true}"#);
 }
 
 #[test]

@@ -4,8 +4,9 @@ use super::{check_name, failed, find, out, remove_tree, scratch_path, CliError, 
 use serde_json::Value;
 use std::fs;
 use std::io::{self, BufRead, IsTerminal, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use zot_host::manifest::MANIFEST_FILE;
+use zot_host::manifest::{Manifest, MANIFEST_FILE};
 
 /// Runs `zot ext remove <name> [--yes]`: only global extensions; a
 /// project copy belongs to the project and is left to the user.
@@ -131,13 +132,13 @@ fn rewrite_enabled(path: &Path, enabled: bool) -> Result<bool, CliError> {
         .map_err(|e| failed(format!("cannot read {}: {e}", path.display())))?;
     let text =
         fs::read(&real).map_err(|e| failed(format!("cannot read {}: {e}", path.display())))?;
-    let mut value: Value = serde_json::from_slice(&text).map_err(|e| {
+    let value: Value = serde_json::from_slice(&text).map_err(|e| {
         failed(format!(
             "{} is not valid JSON ({e}); fix it by hand",
             path.display()
         ))
     })?;
-    let Value::Object(map) = &mut value else {
+    let Value::Object(map) = &value else {
         return Err(failed(format!(
             "{} is not a JSON object; fix it by hand",
             path.display()
@@ -148,14 +149,140 @@ fn rewrite_enabled(path: &Path, enabled: bool) -> Result<bool, CliError> {
     if unchanged {
         return Ok(false);
     }
-    // An existing key keeps its place (preserve_order); a new one goes last.
-    map.insert("enabled".into(), Value::Bool(enabled));
-    let mut text = serde_json::to_string_pretty(&value)
-        .map_err(|e| failed(format!("cannot encode {}: {e}", path.display())))?;
-    text.push('\n');
-    write_atomic(&real, text.as_bytes())
+    // Valid JSON is UTF-8, and an object, so the scan cannot fail; the
+    // checks below catch a scanner bug before anything is written.
+    let new = std::str::from_utf8(&text)
+        .ok()
+        .and_then(|text| edit_enabled(text, enabled))
+        .filter(|new| {
+            let parsed = serde_json::from_str::<Value>(new).ok();
+            parsed.as_ref().and_then(|v| v.get("enabled")) == Some(&Value::Bool(enabled))
+                && (Manifest::parse(&text).is_err() || Manifest::parse(new.as_bytes()).is_ok())
+        })
+        .ok_or_else(|| failed(format!("cannot edit {}; fix it by hand", path.display())))?;
+    write_atomic(&real, new.as_bytes())
         .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
     Ok(true)
+}
+
+// The manifest is edited as text rather than parsed and re-encoded:
+// a round trip through serde_json reformats the file and changes values
+// (big integers become floats, `1.10` becomes `1.1`, `\u00e9` becomes
+// `é`), and SPEC 5 promises that only `enabled` changes.
+
+/// One top-level member of a JSON object: byte ranges of its key
+/// (quotes included) and of its value.
+struct Member {
+    key: Range<usize>,
+    value: Range<usize>,
+}
+
+/// `text` (a valid JSON object) with every top-level `enabled` value
+/// replaced by `enabled`, or, without one, `"enabled": <enabled>` added
+/// after the last member in the style of the first one.
+fn edit_enabled(text: &str, enabled: bool) -> Option<String> {
+    let word = if enabled { "true" } else { "false" };
+    let (open, members) = top_level_members(text.as_bytes())?;
+    let is_enabled = |m: &Member| {
+        serde_json::from_str::<String>(&text[m.key.clone()]).is_ok_and(|key| key == "enabled")
+    };
+    let hits: Vec<&Member> = members.iter().filter(|m| is_enabled(m)).collect();
+    if !hits.is_empty() {
+        let (mut out, mut at) = (String::new(), 0);
+        for m in hits {
+            out.push_str(&text[at..m.value.start]);
+            out.push_str(word);
+            at = m.value.end;
+        }
+        out.push_str(&text[at..]);
+        return Some(out);
+    }
+    let (at, lead, colon) = match (members.first(), members.last()) {
+        (Some(first), Some(last)) => (
+            last.value.end,
+            format!(",{}", &text[open + 1..first.key.start]),
+            &text[first.key.end..first.value.start],
+        ),
+        _ => (open + 1, String::new(), ": "),
+    };
+    Some(format!(
+        "{}{lead}\"enabled\"{colon}{word}{}",
+        &text[..at],
+        &text[at..]
+    ))
+}
+
+/// The offset of the opening `{` of the object in `text` and its
+/// members; None if `text` is not an object. Assumes valid JSON.
+fn top_level_members(text: &[u8]) -> Option<(usize, Vec<Member>)> {
+    let open = skip_space(text, 0);
+    if text.get(open) != Some(&b'{') {
+        return None;
+    }
+    let mut members = Vec::new();
+    let mut i = open + 1;
+    loop {
+        i = skip_space(text, i);
+        if *text.get(i)? == b'}' {
+            return Some((open, members));
+        }
+        let key = i..string_end(text, i)?;
+        let start = skip_space(text, skip_space(text, key.end) + 1); // past ':'
+        let value = start..value_end(text, start)?;
+        i = skip_space(text, value.end);
+        members.push(Member { key, value });
+        match *text.get(i)? {
+            b',' => i += 1,
+            _ => return Some((open, members)), // the closing '}'
+        }
+    }
+}
+
+fn skip_space(text: &[u8], mut i: usize) -> usize {
+    while text.get(i).is_some_and(|b| b" \t\n\r".contains(b)) {
+        i += 1;
+    }
+    i
+}
+
+/// The offset just past the string starting at the quote `text[start]`.
+fn string_end(text: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    loop {
+        match *text.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
+/// The offset just past the value starting at `text[start]`: a string,
+/// a balanced `{}`/`[]` (strings inside skipped whole), or a scalar.
+fn value_end(text: &[u8], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = start;
+    loop {
+        match *text.get(i)? {
+            b'"' => {
+                i = string_end(text, i)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
 }
 
 /// Replaces `path` by a temporary file in the same directory, so a
