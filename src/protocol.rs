@@ -375,104 +375,84 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
-/// Every field an extension frame may carry. One pass of serde fills
-/// it (no intermediate buffering, unlike an internally tagged enum);
-/// [`WireFrame::into_frame`] then checks what the `type` needs. A field
-/// has one type whatever the frame, so a wrong-typed known field drops
-/// the frame; unknown fields are ignored.
-#[derive(Deserialize)]
-struct WireFrame {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    name: Option<String>,
-    version: Option<String>,
-    capabilities: Option<Vec<String>>,
-    description: Option<String>,
-    schema: Option<Value>,
-    events: Option<Vec<String>>,
-    intercept: Option<Vec<String>>,
-    id: Option<String>,
-    action: Option<String>,
-    prompt: Option<String>,
-    insert: Option<String>,
-    display: Option<String>,
-    open_panel: Option<OpenPanel>,
-    error: Option<String>,
-    content: Option<Vec<Value>>,
-    is_error: Option<bool>,
-    block: Option<bool>,
-    reason: Option<String>,
-    modified_args: Option<Value>,
-    replace_text: Option<String>,
-    level: Option<String>,
-    message: Option<String>,
-    panel_id: Option<String>,
-    title: Option<String>,
-    lines: Option<Vec<String>>,
-    footer: Option<String>,
-}
+/// A frame's fields, taken one by one with the type the frame's `type`
+/// gives them. Fields the frame does not use are never looked at, so
+/// unknown (or, for this type, irrelevant) fields are ignored.
+struct Fields(serde_json::Map<String, Value>);
 
-fn required<T>(value: Option<T>, field: &str) -> Result<T, String> {
-    value.ok_or_else(|| format!("missing field `{field}`"))
-}
+impl Fields {
+    /// An optional field; `null` counts as absent.
+    fn opt<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>, String> {
+        match self.0.remove(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_json::from_value(v)
+                .map(Some)
+                .map_err(|e| format!("field `{key}`: {e}")),
+        }
+    }
 
-impl WireFrame {
-    fn into_frame(self) -> Result<ExtFrame, String> {
-        let kind = required(self.kind, "type")?;
+    /// A required field.
+    fn req<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<T, String> {
+        self.opt(key)?
+            .ok_or_else(|| format!("missing field `{key}`"))
+    }
+
+    fn into_frame(mut self) -> Result<ExtFrame, String> {
+        let kind: String = self.req("type")?;
         Ok(match kind.as_str() {
             "hello" => ExtFrame::Hello {
-                name: required(self.name, "name")?,
-                version: self.version,
-                capabilities: self.capabilities,
+                name: self.req("name")?,
+                version: self.opt("version")?,
+                capabilities: self.opt("capabilities")?,
             },
             "register_command" => ExtFrame::RegisterCommand {
-                name: required(self.name, "name")?,
-                description: self.description,
+                name: self.req("name")?,
+                description: self.opt("description")?,
             },
             "register_tool" => ExtFrame::RegisterTool {
-                name: required(self.name, "name")?,
-                description: self.description,
-                schema: self.schema,
+                name: self.req("name")?,
+                description: self.opt("description")?,
+                schema: self.opt("schema")?,
             },
             "subscribe" => ExtFrame::Subscribe {
-                events: self.events,
-                intercept: self.intercept,
+                events: self.opt("events")?,
+                intercept: self.opt("intercept")?,
             },
             "ready" => ExtFrame::Ready,
             "command_response" => ExtFrame::CommandResponse(CommandResponse {
-                id: required(self.id, "id")?,
-                action: self.action,
-                prompt: self.prompt,
-                insert: self.insert,
-                display: self.display,
-                open_panel: self.open_panel,
-                error: self.error,
+                id: self.req("id")?,
+                action: self.opt("action")?,
+                prompt: self.opt("prompt")?,
+                insert: self.opt("insert")?,
+                display: self.opt("display")?,
+                open_panel: self.opt("open_panel")?,
+                error: self.opt("error")?,
             }),
             "tool_result" => ExtFrame::ToolResult {
-                id: required(self.id, "id")?,
-                content: self.content,
-                is_error: self.is_error,
+                id: self.req("id")?,
+                content: self.opt("content")?,
+                is_error: self.opt("is_error")?,
             },
             "event_intercept_response" => ExtFrame::EventInterceptResponse {
-                id: required(self.id, "id")?,
-                block: self.block,
-                reason: self.reason,
-                modified_args: self.modified_args,
-                replace_text: self.replace_text,
+                id: self.req("id")?,
+                block: self.opt("block")?,
+                reason: self.opt("reason")?,
+                modified_args: self.opt("modified_args")?,
+                replace_text: self.opt("replace_text")?,
             },
             "notify" => ExtFrame::Notify {
-                level: self.level,
-                message: required(self.message, "message")?,
+                level: self.opt("level")?,
+                message: self.req("message")?,
             },
             "clear_notes" => ExtFrame::ClearNotes,
             "panel_render" => ExtFrame::PanelRender(Panel {
-                panel_id: required(self.panel_id, "panel_id")?,
-                title: self.title,
-                lines: self.lines,
-                footer: self.footer,
+                panel_id: self.req("panel_id")?,
+                title: self.opt("title")?,
+                lines: self.opt("lines")?,
+                footer: self.opt("footer")?,
             }),
             "panel_close" => ExtFrame::PanelClose {
-                panel_id: required(self.panel_id, "panel_id")?,
+                panel_id: self.req("panel_id")?,
             },
             "shutdown_ack" => ExtFrame::ShutdownAck,
             other => return Err(format!("unknown frame type `{other}`")),
@@ -482,9 +462,9 @@ impl WireFrame {
 
 /// Parses one line into a frame, or says in one line why it cannot.
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    serde_json::from_slice::<WireFrame>(line)
+    serde_json::from_slice(line)
         .map_err(|e| e.to_string())
-        .and_then(WireFrame::into_frame)
+        .and_then(|map| Fields(map).into_frame())
         .map_err(|e| {
             let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
             format!("dropped frame ({e}): {snippet}")
@@ -529,6 +509,9 @@ mod tests {
             r#"{"type":"panel_render","panel_id":"p","lines":["a"]}"#,
             r#"{"type":"panel_close","panel_id":"p"}"#,
             r#"{"type":"shutdown_ack"}"#,
+            // Fields other frame types use, with other types: ignored here.
+            r#"{"type":"register_tool","name":"t","lines":"x","id":7}"#,
+            r#"{"type":"notify","message":"m","title":3}"#,
         ];
         for line in ok {
             let frame = parse_ext_frame(line.as_bytes()).unwrap();

@@ -621,3 +621,129 @@ fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
             .unwrap()
     );
 }
+
+#[test]
+fn an_exit_is_noticed_while_idle_even_without_stdout_eof() {
+    let t = TempDir::new("idle-exit");
+    let gc = t.join("gc.pid");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"grandchild": gc, "grandchild_keeps_stdout": true, "exit_after_ready": 3,
+               "register": [command("gone")]}),
+    );
+    let host = start(config(&t, &[a]));
+    let grandchild = read_pid(&gc);
+    // Nothing is pending; the periodic liveness check finds the exit.
+    let exited = wait_event(&host, "extension_exited", |e| {
+        matches!(e, HostEvent::ExtensionExited { .. })
+    });
+    assert_eq!(
+        exited,
+        HostEvent::ExtensionExited {
+            extension: "a".into(),
+            status: "exit code 3".into()
+        }
+    );
+    assert!(host.list().unwrap().commands.is_empty());
+    wait_for("grandchild to die", || process_gone(grandchild));
+}
+
+#[test]
+fn stdout_closed_before_hello_fails_without_waiting_for_the_hello_timeout() {
+    let t = TempDir::new("eof-alive");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"close_stdout_before_hello": true}),
+    );
+    let mut cfg = config(&t, &[a]);
+    cfg.timeouts.hello = Duration::from_secs(120);
+    let host = Host::start(cfg).unwrap();
+    let failed = wait_event(&host, "extension_failed", |e| {
+        matches!(e, HostEvent::ExtensionFailed { .. })
+    });
+    assert_eq!(
+        failed,
+        HostEvent::ExtensionFailed {
+            extension: "a".into(),
+            error: "closed its stdout before hello".into()
+        }
+    );
+    wait_for("the extension to be reaped", || {
+        host.list().unwrap().extension("a").unwrap().pid.is_none()
+    });
+}
+
+#[test]
+fn stopping_an_extension_before_its_hello_is_not_a_failure() {
+    let t = TempDir::new("stop-early");
+    let a = ext_dir(&t.join("a"), "a", json!({"hello_delay_ms": 10_000}));
+    let mut cfg = config(&t, &[a]);
+    cfg.timeouts.startup = Duration::from_millis(100);
+    let host = start(cfg);
+    let events = host.events().clone();
+    host.shutdown();
+    let failures: Vec<HostEvent> = events
+        .try_iter()
+        .filter(|e| matches!(e, HostEvent::ExtensionFailed { .. }))
+        .collect();
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+#[test]
+fn timeouts_may_be_duration_max() {
+    let t = TempDir::new("no-timeouts");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [command("x"), tool("y"), subscribe(&[], &["tool_call"])],
+               "commands": {"x": {"action": "display", "display": "ok"}}}),
+    );
+    let mut cfg = config(&t, &[a]);
+    let t_ = &mut cfg.timeouts;
+    (t_.hello, t_.command, t_.tool, t_.intercept) =
+        (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
+    let host = start(cfg);
+    assert_eq!(
+        host.command("x", "").unwrap().display.as_deref(),
+        Some("ok")
+    );
+    let call = zot_host::ToolRequest {
+        name: "y".into(),
+        args: json!({}),
+        tool_id: None,
+    };
+    assert!(!host.call_tool(call).unwrap().is_error);
+}
+
+#[test]
+fn a_second_reload_while_one_runs_is_refused() {
+    let t = TempDir::new("reload-twice");
+    let a = ext_dir(&t.join("a"), "a", json!({}));
+    let host = start(config(&t, &[a]));
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for _ in 0..2 {
+        let tx = tx.clone();
+        host.handle().submit(zot_host::Request::Reload {
+            reply: Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        });
+    }
+    let answers: Vec<_> = (0..2)
+        .map(|_| rx.recv_timeout(DEADLINE).expect("reload answer"))
+        .collect();
+    assert!(
+        answers.iter().any(|r| r
+            .as_ref()
+            .is_ok_and(|rep| rep.stopped == 1 && rep.ready == 1)),
+        "{answers:?}"
+    );
+    assert!(
+        answers
+            .iter()
+            .any(|r| r.as_ref().err().map(String::as_str) == Some("a reload is already running")),
+        "{answers:?}"
+    );
+}

@@ -273,6 +273,9 @@ fn reload_restarts_and_picks_up_changes() {
         (Some(1), Some(1), Some(1))
     );
     assert!(process_gone(old_pid));
+    rpc.until("registered after the reload", |v| {
+        *v == json!({"type": "registered", "extension": "a"})
+    });
     let fresh = rpc.call("3", json!({"type": "command", "name": "new"}));
     assert_eq!(fresh["data"]["display"], "fresh");
     let gone = rpc.call("4", json!({"type": "command", "name": "old"}));

@@ -510,3 +510,18 @@ fn replace_text_and_turn_start_block() {
         })
         .is_err());
 }
+
+#[test]
+fn a_call_whose_owner_dies_in_the_chain_goes_to_the_next_registrant() {
+    let t = TempDir::new("owner-dies");
+    // `gt` owns `tt` and guards tool calls, and dies when asked.
+    let gt = ext_dir(
+        &t.join("gt"),
+        "gt",
+        json!({"register": [tool("tt"), subscribe(&[], &["tool_call"])], "guard": {"crash": 4}}),
+    );
+    let gt2 = ext_dir(&t.join("gt2"), "gt2", json!({"register": [tool("tt")]}));
+    let host = start(config(&t, &[gt, gt2]));
+    let out = host.call_tool(call("tt", json!({}))).unwrap();
+    assert_eq!(out.extension, "gt2");
+}

@@ -10,7 +10,13 @@ impl Engine {
         let now = Instant::now();
         match msg.msg {
             Inbound::Frame(frame) => self.frame(idx, frame, now),
-            Inbound::Eof => self.poll_exit(idx, now),
+            Inbound::Eof => {
+                let ext = &mut self.exts[idx];
+                if !ext.hello && ext.state == State::Starting {
+                    ext.eof_before_hello = Some(later(now, EOF_GRACE));
+                }
+                self.poll_exit(idx, now)
+            }
             Inbound::WriteFailed(e) => {
                 let ext = &mut self.exts[idx];
                 ext.log.line(&format!("cannot write to stdin: {e}"));
@@ -24,7 +30,9 @@ impl Engine {
     pub(super) fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
         let ext = &mut self.exts[idx];
         if !ext.hello {
-            if matches!(ext.state, State::Failed(_)) {
+            // Failed already, or being stopped before it said hello: its
+            // hello would only get an ack after the shutdown frame.
+            if matches!(ext.state, State::Failed(_)) || ext.stop.is_some() {
                 return;
             }
             return match frame {
@@ -40,7 +48,7 @@ impl Engine {
             };
         }
         if ext.state == State::Starting {
-            ext.idle_ready_at = Some(now + self.cfg.timeouts.ready_idle);
+            ext.idle_ready_at = Some(later(now, self.cfg.timeouts.ready_idle));
         }
         match frame {
             ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
@@ -138,7 +146,7 @@ impl Engine {
         }
         ext.hello = true;
         ext.hello_deadline = None;
-        ext.idle_ready_at = Some(now + self.cfg.timeouts.ready_idle);
+        ext.idle_ready_at = Some(later(now, self.cfg.timeouts.ready_idle));
         if ext.version.is_none() {
             ext.version = version;
         }

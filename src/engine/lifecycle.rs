@@ -54,6 +54,7 @@ impl Engine {
                 intercept: Vec::new(),
                 dropped_events: 0,
                 dropping: false,
+                eof_before_hello: None,
                 out: Vec::new(),
             };
             match (&f.status, &f.manifest) {
@@ -78,7 +79,7 @@ impl Engine {
                             ext.log.line(&format!("started {} (pid {})", m.exec, p.pid));
                             ext.proc = Some(p);
                             ext.state = State::Starting;
-                            ext.hello_deadline = Some(now + self.cfg.timeouts.hello);
+                            ext.hello_deadline = Some(later(now, self.cfg.timeouts.hello));
                             loaded += 1;
                         }
                         Err(e) => ext.state = State::Failed(e),
@@ -98,7 +99,7 @@ impl Engine {
             self.exts.push(ext);
         }
         self.startup = Some(Startup {
-            deadline: now + self.cfg.timeouts.startup,
+            deadline: later(now, self.cfg.timeouts.startup),
             reload,
             stopped,
             loaded,
@@ -162,7 +163,10 @@ impl Engine {
         if why != "ready" {
             ext.log.line(why);
         }
-        if self.startup.is_none() && self.announced {
+        // After the first startup, every extension that becomes ready
+        // (late, or after a reload) is announced.
+        let after_first = self.startup.as_ref().is_none_or(|s| s.reload.is_some());
+        if self.announced && after_first {
             let _ = self.events.send(HostEvent::Registered {
                 extension: ext.name.clone(),
             });
@@ -228,6 +232,8 @@ impl Engine {
         }
         let stopping = ext.stop.take().is_some();
         match ext.state.clone() {
+            // Stopped (shutdown, reload) before it said hello: not a failure.
+            State::Starting if !ext.hello && stopping => ext.state = State::Exited(desc.clone()),
             State::Starting if !ext.hello => {
                 ext.state = State::Failed(format!("exited before hello ({desc})"));
                 let _ = self.events.send(HostEvent::ExtensionFailed {
@@ -254,6 +260,10 @@ impl Engine {
     /// An extension is gone or unusable: its requests fail at once, its
     /// guards count as allow, its names leave the registries.
     pub(super) fn drop_registrations(&mut self, idx: usize, why: &str, now: Instant) {
+        // Names first: a chain finished below may dispatch a tool, and it
+        // must go to the next registrant, not to this extension.
+        self.commands.remove_rank(idx);
+        self.tools.remove_rank(idx);
         let ids: Vec<String> = self
             .pending
             .iter()
@@ -266,8 +276,6 @@ impl Engine {
             }
         }
         self.release_guards(idx, now);
-        self.commands.remove_rank(idx);
-        self.tools.remove_rank(idx);
     }
 
     /// Every intercept waiting on extension `idx` counts as allow.
@@ -302,7 +310,7 @@ impl Engine {
             // Queued after every event already emitted to it.
             ext.send(&line);
             ext.stop = Some(Stop {
-                term_at: Some(now + self.cfg.timeouts.shutdown_grace),
+                term_at: Some(later(now, self.cfg.timeouts.shutdown_grace)),
                 kill_at: None,
             });
             ext.hello_deadline = None;

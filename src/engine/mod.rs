@@ -29,9 +29,15 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How often pending requests check that their extension still lives
-/// (catches an exit whose stdout a grandchild keeps open).
+/// How often the loop checks that extensions still live, while requests
+/// wait and while idle: catches an exit whose stdout a grandchild keeps
+/// open (no EOF then).
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
+const LIVENESS_IDLE: Duration = Duration::from_secs(1);
+
+/// After an EOF before `hello`, how long the process may take to exit
+/// (and be reported with its status) before it is failed for the EOF.
+const EOF_GRACE: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, PartialEq)]
 enum State {
@@ -65,6 +71,8 @@ struct Ext {
     intercept: Vec<String>,
     dropped_events: u64,
     dropping: bool,
+    /// Set on EOF before `hello`: fail then unless it exited.
+    eof_before_hello: Option<Instant>,
     /// Frames queued during this loop iteration.
     out: Vec<u8>,
 }
@@ -323,6 +331,14 @@ fn human(d: Duration) -> String {
     } else {
         format!("{} ms", d.as_millis())
     }
+}
+
+/// `now + d`, or a deadline decades away when `d` is too large to add
+/// (`Duration::MAX` is a natural way to say "no timeout").
+fn later(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
 }
 
 fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {

@@ -6,6 +6,9 @@ use super::*;
 impl Engine {
     pub(super) fn request(&mut self, req: Request) {
         let now = Instant::now();
+        if matches!(req, Request::Reload { .. }) && self.reloading() {
+            return req.fail("a reload is already running".into());
+        }
         // Until (re)started extensions are ready their registries are
         // incomplete: hold requests, in order, rather than fail them.
         // Startup is bounded by its grace, so a held shutdown waits little.
@@ -70,13 +73,7 @@ impl Engine {
                 ),
             ),
             Request::List { reply } => reply(Ok(self.snapshot())),
-            Request::Reload { reply } => {
-                if self.goal.is_some() || self.startup.as_ref().is_some_and(|s| s.reload.is_some())
-                {
-                    return reply(Err("a reload is already running".into()));
-                }
-                self.begin_stop(Goal::Reload(reply, 0));
-            }
+            Request::Reload { reply } => self.begin_stop(Goal::Reload(reply, 0)),
             Request::Shutdown { reply } => self.begin_stop(Goal::Shutdown(vec![reply])),
         }
     }
@@ -85,14 +82,23 @@ impl Engine {
         self.startup.is_some() || matches!(self.goal, Some(Goal::Reload(..)))
     }
 
+    /// Whether a reload is stopping or restarting the extensions.
+    pub(super) fn reloading(&self) -> bool {
+        matches!(self.goal, Some(Goal::Reload(..)))
+            || self.startup.as_ref().is_some_and(|s| s.reload.is_some())
+    }
+
     pub(super) fn run_deferred(&mut self) {
         if self.done {
             for req in std::mem::take(&mut self.deferred) {
                 req.fail("the extension host has stopped".into());
             }
         }
-        while !self.starting() && !self.deferred.is_empty() {
-            let req = self.deferred.remove(0);
+        if self.starting() || self.deferred.is_empty() {
+            return;
+        }
+        // In order; a held reload that starts again holds the rest anew.
+        for req in std::mem::take(&mut self.deferred) {
             self.request(req);
         }
     }
@@ -139,7 +145,7 @@ impl Engine {
             name: name.to_string(),
             reply,
         };
-        self.send_request(idx, id, &line, now + self.cfg.timeouts.command, kind);
+        self.send_request(idx, id, &line, later(now, self.cfg.timeouts.command), kind);
     }
 
     /// Sends a request frame and records it as pending until `deadline`;
@@ -232,7 +238,7 @@ impl Engine {
             name: name.to_string(),
             reply,
         };
-        self.send_request(idx, id, &line, now + self.cfg.timeouts.tool, kind);
+        self.send_request(idx, id, &line, later(now, self.cfg.timeouts.tool), kind);
     }
 
     /// Queues `event` to every subscriber; returns their names.
@@ -299,7 +305,7 @@ impl Engine {
     /// Sends `event_intercept` to the guards at `positions` with the
     /// chain's current value; one deadline for the whole round.
     pub(super) fn ask(&mut self, chain: u64, positions: std::ops::Range<usize>, now: Instant) {
-        let deadline = now + self.cfg.timeouts.intercept;
+        let deadline = later(now, self.cfg.timeouts.intercept);
         for pos in positions {
             let id = self.next_id();
             let Some(state) = self.chains.get_mut(&chain) else {

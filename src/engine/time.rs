@@ -10,6 +10,7 @@ impl Engine {
             next = min_deadline(next, e.hello_deadline);
             next = min_deadline(next, e.idle_ready_at);
             next = min_deadline(next, e.exit_poll.map(|(at, _)| at));
+            next = min_deadline(next, e.eof_before_hello);
             if let Some(stop) = &e.stop {
                 next = min_deadline(next, stop.term_at);
                 next = min_deadline(next, stop.kill_at);
@@ -55,6 +56,12 @@ impl Engine {
                 now,
             );
         }
+        if due(ext.eof_before_hello) {
+            ext.eof_before_hello = None;
+            if !ext.hello && ext.live() {
+                return self.fail(idx, "closed its stdout before hello".into(), now);
+            }
+        }
         if due(ext.exit_poll.map(|(at, _)| at)) {
             return self.poll_exit(idx, now);
         }
@@ -65,7 +72,7 @@ impl Engine {
                 .line("no exit within the shutdown grace: SIGTERM to its process group");
             p.signal_group(libc::SIGTERM);
             stop.term_at = None;
-            stop.kill_at = Some(now + self.cfg.timeouts.term_grace);
+            stop.kill_at = Some(later(now, self.cfg.timeouts.term_grace));
             ext.exit_poll = Some((now + Duration::from_millis(1), Duration::from_millis(1)));
         } else if due(stop.kill_at) {
             ext.log
@@ -115,26 +122,30 @@ impl Engine {
     /// While requests wait, check now and then that their extensions
     /// still run: a grandchild holding stdout open hides the exit.
     pub(super) fn check_liveness(&mut self, now: Instant) {
-        if self.pending.is_empty() {
+        if !self.exts.iter().any(Ext::live) {
             self.liveness_at = None;
             return;
         }
+        // Often while answers are awaited, seldom while idle.
+        let every = if self.pending.is_empty() {
+            LIVENESS_IDLE
+        } else {
+            LIVENESS_EVERY
+        };
         match self.liveness_at {
-            Some(at) if at > now => {}
+            Some(at) if at > now && at <= now + every => {}
+            Some(at) if at > now => self.liveness_at = Some(now + every),
             Some(_) => {
-                let mut waiting: Vec<usize> = self.pending.values().map(|p| p.ext).collect();
-                waiting.sort_unstable();
-                waiting.dedup();
-                for idx in waiting {
+                for idx in 0..self.exts.len() {
                     if let Some(status) =
                         self.exts[idx].proc.as_mut().and_then(ExtProcess::try_wait)
                     {
                         self.exited(idx, status, now);
                     }
                 }
-                self.liveness_at = Some(now + LIVENESS_EVERY);
+                self.liveness_at = Some(now + every);
             }
-            None => self.liveness_at = Some(now + LIVENESS_EVERY),
+            None => self.liveness_at = Some(now + every),
         }
     }
 }
