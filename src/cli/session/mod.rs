@@ -557,7 +557,10 @@ impl Session {
                 extension,
             } => self.close_panel(&extension, &panel_id),
             HostEvent::Registered { extension } => {
-                self.out.line(&format!("registered: {extension}"))
+                // During /reload-ext the report counts it.
+                if !matches!(self.current, Some((_, Pending::Reload))) {
+                    self.out.line(&format!("registered: {extension}"))
+                }
             }
             HostEvent::ExtensionExited { extension, status } => {
                 self.panels.retain(|(e, _)| *e != extension);
