@@ -52,6 +52,10 @@ impl Default for Timeouts {
     }
 }
 
+/// Tool names the agent implements itself (SPEC 3.7); the default of
+/// [`HostConfig::builtin_tools`].
+pub const BUILTIN_TOOLS: [&str; 5] = ["read", "write", "edit", "bash", "skill"];
+
 /// How to start a [`Host`].
 #[derive(Debug, Clone)]
 pub struct HostConfig {
@@ -94,7 +98,7 @@ impl HostConfig {
             provider: String::new(),
             model: String::new(),
             timeouts: Timeouts::default(),
-            builtin_tools: names(&["read", "write", "edit", "bash", "skill"]),
+            builtin_tools: names(&BUILTIN_TOOLS),
             builtin_commands: names(&[
                 "help",
                 "commands",

@@ -31,7 +31,7 @@ pub mod toolresult;
 pub use host::{
     CommandInfo, CommandOutcome, ExtensionInfo, Host, HostConfig, HostEvent, HostHandle,
     InterceptRequest, ReloadReport, Reply, Request, Snapshot, Timeouts, ToolInfo, ToolOutcome,
-    ToolRequest,
+    ToolRequest, BUILTIN_TOOLS,
 };
 pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;

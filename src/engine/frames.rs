@@ -82,20 +82,18 @@ impl Engine {
                 let Some((chain, pos)) = self.take_guard(idx, &id) else {
                     return;
                 };
-                if let Some(state) = self.chains.get_mut(&chain) {
-                    let name = &self.exts[idx].name;
-                    let answer = answer_from(
-                        &state.chain.event,
-                        block.unwrap_or(false),
-                        reason,
-                        modified_args,
-                        replace_text,
-                        name,
-                    );
-                    state.ids[pos] = None;
-                    state.chain.answer(pos, answer);
-                    self.drive(chain, now);
-                }
+                let Some(state) = self.chains.get(&chain) else {
+                    return;
+                };
+                let answer = answer_from(
+                    &state.chain.event,
+                    block.unwrap_or(false),
+                    reason,
+                    modified_args,
+                    replace_text,
+                    &self.exts[idx].name,
+                );
+                self.answer_guard(chain, pos, answer, now);
             }
             ExtFrame::Notify { level, message } => {
                 let level = match level.as_deref() {

@@ -235,10 +235,11 @@ impl Engine {
             // Stopped (shutdown, reload) before it said hello: not a failure.
             State::Starting if !ext.hello && stopping => ext.state = State::Exited(desc.clone()),
             State::Starting if !ext.hello => {
-                ext.state = State::Failed(format!("exited before hello ({desc})"));
+                let error = format!("exited before hello ({desc})");
+                ext.state = State::Failed(error.clone());
                 let _ = self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
-                    error: format!("exited before hello ({desc})"),
+                    error,
                 });
             }
             State::Failed(_) => {}
@@ -290,11 +291,7 @@ impl Engine {
             .collect();
         for (id, chain, pos) in guards {
             self.pending.remove(&id);
-            if let Some(state) = self.chains.get_mut(&chain) {
-                state.ids[pos] = None;
-                state.chain.answer(pos, Answer::Allow);
-                self.drive(chain, now);
-            }
+            self.answer_guard(chain, pos, Answer::Allow, now);
         }
     }
 
@@ -340,13 +337,9 @@ impl Engine {
                 for (_, p) in self.pending.drain() {
                     p.kind.fail("extensions were reloaded".into());
                 }
-                for (_, mut chain) in self.chains.drain() {
-                    match chain.then.take() {
-                        Some(Then::Reply(reply)) => reply(Err("extensions were reloaded".into())),
-                        Some(Then::Tool { reply, .. }) => {
-                            reply(Err("extensions were reloaded".into()))
-                        }
-                        None => {}
+                for (_, chain) in self.chains.drain() {
+                    if let Some(then) = chain.then {
+                        then.fail("extensions were reloaded".into());
                     }
                 }
                 self.commands.clear();

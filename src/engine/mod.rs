@@ -87,9 +87,9 @@ impl Ext {
         self.live() && self.hello && self.stop.is_none() && !matches!(self.state, State::Failed(_))
     }
 
-    /// Queues a frame; it is handed to the writer thread at the end of
-    /// the loop iteration, batched with the others. False when stdin is
-    /// closed.
+    /// Queues a frame; at the end of the loop iteration it goes to the
+    /// pipe (directly, or through the writer thread when the pipe is
+    /// full), batched with the others. False when stdin is closed.
     fn send(&mut self, line: &[u8]) -> bool {
         if !self.proc.as_ref().is_some_and(ExtProcess::writable) {
             return false;
@@ -165,6 +165,16 @@ enum Then {
     },
 }
 
+impl Then {
+    /// Answers whoever waits on the chain with an error.
+    fn fail(self, error: String) {
+        match self {
+            Then::Reply(reply) => reply(Err(error)),
+            Then::Tool { reply, .. } => reply(Err(error)),
+        }
+    }
+}
+
 struct ChainState {
     chain: Chain,
     guards: Vec<usize>,
@@ -213,19 +223,13 @@ struct Engine {
 /// handed to the writer threads.
 const BATCH: usize = 256;
 
-/// How long a thread that expects an answer polls before it sleeps.
+/// How long the loop, or a blocking caller, polls before it sleeps.
 pub(crate) const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
 
-/// Yields until `ready()` or [`POLL_BEFORE_SLEEP`] passes; true if ready.
-pub(crate) fn poll_briefly(mut ready: impl FnMut() -> bool) -> bool {
+/// Yields until `ready()` or [`POLL_BEFORE_SLEEP`] passes.
+pub(crate) fn poll_briefly(mut ready: impl FnMut() -> bool) {
     let until = Instant::now() + POLL_BEFORE_SLEEP;
-    loop {
-        if ready() {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
+    while !ready() && Instant::now() < until {
         std::thread::yield_now();
     }
 }

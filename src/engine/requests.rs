@@ -340,6 +340,16 @@ impl Engine {
         }
     }
 
+    /// Records the answer of the guard at `pos` (given, timed out, or
+    /// gone) and walks the chain as far as it now goes.
+    pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
+        if let Some(state) = self.chains.get_mut(&chain) {
+            state.ids[pos] = None;
+            state.chain.answer(pos, answer);
+            self.drive(chain, now);
+        }
+    }
+
     pub(super) fn drive(&mut self, chain: u64, now: Instant) {
         loop {
             let Some(state) = self.chains.get_mut(&chain) else {

@@ -110,11 +110,7 @@ impl Engine {
             PendingKind::Guard { chain, pos } => {
                 ext.log
                     .line("no event_intercept_response in time: counted as allow");
-                if let Some(state) = self.chains.get_mut(&chain) {
-                    state.ids[pos] = None;
-                    state.chain.answer(pos, Answer::Allow);
-                    self.drive(chain, now);
-                }
+                self.answer_guard(chain, pos, Answer::Allow, now);
             }
         }
     }

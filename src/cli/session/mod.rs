@@ -44,13 +44,11 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let out = Out::new(color, tty && io::stdin().is_terminal());
     let (done_tx, done) = crossbeam_channel::unbounded();
-    let builtin_tools = zot_host::HostConfig::new(PathBuf::new(), PathBuf::new()).builtin_tools;
     let mut s = Session {
         host: host.handle(),
         out,
         agent_cmd: opts.agent_cmd.clone(),
         cwd,
-        builtin_tools,
         done_tx,
         next_job: 0,
         current: None,
@@ -200,7 +198,6 @@ struct Session {
     out: Out,
     agent_cmd: Option<String>,
     cwd: PathBuf,
-    builtin_tools: Vec<String>,
     done_tx: Sender<(u64, Done)>,
     next_job: u64,
     current: Option<(u64, Pending)>,
@@ -321,7 +318,7 @@ impl Session {
                 Err(e) => return self.out.error(&format!("/call {name}: invalid JSON: {e}")),
             },
         };
-        if self.builtin_tools.iter().any(|b| b == name) {
+        if zot_host::BUILTIN_TOOLS.contains(&name) {
             // The embedder runs built-in tools; this session has none,
             // but the event and the guards still see the call.
             self.next_job += 1;
