@@ -68,7 +68,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     loop {
         select! {
             recv(events) -> event => match event {
-                Ok(event) => send_json(&out_tx, &serde_json::to_value(&event).unwrap_or(Value::Null)),
+                Ok(event) => send_json(&out_tx, &event),
                 Err(_) => break,
             },
             recv(stop_rx) -> why => {
@@ -89,7 +89,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn send_json(out: &Sender<Vec<u8>>, value: &Value) {
+fn send_json(out: &Sender<Vec<u8>>, value: &impl serde::Serialize) {
     let mut line = serde_json::to_vec(value).unwrap_or_default();
     line.push(b'\n');
     let _ = out.send(line);
