@@ -241,6 +241,17 @@ enum Wake {
     Timer,
 }
 
+/// Releases `Host::wait_ready` callers however the loop ends, even by a
+/// panic before startup readiness (setting an already set latch is a
+/// no-op).
+struct ReleaseLatch(Arc<ReadyLatch>);
+
+impl Drop for ReleaseLatch {
+    fn drop(&mut self) {
+        self.0.set(Vec::new());
+    }
+}
+
 /// Runs the loop until shutdown.
 pub(crate) fn run(
     cfg: HostConfig,
@@ -248,6 +259,7 @@ pub(crate) fn run(
     events: Sender<HostEvent>,
     latch: Arc<ReadyLatch>,
 ) {
+    let _release = ReleaseLatch(latch.clone());
     let (inbound_tx, inbound) = crossbeam_channel::unbounded();
     let mut engine = Engine {
         cwd: cfg.cwd.to_string_lossy().into_owned(),
