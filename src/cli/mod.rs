@@ -96,21 +96,31 @@ pub fn string(value: OsString) -> Result<String, CliError> {
         .map_err(|v| CliError::Usage(format!("argument {v:?} is not valid UTF-8")))
 }
 
+/// `$ZOT_HOME` (or the platform's default), or an error saying how to set it.
+pub fn zot_home() -> Result<PathBuf, CliError> {
+    zot_host::discovery::zot_home()
+        .ok_or_else(|| CliError::Failed("cannot find the zot state directory: set ZOT_HOME".into()))
+}
+
+/// The project directory: `--cwd`, else the current directory.
+pub fn project_dir(cwd: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
+    match cwd {
+        Some(dir) => Ok(dir.to_path_buf()),
+        None => std::env::current_dir()
+            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}"))),
+    }
+}
+
 /// Starts a host for the session or `zot rpc` from the shared options.
 pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
-    let zot_home = zot_host::discovery::zot_home()
-        .ok_or_else(|| CliError::Failed("cannot find a state directory: set ZOT_HOME".into()))?;
-    let cwd = match &opts.cwd {
-        Some(dir) if dir.is_dir() => dir.clone(),
-        Some(dir) => {
-            return Err(CliError::Failed(format!(
-                "--cwd {}: not a directory",
-                dir.display()
-            )))
-        }
-        None => std::env::current_dir()
-            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
-    };
+    let zot_home = zot_home()?;
+    let cwd = project_dir(opts.cwd.as_deref())?;
+    if !cwd.is_dir() {
+        return Err(CliError::Failed(format!(
+            "--cwd {}: not a directory",
+            cwd.display()
+        )));
+    }
     let mut config = zot_host::HostConfig::new(zot_home, cwd);
     config.ext_paths = opts.ext_paths.clone();
     config.discover = !opts.no_ext;

@@ -218,14 +218,8 @@ pub(super) struct Ctx {
 
 impl Ctx {
     fn new(cwd: Option<PathBuf>) -> Result<Ctx, CliError> {
-        let home = discovery::zot_home().ok_or_else(|| {
-            CliError::Failed("cannot find the zot state directory: set ZOT_HOME".into())
-        })?;
-        let cwd = match cwd {
-            Some(dir) => dir,
-            None => std::env::current_dir()
-                .map_err(|e| failed(format!("cannot read the current directory: {e}")))?,
-        };
+        let home = super::zot_home()?;
+        let cwd = super::project_dir(cwd.as_deref())?;
         Ok(Ctx {
             home: absolute(home)?,
             cwd,

@@ -33,11 +33,7 @@ use zot_host::{
 /// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let signals = signals::install().map_err(CliError::Failed)?;
-    let cwd = match &opts.cwd {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?,
-    };
+    let cwd = super::project_dir(opts.cwd.as_deref())?;
     let host = super::start_host(&opts)?;
     let mut input = read_stdin()?;
     let tty = io::stdout().is_terminal();
