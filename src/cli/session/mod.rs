@@ -325,15 +325,8 @@ impl Session {
                 ..Default::default()
             };
             self.emit("tool_call", payload.clone());
-            let reply = self.reply(Done::Intercept);
-            let request = Request::Intercept {
-                request: InterceptRequest {
-                    event: "tool_call".into(),
-                    payload,
-                },
-                reply,
-            };
-            return self.submit(Pending::BuiltinTool(name.to_string(), args), request);
+            let pending = Pending::BuiltinTool(name.to_string(), args);
+            return self.intercept(pending, "tool_call", payload);
         }
         let reply = self.reply(Done::Tool);
         let request = Request::Tool {
@@ -363,6 +356,16 @@ impl Session {
         self.next_job += 1;
         self.current = Some((self.next_job, pending));
         self.host.submit(request);
+    }
+
+    /// Asks the guards about `event` and waits for their verdict.
+    fn intercept(&mut self, pending: Pending, event: &str, payload: EventPayload) {
+        let reply = self.reply(Done::Intercept);
+        let request = InterceptRequest {
+            event: event.to_string(),
+            payload,
+        };
+        self.submit(pending, Request::Intercept { request, reply });
     }
 
     /// Emits a lifecycle event; requests run in order, so it reaches

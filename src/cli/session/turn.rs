@@ -6,7 +6,7 @@
 use super::agent::Agent;
 use super::render::Tone;
 use super::{Done, Pending, Session, Turn};
-use zot_host::{EventPayload, InterceptOutcome, InterceptRequest, Request};
+use zot_host::{EventPayload, InterceptOutcome};
 
 impl Session {
     /// Starts a turn for `prompt`: first the `turn_start` interception.
@@ -27,15 +27,7 @@ impl Session {
             step: Some(turn.step),
             ..Default::default()
         };
-        let reply = self.reply(Done::Intercept);
-        let request = Request::Intercept {
-            request: InterceptRequest {
-                event: "turn_start".into(),
-                payload,
-            },
-            reply,
-        };
-        self.submit(Pending::TurnStart(turn), request);
+        self.intercept(Pending::TurnStart(turn), "turn_start", payload);
     }
 
     pub(super) fn turn_allowed(
@@ -86,15 +78,7 @@ impl Session {
             text: Some(text.clone()),
             ..Default::default()
         };
-        let reply = self.reply(Done::Intercept);
-        let request = Request::Intercept {
-            request: InterceptRequest {
-                event: "assistant_message".into(),
-                payload,
-            },
-            reply,
-        };
-        self.submit(Pending::Message(turn, text), request);
+        self.intercept(Pending::Message(turn, text), "assistant_message", payload);
     }
 
     pub(super) fn message_done(
