@@ -25,6 +25,10 @@ use std::thread::{self, JoinHandle};
 pub enum Inbound {
     /// A parsed frame from stdout.
     Frame(ExtFrame),
+    /// A stdout line that is not a frame (or is too long); it was
+    /// dropped and logged. Carries the logged reason, which quotes the
+    /// line's start. The host ignores it; `zot ext check` reports it.
+    Unparsed(String),
     /// stdout reached end of file (or failed); no more frames come.
     Eof,
     /// Writing to stdin failed; the outbox is closed.
@@ -248,9 +252,11 @@ fn read_frames(key: u64, stdout: ChildStdout, log: &ExtLog, inbound: &Sender<Inb
         let line = match lines.next_line() {
             Ok(Some(Line::Text(line))) => line,
             Ok(Some(Line::TooLong(len))) => {
-                log.line(&format!(
-                    "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
-                ));
+                let why = format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes");
+                log.line(&why);
+                if inbound.send(unparsed(key, why)).is_err() {
+                    return;
+                }
                 continue;
             }
             Ok(None) => break,
@@ -272,13 +278,25 @@ fn read_frames(key: u64, stdout: ChildStdout, log: &ExtLog, inbound: &Sender<Inb
                     return; // the host is gone
                 }
             }
-            Err(why) => log.line(&why),
+            Err(why) => {
+                log.line(&why);
+                if inbound.send(unparsed(key, why)).is_err() {
+                    return;
+                }
+            }
         }
     }
     let _ = inbound.send(InboundMsg {
         key,
         msg: Inbound::Eof,
     });
+}
+
+fn unparsed(key: u64, why: String) -> InboundMsg {
+    InboundMsg {
+        key,
+        msg: Inbound::Unparsed(why),
+    }
 }
 
 fn write_lines(

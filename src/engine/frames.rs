@@ -10,6 +10,7 @@ impl Engine {
         let now = Instant::now();
         match msg.msg {
             Inbound::Frame(frame) => self.frame(idx, frame, now),
+            Inbound::Unparsed(_) => {} // logged by the reader already
             Inbound::Eof => {
                 let ext = &mut self.exts[idx];
                 if !ext.hello && ext.state == State::Starting {
