@@ -8,6 +8,10 @@ use std::path::{Path, PathBuf};
 /// File name of the manifest inside an extension directory.
 pub const MANIFEST_FILE: &str = "extension.json";
 
+/// Largest manifest read: a real one is a few hundred bytes, and a
+/// bigger file (or `/dev/zero` behind a symlink) must not eat memory.
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
 /// A validated manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
@@ -74,14 +78,16 @@ impl Manifest {
             path: path.to_path_buf(),
             reason,
         };
-        let text = std::fs::read(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let text = read_file(path).map_err(err)?;
         Manifest::parse(&text).map_err(err)
     }
 
     /// Parses and validates manifest text; the error is the reason alone.
+    /// A leading UTF-8 byte order mark (some Windows editors write one)
+    /// is ignored.
     pub fn parse(text: &[u8]) -> Result<Manifest, String> {
         let raw: RawManifest =
-            serde_json::from_slice(text).map_err(|e| format!("invalid JSON: {e}"))?;
+            serde_json::from_slice(strip_bom(text)).map_err(|e| format!("invalid JSON: {e}"))?;
         let name = raw.name.ok_or("missing required field `name`")?;
         if !valid_name(&name) {
             return Err(format!(
@@ -122,6 +128,67 @@ impl Manifest {
     }
 }
 
+/// `text` without a leading UTF-8 byte order mark.
+pub fn strip_bom(text: &[u8]) -> &[u8] {
+    text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text)
+}
+
+/// Reads a manifest file that an attacker may have placed (a project's
+/// `.zot/extensions` comes with a git clone): only a regular file, after
+/// following symlinks, of at most [`MAX_MANIFEST_BYTES`]. It is opened
+/// non-blocking, so a FIFO cannot hang the host, and the opened file is
+/// checked again, so nothing can be swapped in between. The error is the
+/// reason alone (the caller names the file).
+pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Check before opening: opening some devices has effects of its own.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    check_regular(&meta)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    check_regular(&meta)?;
+    let mut text = Vec::new();
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(too_large());
+    }
+    Ok(text)
+}
+
+fn check_regular(meta: &std::fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    let what = if kind.is_file() {
+        return if meta.len() > MAX_MANIFEST_BYTES {
+            Err(too_large())
+        } else {
+            Ok(())
+        };
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "a special file"
+    };
+    Err(format!("not a regular file ({what}); refusing to read it"))
+}
+
+fn too_large() -> String {
+    format!("larger than {MAX_MANIFEST_BYTES} bytes; refusing to read it")
+}
+
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -159,6 +226,20 @@ mod tests {
             let err = Manifest::parse(text).unwrap_err();
             assert!(err.contains(want), "{err} should mention {want}");
         }
+    }
+
+    #[test]
+    fn bom_is_ignored() {
+        let m = Manifest::parse(b"\xEF\xBB\xBF{\"name\":\"b\",\"exec\":\"x\"}").unwrap();
+        assert_eq!(m.name, "b");
+    }
+
+    #[test]
+    fn only_small_regular_files_are_read() {
+        let dev = read_file(Path::new("/dev/zero")).unwrap_err();
+        assert!(dev.contains("not a regular file (a device)"), "{dev}");
+        let dir = read_file(Path::new("/")).unwrap_err();
+        assert!(dir.contains("a directory"), "{dir}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use zot_host::manifest::{Manifest, MANIFEST_FILE};
+use zot_host::manifest::{self, Manifest, MANIFEST_FILE};
 
 /// Runs `zot ext remove <name> [--yes]`: only global extensions; a
 /// project copy belongs to the project and is left to the user.
@@ -101,7 +101,7 @@ pub(super) fn set_enabled(ctx: &Ctx, name: &str, enabled: bool) -> Result<i32, C
         },
     };
     let path = dir.join(MANIFEST_FILE);
-    if rewrite_enabled(&path, enabled)? {
+    if rewrite_enabled(&dir, &path, enabled)? {
         out(&format!("{word} {name} ({})\n", path.display()))?;
     } else {
         out(&format!("{name} is already {word} ({})\n", path.display()))?;
@@ -126,13 +126,30 @@ fn warn_if_shadowed(ctx: &Ctx, name: &str) {
 
 /// Sets `enabled` in the manifest at `path`, keeping every other field
 /// and the key order. Returns false when it already had that value.
-fn rewrite_enabled(path: &Path, enabled: bool) -> Result<bool, CliError> {
+/// Only files inside the extension directory `dir` are ever written.
+fn rewrite_enabled(dir: &Path, path: &Path, enabled: bool) -> Result<bool, CliError> {
     // Write beside the real file, so a symlinked manifest stays a symlink.
     let real = fs::canonicalize(path)
         .map_err(|e| failed(format!("cannot read {}: {e}", path.display())))?;
-    let text =
-        fs::read(&real).map_err(|e| failed(format!("cannot read {}: {e}", path.display())))?;
-    let value: Value = serde_json::from_slice(&text).map_err(|e| {
+    // A manifest symlinked out of its directory would make us rewrite a
+    // file we do not own (anything the user can write): refuse.
+    let real_dir =
+        fs::canonicalize(dir).map_err(|e| failed(format!("cannot read {}: {e}", dir.display())))?;
+    if !real.starts_with(&real_dir) {
+        return Err(failed(format!(
+            "refusing to edit {}: it is a symlink to {}, outside the extension directory {}; \
+             edit that file yourself, or replace the symlink by a copy",
+            path.display(),
+            real.display(),
+            real_dir.display()
+        )));
+    }
+    let file = manifest::read_file(&real)
+        .map_err(|e| failed(format!("cannot read {}: {e}", path.display())))?;
+    // A byte order mark is kept as it is, in front of the edited text.
+    let text = manifest::strip_bom(&file);
+    let bom = &file[..file.len() - text.len()];
+    let value: Value = serde_json::from_slice(text).map_err(|e| {
         failed(format!(
             "{} is not valid JSON ({e}); fix it by hand",
             path.display()
@@ -151,16 +168,16 @@ fn rewrite_enabled(path: &Path, enabled: bool) -> Result<bool, CliError> {
     }
     // Valid JSON is UTF-8, and an object, so the scan cannot fail; the
     // checks below catch a scanner bug before anything is written.
-    let new = std::str::from_utf8(&text)
+    let new = std::str::from_utf8(text)
         .ok()
         .and_then(|text| edit_enabled(text, enabled))
         .filter(|new| {
             let parsed = serde_json::from_str::<Value>(new).ok();
             parsed.as_ref().and_then(|v| v.get("enabled")) == Some(&Value::Bool(enabled))
-                && (Manifest::parse(&text).is_err() || Manifest::parse(new.as_bytes()).is_ok())
+                && (Manifest::parse(text).is_err() || Manifest::parse(new.as_bytes()).is_ok())
         })
         .ok_or_else(|| failed(format!("cannot edit {}; fix it by hand", path.display())))?;
-    write_atomic(&real, new.as_bytes())
+    write_atomic(&real, &[bom, new.as_bytes()].concat())
         .map_err(|e| failed(format!("cannot write {}: {e}", path.display())))?;
     Ok(true)
 }

@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use zot_host::discovery;
-use zot_host::manifest::MANIFEST_FILE;
+use zot_host::manifest::{self, MANIFEST_FILE};
 
 const HELP: &str = "\
 zot ext: manage installed extensions
@@ -258,10 +258,11 @@ fn check_name(name: &str) -> Result<(), CliError> {
 }
 
 /// The manifest of `dir` as a JSON object, read leniently (empty when
-/// missing or unparsable), for showing and matching invalid manifests.
+/// missing, unreadable or unparsable), for showing and matching invalid
+/// manifests. Read with the same limits as a real manifest.
 fn raw_manifest(dir: &Path) -> Map<String, Value> {
-    let text = std::fs::read(dir.join(MANIFEST_FILE)).unwrap_or_default();
-    match serde_json::from_slice(&text) {
+    let text = manifest::read_file(&dir.join(MANIFEST_FILE)).unwrap_or_default();
+    match serde_json::from_slice(manifest::strip_bom(&text)) {
         Ok(Value::Object(map)) => map,
         _ => Map::new(),
     }

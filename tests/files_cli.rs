@@ -1,0 +1,351 @@
+//! Files a user (or an attacker) puts in front of `zot`: manifests that
+//! are not plain files, manifests symlinked out of their directory,
+//! scratch directories left by a killed install, identity options, bare
+//! git repositories, and the README's own examples. Everything through
+//! the real binary.
+
+mod common;
+
+use common::{ext_dir, Rpc, TempDir, DEADLINE};
+use serde_json::{json, Value};
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Address-space limit for a `zot` that might read `/dev/zero` to the
+/// end: the test then fails at once instead of eating the machine.
+const MEMORY_LIMIT_KB: u32 = 1 << 20;
+
+/// `$ZOT_HOME` and a project directory.
+struct World {
+    tmp: TempDir,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        let tmp = TempDir::new(tag);
+        fs::create_dir_all(tmp.join("proj/.zot/extensions")).expect("project dir");
+        fs::create_dir_all(tmp.join("home/extensions")).expect("global dir");
+        World { tmp }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.tmp.join("home")
+    }
+
+    fn proj(&self) -> PathBuf {
+        self.tmp.join("proj")
+    }
+
+    fn project_ext(&self, name: &str) -> PathBuf {
+        self.proj().join(".zot/extensions").join(name)
+    }
+
+    fn global_ext(&self, name: &str) -> PathBuf {
+        self.home().join("extensions").join(name)
+    }
+
+    /// `zot <args>` in the project directory, under a memory limit,
+    /// killed (and the test failed) at the deadline.
+    fn zot(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -v {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_zot"))
+            .args(args)
+            .current_dir(self.proj())
+            .env("ZOT_HOME", self.home())
+            .env_remove("NO_COLOR");
+        run_bounded(&mut cmd, &args.join(" "))
+    }
+
+    /// Entries of `$ZOT_HOME/extensions`, sorted, hidden ones included.
+    fn installed(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.home().join("extensions"))
+            .expect("read extensions dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// `zot ext list --json`, as a map from directory name to status.
+    fn statuses(&self) -> Vec<(String, String)> {
+        let out = self.zot(&["ext", "list", "--json"]);
+        assert_ok(&out);
+        let rows: Vec<Value> = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("list --json is not a JSON array ({e}): {out:?}"));
+        rows.iter()
+            .map(|r| {
+                let dir = Path::new(r["dir"].as_str().expect("dir"));
+                let name = dir.file_name().expect("dir name").to_string_lossy();
+                (
+                    name.into_owned(),
+                    r["status"].as_str().expect("status").into(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Runs `cmd` with stdin closed; kills it and fails the test if it is
+/// not done by the deadline (a hang is the bug some tests look for).
+fn run_bounded(cmd: &mut Command, what: &str) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zot");
+    let pid = child.id();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(out) => out.expect("wait for zot"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("`zot {what}` did not finish within {DEADLINE:?} (hung?)");
+        }
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "zot failed: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    );
+}
+
+/// Exit status 1 with a message naming every one of `want`.
+fn assert_fails(out: &Output, want: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    for w in want {
+        assert!(err.contains(w), "stderr should mention {w:?}: {err}");
+    }
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// A manifest of `name` that runs the test fixture, as bytes.
+fn manifest_text(name: &str) -> String {
+    let dir = TempDir::new("manifest-text");
+    ext_dir(dir.path(), name, json!({}));
+    fs::read_to_string(dir.join("extension.json")).expect("manifest")
+}
+
+/// Project extensions that must not be read: `evil` (a symlink to
+/// /dev/zero), `fifo` (a FIFO), `big` (over 1 MiB); and `bom`, a good
+/// one whose manifest starts with a UTF-8 byte order mark.
+fn hostile_project(w: &World) {
+    let evil = w.project_ext("evil");
+    fs::create_dir_all(&evil).expect("evil dir");
+    std::os::unix::fs::symlink("/dev/zero", evil.join("extension.json")).expect("symlink");
+    let fifo = w.project_ext("fifo");
+    fs::create_dir_all(&fifo).expect("fifo dir");
+    mkfifo(&fifo.join("extension.json"));
+    let big = w.project_ext("big");
+    fs::create_dir_all(&big).expect("big dir");
+    let padded = format!(
+        "{}{}",
+        manifest_text("big"),
+        " ".repeat(2 << 20) // valid JSON, just too large
+    );
+    fs::write(big.join("extension.json"), padded).expect("big manifest");
+    let bom = w.project_ext("bom");
+    fs::create_dir_all(&bom).expect("bom dir");
+    let with_bom = format!("\u{feff}{}", manifest_text("bom"));
+    fs::write(bom.join("extension.json"), with_bom).expect("bom manifest");
+}
+
+fn status_of<'a>(statuses: &'a [(String, String)], dir: &str) -> &'a str {
+    statuses
+        .iter()
+        .find(|(d, _)| d == dir)
+        .map(|(_, s)| s.as_str())
+        .unwrap_or_else(|| panic!("{dir} missing from zot ext list: {statuses:?}"))
+}
+
+#[test]
+fn ext_list_refuses_manifests_that_are_not_small_regular_files() {
+    let w = World::new("list-hostile");
+    hostile_project(&w);
+    let statuses = w.statuses();
+    let evil = status_of(&statuses, "evil");
+    assert!(
+        evil.starts_with("invalid: ") && evil.contains("not a regular file (a device)"),
+        "{evil}"
+    );
+    let fifo = status_of(&statuses, "fifo");
+    assert!(fifo.contains("not a regular file (a FIFO)"), "{fifo}");
+    let big = status_of(&statuses, "big");
+    assert!(big.contains("larger than 1048576 bytes"), "{big}");
+    assert_eq!(status_of(&statuses, "bom"), "ok");
+    // The text listing names the file too.
+    let out = w.zot(&["ext", "list"]);
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("not a regular file"), "{text}");
+}
+
+#[test]
+fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
+    let w = World::new("rpc-hostile");
+    hostile_project(&w);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -v {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_zot"))
+        .arg("rpc")
+        .current_dir(w.proj())
+        .env("ZOT_HOME", w.home());
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let ready = rpc.until("ready event", |v| v["type"] == "ready");
+    assert_eq!(ready["extensions"], json!(["bom"]), "{ready}");
+    let list = rpc.call("1", json!({"type": "list"}));
+    assert_eq!(list["success"], true, "{list}");
+    let exts = list["data"]["extensions"].as_array().expect("extensions");
+    let find = |name: &str| {
+        exts.iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from list: {list}"))
+    };
+    for (name, why) in [
+        ("evil", "not a regular file (a device)"),
+        ("fifo", "not a regular file (a FIFO)"),
+        ("big", "larger than 1048576 bytes"),
+    ] {
+        let e = find(name);
+        assert_eq!(e["state"], "failed", "{e}");
+        let error = e["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(why) && error.contains("extension.json"),
+            "{name}: {e}"
+        );
+    }
+    assert_eq!(find("bom")["state"], "ready", "{list}");
+    // SIGTERM still works: the host was never stuck in discovery.
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(rpc.child.id().to_string())
+        .status();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc should stop on SIGTERM");
+}
+
+#[test]
+fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
+    let w = World::new("install-hostile");
+    let src = w.tmp.join("src-zero");
+    fs::create_dir_all(&src).expect("src");
+    std::os::unix::fs::symlink("/dev/zero", src.join("extension.json")).expect("symlink");
+    let out = w.zot(&["ext", "install", src.to_str().expect("utf-8 path")]);
+    assert_fails(
+        &out,
+        &[
+            "extension.json",
+            "not a regular file",
+            "nothing was installed",
+        ],
+    );
+
+    let big = w.tmp.join("src-big");
+    fs::create_dir_all(&big).expect("src");
+    fs::write(big.join("extension.json"), " ".repeat(2 << 20)).expect("big");
+    let out = w.zot(&["ext", "install", big.to_str().expect("utf-8 path")]);
+    assert_fails(&out, &["extension.json", "larger than 1048576 bytes"]);
+
+    let fifo = w.tmp.join("src-fifo");
+    fs::create_dir_all(&fifo).expect("src");
+    mkfifo(&fifo.join("extension.json"));
+    let out = w.zot(&["ext", "install", fifo.to_str().expect("utf-8 path")]);
+    assert_fails(&out, &["extension.json", "nothing was installed"]);
+    assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
+
+    let bom = w.tmp.join("src-bom");
+    fs::create_dir_all(&bom).expect("src");
+    let text = format!("\u{feff}{}", manifest_text("bommed"));
+    fs::write(bom.join("extension.json"), text).expect("bom manifest");
+    assert_ok(&w.zot(&["ext", "install", bom.to_str().expect("utf-8 path")]));
+    assert_eq!(w.installed(), ["bommed"]);
+    // And disable keeps the mark while editing the field.
+    assert_ok(&w.zot(&["ext", "disable", "bommed"]));
+    let edited = fs::read(w.global_ext("bommed").join("extension.json")).expect("manifest");
+    assert!(
+        edited.starts_with(b"\xEF\xBB\xBF"),
+        "byte order mark dropped"
+    );
+    let statuses = w.statuses();
+    assert_eq!(status_of(&statuses, "bommed"), "disabled");
+}
+
+#[test]
+fn disable_never_writes_through_a_symlink_out_of_the_extension() {
+    let w = World::new("symlink-write");
+    let outside = w.tmp.join("precious.json");
+    fs::write(&outside, manifest_text("linky")).expect("outside file");
+    let before = fs::read(&outside).expect("read");
+    let inode = fs::metadata(&outside).expect("stat").ino();
+    let dir = w.global_ext("linky");
+    fs::create_dir_all(&dir).expect("dir");
+    std::os::unix::fs::symlink(&outside, dir.join("extension.json")).expect("symlink");
+
+    let out = w.zot(&["ext", "disable", "linky"]);
+    assert_fails(
+        &out,
+        &[
+            "refusing to edit",
+            "outside the extension directory",
+            "precious.json",
+        ],
+    );
+    assert_eq!(
+        fs::read(&outside).expect("read"),
+        before,
+        "outside file changed"
+    );
+    assert_eq!(
+        fs::metadata(&outside).expect("stat").ino(),
+        inode,
+        "replaced"
+    );
+    let leftovers: Vec<_> = fs::read_dir(w.tmp.path())
+        .expect("read tmp")
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n.to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "temporary files outside: {leftovers:?}"
+    );
+
+    // A symlink that stays inside the directory is edited where it points.
+    let inside = w.global_ext("inside");
+    fs::create_dir_all(inside.join("conf")).expect("dir");
+    fs::write(inside.join("conf/real.json"), manifest_text("inside")).expect("real");
+    std::os::unix::fs::symlink("conf/real.json", inside.join("extension.json")).expect("link");
+    assert_ok(&w.zot(&["ext", "disable", "inside"]));
+    let real: Value =
+        serde_json::from_slice(&fs::read(inside.join("conf/real.json")).expect("read"))
+            .expect("json");
+    assert_eq!(real["enabled"], false);
+    assert!(fs::symlink_metadata(inside.join("extension.json"))
+        .expect("stat")
+        .file_type()
+        .is_symlink());
+}
