@@ -349,3 +349,65 @@ fn disable_never_writes_through_a_symlink_out_of_the_extension() {
         .file_type()
         .is_symlink());
 }
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait for true");
+    pid
+}
+
+#[test]
+fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
+    let w = World::new("scratch");
+    let root = w.home().join("extensions");
+    let dead = dead_pid();
+    let mut live = Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("spawn sleep");
+    let scratch = |name: String| {
+        let dir = root.join(name);
+        fs::create_dir_all(dir.join("sub")).expect("scratch dir");
+        fs::write(dir.join("sub/blob"), "half a copy").expect("scratch file");
+    };
+    scratch(format!(".install-{dead}-0"));
+    scratch(format!(".remove-{dead}-3"));
+    scratch(format!(".install-{}-0", live.id())); // a running install
+    scratch(".cache".into()); // not ours
+                              // `install --force` killed after moving the old copy aside: it comes back.
+    let old = root.join(format!(".old-{dead}-0-weather"));
+    fs::create_dir_all(&old).expect("old dir");
+    fs::write(old.join("extension.json"), manifest_text("weather")).expect("old manifest");
+    // Killed after the new copy went in: the old one is just deleted.
+    fs::create_dir_all(w.global_ext("sun")).expect("sun");
+    fs::write(
+        w.global_ext("sun").join("extension.json"),
+        manifest_text("sun"),
+    )
+    .expect("sun manifest");
+    scratch(format!(".old-{dead}-1-sun"));
+
+    let out = w.zot(&["ext", "list"]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(".install-{dead}-0"))
+            && err.contains(&format!("left by process {dead}, which no longer runs")),
+        "the cleanup should be reported: {err}"
+    );
+    let mut want = vec![
+        ".cache".to_string(),
+        format!(".install-{}-0", live.id()),
+        "sun".into(),
+        "weather".into(),
+    ];
+    want.sort();
+    assert_eq!(w.installed(), want);
+    assert!(w.global_ext("sun").join("extension.json").is_file());
+    let statuses = w.statuses();
+    assert_eq!(status_of(&statuses, "weather"), "ok");
+    let _ = live.kill();
+    let _ = live.wait();
+}

@@ -7,7 +7,8 @@
 //! keep their `.git` directory (a shallow clone); local copies take the
 //! whole tree as it is.
 
-use super::{failed, remove_tree, scratch_path, CliError, Ctx};
+use super::scratch::{self, Kind};
+use super::{failed, remove_tree, CliError, Ctx};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -137,7 +138,7 @@ struct Scratch {
 impl Scratch {
     fn create(root: &Path) -> Result<Scratch, CliError> {
         loop {
-            let path = scratch_path(root, "install");
+            let path = scratch::path(root, Kind::Install, None);
             match fs::create_dir(&path) {
                 Ok(()) => {
                     return Ok(Scratch {
@@ -288,7 +289,7 @@ fn put_in_place(
         return Ok(false);
     }
     let root = dest.parent().unwrap_or(Path::new("."));
-    let aside = scratch_path(root, "old");
+    let aside = scratch::path(root, Kind::Old, Some(name));
     fs::rename(dest, &aside)
         .map_err(|e| failed(format!("cannot move the old {} aside: {e}", dest.display())))?;
     if let Err(e) = move_in(&scratch) {

@@ -1,6 +1,7 @@
 //! `zot ext remove`, `enable` and `disable`.
 
-use super::{check_name, failed, find, out, remove_tree, scratch_path, CliError, Ctx};
+use super::scratch::{self, Kind};
+use super::{check_name, failed, find, out, remove_tree, CliError, Ctx};
 use serde_json::Value;
 use std::fs;
 use std::io::{self, BufRead, IsTerminal, Write};
@@ -71,7 +72,7 @@ fn delete(root: &Path, dir: &Path) -> Result<(), CliError> {
         return fs::remove_file(dir)
             .map_err(|e| failed(format!("cannot remove {}: {e}", dir.display())));
     }
-    let aside = scratch_path(root, "remove");
+    let aside = scratch::path(root, Kind::Remove, None);
     fs::rename(dir, &aside).map_err(|e| failed(format!("cannot remove {}: {e}", dir.display())))?;
     remove_tree(&aside).map_err(|e| {
         failed(format!(

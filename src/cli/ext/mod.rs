@@ -10,6 +10,7 @@ mod install;
 mod list;
 mod logs;
 mod manage;
+mod scratch;
 
 use super::{absolute, string, CliError};
 use serde_json::{Map, Value};
@@ -131,6 +132,8 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         Request::Run(parsed) => parsed,
     };
     let ctx = Ctx::new(parsed.cwd.clone())?;
+    // A killed install or remove leaves its scratch directory behind.
+    scratch::clean_stale(&ctx.global());
     let sub = parsed.sub.name;
     match sub {
         "list" => list::run(&ctx, parsed.has("json")),
@@ -330,15 +333,4 @@ fn make_writable(dir: &Path) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         make_writable(&entry.path());
     }
-}
-
-/// A name `.<what>-<pid>-<n>` in `root` that does not exist yet. Dot
-/// names are skipped by discovery, so a half-done operation is never
-/// mistaken for an extension.
-fn scratch_path(root: &Path, what: &str) -> PathBuf {
-    let pid = std::process::id();
-    (0u32..)
-        .map(|n| root.join(format!(".{what}-{pid}-{n}")))
-        .find(|p| std::fs::symlink_metadata(p).is_err())
-        .unwrap_or_else(|| root.join(format!(".{what}-{pid}")))
 }
