@@ -411,3 +411,65 @@ fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
     let _ = live.kill();
     let _ = live.wait();
 }
+
+fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("this test needs git installed (running git failed: {e})"));
+    assert!(status.success(), "git {args:?} failed in {}", dir.display());
+}
+
+#[test]
+fn install_from_a_local_bare_repository_clones_it() {
+    let w = World::new("bare");
+    let work = w.tmp.join("work");
+    fs::create_dir_all(&work).expect("work dir");
+    fs::write(work.join("extension.json"), manifest_text("weather")).expect("manifest");
+    fs::write(work.join("README"), "a weather extension\n").expect("readme");
+    git(&work, &["init", "-q"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "init"]);
+    let repos = w.tmp.join("repos");
+    fs::create_dir_all(&repos).expect("repos dir");
+    git(&repos, &["clone", "-q", "--bare", "../work", "weather.git"]);
+
+    // As a user types it: a path (here relative) to the bare repository.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
+    cmd.args(["ext", "install", "weather.git"])
+        .current_dir(&repos)
+        .env("ZOT_HOME", w.home());
+    let out = run_bounded(&mut cmd, "ext install weather.git");
+    assert_ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("installed weather 1.0.0"), "{said}");
+    assert_eq!(w.installed(), ["weather"]);
+    let dest = w.global_ext("weather");
+    assert_eq!(
+        fs::read_to_string(dest.join("README")).expect("cloned file"),
+        "a weather extension\n"
+    );
+    assert!(dest.join(".git").is_dir(), "a clone keeps its .git");
+    let statuses = w.statuses();
+    assert_eq!(status_of(&statuses, "weather"), "ok");
+
+    // A bare repository without a manifest leaves nothing behind.
+    let empty = w.tmp.join("empty");
+    fs::create_dir_all(&empty).expect("empty dir");
+    fs::write(empty.join("README"), "no manifest\n").expect("readme");
+    git(&empty, &["init", "-q"]);
+    git(&empty, &["add", "-A"]);
+    git(&empty, &["commit", "-q", "-m", "init"]);
+    git(&repos, &["clone", "-q", "--bare", "../empty", "empty.git"]);
+    let bare = repos.join("empty.git");
+    let out = w.zot(&["ext", "install", bare.to_str().expect("utf-8 path")]);
+    assert_fails(
+        &out,
+        &["extension.json at the top of", "nothing was installed"],
+    );
+    assert_eq!(w.installed(), ["weather"]);
+}

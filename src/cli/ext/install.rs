@@ -29,6 +29,9 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 enum Source {
     Local(PathBuf),
     Git(String),
+    /// A bare repository on this machine (`~/repos/weather.git`), cloned
+    /// like a URL; the path is absolute.
+    BareRepo(PathBuf),
 }
 
 /// Runs `zot ext install <source> [--force]`.
@@ -43,7 +46,8 @@ pub(super) fn run(ctx: &Ctx, source: &OsStr, force: bool) -> Result<i32, CliErro
     let scratch = Scratch::create(&root)?;
     match &source {
         Source::Local(dir) => copy_local(dir, &scratch.path)?,
-        Source::Git(url) => clone(url, &scratch.path)?,
+        Source::Git(url) => clone(url.as_ref(), &scratch.path)?,
+        Source::BareRepo(dir) => clone(dir.as_os_str(), &scratch.path)?,
     }
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Err(failed("interrupted; nothing was installed".into()));
@@ -109,6 +113,7 @@ fn refused(url: &str, transport: &str) -> CliError {
     ))
 }
 
+/// An existing directory: an extension to copy, or a bare repository.
 fn local(path: &Path) -> Result<Source, CliError> {
     let dir = fs::canonicalize(path)
         .map_err(|e| failed(format!("cannot install {}: {e}", path.display())))?;
@@ -118,7 +123,19 @@ fn local(path: &Path) -> Result<Source, CliError> {
             path.display()
         )));
     }
+    if is_bare_repo(&dir) {
+        return Ok(Source::BareRepo(dir));
+    }
     Ok(Source::Local(dir))
+}
+
+/// Whether `dir` is a bare git repository rather than an extension: no
+/// manifest at its top, but git's own layout there.
+fn is_bare_repo(dir: &Path) -> bool {
+    fs::symlink_metadata(dir.join(MANIFEST_FILE)).is_err()
+        && dir.join("HEAD").is_file()
+        && dir.join("objects").is_dir()
+        && dir.join("refs").is_dir()
 }
 
 /// The manifest path to name in errors: where the user put it.
@@ -126,6 +143,7 @@ fn source_manifest(source: &Source) -> String {
     match source {
         Source::Local(dir) => dir.join(MANIFEST_FILE).display().to_string(),
         Source::Git(url) => format!("{MANIFEST_FILE} at the top of {url}"),
+        Source::BareRepo(dir) => format!("{MANIFEST_FILE} at the top of {}", dir.display()),
     }
 }
 
@@ -231,7 +249,8 @@ fn copy_mode(from: &Path, to: &Path) -> Result<(), String> {
 /// `git clone --depth 1` into the (empty) scratch directory. The URL
 /// was checked by [`classify`]; git is told the same allow-list so not
 /// even a redirect or a submodule can use another transport.
-fn clone(url: &str, dst: &Path) -> Result<(), CliError> {
+fn clone(source: &OsStr, dst: &Path) -> Result<(), CliError> {
+    let url = source.to_string_lossy();
     let status = Command::new("git")
         .args([
             "-c",
@@ -239,7 +258,10 @@ fn clone(url: &str, dst: &Path) -> Result<(), CliError> {
             "-c",
             "protocol.fd.allow=never",
         ])
-        .args(["clone", "--depth", "1", "--quiet", "--", url])
+        // --no-local: a local path is fetched like a remote, so --depth
+        // holds and nothing is hard-linked to the user's repository.
+        .args(["clone", "--no-local", "--depth", "1", "--quiet", "--"])
+        .arg(source)
         .arg(dst)
         .env("GIT_ALLOW_PROTOCOL", GIT_SCHEMES.join(":"))
         .status()

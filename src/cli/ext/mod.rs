@@ -60,8 +60,10 @@ const SUBS: &[Sub] = &[
         name: "install",
         usage: "zot ext install <path|git-url> [--force]",
         about: "Copy a local extension directory (modes and symlinks kept), or clone a git\n\
-                URL (https://, ssh://, git@host:path, file://, *.git) with depth 1, into\n\
-                $ZOT_HOME/extensions/<manifest name>. The manifest is validated first;\n\
+                URL (https://, ssh://, git@host:path, file://, *.git) or a local bare\n\
+                repository with depth 1, into $ZOT_HOME/extensions/<manifest name>.\n\
+                Scratch directories left by a killed install are removed by the next\n\
+                zot ext command. The manifest is validated first;\n\
                 on any failure nothing is installed. --force replaces an existing copy.",
         flags: &[(Some('f'), "force")],
         arg: Some("<path|git-url>"),
