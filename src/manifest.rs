@@ -86,8 +86,10 @@ impl Manifest {
     /// A leading UTF-8 byte order mark (some Windows editors write one)
     /// is ignored.
     pub fn parse(text: &[u8]) -> Result<Manifest, String> {
-        let raw: RawManifest =
-            serde_json::from_slice(strip_bom(text)).map_err(|e| format!("invalid JSON: {e}"))?;
+        let text = strip_bom(text);
+        let raw: RawManifest = crate::protocol::check_depth(text)
+            .and_then(|()| serde_json::from_slice(text).map_err(|e| e.to_string()))
+            .map_err(|e| format!("invalid JSON: {e}"))?;
         let name = raw.name.ok_or("missing required field `name`")?;
         if !valid_name(&name) {
             return Err(format!(

@@ -17,6 +17,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
+/// Stack of a reader thread. serde_json parses, converts and drops a
+/// frame recursively; a frame at the depth limit (`MAX_DEPTH`, 64) needs
+/// about 200 KiB in a debug build (measured), much less in release.
+/// Only touched pages cost memory.
+const READER_STACK: usize = 512 * 1024;
+
 /// What an extension's threads report to the host loop.
 // Nearly every message is a frame, so boxing it would only add an
 // allocation per frame.
@@ -94,7 +100,7 @@ impl ExtProcess {
             let (log, inbound) = (log.clone(), inbound.clone());
             thread::Builder::new()
                 .name(format!("zot-read-{name}"))
-                .stack_size(64 * 1024)
+                .stack_size(READER_STACK)
                 .spawn(move || read_frames(key, stdout, &log, &inbound))
         };
         let writer = {

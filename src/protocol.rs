@@ -12,6 +12,13 @@ use std::io::{self, BufRead};
 /// Longest line accepted from an extension; longer lines are discarded.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// Deepest nesting of arrays and objects accepted in one JSON text
+/// (frame, rpc request, manifest). serde_json parses, converts, drops
+/// and serialises values recursively, so unbounded depth would reach
+/// the stack; [`check_depth`] refuses deeper input before any of that.
+/// Real frames nest a few levels; tool schemas and args a dozen or so.
+pub const MAX_DEPTH: usize = 64;
+
 /// Keys a `panel_key` frame may carry.
 pub const PANEL_KEYS: [&str; 14] = [
     "up",
@@ -460,10 +467,40 @@ impl Fields {
     }
 }
 
+/// Checks, without recursion and in one pass, that `json` nests arrays
+/// and objects at most [`MAX_DEPTH`] deep. Brackets inside strings do
+/// not count; malformed text is left for the parser to reject.
+pub fn check_depth(json: &[u8]) -> Result<(), String> {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in json {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Parses one line into a frame, or says in one line why it cannot.
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    serde_json::from_slice(line)
-        .map_err(|e| e.to_string())
+    check_depth(line)
+        .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
         .and_then(|map| Fields(map).into_frame())
         .map_err(|e| {
             let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
@@ -527,6 +564,20 @@ mod tests {
             let err = parse_ext_frame(bad.as_bytes()).unwrap_err();
             assert!(err.starts_with("dropped frame"), "{err}");
         }
+    }
+
+    #[test]
+    fn depth_is_checked_without_recursion() {
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(check_depth(nest(MAX_DEPTH).as_bytes()).is_ok());
+        assert!(check_depth(nest(MAX_DEPTH + 1).as_bytes()).is_err());
+        assert!(check_depth(nest(1_000_000).as_bytes()).is_err());
+        // Brackets in strings, escaped quotes included, do not count.
+        let quoted = format!(r#"{{"a":"\"{}"}}"#, "[".repeat(500));
+        assert!(check_depth(quoted.as_bytes()).is_ok(), "{quoted}");
+        let deep = format!(r#"{{"type":"notify","message":"m","j":{}}}"#, nest(200));
+        let err = parse_ext_frame(deep.as_bytes()).unwrap_err();
+        assert!(err.contains("nested deeper than 64 levels"), "{err}");
     }
 
     #[test]
