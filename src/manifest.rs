@@ -29,6 +29,30 @@ pub struct Manifest {
     pub description: Option<String>,
     /// `false` keeps it installed but not started.
     pub enabled: bool,
+    /// What the program speaks on stdio (SPEC 11).
+    pub protocol: Protocol,
+    /// Prepended to an MCP server's tool and command names.
+    pub prefix: Option<String>,
+}
+
+/// The protocol an extension speaks on stdin/stdout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// Zot extension frames (the default).
+    #[default]
+    Zot,
+    /// An MCP server; the host is its client (SPEC 11).
+    Mcp,
+}
+
+impl Protocol {
+    /// `zot` or `mcp`, as in the manifest.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Zot => "zot",
+            Protocol::Mcp => "mcp",
+        }
+    }
 }
 
 /// Why a manifest could not be used; names the file.
@@ -62,6 +86,10 @@ struct RawManifest {
     description: Option<String>,
     #[serde(default)]
     enabled: Option<bool>,
+    #[serde(default)]
+    protocol: Option<String>,
+    #[serde(default)]
+    prefix: Option<String>,
 }
 
 /// Whether `name` is a valid extension name.
@@ -101,6 +129,25 @@ impl Manifest {
         if exec.trim().is_empty() {
             return Err("field `exec` is empty".into());
         }
+        let protocol = match raw.protocol.as_deref() {
+            None | Some("zot") => Protocol::Zot,
+            Some("mcp") => Protocol::Mcp,
+            Some(other) => {
+                return Err(format!(
+                    "field `protocol` must be \"zot\" or \"mcp\", not {other:?}"
+                ))
+            }
+        };
+        if let Some(prefix) = &raw.prefix {
+            if prefix.chars().any(char::is_whitespace) {
+                return Err(format!(
+                    "field `prefix` {prefix:?} contains whitespace (tool and command names cannot)"
+                ));
+            }
+            if protocol != Protocol::Mcp {
+                return Err("field `prefix` applies only with \"protocol\": \"mcp\"".into());
+            }
+        }
         Ok(Manifest {
             name,
             exec,
@@ -109,6 +156,8 @@ impl Manifest {
             language: raw.language,
             description: raw.description,
             enabled: raw.enabled.unwrap_or(true),
+            protocol,
+            prefix: raw.prefix.filter(|p| !p.is_empty()),
         })
     }
 
@@ -214,7 +263,7 @@ mod tests {
     fn parse_reports_the_field() {
         let m = Manifest::parse(br#"{"name":"w","exec":"./w","args":["-x"],"zzz":1}"#).unwrap();
         assert_eq!((m.name.as_str(), m.enabled, m.args.len()), ("w", true, 1));
-        let cases: [(&[u8], &str); 5] = [
+        let cases: [(&[u8], &str); 9] = [
             (b"{", "invalid JSON"),
             (br#"{"exec":"x"}"#, "`name`"),
             (br#"{"name":"a b","exec":"x"}"#, "not a valid name"),
@@ -222,6 +271,19 @@ mod tests {
             (
                 br#"{"name":"a","exec":"x","enabled":"yes"}"#,
                 "invalid type",
+            ),
+            (
+                br#"{"name":"a","exec":"x","protocol":"lsp"}"#,
+                "field `protocol` must be",
+            ),
+            (br#"{"name":"a","exec":"x","protocol":3}"#, "invalid type"),
+            (
+                br#"{"name":"a","exec":"x","protocol":"mcp","prefix":"a b"}"#,
+                "field `prefix`",
+            ),
+            (
+                br#"{"name":"a","exec":"x","prefix":"gh_"}"#,
+                "only with \"protocol\": \"mcp\"",
             ),
         ];
         for (text, want) in cases {
@@ -242,6 +304,18 @@ mod tests {
         assert!(dev.contains("not a regular file (a device)"), "{dev}");
         let dir = read_file(Path::new("/")).unwrap_err();
         assert!(dir.contains("a directory"), "{dir}");
+    }
+
+    #[test]
+    fn protocol_and_prefix() {
+        let m = Manifest::parse(br#"{"name":"a","exec":"x"}"#).unwrap();
+        assert_eq!((m.protocol, m.prefix), (Protocol::Zot, None));
+        let m =
+            Manifest::parse(br#"{"name":"a","exec":"x","protocol":"mcp","prefix":"gh_"}"#).unwrap();
+        assert_eq!(
+            (m.protocol, m.prefix.as_deref()),
+            (Protocol::Mcp, Some("gh_"))
+        );
     }
 
     #[test]

@@ -383,6 +383,8 @@ fn list_shows_invalid_disabled_and_shadowed_extensions() {
             "enabled",
             "language",
             "description",
+            "protocol",
+            "prefix",
             "dir",
             "status"
         ]

@@ -25,6 +25,8 @@ options:
       --no-ext       do not discover installed or project extensions
       --cwd DIR      project directory (default: the current directory)
       --agent-cmd CMD  run prompts through `sh -c CMD` (session only)
+      --tool-timeout SECS     how long a tool may run (default 60)
+      --command-timeout SECS  how long a command may run (default 30)
   -h, --help         show this help
   -V, --version      show the version
 ";
@@ -55,6 +57,10 @@ pub struct HostOpts {
     pub cwd: Option<PathBuf>,
     /// `--agent-cmd` (session only).
     pub agent_cmd: Option<String>,
+    /// `--tool-timeout SECS`: the library's `Timeouts::tool`.
+    pub tool_timeout: Option<std::time::Duration>,
+    /// `--command-timeout SECS`: the library's `Timeouts::command`.
+    pub command_timeout: Option<std::time::Duration>,
 }
 
 impl HostOpts {
@@ -64,6 +70,8 @@ impl HostOpts {
             'e' => self.ext_paths.push(absolute(parser.value()?.into())?),
             'c' => self.cwd = Some(absolute(parser.value()?.into())?),
             'a' => self.agent_cmd = Some(string(parser.value()?)?),
+            't' => self.tool_timeout = Some(seconds("--tool-timeout", parser.value()?)?),
+            'o' => self.command_timeout = Some(seconds("--command-timeout", parser.value()?)?),
             _ => self.no_ext = true,
         }
         Ok(())
@@ -79,8 +87,25 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("no-ext") => Some('n'),
         Long("cwd") => Some('c'),
         Long("agent-cmd") => Some('a'),
+        Long("tool-timeout") => Some('t'),
+        Long("command-timeout") => Some('o'),
         _ => None,
     }
+}
+
+/// A positive number of seconds (fractions allowed), for `option`.
+fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliError> {
+    let text = string(value)?;
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "{option} {text:?}: expected a positive number of seconds"
+            ))
+        })
 }
 
 /// A path made absolute against the current directory (not canonicalised).
@@ -124,6 +149,12 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     let mut config = zot_host::HostConfig::new(zot_home, cwd);
     config.ext_paths = opts.ext_paths.clone();
     config.discover = !opts.no_ext;
+    if let Some(t) = opts.tool_timeout {
+        config.timeouts.tool = t;
+    }
+    if let Some(t) = opts.command_timeout {
+        config.timeouts.command = t;
+    }
     zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }

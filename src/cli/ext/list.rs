@@ -12,6 +12,8 @@ struct Row {
     enabled: bool,
     language: Option<String>,
     description: Option<String>,
+    protocol: String,
+    prefix: Option<String>,
     dir: String,
     status: String,
 }
@@ -52,6 +54,8 @@ fn row(f: &Found) -> Row {
             enabled: m.enabled,
             language: m.language.clone(),
             description: m.description.clone(),
+            protocol: m.protocol.as_str().into(),
+            prefix: m.prefix.clone(),
             dir,
             status: status(&f.status),
         };
@@ -67,6 +71,8 @@ fn row(f: &Found) -> Row {
         enabled: raw.get("enabled").and_then(Value::as_bool).unwrap_or(true),
         language: text("language"),
         description: text("description"),
+        protocol: text("protocol").unwrap_or_else(|| "zot".into()),
+        prefix: text("prefix"),
         dir,
         status: status(&f.status),
     }
@@ -91,12 +97,14 @@ impl Row {
             "enabled": self.enabled,
             "language": self.language,
             "description": self.description,
+            "protocol": self.protocol,
+            "prefix": self.prefix,
             "dir": self.dir,
             "status": self.status,
         })
     }
 
-    fn cells(&self) -> [String; 8] {
+    fn cells(&self) -> [String; 10] {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
         [
             self.scope.as_str().into(),
@@ -105,6 +113,8 @@ impl Row {
             if self.enabled { "yes" } else { "no" }.into(),
             opt(&self.language),
             opt(&self.description),
+            self.protocol.clone(),
+            opt(&self.prefix),
             self.dir.clone(),
             self.status.clone(),
         ]
@@ -114,13 +124,15 @@ impl Row {
 /// Aligned columns. Control characters from manifests are blanked so a
 /// manifest cannot move the cursor or recolour the terminal.
 fn table(rows: &[Row]) -> String {
-    const HEADER: [&str; 8] = [
+    const HEADER: [&str; 10] = [
         "SCOPE",
         "NAME",
         "VERSION",
         "ENABLED",
         "LANGUAGE",
         "DESCRIPTION",
+        "PROTOCOL",
+        "PREFIX",
         "DIR",
         "STATUS",
     ];

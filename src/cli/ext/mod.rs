@@ -52,7 +52,8 @@ const SUBS: &[Sub] = &[
         about: "List project-local then global extensions, sorted by name, with their\n\
                 status: ok, disabled, shadowed (another copy wins) or invalid: <reason>.\n\
                 --json prints one JSON array of objects with the keys scope, name,\n\
-                version, enabled, language, description, dir and status.",
+                version, enabled, language, description, protocol (zot or mcp),\n\
+                prefix, dir and status.",
         flags: &[(None, "json")],
         arg: None,
     },
