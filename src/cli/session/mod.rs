@@ -57,6 +57,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         step: 0,
         notes: Vec::new(),
         panels: Vec::new(),
+        held_renders: Vec::new(),
         insert: None,
     };
     let events = host.events().clone();
@@ -209,6 +210,10 @@ struct Session {
     notes: Vec<Note>,
     /// Open panels: (extension, panel), most recent last.
     panels: Vec<(String, Panel)>,
+    /// Renders for a panel that is not open, received while a command
+    /// was pending: replies and events travel apart, so they may follow
+    /// that command's `open_panel`. Settled when the command is done.
+    held_renders: Vec<(String, Panel)>,
     /// An `insert` on offer: an empty line on a terminal accepts it.
     insert: Option<String>,
 }
@@ -387,7 +392,10 @@ impl Session {
             return;
         };
         match (pending, done) {
-            (Pending::Command(name), Done::Command(r)) => self.command_done(&name, r),
+            (Pending::Command(name), Done::Command(r)) => {
+                self.command_done(&name, r);
+                self.settle_held_renders();
+            }
             (Pending::List(view), Done::List(r)) => match r {
                 Ok(snap) => match view {
                     View::Help => self.out.help(&snap),
@@ -475,7 +483,7 @@ impl Session {
                         lines: p.lines,
                         footer: p.footer,
                     };
-                    self.render_panel(o.extension, panel);
+                    self.open_panel(o.extension, panel);
                 }
             }
             _ => {} // noop
@@ -505,6 +513,7 @@ impl Session {
         let Some((_, pending)) = self.current.take() else {
             return;
         };
+        self.settle_held_renders();
         match pending {
             Pending::Agent(turn, agent) => {
                 agent.kill();

@@ -1,13 +1,15 @@
-//! Panels: opened by a command's `open_panel` or an extension's
-//! `panel_render`, shown as boxed blocks, driven with `/key`.
+//! Panels (SPEC section 6): opened by a command's `open_panel`, updated
+//! by the extension's `panel_render` while open, shown as boxed blocks,
+//! driven with `/key`. Esc closes the panel, as in upstream's UI.
 
 use super::{Done, Pending, Session};
+use std::io::Write;
 use zot_host::protocol::{Panel, PANEL_KEYS};
 use zot_host::Request;
 
 impl Session {
-    /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune)
-    /// or `close`.
+    /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune),
+    /// `close`, or `esc` (which closes the panel too).
     pub(super) fn key(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
         let explicit = words.len() >= 3
@@ -15,6 +17,18 @@ impl Session {
                 .panels
                 .iter()
                 .any(|(e, p)| e == words[0] && p.panel_id == words[1]);
+        let names_ext = words.len() >= 3 && self.panels.iter().any(|(e, _)| e == words[0]);
+        if !explicit && words.len() >= 2 && (names_ext || !is_key(words[0])) {
+            // `/key EXT PANEL KEY` (or `/key PANEL KEY`) naming no open panel.
+            let named = if is_key(words[1]) && !names_ext {
+                words[0].to_string()
+            } else {
+                words[..2].join(" ")
+            };
+            return self
+                .out
+                .error(&format!("no open panel {named:?}; {}", self.open_panels()));
+        }
         let (ext, panel, rest) = match (explicit, self.panels.last()) {
             (true, _) => {
                 let rest = args.trim_start()[words[0].len()..].trim_start();
@@ -37,7 +51,9 @@ impl Session {
                     PANEL_KEYS.join(" ")
                 ))
             }
-            "close" => {
+            // Esc is not forwarded: the host closes the panel and tells
+            // the extension, as upstream's UI does.
+            "close" | "esc" => {
                 self.close_panel(&ext, &panel);
                 let reply = self.reply(Done::Unit);
                 let request = Request::PanelClose {
@@ -67,27 +83,75 @@ impl Session {
         self.submit(Pending::PanelKey, request);
     }
 
-    /// Opens or updates a panel; fields a render leaves out are kept.
-    pub(super) fn render_panel(&mut self, extension: String, panel: Panel) {
-        let pos = self
+    /// `open panels: EXT PANEL, ...`, or that there are none.
+    fn open_panels(&self) -> String {
+        if self.panels.is_empty() {
+            return "no panel is open".into();
+        }
+        let open: Vec<String> = self
             .panels
             .iter()
-            .position(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
-        let merged = match pos.map(|i| self.panels.remove(i)) {
-            Some((_, old)) => Panel {
-                panel_id: panel.panel_id,
-                title: panel.title.or(old.title),
-                lines: panel.lines.or(old.lines),
-                footer: panel.footer.or(old.footer),
-            },
-            None => panel,
+            .map(|(e, p)| format!("{e} {}", p.panel_id))
+            .collect();
+        format!(
+            "open panels: {} (usage: /key [EXT PANEL] KEY [TEXT])",
+            open.join(", ")
+        )
+    }
+
+    /// A command's `open_panel`: shows the panel and makes it the
+    /// default `/key` target (re-opening one that is open replaces it).
+    pub(super) fn open_panel(&mut self, extension: String, panel: Panel) {
+        self.panels
+            .retain(|(e, p)| !(*e == extension && p.panel_id == panel.panel_id));
+        self.out.panel(&extension, &panel);
+        self.out.hint(
+            "keys: /key up|down|left|right|enter|tab|... [TEXT], one character types it, \
+             /key esc closes",
+        );
+        self.panels.push((extension, panel));
+    }
+
+    /// An extension's `panel_render`: updates an open panel in place
+    /// (fields it leaves out are kept). A render for a panel that is not
+    /// open (closed already, or never opened) is not shown, and is
+    /// logged: it must not bring a closed panel back.
+    pub(super) fn render_panel(&mut self, extension: String, panel: Panel) {
+        let open = self
+            .panels
+            .iter_mut()
+            .find(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
+        let Some((_, old)) = open else {
+            if matches!(self.current, Some((_, Pending::Command(_)))) {
+                return self.held_renders.push((extension, panel));
+            }
+            return log_line(
+                &extension,
+                &format!(
+                    "panel_render for panel {:?}, which is not open: not shown",
+                    panel.panel_id
+                ),
+            );
         };
-        self.out.panel(&extension, &merged);
-        if pos.is_none() {
-            self.out
-                .hint("keys: /key up|down|left|right|enter|esc|tab|... [TEXT], one character types it, /key close closes");
+        if panel.title.is_some() {
+            old.title = panel.title;
         }
-        self.panels.push((extension, merged));
+        if panel.lines.is_some() {
+            old.lines = panel.lines;
+        }
+        if panel.footer.is_some() {
+            old.footer = panel.footer;
+        }
+        let shown = old.clone();
+        self.out.panel(&extension, &shown);
+    }
+
+    /// Applies the renders held while a command was pending to the
+    /// panels now open; the others are dropped and logged.
+    pub(super) fn settle_held_renders(&mut self) {
+        for (extension, panel) in std::mem::take(&mut self.held_renders) {
+            self.render_panel(extension, panel);
+        }
     }
 
     pub(super) fn close_panel(&mut self, extension: &str, panel_id: &str) {
@@ -98,5 +162,28 @@ impl Session {
             self.out
                 .line(&format!("panel closed: {extension}/{panel_id}"));
         }
+    }
+}
+
+/// Whether `word` is something `/key` accepts as a key.
+fn is_key(word: &str) -> bool {
+    PANEL_KEYS.contains(&word) || word == "close" || word.chars().count() == 1
+}
+
+/// Appends a `[zot]` line to the extension's log (the session has no
+/// handle on it; appending keeps lines whole beside the host's own).
+fn log_line(extension: &str, msg: &str) {
+    let Ok(home) = crate::cli::zot_home() else {
+        return;
+    };
+    let logs = zot_host::discovery::logs_dir(&home);
+    let path = zot_host::log::log_path(&logs, extension);
+    let line = format!("[zot] {} {msg}\n", zot_host::log::timestamp());
+    let written = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if written.is_err() {
+        eprintln!("[zot] ext-{extension}: {msg}");
     }
 }

@@ -304,7 +304,7 @@ const HOST_COMMANDS: [(&str, &str); 9] = [
     ("/reload-ext", "stop every extension, start them again"),
     (
         "/key [EXT PANEL] KEY [TEXT]",
-        "send a key to a panel; KEY close closes it",
+        "send a key to the panel; esc (or close) closes it",
     ),
     ("/clear", "clear the notes"),
     ("/quit, /exit", "leave (Ctrl-D too)"),
