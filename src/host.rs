@@ -35,6 +35,9 @@ pub struct Timeouts {
     pub shutdown_grace: Duration,
     /// From SIGTERM to SIGKILL (1 s).
     pub term_grace: Duration,
+    /// From a crash to the first restart (500 ms); it doubles with each
+    /// crash within 3 minutes, up to 16 times this (SPEC 12).
+    pub restart_backoff: Duration,
 }
 
 impl Default for Timeouts {
@@ -48,6 +51,7 @@ impl Default for Timeouts {
             intercept: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(1),
+            restart_backoff: Duration::from_millis(500),
         }
     }
 }
@@ -204,6 +208,8 @@ pub struct ExtensionInfo {
     pub events: Vec<String>,
     /// Events it intercepts.
     pub intercept: Vec<String>,
+    /// How often it was restarted after a crash (SPEC 12).
+    pub restarts: u32,
 }
 
 /// A registered command.
@@ -309,6 +315,15 @@ pub enum HostEvent {
         /// The extension's name.
         extension: String,
         /// How it exited, e.g. `exit code 1` or `signal 9`.
+        status: String,
+    },
+    /// A crashed extension was started again (SPEC 12).
+    ExtensionRestarted {
+        /// The extension's name.
+        extension: String,
+        /// Which restart since its crashes began (1 for the first).
+        attempt: u32,
+        /// How the crash before this restart ended it, e.g. `exit code 3`.
         status: String,
     },
     /// An extension could not be started or failed its handshake.

@@ -33,6 +33,10 @@ pub struct Manifest {
     pub protocol: Protocol,
     /// Prepended to an MCP server's tool and command names.
     pub prefix: Option<String>,
+    /// Whether a crashed extension is started again (SPEC 12).
+    pub restart: Restart,
+    /// What an interception means while this guard cannot answer (SPEC 12).
+    pub guard_failure: GuardFailure,
 }
 
 /// The protocol an extension speaks on stdin/stdout.
@@ -53,6 +57,27 @@ impl Protocol {
             Protocol::Mcp => "mcp",
         }
     }
+}
+
+/// Manifest `restart`: what happens when the extension crashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Restart {
+    /// `"on-failure"` (default): started again after a backoff.
+    #[default]
+    OnFailure,
+    /// `"never"`: stays exited.
+    Never,
+}
+
+/// Manifest `guard_failure`: the outcome of an interception this
+/// extension subscribed to but cannot answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GuardFailure {
+    /// `"allow"` (default, as upstream): an absent guard lets it through.
+    #[default]
+    Allow,
+    /// `"block"`: an absent guard blocks (fails closed).
+    Block,
 }
 
 /// Why a manifest could not be used; names the file.
@@ -90,6 +115,10 @@ struct RawManifest {
     protocol: Option<String>,
     #[serde(default)]
     prefix: Option<String>,
+    #[serde(default)]
+    restart: Option<String>,
+    #[serde(default)]
+    guard_failure: Option<String>,
 }
 
 /// Whether `name` is a valid extension name.
@@ -148,6 +177,24 @@ impl Manifest {
                 return Err("field `prefix` applies only with \"protocol\": \"mcp\"".into());
             }
         }
+        let restart = match raw.restart.as_deref() {
+            None | Some("on-failure") => Restart::OnFailure,
+            Some("never") => Restart::Never,
+            Some(other) => {
+                return Err(format!(
+                    "field `restart` must be \"on-failure\" or \"never\", not {other:?}"
+                ))
+            }
+        };
+        let guard_failure = match raw.guard_failure.as_deref() {
+            None | Some("allow") => GuardFailure::Allow,
+            Some("block") => GuardFailure::Block,
+            Some(other) => {
+                return Err(format!(
+                    "field `guard_failure` must be \"allow\" or \"block\", not {other:?}"
+                ))
+            }
+        };
         Ok(Manifest {
             name,
             exec,
@@ -158,6 +205,8 @@ impl Manifest {
             enabled: raw.enabled.unwrap_or(true),
             protocol,
             prefix: raw.prefix.filter(|p| !p.is_empty()),
+            restart,
+            guard_failure,
         })
     }
 
@@ -316,6 +365,37 @@ mod tests {
             (m.protocol, m.prefix.as_deref()),
             (Protocol::Mcp, Some("gh_"))
         );
+    }
+
+    #[test]
+    fn supervision_fields() {
+        let m = Manifest::parse(br#"{"name":"a","exec":"x"}"#).unwrap();
+        assert_eq!(
+            (m.restart, m.guard_failure),
+            (Restart::OnFailure, GuardFailure::Allow)
+        );
+        let m = Manifest::parse(
+            br#"{"name":"a","exec":"x","restart":"never","guard_failure":"block"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (m.restart, m.guard_failure),
+            (Restart::Never, GuardFailure::Block)
+        );
+        for (text, want) in [
+            (
+                &br#"{"name":"a","exec":"x","restart":"always"}"#[..],
+                "`restart`",
+            ),
+            (
+                br#"{"name":"a","exec":"x","guard_failure":"deny"}"#,
+                "`guard_failure`",
+            ),
+            (br#"{"name":"a","exec":"x","restart":true}"#, "invalid type"),
+        ] {
+            let err = Manifest::parse(text).unwrap_err();
+            assert!(err.contains(want), "{err} should mention {want}");
+        }
     }
 
     #[test]

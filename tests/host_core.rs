@@ -281,6 +281,8 @@ fn notes_and_panels_reach_the_embedder() {
 fn no_hello_fails_alone() {
     let t = TempDir::new("nohello");
     let silent = ext_dir(&t.join("s"), "silent", json!({"hello": false}));
+    // About the failure itself, not the restart that follows it (SPEC 12).
+    set_manifest_field(&silent, "restart", json!("never"));
     let good = ext_dir(
         &t.join("g"),
         "good",
@@ -333,6 +335,10 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
         json!({"before_hello": [command("x").to_string()]}),
     );
     let empty = ext_dir(&t.join("e"), "empty", json!({"name": " "}));
+    // About the failures themselves, not the restarts that follow (SPEC 12).
+    for dir in [&quits, &rude, &empty] {
+        set_manifest_field(dir, "restart", json!("never"));
+    }
     let host = start(config(&t, &[quits, rude, empty]));
     let list = host.list().unwrap();
     let err = |n: &str| list.extension(n).unwrap().error.clone().unwrap_or_default();
@@ -414,6 +420,8 @@ fn crash_mid_command_fails_at_once() {
         "a",
         json!({"register": [command("boom")], "commands": {"boom": {"crash": 3}}}),
     );
+    // About the exit itself, not the restart that follows it (SPEC 12).
+    set_manifest_field(&a, "restart", json!("never"));
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.command = Duration::from_secs(120);
     let host = start(cfg);
@@ -637,6 +645,7 @@ fn an_exit_is_noticed_while_idle_even_without_stdout_eof() {
         json!({"grandchild": gc, "grandchild_keeps_stdout": true, "exit_after_ready": 3,
                "register": [command("gone")]}),
     );
+    set_manifest_field(&a, "restart", json!("never"));
     let host = start(config(&t, &[a]));
     let grandchild = read_pid(&gc);
     // Nothing is pending; the periodic liveness check finds the exit.

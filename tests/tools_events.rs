@@ -135,6 +135,8 @@ fn tool_timeout_and_crash_fail_the_call() {
         "a",
         json!({"register": [tool("hang"), tool("boom")], "tools": {"hang": {"hang": true}, "boom": {"crash": 4}}}),
     );
+    // About the exit itself, not the restart that follows it (SPEC 12).
+    set_manifest_field(&a, "restart", json!("never"));
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.tool = Duration::from_millis(300);
     let host = start(cfg);

@@ -23,7 +23,7 @@ impl Engine {
                 ext.log.line(&format!("cannot write to stdin: {e}"));
                 ext.out.clear();
                 ext.close_stdin();
-                self.release_guards(idx, now);
+                self.release_guards(idx, "stdin closed", now);
             }
         }
     }
@@ -224,6 +224,10 @@ impl Engine {
 
     pub(super) fn subscribe(&mut self, idx: usize, events: Vec<String>, intercept: Vec<String>) {
         let ext = &mut self.exts[idx];
+        if !intercept.is_empty() {
+            // A restarted guard's own subscriptions replace its last run's.
+            ext.forget_remembered_intercept();
+        }
         for e in events {
             if !ext.events.contains(&e) {
                 ext.events.push(e);

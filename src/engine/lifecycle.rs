@@ -31,13 +31,12 @@ impl Engine {
                 ));
                 continue;
             }
-            let key = self.next_key;
-            self.next_key += 1;
             let log = match f.status {
                 Status::Invalid(_) => ExtLog::stderr(&name),
                 _ => ExtLog::open(&logs, &name),
             };
-            let mut ext = Ext {
+            let idx = self.exts.len();
+            self.exts.push(Ext {
                 name,
                 version: f.manifest.as_ref().and_then(|m| m.version.clone()),
                 scope: f.scope,
@@ -56,37 +55,20 @@ impl Engine {
                 dropping: false,
                 eof_before_hello: None,
                 out: Vec::new(),
-            };
-            match (&f.status, &f.manifest) {
-                (Status::Invalid(e), _) => {
-                    ext.state = State::Failed(format!("invalid manifest: {e}"))
+                manifest: f.manifest.clone(),
+                supervision: Supervision::default(),
+            });
+            match &f.status {
+                Status::Invalid(e) => {
+                    self.exts[idx].state = State::Failed(format!("invalid manifest: {e}"))
                 }
-                (Status::Start, Some(m)) => {
-                    let started = m.resolve_exec(&f.dir).and_then(|exe| {
-                        ExtProcess::spawn(
-                            key,
-                            &m.name,
-                            &exe,
-                            &m.args,
-                            &f.dir,
-                            &ext.log,
-                            self.inbound_tx.clone(),
-                        )
-                        .map_err(|e| format!("cannot start {}: {e}", exe.display()))
-                    });
-                    match started {
-                        Ok(p) => {
-                            ext.log.line(&format!("started {} (pid {})", m.exec, p.pid));
-                            ext.proc = Some(p);
-                            ext.state = State::Starting;
-                            ext.hello_deadline = Some(later(now, self.cfg.timeouts.hello));
-                            loaded += 1;
-                        }
-                        Err(e) => ext.state = State::Failed(e),
-                    }
-                }
+                Status::Start => match self.spawn(idx, now) {
+                    Ok(()) => loaded += 1,
+                    Err(e) => self.exts[idx].state = State::Failed(e),
+                },
                 _ => {}
             }
+            let ext = &self.exts[idx];
             if let State::Failed(e) = &ext.state {
                 ext.log.line(e);
                 errors.push(format!("{}: {e}", ext.name));
@@ -95,8 +77,6 @@ impl Engine {
                     error: e.clone(),
                 });
             }
-            self.by_key.insert(key, self.exts.len());
-            self.exts.push(ext);
         }
         self.startup = Some(Startup {
             deadline: later(now, self.cfg.timeouts.startup),
@@ -106,6 +86,36 @@ impl Engine {
             errors,
         });
         self.check_startup(now);
+    }
+
+    /// Starts the process of extension `idx` (first start or restart)
+    /// under a new key, so that nothing its previous run still had in
+    /// flight is taken for the new run's.
+    pub(super) fn spawn(&mut self, idx: usize, now: Instant) -> Result<(), String> {
+        let key = self.next_key;
+        self.next_key += 1;
+        let ext = &mut self.exts[idx];
+        let Some(m) = &ext.manifest else {
+            return Err("no valid manifest".into());
+        };
+        let exe = m.resolve_exec(&ext.dir)?;
+        let p = ExtProcess::spawn(
+            key,
+            &m.name,
+            &exe,
+            &m.args,
+            &ext.dir,
+            &ext.log,
+            self.inbound_tx.clone(),
+        )
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        ext.log.line(&format!("started {} (pid {})", m.exec, p.pid));
+        ext.proc = Some(p);
+        ext.state = State::Starting;
+        ext.hello_deadline = Some(later(now, self.cfg.timeouts.hello));
+        self.by_key.retain(|_, i| *i != idx);
+        self.by_key.insert(key, idx);
+        Ok(())
     }
 
     pub(super) fn check_startup(&mut self, now: Instant) {
@@ -160,6 +170,11 @@ impl Engine {
         }
         ext.state = State::Ready;
         ext.idle_ready_at = None;
+        if ext.supervision.remembered {
+            ext.log
+                .line("ready without subscribing to interception again: no longer a guard");
+            ext.forget_remembered_intercept();
+        }
         if why != "ready" {
             ext.log.line(why);
         }
@@ -186,11 +201,12 @@ impl Engine {
         }
         let _ = self.events.send(HostEvent::ExtensionFailed {
             extension: ext.name.clone(),
-            error: reason,
+            error: reason.clone(),
         });
         self.drop_registrations(
             idx,
             &format!("extension {} failed", self.exts[idx].name),
+            &format!("failed: {reason}"),
             now,
         );
         self.check_startup(now);
@@ -231,18 +247,25 @@ impl Engine {
             ));
         }
         let stopping = ext.stop.take().is_some();
+        // How this run ended, when that was a crash (SPEC 12): a failed
+        // start, a non-zero status or a signal the host did not send.
+        let mut crash = None;
         match ext.state.clone() {
             // Stopped (shutdown, reload) before it said hello: not a failure.
             State::Starting if !ext.hello && stopping => ext.state = State::Exited(desc.clone()),
             State::Starting if !ext.hello => {
                 let error = format!("exited before hello ({desc})");
+                if !status.success() {
+                    crash = Some(error.clone());
+                }
                 ext.state = State::Failed(error.clone());
                 let _ = self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
                     error,
                 });
             }
-            State::Failed(_) => {}
+            // Its handshake failed and the host killed it.
+            State::Failed(why) => crash = (!stopping).then_some(why),
             _ => {
                 ext.state = State::Exited(desc.clone());
                 if !stopping && self.goal.is_none() {
@@ -250,17 +273,34 @@ impl Engine {
                         extension: ext.name.clone(),
                         status: desc.clone(),
                     });
+                    if !status.success() {
+                        crash = Some(desc.clone());
+                    }
                 }
             }
         }
+        let guard_why = match &crash {
+            Some(how) => format!("crashed: {how}"),
+            None => format!("exited: {desc}"),
+        };
+        if let Some(how) = crash {
+            self.crashed(idx, &how, now);
+        }
         let why = format!("extension {} exited ({desc})", self.exts[idx].name);
-        self.drop_registrations(idx, &why, now);
+        self.drop_registrations(idx, &why, &guard_why, now);
         self.check_startup(now);
     }
 
-    /// An extension is gone or unusable: its requests fail at once, its
-    /// guards count as allow, its names leave the registries.
-    pub(super) fn drop_registrations(&mut self, idx: usize, why: &str, now: Instant) {
+    /// An extension is gone or unusable: its requests fail at once with
+    /// `why`, the interceptions it owes are settled as unavailable
+    /// (`guard_why`), its names leave the registries.
+    pub(super) fn drop_registrations(
+        &mut self,
+        idx: usize,
+        why: &str,
+        guard_why: &str,
+        now: Instant,
+    ) {
         // Names first: a chain finished below may dispatch a tool, and it
         // must go to the next registrant, not to this extension.
         self.commands.remove_rank(idx);
@@ -276,11 +316,12 @@ impl Engine {
                 p.kind.fail(why.to_string());
             }
         }
-        self.release_guards(idx, now);
+        self.release_guards(idx, guard_why, now);
     }
 
-    /// Every intercept waiting on extension `idx` counts as allow.
-    pub(super) fn release_guards(&mut self, idx: usize, now: Instant) {
+    /// Every intercept waiting on extension `idx` is answered as
+    /// unavailable (`why`): allow, or block for a guard that fails closed.
+    pub(super) fn release_guards(&mut self, idx: usize, why: &str, now: Instant) {
         let guards: Vec<(String, u64, usize)> = self
             .pending
             .iter()
@@ -291,12 +332,14 @@ impl Engine {
             .collect();
         for (id, chain, pos) in guards {
             self.pending.remove(&id);
-            self.answer_guard(chain, pos, Answer::Allow, now);
+            let answer = self.exts[idx].unavailable(why);
+            self.answer_guard(chain, pos, answer, now);
         }
     }
 
     pub(super) fn begin_stop(&mut self, goal: Goal) {
         let now = Instant::now();
+        self.cancel_restarts();
         let mut stopped = 0;
         let line = HostFrame::Shutdown.to_line();
         for ext in &mut self.exts {

@@ -8,6 +8,7 @@
 mod frames;
 mod lifecycle;
 mod requests;
+mod supervise;
 mod time;
 
 use crate::discovery::{self, Scope, Status};
@@ -17,6 +18,7 @@ use crate::host::{
 };
 use crate::intercept::{answer_from, Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::log::ExtLog;
+use crate::manifest::{GuardFailure, Manifest, Restart};
 use crate::process::{describe_status, group_alive, signal_group, ExtProcess, Inbound, InboundMsg};
 use crate::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use crate::registry::{self, Claimed, Registry};
@@ -28,6 +30,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use supervise::Supervision;
 
 /// How often the loop checks that extensions still live, while requests
 /// wait and while idle: catches an exit whose stdout a grandchild keeps
@@ -75,6 +78,10 @@ struct Ext {
     eof_before_hello: Option<Instant>,
     /// Frames queued during this loop iteration.
     out: Vec<u8>,
+    /// What it was started from (`None` when invalid): restarts reuse it.
+    manifest: Option<Manifest>,
+    /// Crashes, the pending restart, remembered guard subscriptions.
+    supervision: Supervision,
 }
 
 impl Ext {
@@ -390,6 +397,7 @@ impl Engine {
                     tools: self.tools.owned_by(idx),
                     events: e.events.clone(),
                     intercept: e.intercept.clone(),
+                    restarts: e.supervision.restarts,
                 }
             })
             .collect();

@@ -282,9 +282,7 @@ impl Engine {
         now: Instant,
     ) {
         let guards: Vec<usize> = (0..self.exts.len())
-            .filter(|&i| {
-                self.exts[i].serving() && self.exts[i].intercept.iter().any(|e| e == event)
-            })
+            .filter(|&i| self.exts[i].guards(event))
             .collect();
         let n = guards.len();
         let id = self.next_chain;
@@ -322,7 +320,7 @@ impl Engine {
             }
             .to_line();
             let ext = &mut self.exts[idx];
-            if ext.serving() && ext.send(&line) {
+            if ext.answers_guard() && ext.send(&line) {
                 state.ids[pos] = Some(id.clone());
                 self.pending.insert(
                     id,
@@ -333,9 +331,9 @@ impl Engine {
                     },
                 );
             } else {
-                ext.log
-                    .line("cannot send event_intercept: counted as allow");
-                state.chain.answer(pos, Answer::Allow);
+                state
+                    .chain
+                    .answer(pos, ext.unavailable(&ext.why_unavailable()));
             }
         }
     }

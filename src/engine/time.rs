@@ -11,6 +11,7 @@ impl Engine {
             next = min_deadline(next, e.idle_ready_at);
             next = min_deadline(next, e.exit_poll.map(|(at, _)| at));
             next = min_deadline(next, e.eof_before_hello);
+            next = min_deadline(next, e.supervision.restart_at);
             if let Some(stop) = &e.stop {
                 next = min_deadline(next, stop.term_at);
                 next = min_deadline(next, stop.kill_at);
@@ -44,6 +45,9 @@ impl Engine {
     pub(super) fn tick_ext(&mut self, idx: usize, now: Instant) {
         let ext = &mut self.exts[idx];
         let due = |at: Option<Instant>| at.is_some_and(|t| t <= now);
+        if due(ext.supervision.restart_at) {
+            return self.restart(idx, now);
+        }
         if due(ext.hello_deadline) {
             let limit = human(self.cfg.timeouts.hello);
             return self.fail(idx, format!("no hello within {limit}"), now);
@@ -108,9 +112,9 @@ impl Engine {
                 )));
             }
             PendingKind::Guard { chain, pos } => {
-                ext.log
-                    .line("no event_intercept_response in time: counted as allow");
-                self.answer_guard(chain, pos, Answer::Allow, now);
+                let limit = human(self.cfg.timeouts.intercept);
+                let answer = ext.unavailable(&format!("no answer within {limit}"));
+                self.answer_guard(chain, pos, answer, now);
             }
         }
     }

@@ -304,3 +304,24 @@ impl Drop for Rpc {
         let _ = self.child.wait();
     }
 }
+
+impl Rpc {
+    /// Next stdout line as JSON, or `None` when none comes within `wait`.
+    pub fn next_within(&mut self, wait: Duration) -> Option<Value> {
+        let line = self.lines.recv_timeout(wait).ok()?;
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+        self.seen.push(v.clone());
+        Some(v)
+    }
+}
+
+/// Sets `key` to `value` in the manifest of the extension in `dir`
+/// (e.g. `"restart": "never"` for a test about a plain exit).
+pub fn set_manifest_field(dir: &Path, key: &str, value: Value) {
+    let path = dir.join("extension.json");
+    let text = std::fs::read_to_string(&path).expect("read manifest");
+    let mut manifest: Value = serde_json::from_str(&text).expect("manifest JSON");
+    manifest[key] = value;
+    std::fs::write(&path, manifest.to_string()).expect("write manifest");
+}

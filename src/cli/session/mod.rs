@@ -580,6 +580,13 @@ impl Session {
                 self.out
                     .error(&format!("extension {extension} failed: {error}"));
             }
+            HostEvent::ExtensionRestarted {
+                extension,
+                attempt,
+                status,
+            } => self.out.line(&format!(
+                "restarted: {extension} (attempt {attempt}: {status})"
+            )),
         }
     }
 }

@@ -1,0 +1,418 @@
+//! Supervision (SPEC 12) through the real binary: crashed extensions are
+//! restarted with backoff and given up on after 5 crashes in 3 minutes;
+//! guards that say `"guard_failure": "block"` fail closed while down.
+//!
+//! The fixture `fixtures/supervision/ext.py` appends its pid to a file at
+//! every start, so the tests count starts instead of timing them.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/supervision/ext.py")
+}
+
+/// Writes extension `name` in `t/name`: the fixture configured by `cfg`
+/// (its starts are counted in `t/name.starts`), plus `manifest` fields.
+fn ext(t: &TempDir, name: &str, cfg: Value, manifest: Value) -> PathBuf {
+    let dir = t.join(name);
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let mut cfg = cfg;
+    cfg["name"] = json!(name);
+    cfg["starts"] = json!(starts_file(t, name));
+    let mut m = json!({"name": name, "exec": fixture(), "args": [cfg.to_string()]});
+    if let (Some(m), Some(extra)) = (m.as_object_mut(), manifest.as_object()) {
+        m.extend(extra.clone());
+    }
+    std::fs::write(dir.join("extension.json"), m.to_string()).expect("write manifest");
+    dir
+}
+
+fn starts_file(t: &TempDir, name: &str) -> PathBuf {
+    t.join(&format!("{name}.starts"))
+}
+
+/// The pids of every start of `name` so far.
+fn starts(t: &TempDir, name: &str) -> Vec<u32> {
+    std::fs::read_to_string(starts_file(t, name))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+fn event(kind: &str, extension: &str) -> impl Fn(&Value) -> bool {
+    let (kind, extension) = (kind.to_string(), extension.to_string());
+    move |v| v["type"] == kind.as_str() && v["extension"] == extension.as_str()
+}
+
+/// Reads until `n` lines matching `pred` were seen in all.
+fn until_nth(rpc: &mut Rpc, what: &str, n: usize, pred: impl Fn(&Value) -> bool) {
+    while rpc.seen.iter().filter(|v| pred(v)).count() < n {
+        if rpc.next().is_none() {
+            panic!(
+                "{what}: saw {} of {n} before the deadline; seen {:?}",
+                rpc.seen.iter().filter(|v| pred(v)).count(),
+                rpc.seen
+            );
+        }
+    }
+}
+
+fn list_entry(rpc: &mut Rpc, id: &str, name: &str) -> Value {
+    let list = rpc.call(id, json!({"type": "list"}));
+    list["data"]["extensions"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["name"] == name).cloned())
+        .unwrap_or_else(|| panic!("{name} not listed: {list}"))
+}
+
+fn tool_call(rpc: &mut Rpc, id: &str, args: Value) -> Value {
+    let resp = rpc.call(
+        id,
+        json!({"type": "tool_call", "name": "echo", "args": args}),
+    );
+    assert_eq!(resp["success"], true, "{resp}");
+    resp["data"].clone()
+}
+
+fn sigkill(pid: u32) {
+    // SAFETY: kill(2) on a process this test's host started.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGKILL);
+    }
+}
+
+#[test]
+fn a_crash_mid_command_fails_at_once_and_the_extension_comes_back() {
+    let t = TempDir::new("sup-crash");
+    let rec = t.join("a.rec");
+    let a = ext(
+        &t,
+        "a",
+        json!({"commands": ["hi", "boom"], "record": rec}),
+        json!({}),
+    );
+    let mut rpc = Rpc::start(&t, &[a]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    let first = starts(&t, "a");
+    let boom = rpc.call("1", json!({"type": "command", "name": "boom"}));
+    assert_eq!(
+        (boom["success"].as_bool(), boom["error"].as_str()),
+        (Some(false), Some("extension a exited (exit code 3)"))
+    );
+    let restarted = rpc.until("extension_restarted", event("extension_restarted", "a"));
+    assert_eq!(
+        restarted,
+        json!({"type": "extension_restarted", "extension": "a", "attempt": 1, "status": "exit code 3"})
+    );
+    // Back and serving: it registered again and answers from a new process.
+    until_nth(
+        &mut rpc,
+        "registered after the restart",
+        1,
+        event("registered", "a"),
+    );
+    let hi = rpc.call("2", json!({"type": "command", "name": "hi"}));
+    let now = starts(&t, "a");
+    assert_eq!(now.len(), 2, "one restart: {now:?}");
+    assert_ne!(now[1], first[0]);
+    assert_eq!(hi["data"]["display"], format!("hi from {}", now[1]), "{hi}");
+    // The crashed request was not sent again to the new process.
+    let boom_sent = recorded(&rec)
+        .iter()
+        .filter(|f| f["type"] == "command_invoked" && f["name"] == "boom")
+        .count();
+    assert_eq!(boom_sent, 1);
+    let entry = list_entry(&mut rpc, "3", "a");
+    assert_eq!(
+        (entry["state"].as_str(), entry["restarts"].as_u64()),
+        (Some("ready"), Some(1))
+    );
+    assert_eq!(entry["commands"], json!(["boom", "hi"]));
+    rpc.call("4", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    let log = log_of(&t, "a");
+    for line in [
+        "crashed (exit code 3); restarting in 500 ms",
+        "restarted (attempt 1: exit code 3)",
+    ] {
+        assert!(log.contains(line), "log lacks {line:?}:\n{log}");
+    }
+}
+
+#[test]
+fn a_crash_loop_stops_after_five_starts() {
+    let t = TempDir::new("sup-loop");
+    let a = ext(&t, "a", json!({"crash_starts": 1000}), json!({}));
+    let mut rpc = Rpc::start(&t, &[a]);
+    let reason = "crashed 5 times in 3 min (last: exit code 3)";
+    let failed = rpc.until("give-up", |v| {
+        v["type"] == "extension_failed" && v["error"] == reason
+    });
+    assert_eq!(failed["extension"], "a");
+    let attempts: Vec<u64> = rpc
+        .seen
+        .iter()
+        .filter(|v| v["type"] == "extension_restarted")
+        .filter_map(|v| v["attempt"].as_u64())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3, 4]);
+    let entry = list_entry(&mut rpc, "1", "a");
+    assert_eq!(
+        (
+            entry["state"].as_str(),
+            entry["error"].as_str(),
+            entry["restarts"].as_u64()
+        ),
+        (Some("failed"), Some(reason), Some(4))
+    );
+    // No 6th start: wait past the longest backoff (8 s) for one.
+    let quiet_until = Instant::now() + Duration::from_secs(9);
+    while Instant::now() < quiet_until {
+        if let Some(v) = rpc.next_within(quiet_until.saturating_duration_since(Instant::now())) {
+            assert_ne!(
+                v["type"], "extension_restarted",
+                "restarted after giving up"
+            );
+        }
+    }
+    assert_eq!(starts(&t, "a").len(), 5);
+    rpc.call("2", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert_eq!(starts(&t, "a").len(), 5);
+    let log = log_of(&t, "a");
+    assert!(
+        log.contains(&format!("not restarted again: {reason}")),
+        "{log}"
+    );
+}
+
+#[test]
+fn exit_0_and_restart_never_are_not_restarted() {
+    let t = TempDir::new("sup-norestart");
+    let zero = ext(&t, "zero", json!({"exit_after_ready": 0}), json!({}));
+    let never = ext(
+        &t,
+        "never",
+        json!({"exit_after_ready": 3}),
+        json!({"restart": "never"}),
+    );
+    let witness = ext(
+        &t,
+        "witness",
+        json!({"commands": ["boom", "hi"]}),
+        json!({}),
+    );
+    let mut rpc = Rpc::start(&t, &[zero, never, witness]);
+    rpc.until("zero exits", event("extension_exited", "zero"));
+    rpc.until("never exits", event("extension_exited", "never"));
+    // The witness crashes after both and has the same backoff: once it is
+    // back, a restart of either would have happened too.
+    rpc.call("1", json!({"type": "command", "name": "boom"}));
+    rpc.until("witness restarted", event("extension_restarted", "witness"));
+    until_nth(
+        &mut rpc,
+        "witness registered",
+        1,
+        event("registered", "witness"),
+    );
+    assert_eq!(
+        rpc.call("2", json!({"type": "command", "name": "hi"}))["success"],
+        true
+    );
+    for name in ["zero", "never"] {
+        assert_eq!(starts(&t, name).len(), 1, "{name} was started again");
+        assert!(
+            !rpc.seen.iter().any(event("extension_restarted", name)),
+            "{name} was restarted"
+        );
+    }
+    let zero = list_entry(&mut rpc, "3", "zero");
+    let never = list_entry(&mut rpc, "4", "never");
+    assert_eq!(
+        (
+            zero["state"].as_str(),
+            zero["error"].as_str(),
+            zero["restarts"].as_u64()
+        ),
+        (Some("exited"), Some("exit code 0"), Some(0))
+    );
+    assert_eq!(
+        (
+            never["state"].as_str(),
+            never["error"].as_str(),
+            never["restarts"].as_u64()
+        ),
+        (Some("exited"), Some("exit code 3"), Some(0))
+    );
+    rpc.call("5", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(log_of(&t, "never").contains("not restarted: its manifest says \"restart\": \"never\""));
+}
+
+/// A tool extension and a guard `g` whose restarted runs wait for the
+/// file `t/release` before saying hello.
+fn guarded(t: &TempDir, guard_failure: Option<&str>) -> Rpc {
+    let tools = ext(t, "tools", json!({"tools": ["echo"]}), json!({}));
+    let manifest = match guard_failure {
+        Some(v) => json!({"guard_failure": v}),
+        None => json!({}),
+    };
+    let g = ext(
+        t,
+        "g",
+        json!({"guard": true, "hold_restarts": t.join("release")}),
+        manifest,
+    );
+    let mut rpc = Rpc::start(t, &[tools, g]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    let ok = tool_call(&mut rpc, "up-ok", json!({"x": 1}));
+    assert_eq!(ok["blocked"], false, "{ok}");
+    let no = tool_call(&mut rpc, "up-no", json!({"x": "forbidden"}));
+    assert_eq!(
+        (no["blocked"].as_bool(), no["reason"].as_str()),
+        (Some(true), Some("forbidden by the guard"))
+    );
+    rpc
+}
+
+#[test]
+fn a_fail_closed_guard_blocks_while_down_and_allows_once_back() {
+    let t = TempDir::new("sup-closed");
+    let mut rpc = guarded(&t, Some("block"));
+    let pid = starts(&t, "g")[0];
+    sigkill(pid);
+    // At once, whether or not the host has noticed the death yet.
+    let down = tool_call(&mut rpc, "down", json!({"x": 1}));
+    assert_eq!(down["blocked"], true, "{down}");
+    let reason = down["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("guard g unavailable ("), "{reason}");
+    // Restarted, but it has not said hello (nor subscribed) yet: its
+    // interception from the last run still counts.
+    let restarted = rpc.until("g restarted", event("extension_restarted", "g"));
+    assert_eq!(restarted["status"], "signal 9");
+    let held = tool_call(&mut rpc, "held", json!({"x": 1}));
+    assert_eq!(
+        (held["blocked"].as_bool(), held["reason"].as_str()),
+        (Some(true), Some("guard g unavailable (restarting)"))
+    );
+    std::fs::write(t.join("release"), "").expect("release");
+    until_nth(&mut rpc, "g registered", 1, event("registered", "g"));
+    let back = tool_call(&mut rpc, "back", json!({"x": 1}));
+    assert_eq!(back["blocked"], false, "{back}");
+    assert_eq!(
+        back["content"],
+        json!([{"type": "text", "text": "{\"x\": 1}"}])
+    );
+    let no = tool_call(&mut rpc, "back-no", json!({"x": "forbidden"}));
+    assert_eq!(no["reason"], "forbidden by the guard");
+    rpc.call("end", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(log_of(&t, "g").contains("cannot answer an interception (restarting): blocked"));
+}
+
+#[test]
+fn a_default_guard_allows_while_down() {
+    let t = TempDir::new("sup-open");
+    let mut rpc = guarded(&t, None);
+    sigkill(starts(&t, "g")[0]);
+    let down = tool_call(&mut rpc, "down", json!({"x": "forbidden"}));
+    assert_eq!(down["blocked"], false, "{down}");
+    rpc.until("g restarted", event("extension_restarted", "g"));
+    let held = tool_call(&mut rpc, "held", json!({"x": "forbidden"}));
+    assert_eq!(held["blocked"], false, "{held}");
+    std::fs::write(t.join("release"), "").expect("release");
+    until_nth(&mut rpc, "g registered", 1, event("registered", "g"));
+    let back = tool_call(&mut rpc, "back", json!({"x": "forbidden"}));
+    assert_eq!(back["blocked"], true, "{back}");
+}
+
+/// An extension crashing at each of its first 4 starts, read up to its
+/// 4th exit: it is then in its longest backoff (4 s) before a 5th start.
+fn in_a_long_backoff(t: &TempDir) -> Rpc {
+    let a = ext(
+        t,
+        "a",
+        json!({"crash_starts": 4, "commands": ["hi"]}),
+        json!({}),
+    );
+    let mut rpc = Rpc::start(t, &[a]);
+    until_nth(&mut rpc, "4 crashes", 4, event("extension_exited", "a"));
+    rpc
+}
+
+#[test]
+fn shutdown_during_a_backoff_cancels_the_restart() {
+    let t = TempDir::new("sup-shutdown");
+    let mut rpc = in_a_long_backoff(&t);
+    rpc.call("1", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    let pids = starts(&t, "a");
+    assert_eq!(pids.len(), 4, "started again after the shutdown");
+    assert!(
+        pids.iter().all(|&p| process_gone(p)),
+        "{pids:?} left running"
+    );
+    let log = log_of(&t, "a");
+    assert!(log.contains("pending restart cancelled"), "{log}");
+}
+
+#[test]
+fn reload_during_a_backoff_cancels_the_restart_and_starts_afresh() {
+    let t = TempDir::new("sup-reload");
+    let mut rpc = in_a_long_backoff(&t);
+    let reload = rpc.call("1", json!({"type": "reload"}));
+    assert_eq!(reload["data"]["loaded"], 1, "{reload}");
+    // The reload started it (a 5th start); the pending restart did not.
+    let entry = list_entry(&mut rpc, "2", "a");
+    assert_eq!(
+        (entry["state"].as_str(), entry["restarts"].as_u64()),
+        (Some("ready"), Some(0))
+    );
+    assert_eq!(
+        rpc.call("3", json!({"type": "command", "name": "hi"}))["success"],
+        true
+    );
+    rpc.call("4", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert_eq!(starts(&t, "a").len(), 5);
+    assert!(log_of(&t, "a").contains("pending restart cancelled"));
+}
+
+#[test]
+fn the_session_says_when_an_extension_restarts() {
+    let t = TempDir::new("sup-session");
+    let a = ext(&t, "a", json!({"commands": ["boom", "hi"]}), json!({}));
+    let mut cmd = zot();
+    cmd.arg("--no-ext")
+        .arg("--cwd")
+        .arg(t.path())
+        .arg("-e")
+        .arg(&a)
+        .env("ZOT_HOME", t.join("home"))
+        .stderr(std::process::Stdio::null());
+    let (mut child, stdin, lines) = spawn_piped(&mut cmd);
+    let mut stdin = stdin.expect("stdin");
+    use std::io::Write;
+    writeln!(stdin, "/boom").expect("write");
+    let want = "restarted: a (attempt 1: exit code 3)";
+    let end = Instant::now() + DEADLINE;
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains(want)) {
+        let left = end.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!(
+                "no {want:?} before the deadline; output:\n{}",
+                seen.join("\n")
+            ),
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+}
