@@ -16,19 +16,34 @@ const HELP: &str = "\
 zot: host for zot extensions
 
 usage:
-  zot [-e PATH]... [--no-ext] [--cwd DIR] [--agent-cmd CMD]   interactive session
-  zot rpc [-e PATH]... [--no-ext] [--cwd DIR]                  JSON-lines control interface
-  zot ext <list|install|remove|enable|disable|logs> ...        manage installed extensions
+  zot [OPTIONS]                 interactive session (reads lines; works with a pipe)
+  zot rpc [OPTIONS]             JSON-lines control interface (zot rpc --help)
+  zot ext <command> ...         manage installed extensions (zot ext --help)
 
 options:
-  -e, --ext PATH     load the extension at PATH first (repeatable)
-      --no-ext       do not discover installed or project extensions
-      --cwd DIR      project directory (default: the current directory)
-      --agent-cmd CMD  run prompts through `sh -c CMD` (session only)
+  -e, --ext PATH              load the extension at PATH first (repeatable)
+      --no-ext                do not discover installed or project extensions
+      --cwd DIR               project directory (default: the current directory)
+      --agent-cmd CMD         run prompts through `sh -c CMD` (session only)
       --tool-timeout SECS     how long a tool may run (default 60)
       --command-timeout SECS  how long a command may run (default 30)
-  -h, --help         show this help
-  -V, --version      show the version
+      --provider NAME         provider name sent to extensions in hello_ack
+      --model NAME            model name sent to extensions in hello_ack
+  -h, --help                  show this help
+  -V, --version               show the version
+
+session commands (type /help in the session):
+  /help  /commands  /tools  /ext       what is loaded
+  /call TOOL [JSON]                    run a tool as the model would (event, guards)
+  /key [EXT PANEL] KEY [TEXT]          send a key to the open panel; /key esc closes it
+  /reload-ext  /clear  /quit           restart extensions, clear notes, leave
+  /NAME [ARGS]                         run an extension's command; plain text is a prompt
+
+files:
+  extensions are found in ./.zot/extensions/*/ and $ZOT_HOME/extensions/*/
+  each extension's stderr and the host's lines about it: $ZOT_HOME/logs/ext-NAME.log
+  (zot ext logs NAME); ZOT_HOME defaults to $XDG_STATE_HOME/zot or ~/.local/state/zot
+  (~/Library/Application Support/zot on macOS)
 ";
 
 /// How a command failed.
@@ -61,6 +76,10 @@ pub struct HostOpts {
     pub tool_timeout: Option<std::time::Duration>,
     /// `--command-timeout SECS`: the library's `Timeouts::command`.
     pub command_timeout: Option<std::time::Duration>,
+    /// `--provider NAME`: sent to extensions in `hello_ack.provider`.
+    pub provider: Option<String>,
+    /// `--model NAME`: sent to extensions in `hello_ack.model`.
+    pub model: Option<String>,
 }
 
 impl HostOpts {
@@ -72,6 +91,8 @@ impl HostOpts {
             'a' => self.agent_cmd = Some(string(parser.value()?)?),
             't' => self.tool_timeout = Some(seconds("--tool-timeout", parser.value()?)?),
             'o' => self.command_timeout = Some(seconds("--command-timeout", parser.value()?)?),
+            'p' => self.provider = Some(string(parser.value()?)?),
+            'm' => self.model = Some(string(parser.value()?)?),
             _ => self.no_ext = true,
         }
         Ok(())
@@ -89,6 +110,8 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("agent-cmd") => Some('a'),
         Long("tool-timeout") => Some('t'),
         Long("command-timeout") => Some('o'),
+        Long("provider") => Some('p'),
+        Long("model") => Some('m'),
         _ => None,
     }
 }
@@ -155,6 +178,8 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     if let Some(t) = opts.command_timeout {
         config.timeouts.command = t;
     }
+    config.provider = opts.provider.clone().unwrap_or_default();
+    config.model = opts.model.clone().unwrap_or_default();
     zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
