@@ -148,8 +148,15 @@ fn a_crash_mid_command_fails_at_once_and_the_extension_comes_back() {
 #[test]
 fn a_crash_loop_stops_after_five_starts() {
     let t = TempDir::new("sup-loop");
-    let a = ext(&t, "a", json!({"crash_starts": 1000}), json!({}));
-    let mut rpc = Rpc::start(&t, &[a]);
+    // Also a guard that fails closed: given up on, it keeps blocking.
+    let a = ext(
+        &t,
+        "a",
+        json!({"crash_starts": 1000, "guard": true}),
+        json!({"guard_failure": "block"}),
+    );
+    let tools = ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
+    let mut rpc = Rpc::start(&t, &[a, tools]);
     let reason = "crashed 5 times in 3 min (last: exit code 3)";
     let failed = rpc.until("give-up", |v| {
         v["type"] == "extension_failed" && v["error"] == reason
@@ -182,7 +189,13 @@ fn a_crash_loop_stops_after_five_starts() {
         }
     }
     assert_eq!(starts(&t, "a").len(), 5);
-    rpc.call("2", json!({"type": "shutdown"}));
+    let blocked = tool_call(&mut rpc, "2", json!({}));
+    assert_eq!(
+        blocked["reason"],
+        format!("guard a unavailable (failed: {reason})"),
+        "{blocked}"
+    );
+    rpc.call("3", json!({"type": "shutdown"}));
     assert_eq!(rpc.wait(), Some(0));
     assert_eq!(starts(&t, "a").len(), 5);
     let log = log_of(&t, "a");
@@ -267,9 +280,13 @@ fn guarded(t: &TempDir, guard_failure: Option<&str>) -> Rpc {
         t,
         "g",
         json!({"guard": true, "hold_restarts": t.join("release")}),
-        manifest,
+        manifest.clone(),
     );
-    let mut rpc = Rpc::start(t, &[tools, g]);
+    // A disabled extension is no guard at all, whatever it says.
+    let mut off = manifest;
+    off["enabled"] = json!(false);
+    let off = ext(t, "off", json!({"guard": true}), off);
+    let mut rpc = Rpc::start(t, &[tools, g, off]);
     rpc.until("ready event", |v| v["type"] == "ready");
     let ok = tool_call(&mut rpc, "up-ok", json!({"x": 1}));
     assert_eq!(ok["blocked"], false, "{ok}");
@@ -330,6 +347,28 @@ fn a_default_guard_allows_while_down() {
     until_nth(&mut rpc, "g registered", 1, event("registered", "g"));
     let back = tool_call(&mut rpc, "back", json!({"x": "forbidden"}));
     assert_eq!(back["blocked"], true, "{back}");
+}
+
+#[test]
+fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
+    let t = TempDir::new("sup-silent");
+    let tools = ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
+    let g = ext(
+        &t,
+        "g",
+        json!({"guard": true, "guard_silent": true}),
+        json!({"guard_failure": "block"}),
+    );
+    let mut rpc = Rpc::start(&t, &[tools, g]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    let silent = tool_call(&mut rpc, "1", json!({}));
+    assert_eq!(
+        (silent["blocked"].as_bool(), silent["reason"].as_str()),
+        (
+            Some(true),
+            Some("guard g unavailable (no answer within 5 s)")
+        )
+    );
 }
 
 /// An extension crashing at each of its first 4 starts, read up to its
