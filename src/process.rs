@@ -4,6 +4,7 @@
 //! stderr goes straight to the extension's log file.
 
 use crate::log::ExtLog;
+use crate::mcp_client::{self, Adapter, McpOptions};
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::{File, OpenOptions};
@@ -66,6 +67,8 @@ pub struct ExtProcess {
     direct: Option<File>,
     queued: Arc<AtomicUsize>,
     threads: Vec<JoinHandle<()>>,
+    /// For an MCP server: the translator every frame goes through.
+    mcp: Option<Arc<Adapter>>,
 }
 
 impl ExtProcess {
@@ -78,6 +81,36 @@ impl ExtProcess {
         dir: &Path,
         log: &ExtLog,
         inbound: Sender<InboundMsg>,
+    ) -> io::Result<ExtProcess> {
+        Self::spawn_speaking(key, name, exe, args, dir, log, inbound, None)
+    }
+
+    /// Like [`ExtProcess::spawn`], for an MCP server (SPEC 11): an
+    /// [`Adapter`] sits between its pipes and the frames the host sees.
+    #[allow(clippy::too_many_arguments)]
+    pub fn spawn_mcp(
+        key: u64,
+        name: &str,
+        exe: &Path,
+        args: &[String],
+        dir: &Path,
+        log: &ExtLog,
+        inbound: Sender<InboundMsg>,
+        mcp: McpOptions,
+    ) -> io::Result<ExtProcess> {
+        Self::spawn_speaking(key, name, exe, args, dir, log, inbound, Some(mcp))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_speaking(
+        key: u64,
+        name: &str,
+        exe: &Path,
+        args: &[String],
+        dir: &Path,
+        log: &ExtLog,
+        inbound: Sender<InboundMsg>,
+        mcp: Option<McpOptions>,
     ) -> io::Result<ExtProcess> {
         let mut child = Command::new(exe)
             .args(args)
@@ -93,15 +126,39 @@ impl ExtProcess {
             (Some(i), Some(o)) => (i, o),
             _ => return Err(io::Error::other("child pipes missing")),
         };
-        let direct = reopen_nonblocking(&stdin);
         let (tx, rx) = crossbeam_channel::unbounded();
         let queued = Arc::new(AtomicUsize::new(0));
+        let adapter = match mcp {
+            Some(opts) => {
+                let (log, inbound, tx, queued) =
+                    (log.clone(), inbound.clone(), tx.clone(), queued.clone());
+                let started = mcp_client::start(key, opts, log, inbound, tx, queued);
+                match started {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err(e);
+                    }
+                }
+            }
+            None => None,
+        };
+        // Frames for an MCP server are translated first, so none is
+        // written straight to its pipe.
+        let direct = match adapter {
+            Some(_) => None,
+            None => reopen_nonblocking(&stdin),
+        };
         let reader = {
-            let (log, inbound) = (log.clone(), inbound.clone());
+            let (log, inbound, adapter) = (log.clone(), inbound.clone(), adapter.clone());
             thread::Builder::new()
                 .name(format!("zot-read-{name}"))
                 .stack_size(READER_STACK)
-                .spawn(move || read_frames(key, stdout, &log, &inbound))
+                .spawn(move || match adapter {
+                    Some(a) => mcp_client::read(&a, stdout),
+                    None => read_frames(key, stdout, &log, &inbound),
+                })
         };
         let writer = {
             let queued = queued.clone();
@@ -126,6 +183,7 @@ impl ExtProcess {
             child,
             outbox: Some(tx),
             direct,
+            mcp: adapter,
             queued,
             threads,
         })
@@ -138,6 +196,9 @@ impl ExtProcess {
         let Some(outbox) = &self.outbox else {
             return false;
         };
+        if let Some(mcp) = &self.mcp {
+            return mcp.from_host(&chunk);
+        }
         // Acquire pairs with the writer's Release: zero means every
         // earlier byte is in the pipe, so writing now keeps the order.
         if let (Some(direct), 0) = (&self.direct, self.queued.load(Ordering::Acquire)) {
@@ -170,6 +231,9 @@ impl ExtProcess {
     pub fn close_stdin(&mut self) {
         self.outbox = None;
         self.direct = None;
+        if let Some(mcp) = &self.mcp {
+            mcp.close_stdin();
+        }
     }
 
     /// The exit status, once the process has exited (reaps it).

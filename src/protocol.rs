@@ -119,6 +119,18 @@ pub enum ExtFrame {
     },
     /// Answer to `shutdown`.
     ShutdownAck,
+    /// Internal, never read from the wire: an MCP server's command left
+    /// its prompt list (SPEC 11).
+    UnregisterCommand {
+        /// Command name.
+        name: String,
+    },
+    /// Internal, never read from the wire: an MCP server's tool left its
+    /// tool list (SPEC 11).
+    UnregisterTool {
+        /// Tool name.
+        name: String,
+    },
 }
 
 impl ExtFrame {
@@ -138,6 +150,8 @@ impl ExtFrame {
             ExtFrame::PanelRender(_) => "panel_render",
             ExtFrame::PanelClose { .. } => "panel_close",
             ExtFrame::ShutdownAck => "shutdown_ack",
+            ExtFrame::UnregisterCommand { .. } => "unregister_command",
+            ExtFrame::UnregisterTool { .. } => "unregister_tool",
         }
     }
 }

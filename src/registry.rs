@@ -74,6 +74,16 @@ impl<T> Registry<T> {
         self.names.get(name).and_then(|c| c.first())
     }
 
+    /// Drops extension `rank`'s claim on `name` (it unregistered it).
+    pub fn release(&mut self, name: &str, rank: usize) {
+        if let Some(claims) = self.names.get_mut(name) {
+            claims.retain(|c| c.rank != rank);
+            if claims.is_empty() {
+                self.names.remove(name);
+            }
+        }
+    }
+
     /// Drops every claim of extension `rank` (it exited).
     pub fn remove_rank(&mut self, rank: usize) {
         self.names.retain(|_, claims| {
@@ -117,6 +127,9 @@ mod tests {
         );
         assert_eq!(r.claim("x", 1, "mid"), Claimed::Shadowed { by: 0 });
         assert_eq!(r.owner("x").map(|c| c.info), Some("first"));
+        r.release("x", 0);
+        assert_eq!(r.owner("x").map(|c| c.info), Some("mid"));
+        r.claim("x", 0, "first");
         r.remove_rank(0);
         assert_eq!(r.owner("x").map(|c| c.info), Some("mid"));
         assert_eq!(r.owned_by(1), ["x"]);

@@ -132,6 +132,8 @@ impl Engine {
             }
             ExtFrame::ShutdownAck if ext.stop.is_some() => ext.close_stdin(),
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
+            ExtFrame::UnregisterCommand { name } => self.commands.release(&name, idx),
+            ExtFrame::UnregisterTool { name } => self.tools.release(&name, idx),
         }
     }
 

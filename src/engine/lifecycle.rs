@@ -2,6 +2,8 @@
 //! 3.13-3.15).
 
 use super::*;
+use crate::manifest::Protocol;
+use crate::mcp_client::McpOptions;
 
 impl Engine {
     pub(super) fn start_all(&mut self, reload: Option<Reply<ReloadReport>>, stopped: usize) {
@@ -99,15 +101,14 @@ impl Engine {
             return Err("no valid manifest".into());
         };
         let exe = m.resolve_exec(&ext.dir)?;
-        let p = ExtProcess::spawn(
-            key,
-            &m.name,
-            &exe,
-            &m.args,
-            &ext.dir,
-            &ext.log,
-            self.inbound_tx.clone(),
-        )
+        let (log, inbound) = (&ext.log, self.inbound_tx.clone());
+        let p = match m.protocol {
+            Protocol::Zot => ExtProcess::spawn(key, &m.name, &exe, &m.args, &ext.dir, log, inbound),
+            Protocol::Mcp => {
+                let opts = mcp_options(m, &self.cfg);
+                ExtProcess::spawn_mcp(key, &m.name, &exe, &m.args, &ext.dir, log, inbound, opts)
+            }
+        }
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         ext.log.line(&format!("started {} (pid {})", m.exec, p.pid));
         ext.proc = Some(p);
@@ -393,5 +394,16 @@ impl Engine {
             }
             None => {}
         }
+    }
+}
+
+/// How the MCP server of manifest `m` is run (SPEC 11).
+fn mcp_options(m: &crate::manifest::Manifest, cfg: &HostConfig) -> McpOptions {
+    McpOptions {
+        name: m.name.clone(),
+        prefix: m.prefix.clone().unwrap_or_default(),
+        client_version: cfg.zot_version.clone(),
+        tool_timeout: cfg.timeouts.tool,
+        command_timeout: cfg.timeouts.command,
     }
 }
