@@ -96,10 +96,11 @@ clean:
 # Needs only the Rust toolchain and python3. Ctrl-D or /quit leaves.
 EXAMPLES := fixtures/examples
 
+# `cargo run` finds the binary wherever it was built (CARGO_TARGET_DIR,
+# build.target-dir), which a fixed ./target/release/zot did not.
 .PHONY: demo
 demo:
-	$(CARGO) build --release --bin zot
-	./target/release/zot --no-ext \
+	$(CARGO) run --release --quiet --bin zot -- --no-ext \
 		-e $(EXAMPLES)/hello-py -e $(EXAMPLES)/hello-sh \
 		-e $(EXAMPLES)/weather -e $(EXAMPLES)/guard \
 		--agent-cmd ./$(EXAMPLES)/fake-agent.sh

@@ -566,3 +566,47 @@ fn help_names_the_session_commands_zot_home_and_the_logs() {
     let rpc = String::from_utf8_lossy(&rpc.stdout);
     assert!(rpc.contains("[--provider NAME] [--model NAME]"), "{rpc}");
 }
+
+#[test]
+fn make_demo_runs_the_binary_cargo_built_wherever_that_is() {
+    let w = World::new("make-demo");
+    // A stand-in for cargo: `run ... -- ARGS` runs this build's zot with
+    // ARGS and leaves a mark; anything else (a build) does nothing.
+    let mark = w.tmp.join("ran");
+    let fake = w.tmp.join("fake-cargo");
+    fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = run ] || exit 0\nwhile [ \"$1\" != -- ]; do shift; done\nshift\n\
+             : > '{}'\nexec '{}' \"$@\"\n",
+            mark.display(),
+            env!("CARGO_BIN_EXE_zot")
+        ),
+    )
+    .expect("fake cargo");
+    let status = Command::new("chmod")
+        .arg("+x")
+        .arg(&fake)
+        .status()
+        .expect("chmod");
+    assert!(status.success());
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("printf '/hello Ada\\n' | make -s demo CARGO=\"$0\"")
+        .arg(&fake)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("CARGO_TARGET_DIR", w.tmp.join("elsewhere"))
+        .env("ZOT_HOME", w.home());
+    let out = run_bounded(&mut cmd, "make demo");
+    assert_ok(&out);
+    assert!(
+        mark.exists(),
+        "make demo did not run the binary through cargo"
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ready: hello-py, hello-sh, weather, guard")
+            && text.contains("[/hello] Hello, Ada!"),
+        "{text}"
+    );
+}
