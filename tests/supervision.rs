@@ -438,11 +438,31 @@ fn the_session_says_when_an_extension_restarts() {
     let (mut child, stdin, lines) = spawn_piped(&mut cmd);
     let mut stdin = stdin.expect("stdin");
     use std::io::Write;
-    writeln!(stdin, "/boom").expect("write");
-    let want = "restarted: a (attempt 1: exit code 3)";
-    let end = Instant::now() + DEADLINE;
     let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.contains(want)) {
+    writeln!(stdin, "/boom").expect("write");
+    line_with(&lines, &mut seen, "restarted: a (attempt 1: exit code 3)");
+    line_with(&lines, &mut seen, "registered: a");
+    writeln!(stdin, "/ext").expect("write");
+    let row = line_with(&lines, &mut seen, "  a  ");
+    assert!(
+        row.contains("ready  pid ") && row.contains("  restarts 1  "),
+        "{row}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+}
+
+/// The first line (seen already, or read next) containing `want`.
+fn line_with(
+    lines: &crossbeam_channel::Receiver<String>,
+    seen: &mut Vec<String>,
+    want: &str,
+) -> String {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Some(line) = seen.iter().find(|l| l.contains(want)) {
+            return line.clone();
+        }
         let left = end.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
             Ok(line) => seen.push(line),
@@ -452,6 +472,4 @@ fn the_session_says_when_an_extension_restarts() {
             ),
         }
     }
-    drop(stdin);
-    let _ = child.wait();
 }

@@ -373,6 +373,9 @@ fn ext_row(e: &ExtensionInfo) -> (String, String) {
     if let Some(pid) = e.pid {
         right.push_str(&format!("  pid {pid}"));
     }
+    if e.restarts > 0 {
+        right.push_str(&format!("  restarts {}", e.restarts));
+    }
     if let Some(v) = &e.version {
         right.push_str(&format!("  v{v}"));
     }
