@@ -2,6 +2,7 @@
 //! dispatch to `zot ext`, `zot rpc` and the interactive session.
 
 pub mod ext;
+pub mod mcp;
 pub mod rpc;
 pub mod session;
 
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 
 /// Printed after a usage error.
 pub const USAGE_LINE: &str =
-    "usage: zot [-e PATH]... [--no-ext] [--cwd DIR] [--agent-cmd CMD] [rpc | ext <command>] (try zot --help)";
+    "usage: zot [-e PATH]... [--no-ext] [--cwd DIR] [--agent-cmd CMD] [rpc | mcp | ext <command>] (try zot --help)";
 
 const HELP: &str = "\
 zot: host for zot extensions
@@ -18,6 +19,7 @@ zot: host for zot extensions
 usage:
   zot [OPTIONS]                 interactive session (reads lines; works with a pipe)
   zot rpc [OPTIONS]             JSON-lines control interface (zot rpc --help)
+  zot mcp [OPTIONS]             MCP server on stdio for MCP clients (zot mcp --help)
   zot ext <command> ...         manage installed extensions (zot ext --help)
 
 options:
@@ -189,8 +191,9 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     use lexopt::prelude::*;
     let mut parser = lexopt::Parser::from_args(args);
     let mut opts = HostOpts::default();
-    // The shared options may come before or after `rpc`.
+    // The shared options may come before or after `rpc` / `mcp`.
     let mut rpc = false;
+    let mut mcp = false;
     while let Some(arg) = parser.next()? {
         if let Some(which) = shared_option(&arg) {
             opts.take(which, &mut parser)?;
@@ -198,14 +201,23 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         }
         match arg {
             Short('h') | Long("help") => {
-                print!("{}", if rpc { rpc::HELP } else { HELP });
+                print!(
+                    "{}",
+                    if rpc {
+                        rpc::HELP
+                    } else if mcp {
+                        mcp::HELP
+                    } else {
+                        HELP
+                    }
+                );
                 return Ok(0);
             }
-            Short('V') | Long("version") if !rpc => {
+            Short('V') | Long("version") if !rpc && !mcp => {
                 println!("zot {}", env!("CARGO_PKG_VERSION"));
                 return Ok(0);
             }
-            Value(sub) if sub == "ext" && !rpc => {
+            Value(sub) if sub == "ext" && !rpc && !mcp => {
                 // `zot --cwd DIR ext ...` means the same as `zot ext --cwd DIR ...`.
                 let mut rest: Vec<OsString> = Vec::new();
                 if let Some(cwd) = opts.cwd {
@@ -214,12 +226,16 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
                 rest.extend(parser.raw_args()?);
                 return ext::run(rest);
             }
-            Value(sub) if sub == "rpc" && !rpc => rpc = true,
+            Value(sub) if sub == "rpc" && !rpc && !mcp => rpc = true,
+            Value(sub) if sub == "mcp" && !rpc && !mcp => mcp = true,
             _ => return Err(arg.unexpected().into()),
         }
     }
     if rpc {
         return rpc::run(opts);
+    }
+    if mcp {
+        return mcp::run(opts);
     }
     session::run(opts)
 }

@@ -1,0 +1,228 @@
+//! Serving one MCP request or notification: the method table.
+
+use super::era::{self, Era, Kind, Level};
+use super::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use super::mapping;
+use super::server::Server;
+use serde_json::{json, Map, Value};
+use zot_host::{EventPayload, Request, ToolRequest};
+
+/// Serves the request `id`. Host-bound requests answer later, from the
+/// host loop, through [`Server::finish`].
+pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Value>) {
+    if server.start_session() {
+        server.submit(Request::Emit {
+            event: "session_start".into(),
+            payload: EventPayload::default(),
+            reply: Box::new(|_| {}),
+        });
+    }
+    // `initialize` belongs to the legacy era whatever it carries.
+    let era = if method == "initialize" {
+        Ok(Era::Legacy)
+    } else {
+        era::era_of(&params)
+    };
+    let era = match era {
+        Ok(era) => era,
+        Err(e) => return server.respond(&id, Err(e)),
+    };
+    if let Era::Modern(_) = era {
+        server.modern();
+    }
+    let now = |result: Map<String, Value>| Ok(era::finish(era, Kind::Plain, result));
+    match method {
+        "initialize" => {
+            let result = initialize(&params);
+            if result.is_ok() {
+                server.initializing();
+            }
+            server.respond(&id, result);
+        }
+        "server/discover" => {
+            let mut result = Map::new();
+            result.insert("supportedVersions".into(), json!(era::supported_versions()));
+            result.insert("capabilities".into(), era::capabilities());
+            // Without the envelope a discover is still answered in its era.
+            let era = match era {
+                Era::Legacy => Era::Modern(None),
+                modern => modern,
+            };
+            server.respond(&id, Ok(era::finish(era, Kind::Cacheable, result)));
+        }
+        "ping" => server.respond(&id, now(Map::new())),
+        "logging/setLevel" => {
+            let level = params.get("level").and_then(Value::as_str);
+            match level.and_then(Level::parse) {
+                Some(level) => {
+                    server.set_level(level);
+                    server.respond(&id, now(Map::new()));
+                }
+                None => server.respond(
+                    &id,
+                    Err(RpcError::params(format!(
+                        "`level` must be one of {}",
+                        Level::NAMES.join(", ")
+                    ))),
+                ),
+            }
+        }
+        "subscriptions/listen" => {
+            let filter = params.get("notifications").and_then(Value::as_object);
+            let Some(filter) = filter else {
+                return server.respond(&id, Err(RpcError::params("missing object `notifications`")));
+            };
+            let wants = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
+            server.listen(&id, wants("toolsListChanged"), wants("promptsListChanged"));
+        }
+        "tools/list" | "prompts/list" => {
+            if params.get("cursor").is_some_and(|c| !c.is_null()) {
+                return server.respond(&id, Err(RpcError::params("invalid cursor: lists have one page")));
+            }
+            let prompts = method == "prompts/list";
+            let (s, key) = (server.clone(), id.clone());
+            track(server, &id, era);
+            server.submit(Request::List {
+                reply: Box::new(move |snapshot| {
+                    let result = snapshot
+                        .map(|snap| {
+                            let (k, v) = if prompts {
+                                ("prompts", mapping::prompts(&snap))
+                            } else {
+                                ("tools", mapping::tools(&snap))
+                            };
+                            let mut result = Map::new();
+                            result.insert(k.into(), v.into());
+                            era::finish(era, Kind::Cacheable, result)
+                        })
+                        .map_err(|e| RpcError::new(INTERNAL_ERROR, e));
+                    s.finish(&key, result);
+                }),
+            });
+        }
+        "tools/call" => tools_call(server, id, era, &params),
+        "prompts/get" => prompts_get(server, id, era, &params),
+        _ => server.respond(
+            &id,
+            Err(RpcError::new(METHOD_NOT_FOUND, format!("method not found: {method}"))),
+        ),
+    }
+}
+
+/// Serves a notification (never answered).
+pub fn notification(server: &Server, method: &str, params: &Map<String, Value>) {
+    match method {
+        "notifications/initialized" => server.initialized(),
+        "notifications/cancelled" => {
+            if let Some(id) = params.get("requestId") {
+                server.cancel(id);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn track(server: &Server, id: &Value, era: Era) {
+    let log = match era {
+        Era::Modern(level) => level,
+        Era::Legacy => None,
+    };
+    server.begin(id, log);
+}
+
+fn initialize(params: &Map<String, Value>) -> Result<Value, RpcError> {
+    let Some(asked) = params.get("protocolVersion").and_then(Value::as_str) else {
+        return Err(RpcError::params("missing string `protocolVersion`"));
+    };
+    let version = if era::LEGACY_VERSIONS.contains(&asked) {
+        asked
+    } else {
+        era::LATEST_LEGACY
+    };
+    Ok(json!({
+        "protocolVersion": version,
+        "capabilities": era::capabilities(),
+        "serverInfo": era::server_info(),
+        "instructions": "Tools and prompts (slash commands) of the loaded zot extensions.",
+    }))
+}
+
+fn string_param(params: &Map<String, Value>, key: &str) -> Result<String, RpcError> {
+    match params.get(key) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        _ => Err(RpcError::params(format!("missing string `{key}`"))),
+    }
+}
+
+fn object_param(params: &Map<String, Value>, key: &str) -> Result<Map<String, Value>, RpcError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(o)) => Ok(o.clone()),
+        Some(_) => Err(RpcError::params(format!("`{key}` must be an object"))),
+    }
+}
+
+/// A name the host does not know is the client's mistake (-32602), not
+/// a failure of the tool or command.
+fn unknown_name(error: &str) -> bool {
+    error.starts_with("unknown ") || error.contains("is built in") || error.contains("is a host command")
+}
+
+fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
+    let call = string_param(params, "name").and_then(|name| {
+        let args = object_param(params, "arguments")?;
+        Ok(ToolRequest {
+            name,
+            args: Value::Object(args),
+            tool_id: None,
+        })
+    });
+    let call = match call {
+        Ok(call) => call,
+        Err(e) => return server.respond(&id, Err(e)),
+    };
+    track(server, &id, era);
+    let (s, key) = (server.clone(), id);
+    server.submit(Request::Tool {
+        call,
+        pipeline: true,
+        reply: Box::new(move |outcome| {
+            let result = match outcome {
+                Ok(outcome) => Ok(mapping::tool_result(outcome)),
+                Err(e) if unknown_name(&e) => Err(RpcError::new(INVALID_PARAMS, e)),
+                Err(e) => Ok(mapping::tool_failure(&e)),
+            };
+            s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
+        }),
+    });
+}
+
+fn prompts_get(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
+    let request = string_param(params, "name").and_then(|name| {
+        let arguments = object_param(params, "arguments")?;
+        let args = match arguments.get("args") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(RpcError::params("argument `args` must be a string")),
+        };
+        Ok((name, args))
+    });
+    let (name, args) = match request {
+        Ok(r) => r,
+        Err(e) => return server.respond(&id, Err(e)),
+    };
+    track(server, &id, era);
+    let (s, key, command) = (server.clone(), id, name.clone());
+    server.submit(Request::Command {
+        name,
+        args,
+        reply: Box::new(move |outcome| {
+            let result = match outcome {
+                Ok(outcome) => mapping::prompt_result(&command, outcome),
+                Err(e) if unknown_name(&e) => Err(RpcError::new(INVALID_PARAMS, e)),
+                Err(e) => Err(RpcError::new(INTERNAL_ERROR, e)),
+            };
+            s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
+        }),
+    });
+}

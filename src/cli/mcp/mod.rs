@@ -1,0 +1,140 @@
+//! `zot mcp`: the loaded extensions as an MCP server on stdio (SPEC 9).
+//!
+//! stdin carries JSON-RPC requests and notifications, stdout nothing but
+//! JSON-RPC messages, stderr diagnostics. Three threads around the one
+//! library `Host`, as in `zot rpc`: the stdin reader serves or submits
+//! each request without waiting, replies are written from the host loop
+//! as they come (out of order), the main thread handles the host's
+//! events, and one writer thread owns stdout.
+
+mod era;
+mod jsonrpc;
+mod mapping;
+mod methods;
+mod server;
+
+use super::{CliError, HostOpts};
+use crossbeam_channel::{Select, Sender};
+use jsonrpc::Incoming;
+use server::Server;
+use std::io::{self, Write};
+use zot_host::protocol::{Line, LineReader, MAX_LINE};
+use zot_host::Request;
+
+/// `zot mcp --help`.
+pub const HELP: &str = "\
+usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--provider P] [--model M]
+
+Serves the loaded extensions to an MCP client over stdio: their tools
+as MCP tools (through the guards), their commands as prompts, their
+notes as log messages. Speaks the initialize handshake (2024-11-05 to
+2025-11-25) and the stateless 2026-07-28 revision on the same stream.
+EOF on stdin, Ctrl-C and SIGTERM shut down gracefully.
+";
+
+/// Runs the MCP server until EOF or a signal.
+pub fn run(opts: HostOpts) -> Result<i32, CliError> {
+    let host = super::start_host(&opts)?;
+    let (out_tx, out_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
+    let writer = std::thread::Builder::new()
+        .name("zot-mcp-stdout".into())
+        .spawn(move || {
+            let mut stdout = io::BufWriter::new(io::stdout().lock());
+            // An empty message is the end: the stdin thread may still
+            // hold a sender while it blocks on a read that never returns.
+            while let Ok(line) = out_rx.recv() {
+                let mut end = line.is_empty();
+                let mut ok = stdout.write_all(&line).is_ok();
+                while let Ok(more) = out_rx.try_recv() {
+                    end |= more.is_empty();
+                    ok = ok && stdout.write_all(&more).is_ok();
+                }
+                if !ok || stdout.flush().is_err() || end {
+                    break;
+                }
+            }
+        })
+        .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?;
+
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<&'static str>(4);
+    let on_signal = stop_tx.clone();
+    ctrlc::set_handler(move || {
+        let _ = on_signal.try_send("signal");
+    })
+    .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))?;
+
+    let events = host.events().clone();
+    let server = Server::new(events.clone(), host.handle(), out_tx.clone());
+    let reader = {
+        let server = server.clone();
+        std::thread::Builder::new()
+            .name("zot-mcp-stdin".into())
+            .spawn(move || read_messages(&server, &stop_tx))
+            .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?
+    };
+
+    // Handle events as they come until the host loop ends: it ends only
+    // after the graceful stop, so every reply before it is written.
+    let mut select = Select::new();
+    let on_event = select.recv(&events);
+    let on_stop = select.recv(&stop_rx);
+    let mut stopping = false;
+    loop {
+        let ready = select.ready();
+        if ready == on_event {
+            if server.pump() {
+                break;
+            }
+        } else if ready == on_stop {
+            match stop_rx.try_recv() {
+                Ok("signal") => eprintln!("zot mcp: signal received, shutting down"),
+                Ok(_) => {}
+                Err(_) => continue,
+            }
+            if !stopping {
+                stopping = true;
+                host.handle().submit(Request::Shutdown {
+                    reply: Box::new(|_| {}),
+                });
+            }
+        }
+    }
+    server.close_listens();
+    drop(host);
+    drop(reader); // blocked on stdin at worst; the process exits anyway
+    let _ = out_tx.send(Vec::new());
+    let _ = writer.join();
+    Ok(0)
+}
+
+fn read_messages(server: &Server, stop: &Sender<&'static str>) {
+    let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
+    loop {
+        let line = match lines.next_line() {
+            Ok(Some(Line::Text(line))) => line,
+            Ok(Some(Line::TooLong(n))) => {
+                let error = jsonrpc::RpcError::new(
+                    jsonrpc::INVALID_REQUEST,
+                    format!("message of {n} bytes is longer than {MAX_LINE}"),
+                );
+                server.respond(&serde_json::Value::Null, Err(error));
+                continue;
+            }
+            Ok(None) | Err(_) => break,
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match jsonrpc::classify(&line) {
+            Incoming::Request { id, method, params } => {
+                methods::request(server, id, &method, params)
+            }
+            Incoming::Notification { method, params } => {
+                methods::notification(server, &method, &params)
+            }
+            Incoming::Response => {}
+            Incoming::Invalid { id, error } => server.respond(&id, Err(error)),
+        }
+    }
+    let _ = stop.send("eof");
+}
