@@ -1,0 +1,496 @@
+//! `zot mcp` end to end: the four official MCP SDK clients (Python 1.x
+//! and 2.x, TypeScript SDK 1.x and client 2.x) run their scripts in
+//! fixtures/mcp-clients against the real binary, and raw JSON-RPC over
+//! pipes covers bad input, cancellation, versions and the log rules.
+//!
+//! The SDKs come from `.ci/mcp-deps` (or `$ZOT_MCP_DEPS`); when they
+//! cannot be had the client tests fail and say so, never skip.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A whole client script, on a busy machine, with interpreter start-up.
+const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture_ext(name: &str) -> PathBuf {
+    repo().join("fixtures/mcp-clients/exts").join(name)
+}
+
+/// The MCP SDK directory, installed by `.ci/mcp-deps` on first use.
+fn deps() -> &'static PathBuf {
+    static DEPS: OnceLock<PathBuf> = OnceLock::new();
+    DEPS.get_or_init(|| {
+        let script = repo().join(".ci/mcp-deps");
+        let out = Command::new(&script)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "{} failed ({}): the MCP SDK clients are needed (python3 with venv, node, npm); \
+             set ZOT_MCP_DEPS to an installed copy",
+            script.display(),
+            out.status
+        );
+        let dir = String::from_utf8_lossy(&out.stdout);
+        let dir = PathBuf::from(dir.lines().last().unwrap_or_default().trim());
+        assert!(dir.is_dir(), ".ci/mcp-deps printed no directory ({dir:?})");
+        dir
+    })
+}
+
+/// `pid ppid` pairs written by the fixture extensions.
+fn fixture_pids(dir: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("fixture dir").flatten() {
+        if entry.file_name().to_string_lossy().starts_with("pid-") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    pids
+}
+
+/// Runs one client script against `zot mcp` with the three fixture
+/// extensions; checks every step passed and nothing is left running.
+fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
+    let t = TempDir::new(tag);
+    let fixture_dir = t.join("fixture");
+    std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
+    let args = json!([
+        "mcp", "--no-ext", "--cwd", t.path(),
+        "-e", fixture_ext("demo"), "-e", fixture_ext("guard"), "-e", fixture_ext("quitter"),
+    ]);
+    assert!(
+        interpreter.exists() || interpreter.components().count() == 1,
+        "client interpreter {} is missing: run .ci/mcp-deps",
+        interpreter.display()
+    );
+    let mut child = Command::new(&interpreter)
+        .arg(repo().join("fixtures/mcp-clients").join(script))
+        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
+        .env("ZOT_MCP_ARGS", args.to_string())
+        .env("MCP_DEPS", deps())
+        .env("MCP_FIXTURE_DIR", &fixture_dir)
+        .env("ZOT_HOME", t.join("home"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", interpreter.display()));
+    let end = Instant::now() + CLIENT_DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().expect("client output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        status.success(),
+        "{script} failed ({status}).\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for step in [
+        "tools/list", "tools/call", "guard block", "guard rewrite", "unknown tool", "prompts",
+        "log message", "list_changed", "eof",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == format!("ok {step}")),
+            "{script}: step {step:?} did not pass.\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+    let pids = fixture_pids(&fixture_dir);
+    assert!(pids.len() >= 4, "{script}: no extension pids recorded ({pids:?})");
+    for pid in pids {
+        wait_for(&format!("{script}: process {pid} to be gone"), || process_gone(pid));
+    }
+}
+
+#[test]
+fn python_sdk_1x_client() {
+    run_client("mcp-py1", deps().join("py1/bin/python"), "py1_client.py");
+}
+
+#[test]
+fn python_sdk_2x_client() {
+    run_client("mcp-py2", deps().join("py2/bin/python"), "py2_client.py");
+}
+
+#[test]
+fn typescript_sdk_1x_client() {
+    run_client("mcp-ts1", PathBuf::from("node"), "ts_sdk1_client.cjs");
+}
+
+#[test]
+fn typescript_client_2x() {
+    run_client("mcp-ts2", PathBuf::from("node"), "ts_client2_client.cjs");
+}
+
+// ---- raw JSON-RPC ----
+
+const V2026: &str = "2026-07-28";
+
+/// `zot mcp` over pipes with its own ZOT_HOME and fixture directory.
+struct Mcp {
+    rpc: Rpc,
+    _home: TempDir,
+    fixture_dir: PathBuf,
+}
+
+impl Mcp {
+    fn start(tag: &str, exts: &[PathBuf]) -> Mcp {
+        let t = TempDir::new(tag);
+        let fixture_dir = t.join("fixture");
+        std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
+        let mut cmd = zot();
+        cmd.arg("mcp").arg("--no-ext").arg("--cwd").arg(t.path());
+        for e in exts {
+            cmd.arg("-e").arg(e);
+        }
+        cmd.env("ZOT_HOME", t.join("home"))
+            .env("MCP_FIXTURE_DIR", &fixture_dir);
+        Mcp {
+            rpc: Rpc::spawn(&mut cmd),
+            _home: t,
+            fixture_dir,
+        }
+    }
+
+    fn demo(tag: &str) -> Mcp {
+        Mcp::start(tag, &[fixture_ext("demo"), fixture_ext("guard"), fixture_ext("quitter")])
+    }
+
+    fn send(&mut self, v: Value) {
+        self.rpc.send(v);
+    }
+
+    fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(&id)
+    }
+
+    fn response(&mut self, id: &Value) -> Value {
+        let id = id.clone();
+        self.rpc.until(&format!("response to {id}"), |v| {
+            v.get("id") == Some(&id) && v.get("method").is_none()
+        })
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    fn initialize(&mut self) {
+        let r = self.request(
+            json!(0),
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        assert_eq!(r["result"]["protocolVersion"], "2025-06-18", "{r}");
+        self.notify("notifications/initialized", json!({}));
+    }
+
+    fn position(&self, pred: impl Fn(&Value) -> bool) -> Option<usize> {
+        self.rpc.seen.iter().position(pred)
+    }
+
+    fn notes(&self) -> Vec<Value> {
+        self.rpc
+            .seen
+            .iter()
+            .filter(|v| v["method"] == "notifications/message")
+            .map(|v| v["params"].clone())
+            .collect()
+    }
+
+    /// Closes stdin and waits: exit status 0, every extension gone.
+    fn end_by_eof(mut self) -> Vec<Value> {
+        self.rpc.close_stdin();
+        self.finish()
+    }
+
+    fn finish(mut self) -> Vec<Value> {
+        assert_eq!(self.rpc.wait(), Some(0), "zot mcp exit status");
+        for pid in fixture_pids(&self.fixture_dir) {
+            wait_for(&format!("process {pid} to be gone"), || process_gone(pid));
+        }
+        std::mem::take(&mut self.rpc.seen)
+    }
+}
+
+fn modern(params: Value) -> Value {
+    let mut params = params;
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V2026);
+    params
+}
+
+fn code(v: &Value) -> i64 {
+    v["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {v}"))
+}
+
+#[test]
+fn bad_input_gets_json_rpc_errors_and_the_stream_goes_on() {
+    let mut mcp = Mcp::start("mcp-bad", &[]);
+    mcp.rpc.send_raw("{this is not json");
+    let v = mcp.rpc.next().expect("answer to bad JSON");
+    assert_eq!((v["id"].clone(), code(&v)), (Value::Null, -32700), "{v}");
+    mcp.rpc.send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    let v = mcp.rpc.next().expect("answer to a batch");
+    assert_eq!((v["id"].clone(), code(&v)), (Value::Null, -32600), "{v}");
+    mcp.rpc.send_raw("[]");
+    assert_eq!(code(&mcp.rpc.next().expect("answer to []")), -32600);
+    mcp.rpc.send_raw(r#"{"id":2,"method":"ping"}"#);
+    let v = mcp.response(&json!(2));
+    assert_eq!(code(&v), -32600, "missing jsonrpc: {v}");
+    let v = mcp.request(json!(3), "no/such/method", json!({}));
+    assert_eq!(code(&v), -32601, "{v}");
+    let v = mcp.request(json!(4), "tools/call", json!({"arguments": {}}));
+    assert_eq!(code(&v), -32602, "tools/call without a name: {v}");
+    let v = mcp.request(json!(5), "tools/call", json!({"name": "echo", "arguments": [1]}));
+    assert_eq!(code(&v), -32602, "arguments not an object: {v}");
+    let v = mcp.request(json!(6), "logging/setLevel", json!({"level": "loud"}));
+    assert_eq!(code(&v), -32602, "{v}");
+    let v = mcp.request(json!("p"), "ping", json!({}));
+    assert_eq!(v, json!({"jsonrpc": "2.0", "id": "p", "result": {}}));
+    mcp.end_by_eof();
+}
+
+#[test]
+fn unsupported_version_gets_32022_and_2026_results_are_stamped() {
+    let mut mcp = Mcp::demo("mcp-versions");
+    let v = mcp.request(
+        json!(1),
+        "tools/list",
+        json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}),
+    );
+    assert_eq!(code(&v), -32022, "{v}");
+    assert_eq!(v["error"]["data"]["requested"], "2099-01-01");
+    let supported = v["error"]["data"]["supported"].as_array().expect("supported list");
+    assert!(supported.contains(&json!(V2026)) && supported.contains(&json!("2024-11-05")));
+
+    let d = mcp.request(json!(2), "server/discover", modern(json!({})));
+    let r = &d["result"];
+    assert_eq!(r["resultType"], "complete", "{d}");
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "zot");
+    assert!(r["supportedVersions"].as_array().expect("versions").contains(&json!(V2026)));
+    assert!(r["ttlMs"].is_u64() && r["cacheScope"].is_string(), "{d}");
+
+    let list = mcp.request(json!(3), "tools/list", modern(json!({})));
+    let r = &list["result"];
+    assert_eq!((r["resultType"].as_str(), r["ttlMs"].as_u64(), r["cacheScope"].as_str()),
+               (Some("complete"), Some(0), Some("private")), "{list}");
+    let call = mcp.request(json!(4), "tools/call",
+                           modern(json!({"name": "echo", "arguments": {"text": "x"}})));
+    assert_eq!(call["result"]["resultType"], "complete", "{call}");
+    assert_eq!(call["result"]["content"][0]["text"], "echo: x");
+    assert!(call["result"].get("ttlMs").is_none(), "a call result is not cacheable: {call}");
+
+    // The legacy handshake still works on the same stream.
+    mcp.initialize();
+    let legacy = mcp.request(json!(5), "tools/list", json!({}));
+    assert!(legacy["result"].get("resultType").is_none(), "{legacy}");
+    mcp.end_by_eof();
+}
+
+#[test]
+fn cancelled_request_is_never_answered() {
+    let mut mcp = Mcp::demo("mcp-cancel");
+    mcp.initialize();
+    mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "slow", "arguments": {"ms": 800}}}));
+    mcp.notify("notifications/cancelled", json!({"requestId": 5, "reason": "changed my mind"}));
+    // The extension answers in order, so this answer comes after the
+    // cancelled one would have.
+    let later = mcp.request(json!(6), "tools/call",
+                            json!({"name": "slow", "arguments": {"ms": 10}}));
+    assert_eq!(later["result"]["content"][0]["text"], "finally");
+    let ping = mcp.request(json!(7), "ping", json!({}));
+    assert_eq!(ping["result"], json!({}));
+    let seen = mcp.end_by_eof();
+    assert!(
+        !seen.iter().any(|v| v["id"] == 5),
+        "a cancelled request was answered: {seen:?}"
+    );
+}
+
+#[test]
+fn notes_before_initialized_are_buffered_up_to_100() {
+    let t = TempDir::new("mcp-buffer-ext");
+    let notes: Vec<Value> = (0..150)
+        .map(|i| json!({"type": "notify", "level": "warn", "message": format!("note {i}")}))
+        .collect();
+    let noisy = ext_dir(
+        &t.join("noisy"),
+        "noisy",
+        json!({"register": [command("hi")], "on_ready": notes,
+               "commands": {"hi": {"action": "display", "display": "hello"}}}),
+    );
+    let mut mcp = Mcp::start("mcp-buffer", &[noisy]);
+    let init = mcp.request(
+        json!(0),
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "1"}}),
+    );
+    assert_eq!(init["result"]["serverInfo"]["name"], "zot");
+    // Its answer comes after every note it wrote before (SPEC 3.17).
+    let hi = mcp.request(json!(1), "prompts/get", json!({"name": "hi"}));
+    assert_eq!(hi["result"]["messages"][0]["content"]["text"], "hello", "{hi}");
+    assert!(mcp.notes().is_empty(), "notes before notifications/initialized");
+    mcp.notify("notifications/initialized", json!({}));
+    mcp.request(json!(2), "ping", json!({}));
+    let notes = mcp.notes();
+    assert_eq!(notes.len(), 100, "buffered notes: {notes:?}");
+    assert_eq!(notes[0], json!({"level": "warning", "logger": "noisy", "data": "note 50"}));
+    assert_eq!(notes[99]["data"], "note 149");
+    mcp.end_by_eof();
+}
+
+#[test]
+fn legacy_notes_follow_set_level_and_precede_the_result() {
+    let mut mcp = Mcp::demo("mcp-legacy-notes");
+    mcp.initialize();
+    let call = |mcp: &mut Mcp, id: i64, text: &str| {
+        mcp.request(json!(id), "tools/call", json!({"name": "shout", "arguments": {"text": text}}))
+    };
+    call(&mut mcp, 1, "one");
+    let note = mcp
+        .position(|v| v["params"]["data"] == "shouting one")
+        .expect("the note of a legacy call");
+    let result = mcp.position(|v| v["id"] == 1).expect("result");
+    assert!(note < result, "the note must come before the result (SPEC 3.17)");
+    let set = mcp.request(json!(2), "logging/setLevel", json!({"level": "warning"}));
+    assert_eq!(set["result"], json!({}));
+    call(&mut mcp, 3, "two");
+    mcp.request(json!(4), "ping", json!({}));
+    assert!(mcp.position(|v| v["params"]["data"] == "shouting two").is_none(),
+            "an info note passed setLevel warning");
+    mcp.end_by_eof();
+}
+
+#[test]
+fn modern_notes_only_for_requests_that_opt_in() {
+    let mut mcp = Mcp::demo("mcp-modern-notes");
+    let shout = |text: &str, level: Option<&str>| {
+        let mut params = modern(json!({"name": "shout", "arguments": {"text": text}}));
+        if let Some(level) = level {
+            params["_meta"]["io.modelcontextprotocol/logLevel"] = json!(level);
+        }
+        params
+    };
+    mcp.request(json!(1), "tools/call", shout("none", None));
+    mcp.request(json!(2), "tools/call", shout("warning", Some("warning")));
+    mcp.request(json!(3), "tools/call", shout("info", Some("info")));
+    let notes = mcp.notes();
+    assert_eq!(
+        notes,
+        vec![json!({"level": "info", "logger": "mcpdemo", "data": "shouting info"})],
+        "only the opted-in request at its level gets notes (and not the startup note)"
+    );
+    let note = mcp.position(|v| v["params"]["data"] == "shouting info").expect("note");
+    let result = mcp.position(|v| v["id"] == 3).expect("result");
+    assert!(note < result, "the note must come before the result");
+    mcp.end_by_eof();
+}
+
+#[test]
+fn list_changes_reach_legacy_clients_and_listen_streams() {
+    let mut mcp = Mcp::demo("mcp-listen");
+    mcp.initialize();
+    mcp.send(json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
+                    "params": modern(json!({"notifications": {"toolsListChanged": true}}))}));
+    let ack = mcp.rpc.until("listen ack", |v| {
+        v["method"] == "notifications/subscriptions/acknowledged"
+    });
+    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}));
+    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "sub");
+    let bye = mcp.request(json!(1), "tools/call", json!({"name": "quit"}));
+    assert_eq!(bye["result"]["content"][0]["text"], "bye");
+    mcp.rpc.until("legacy list_changed", |v| {
+        v["method"] == "notifications/tools/list_changed" && v.get("params").is_none()
+    });
+    mcp.rpc.until("list_changed on the listen stream", |v| {
+        v["method"] == "notifications/tools/list_changed"
+            && v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub"
+    });
+    mcp.rpc.until("prompts list_changed", |v| {
+        v["method"] == "notifications/prompts/list_changed"
+    });
+    let tools = mcp.request(json!(2), "tools/list", json!({}));
+    let names: Vec<&str> = tools["result"]["tools"].as_array().expect("tools").iter()
+        .filter_map(|t| t["name"].as_str()).collect();
+    assert!(!names.contains(&"quit") && names.contains(&"echo"), "{names:?}");
+    // The stream ends gracefully at shutdown: its request is answered.
+    let seen = mcp.end_by_eof();
+    let end = seen.iter().find(|v| v["id"] == "sub").expect("listen answered at shutdown");
+    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "sub");
+    let changes = seen.iter()
+        .filter(|v| v["method"] == "notifications/tools/list_changed" && v.get("params").is_none())
+        .count();
+    assert_eq!(changes, 1, "one change, one notification");
+}
+
+#[test]
+fn cancelled_listen_gets_nothing_more() {
+    let mut mcp = Mcp::demo("mcp-listen-cancel");
+    mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                    "params": modern(json!({"notifications": {"toolsListChanged": true}}))}));
+    mcp.rpc.until("ack", |v| v["method"] == "notifications/subscriptions/acknowledged");
+    mcp.notify("notifications/cancelled", json!({"requestId": 9}));
+    mcp.request(json!(1), "tools/call", modern(json!({"name": "quit"})));
+    // A later List is answered after the exit's comparison was made.
+    mcp.request(json!(2), "tools/list", modern(json!({})));
+    let seen = mcp.end_by_eof();
+    assert!(
+        !seen.iter().any(|v| v["method"] == "notifications/tools/list_changed" || v["id"] == 9),
+        "after cancelling, the stream got more: {seen:?}"
+    );
+}
+
+#[test]
+fn session_start_is_emitted_once() {
+    let mut mcp = Mcp::demo("mcp-session");
+    mcp.request(json!(1), "server/discover", modern(json!({})));
+    mcp.initialize();
+    mcp.request(json!(2), "tools/list", json!({}));
+    let pid = mcp.rpc.child.id();
+    let dir = mcp.fixture_dir.clone();
+    // Keep the directory past the end: the extension writes there until it stops.
+    let _keep = std::mem::replace(&mut mcp._home, TempDir::new("mcp-session-spare"));
+    mcp.end_by_eof();
+    let events = std::fs::read_to_string(dir.join(format!("events-{pid}"))).unwrap_or_default();
+    assert_eq!(
+        events.lines().filter(|l| *l == "session_start").count(),
+        1,
+        "events seen by mcpdemo: {events:?}"
+    );
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully() {
+    let mut mcp = Mcp::demo("mcp-sigterm");
+    mcp.initialize();
+    mcp.request(json!(1), "tools/list", json!({})); // after startup readiness
+    let pids = fixture_pids(&mcp.fixture_dir);
+    assert!(!pids.is_empty(), "extensions recorded their pids");
+    // SAFETY: kill(2) on our own child's pid, which we have not reaped.
+    let rc = unsafe { libc::kill(mcp.rpc.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill");
+    mcp.finish();
+}
