@@ -55,7 +55,13 @@ fn fixture_pids(dir: &Path) -> Vec<u32> {
     for entry in std::fs::read_dir(dir).expect("fixture dir").flatten() {
         if entry.file_name().to_string_lossy().starts_with("pid-") {
             let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            pids.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            // A parent of 1 means the host was already gone when the
+            // extension started (a client killed it): nothing to check.
+            pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok())
+                    .filter(|p| *p > 1),
+            );
         }
     }
     pids
@@ -68,8 +74,16 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
     let fixture_dir = t.join("fixture");
     std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
     let args = json!([
-        "mcp", "--no-ext", "--cwd", t.path(),
-        "-e", fixture_ext("demo"), "-e", fixture_ext("guard"), "-e", fixture_ext("quitter"),
+        "mcp",
+        "--no-ext",
+        "--cwd",
+        t.path(),
+        "-e",
+        fixture_ext("demo"),
+        "-e",
+        fixture_ext("guard"),
+        "-e",
+        fixture_ext("quitter"),
     ]);
     assert!(
         interpreter.exists() || interpreter.components().count() == 1,
@@ -106,8 +120,15 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
         "{script} failed ({status}).\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     for step in [
-        "tools/list", "tools/call", "guard block", "guard rewrite", "unknown tool", "prompts",
-        "log message", "list_changed", "eof",
+        "tools/list",
+        "tools/call",
+        "guard block",
+        "guard rewrite",
+        "unknown tool",
+        "prompts",
+        "log message",
+        "list_changed",
+        "eof",
     ] {
         assert!(
             stdout.lines().any(|l| l == format!("ok {step}")),
@@ -115,9 +136,17 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
         );
     }
     let pids = fixture_pids(&fixture_dir);
-    assert!(pids.len() >= 4, "{script}: no extension pids recorded ({pids:?})");
+    assert!(
+        pids.len() >= 4,
+        "{script}: no extension pids recorded ({pids:?})"
+    );
     for pid in pids {
-        wait_for(&format!("{script}: process {pid} to be gone"), || process_gone(pid));
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        wait_for(
+            &format!("{script}: process {pid} ({cmdline}) to be gone"),
+            || process_gone(pid),
+        );
     }
 }
 
@@ -172,7 +201,14 @@ impl Mcp {
     }
 
     fn demo(tag: &str) -> Mcp {
-        Mcp::start(tag, &[fixture_ext("demo"), fixture_ext("guard"), fixture_ext("quitter")])
+        Mcp::start(
+            tag,
+            &[
+                fixture_ext("demo"),
+                fixture_ext("guard"),
+                fixture_ext("quitter"),
+            ],
+        )
     }
 
     fn send(&mut self, v: Value) {
@@ -241,7 +277,9 @@ fn modern(params: Value) -> Value {
 }
 
 fn code(v: &Value) -> i64 {
-    v["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {v}"))
+    v["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("not an error: {v}"))
 }
 
 #[test]
@@ -250,7 +288,8 @@ fn bad_input_gets_json_rpc_errors_and_the_stream_goes_on() {
     mcp.rpc.send_raw("{this is not json");
     let v = mcp.rpc.next().expect("answer to bad JSON");
     assert_eq!((v["id"].clone(), code(&v)), (Value::Null, -32700), "{v}");
-    mcp.rpc.send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
+    mcp.rpc
+        .send_raw(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
     let v = mcp.rpc.next().expect("answer to a batch");
     assert_eq!((v["id"].clone(), code(&v)), (Value::Null, -32600), "{v}");
     mcp.rpc.send_raw("[]");
@@ -262,7 +301,11 @@ fn bad_input_gets_json_rpc_errors_and_the_stream_goes_on() {
     assert_eq!(code(&v), -32601, "{v}");
     let v = mcp.request(json!(4), "tools/call", json!({"arguments": {}}));
     assert_eq!(code(&v), -32602, "tools/call without a name: {v}");
-    let v = mcp.request(json!(5), "tools/call", json!({"name": "echo", "arguments": [1]}));
+    let v = mcp.request(
+        json!(5),
+        "tools/call",
+        json!({"name": "echo", "arguments": [1]}),
+    );
     assert_eq!(code(&v), -32602, "arguments not an object: {v}");
     let v = mcp.request(json!(6), "logging/setLevel", json!({"level": "loud"}));
     assert_eq!(code(&v), -32602, "{v}");
@@ -281,25 +324,46 @@ fn unsupported_version_gets_32022_and_2026_results_are_stamped() {
     );
     assert_eq!(code(&v), -32022, "{v}");
     assert_eq!(v["error"]["data"]["requested"], "2099-01-01");
-    let supported = v["error"]["data"]["supported"].as_array().expect("supported list");
+    let supported = v["error"]["data"]["supported"]
+        .as_array()
+        .expect("supported list");
     assert!(supported.contains(&json!(V2026)) && supported.contains(&json!("2024-11-05")));
 
     let d = mcp.request(json!(2), "server/discover", modern(json!({})));
     let r = &d["result"];
     assert_eq!(r["resultType"], "complete", "{d}");
-    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "zot");
-    assert!(r["supportedVersions"].as_array().expect("versions").contains(&json!(V2026)));
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "zot"
+    );
+    assert!(r["supportedVersions"]
+        .as_array()
+        .expect("versions")
+        .contains(&json!(V2026)));
     assert!(r["ttlMs"].is_u64() && r["cacheScope"].is_string(), "{d}");
 
     let list = mcp.request(json!(3), "tools/list", modern(json!({})));
     let r = &list["result"];
-    assert_eq!((r["resultType"].as_str(), r["ttlMs"].as_u64(), r["cacheScope"].as_str()),
-               (Some("complete"), Some(0), Some("private")), "{list}");
-    let call = mcp.request(json!(4), "tools/call",
-                           modern(json!({"name": "echo", "arguments": {"text": "x"}})));
+    assert_eq!(
+        (
+            r["resultType"].as_str(),
+            r["ttlMs"].as_u64(),
+            r["cacheScope"].as_str()
+        ),
+        (Some("complete"), Some(0), Some("private")),
+        "{list}"
+    );
+    let call = mcp.request(
+        json!(4),
+        "tools/call",
+        modern(json!({"name": "echo", "arguments": {"text": "x"}})),
+    );
     assert_eq!(call["result"]["resultType"], "complete", "{call}");
     assert_eq!(call["result"]["content"][0]["text"], "echo: x");
-    assert!(call["result"].get("ttlMs").is_none(), "a call result is not cacheable: {call}");
+    assert!(
+        call["result"].get("ttlMs").is_none(),
+        "a call result is not cacheable: {call}"
+    );
 
     // The legacy handshake still works on the same stream.
     mcp.initialize();
@@ -314,11 +378,17 @@ fn cancelled_request_is_never_answered() {
     mcp.initialize();
     mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                     "params": {"name": "slow", "arguments": {"ms": 800}}}));
-    mcp.notify("notifications/cancelled", json!({"requestId": 5, "reason": "changed my mind"}));
+    mcp.notify(
+        "notifications/cancelled",
+        json!({"requestId": 5, "reason": "changed my mind"}),
+    );
     // The extension answers in order, so this answer comes after the
     // cancelled one would have.
-    let later = mcp.request(json!(6), "tools/call",
-                            json!({"name": "slow", "arguments": {"ms": 10}}));
+    let later = mcp.request(
+        json!(6),
+        "tools/call",
+        json!({"name": "slow", "arguments": {"ms": 10}}),
+    );
     assert_eq!(later["result"]["content"][0]["text"], "finally");
     let ping = mcp.request(json!(7), "ping", json!({}));
     assert_eq!(ping["result"], json!({}));
@@ -351,13 +421,22 @@ fn notes_before_initialized_are_buffered_up_to_100() {
     assert_eq!(init["result"]["serverInfo"]["name"], "zot");
     // Its answer comes after every note it wrote before (SPEC 3.17).
     let hi = mcp.request(json!(1), "prompts/get", json!({"name": "hi"}));
-    assert_eq!(hi["result"]["messages"][0]["content"]["text"], "hello", "{hi}");
-    assert!(mcp.notes().is_empty(), "notes before notifications/initialized");
+    assert_eq!(
+        hi["result"]["messages"][0]["content"]["text"], "hello",
+        "{hi}"
+    );
+    assert!(
+        mcp.notes().is_empty(),
+        "notes before notifications/initialized"
+    );
     mcp.notify("notifications/initialized", json!({}));
     mcp.request(json!(2), "ping", json!({}));
     let notes = mcp.notes();
     assert_eq!(notes.len(), 100, "buffered notes: {notes:?}");
-    assert_eq!(notes[0], json!({"level": "warning", "logger": "noisy", "data": "note 50"}));
+    assert_eq!(
+        notes[0],
+        json!({"level": "warning", "logger": "noisy", "data": "note 50"})
+    );
     assert_eq!(notes[99]["data"], "note 149");
     mcp.end_by_eof();
 }
@@ -367,20 +446,30 @@ fn legacy_notes_follow_set_level_and_precede_the_result() {
     let mut mcp = Mcp::demo("mcp-legacy-notes");
     mcp.initialize();
     let call = |mcp: &mut Mcp, id: i64, text: &str| {
-        mcp.request(json!(id), "tools/call", json!({"name": "shout", "arguments": {"text": text}}))
+        mcp.request(
+            json!(id),
+            "tools/call",
+            json!({"name": "shout", "arguments": {"text": text}}),
+        )
     };
     call(&mut mcp, 1, "one");
     let note = mcp
         .position(|v| v["params"]["data"] == "shouting one")
         .expect("the note of a legacy call");
     let result = mcp.position(|v| v["id"] == 1).expect("result");
-    assert!(note < result, "the note must come before the result (SPEC 3.17)");
+    assert!(
+        note < result,
+        "the note must come before the result (SPEC 3.17)"
+    );
     let set = mcp.request(json!(2), "logging/setLevel", json!({"level": "warning"}));
     assert_eq!(set["result"], json!({}));
     call(&mut mcp, 3, "two");
     mcp.request(json!(4), "ping", json!({}));
-    assert!(mcp.position(|v| v["params"]["data"] == "shouting two").is_none(),
-            "an info note passed setLevel warning");
+    assert!(
+        mcp.position(|v| v["params"]["data"] == "shouting two")
+            .is_none(),
+        "an info note passed setLevel warning"
+    );
     mcp.end_by_eof();
 }
 
@@ -403,7 +492,9 @@ fn modern_notes_only_for_requests_that_opt_in() {
         vec![json!({"level": "info", "logger": "mcpdemo", "data": "shouting info"})],
         "only the opted-in request at its level gets notes (and not the startup note)"
     );
-    let note = mcp.position(|v| v["params"]["data"] == "shouting info").expect("note");
+    let note = mcp
+        .position(|v| v["params"]["data"] == "shouting info")
+        .expect("note");
     let result = mcp.position(|v| v["id"] == 3).expect("result");
     assert!(note < result, "the note must come before the result");
     mcp.end_by_eof();
@@ -413,13 +504,21 @@ fn modern_notes_only_for_requests_that_opt_in() {
 fn list_changes_reach_legacy_clients_and_listen_streams() {
     let mut mcp = Mcp::demo("mcp-listen");
     mcp.initialize();
-    mcp.send(json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
-                    "params": modern(json!({"notifications": {"toolsListChanged": true}}))}));
+    mcp.send(
+        json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
+                    "params": modern(json!({"notifications": {"toolsListChanged": true}}))}),
+    );
     let ack = mcp.rpc.until("listen ack", |v| {
         v["method"] == "notifications/subscriptions/acknowledged"
     });
-    assert_eq!(ack["params"]["notifications"], json!({"toolsListChanged": true}));
-    assert_eq!(ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "sub");
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub"
+    );
     let bye = mcp.request(json!(1), "tools/call", json!({"name": "quit"}));
     assert_eq!(bye["result"]["content"][0]["text"], "bye");
     mcp.rpc.until("legacy list_changed", |v| {
@@ -433,14 +532,28 @@ fn list_changes_reach_legacy_clients_and_listen_streams() {
         v["method"] == "notifications/prompts/list_changed"
     });
     let tools = mcp.request(json!(2), "tools/list", json!({}));
-    let names: Vec<&str> = tools["result"]["tools"].as_array().expect("tools").iter()
-        .filter_map(|t| t["name"].as_str()).collect();
-    assert!(!names.contains(&"quit") && names.contains(&"echo"), "{names:?}");
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&"quit") && names.contains(&"echo"),
+        "{names:?}"
+    );
     // The stream ends gracefully at shutdown: its request is answered.
     let seen = mcp.end_by_eof();
-    let end = seen.iter().find(|v| v["id"] == "sub").expect("listen answered at shutdown");
-    assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "sub");
-    let changes = seen.iter()
+    let end = seen
+        .iter()
+        .find(|v| v["id"] == "sub")
+        .expect("listen answered at shutdown");
+    assert_eq!(
+        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub"
+    );
+    let changes = seen
+        .iter()
         .filter(|v| v["method"] == "notifications/tools/list_changed" && v.get("params").is_none())
         .count();
     assert_eq!(changes, 1, "one change, one notification");
@@ -449,16 +562,22 @@ fn list_changes_reach_legacy_clients_and_listen_streams() {
 #[test]
 fn cancelled_listen_gets_nothing_more() {
     let mut mcp = Mcp::demo("mcp-listen-cancel");
-    mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
-                    "params": modern(json!({"notifications": {"toolsListChanged": true}}))}));
-    mcp.rpc.until("ack", |v| v["method"] == "notifications/subscriptions/acknowledged");
+    mcp.send(
+        json!({"jsonrpc": "2.0", "id": 9, "method": "subscriptions/listen",
+                    "params": modern(json!({"notifications": {"toolsListChanged": true}}))}),
+    );
+    mcp.rpc.until("ack", |v| {
+        v["method"] == "notifications/subscriptions/acknowledged"
+    });
     mcp.notify("notifications/cancelled", json!({"requestId": 9}));
     mcp.request(json!(1), "tools/call", modern(json!({"name": "quit"})));
     // A later List is answered after the exit's comparison was made.
     mcp.request(json!(2), "tools/list", modern(json!({})));
     let seen = mcp.end_by_eof();
     assert!(
-        !seen.iter().any(|v| v["method"] == "notifications/tools/list_changed" || v["id"] == 9),
+        !seen
+            .iter()
+            .any(|v| v["method"] == "notifications/tools/list_changed" || v["id"] == 9),
         "after cancelling, the stream got more: {seen:?}"
     );
 }

@@ -21,7 +21,11 @@ pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Every version this server speaks, oldest first.
 pub fn supported_versions() -> Vec<&'static str> {
-    LEGACY_VERSIONS.iter().chain(&MODERN_VERSIONS).copied().collect()
+    LEGACY_VERSIONS
+        .iter()
+        .chain(&MODERN_VERSIONS)
+        .copied()
+        .collect()
 }
 
 /// Under which rules one request is served.
@@ -168,7 +172,10 @@ mod tests {
     use super::*;
 
     fn params(meta: Value) -> Map<String, Value> {
-        json!({"_meta": meta}).as_object().cloned().unwrap_or_default()
+        json!({"_meta": meta})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
     }
 
     #[test]

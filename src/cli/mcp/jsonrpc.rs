@@ -158,11 +158,23 @@ mod tests {
     fn bad_input_gets_the_json_rpc_codes() {
         assert_eq!(code("{not json"), (Value::Null, PARSE_ERROR));
         assert_eq!(code("[]"), (Value::Null, INVALID_REQUEST));
-        assert_eq!(code("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]").1, INVALID_REQUEST);
+        assert_eq!(
+            code("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]").1,
+            INVALID_REQUEST
+        );
         assert_eq!(code("7"), (Value::Null, INVALID_REQUEST));
-        assert_eq!(code(r#"{"jsonrpc":"2.0","id":3}"#), (json!(3), INVALID_REQUEST));
-        assert_eq!(code(r#"{"id":3,"method":"ping"}"#), (json!(3), INVALID_REQUEST));
-        assert_eq!(code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#).1, INVALID_REQUEST);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":3}"#),
+            (json!(3), INVALID_REQUEST)
+        );
+        assert_eq!(
+            code(r#"{"id":3,"method":"ping"}"#),
+            (json!(3), INVALID_REQUEST)
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#).1,
+            INVALID_REQUEST
+        );
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":"a","method":"ping","params":[1]}"#),
             (json!("a"), INVALID_PARAMS)

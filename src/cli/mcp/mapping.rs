@@ -53,17 +53,17 @@ pub fn tool_result(outcome: ToolOutcome) -> Map<String, Value> {
     };
     let mut result = Map::new();
     result.insert("content".into(), content.into());
-    result.insert("isError".into(), (outcome.is_error || outcome.blocked).into());
+    result.insert(
+        "isError".into(),
+        (outcome.is_error || outcome.blocked).into(),
+    );
     result
 }
 
 /// A tool that could not run (its extension exited or timed out).
 pub fn tool_failure(error: &str) -> Map<String, Value> {
     let mut result = Map::new();
-    result.insert(
-        "content".into(),
-        json!([{"type": "text", "text": error}]),
-    );
+    result.insert("content".into(), json!([{"type": "text", "text": error}]));
     result.insert("isError".into(), true.into());
     result
 }
@@ -89,9 +89,7 @@ pub fn prompt_result(name: &str, outcome: CommandOutcome) -> Result<Map<String, 
     if let Some(error) = outcome.error.filter(|e| !e.is_empty()) {
         return Err(RpcError::new(INTERNAL_ERROR, error));
     }
-    let message = |role: &str, text: Option<String>| {
-        json!({"role": role, "content": {"type": "text", "text": text.unwrap_or_default()}})
-    };
+    let message = |role: &str, text: Option<String>| json!({"role": role, "content": {"type": "text", "text": text.unwrap_or_default()}});
     let (description, messages) = match outcome.action.as_str() {
         "prompt" => (
             format!("/{name}: a prompt to submit"),
@@ -160,10 +158,16 @@ mod tests {
             ..Default::default()
         };
         let p = prompt_result("c", out("prompt")).unwrap();
-        assert_eq!(p["messages"], json!([{"role": "user", "content": {"type": "text", "text": "p"}}]));
+        assert_eq!(
+            p["messages"],
+            json!([{"role": "user", "content": {"type": "text", "text": "p"}}])
+        );
         let d = prompt_result("c", out("display")).unwrap();
         assert_eq!(d["messages"][0]["role"], "assistant");
-        assert_eq!(prompt_result("c", out("noop")).unwrap()["messages"], json!([]));
+        assert_eq!(
+            prompt_result("c", out("noop")).unwrap()["messages"],
+            json!([])
+        );
         let mut failed = out("display");
         failed.error = Some("bad".into());
         assert_eq!(prompt_result("c", failed).unwrap_err().message, "bad");

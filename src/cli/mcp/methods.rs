@@ -70,14 +70,18 @@ pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Val
         "subscriptions/listen" => {
             let filter = params.get("notifications").and_then(Value::as_object);
             let Some(filter) = filter else {
-                return server.respond(&id, Err(RpcError::params("missing object `notifications`")));
+                return server
+                    .respond(&id, Err(RpcError::params("missing object `notifications`")));
             };
             let wants = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
             server.listen(&id, wants("toolsListChanged"), wants("promptsListChanged"));
         }
         "tools/list" | "prompts/list" => {
             if params.get("cursor").is_some_and(|c| !c.is_null()) {
-                return server.respond(&id, Err(RpcError::params("invalid cursor: lists have one page")));
+                return server.respond(
+                    &id,
+                    Err(RpcError::params("invalid cursor: lists have one page")),
+                );
             }
             let prompts = method == "prompts/list";
             let (s, key) = (server.clone(), id.clone());
@@ -104,7 +108,10 @@ pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Val
         "prompts/get" => prompts_get(server, id, era, &params),
         _ => server.respond(
             &id,
-            Err(RpcError::new(METHOD_NOT_FOUND, format!("method not found: {method}"))),
+            Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+            )),
         ),
     }
 }
@@ -165,7 +172,9 @@ fn object_param(params: &Map<String, Value>, key: &str) -> Result<Map<String, Va
 /// A name the host does not know is the client's mistake (-32602), not
 /// a failure of the tool or command.
 fn unknown_name(error: &str) -> bool {
-    error.starts_with("unknown ") || error.contains("is built in") || error.contains("is a host command")
+    error.starts_with("unknown ")
+        || error.contains("is built in")
+        || error.contains("is a host command")
 }
 
 fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
