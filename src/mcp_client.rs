@@ -454,6 +454,7 @@ impl Adapter {
 
     /// A list changed: fetch it again, or again after the running fetch.
     fn relist(&self, st: &mut State, kind: ListKind) {
+        self.log_line(&format!("{} changed: listing it again", kind.field()));
         if st.phase != Phase::Running {
             // The initial listing has not finished; make it run once more.
             if st.phase == Phase::Listing {

@@ -1,0 +1,620 @@
+//! MCP servers as extensions (SPEC 11), against real servers nobody
+//! here wrote: `@modelcontextprotocol/server-everything` (TypeScript SDK,
+//! legacy era) and a server written with the official Python SDK 2.x
+//! (stateless 2026-07-28 era), both installed by `.ci/mcp-deps`; plus a
+//! hand-written fixture for the corners (pagination, refused server
+//! requests, log levels, cancellation, a server that never answers).
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+use zot_host::HostEvent;
+
+/// The directory `.ci/mcp-deps` installed the MCP servers into (it is
+/// run once; a second run costs nothing). Fails the test, saying how to
+/// fix it, when they cannot be installed.
+fn mcp_deps() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-deps");
+        let out = Command::new(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "MCP test dependencies are missing and {} could not install them \
+             (needs python3 with venv, node and npm, and network access; or set \
+             ZOT_MCP_DEPS to a directory it filled): {stderr}",
+            script.display()
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+        assert!(
+            dir.is_dir(),
+            "{} printed {stdout:?}, not a directory",
+            script.display()
+        );
+        dir
+    })
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-servers")
+}
+
+/// Writes an MCP server manifest into `dir`.
+fn mcp_manifest(dir: &Path, name: &str, exec: &Path, args: &[&str], extra: Value) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("create ext dir");
+    let mut manifest = json!({"name": name, "protocol": "mcp", "exec": exec, "args": args});
+    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
+        m.extend(extra.clone());
+    }
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    dir.to_path_buf()
+}
+
+/// server-everything, its names prefixed `ev_`.
+fn everything(dir: &Path) -> PathBuf {
+    let entry = mcp_deps()
+        .join("node-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "server-everything missing at {}",
+        entry.display()
+    );
+    let node = which("node");
+    mcp_manifest(
+        dir,
+        "everything",
+        &node,
+        &[entry.to_str().expect("utf-8 path"), "stdio"],
+        json!({"prefix": "ev_"}),
+    )
+}
+
+/// The Python SDK 2.x server of fixtures/mcp-servers/py2.
+fn py2_server(dir: &Path) -> PathBuf {
+    let python = mcp_deps().join("py2/bin/python");
+    let script = fixtures().join("py2/server.py");
+    mcp_manifest(
+        dir,
+        "py2",
+        &python,
+        &[script.to_str().expect("utf-8")],
+        json!({}),
+    )
+}
+
+fn corners(dir: &Path, args: &[&str]) -> PathBuf {
+    let python = which("python3");
+    let script = fixtures().join("corners.py");
+    let mut argv = vec![script.to_str().expect("utf-8")];
+    argv.extend(args);
+    mcp_manifest(dir, "corners", &python, &argv, json!({}))
+}
+
+fn which(program: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} is not in $PATH (the MCP tests need it)"))
+}
+
+/// Polls `list` until extension `name` is ready (the SDK servers may
+/// take longer than the 3 s startup grace on a busy machine); returns
+/// that list response's data.
+fn until_ready(rpc: &mut Rpc, name: &str) -> Value {
+    let mut n = 0;
+    let mut last = Value::Null;
+    wait_for(&format!("{name} to be ready"), || {
+        n += 1;
+        last = rpc.call(&format!("ready-{n}"), json!({"type": "list"}))["data"].clone();
+        let ext = last["extensions"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["name"] == name).cloned());
+        let state = ext.as_ref().map(|e| e["state"].clone());
+        assert_ne!(state, Some(json!("failed")), "{name} failed: {last}");
+        if state == Some(json!("ready")) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        false
+    });
+    last
+}
+
+fn tool_info<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["tools"]
+        .as_array()
+        .and_then(|a| a.iter().find(|t| t["name"] == name))
+        .unwrap_or_else(|| panic!("no tool {name} in {list}"))
+}
+
+fn tool_call(rpc: &mut Rpc, id: &str, name: &str, args: Value) -> Value {
+    rpc.call(id, json!({"type": "tool_call", "name": name, "args": args}))
+}
+
+fn run_command(rpc: &mut Rpc, id: &str, name: &str, args: &str) -> Value {
+    rpc.call(id, json!({"type": "command", "name": name, "args": args}))
+}
+
+fn first_text(response: &Value) -> String {
+    response["data"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text block in {response}"))
+        .to_string()
+}
+
+#[test]
+fn everything_server_tools_prompts_and_notes_through_rpc() {
+    let t = TempDir::new("mcp-everything");
+    let ev = everything(&t.join("ev"));
+    let mut rpc = Rpc::start(&t, &[ev]);
+    let list = until_ready(&mut rpc, "everything");
+
+    // Tools arrive with their schemas and the prefix.
+    let echo = tool_info(&list, "ev_echo");
+    assert_eq!(echo["extension"], "everything");
+    assert_eq!(echo["description"], "Echoes back the input string");
+    assert_eq!(echo["schema"]["required"], json!(["message"]));
+    assert!(tool_info(&list, "ev_get-sum")["schema"]["properties"]["a"].is_object());
+    let ext = &list["extensions"][0];
+    assert_eq!(ext["version"], "2.0.0", "serverInfo.version: {ext}");
+    assert!(!list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "echo"));
+
+    // Calls and results: text, image, structured content.
+    let r = tool_call(&mut rpc, "1", "ev_echo", json!({"message": "hi there"}));
+    assert_eq!(first_text(&r), "Echo: hi there", "{r}");
+    assert_eq!(r["data"]["is_error"], false);
+    let r = tool_call(&mut rpc, "2", "ev_get-sum", json!({"a": 2, "b": 3}));
+    assert!(first_text(&r).contains("is 5"), "{r}");
+    let r = tool_call(&mut rpc, "3", "ev_get-tiny-image", json!({}));
+    let image = r["data"]["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|b| b["type"] == "image"))
+        .unwrap_or_else(|| panic!("no image block: {r}"));
+    assert_eq!(image["mime_type"], "image/png");
+    assert!(image["data"]
+        .as_str()
+        .is_some_and(|d| d.starts_with("iVBOR")));
+    let r = tool_call(
+        &mut rpc,
+        "4",
+        "ev_get-structured-content",
+        json!({"location": "New York"}),
+    );
+    let weather: Value = serde_json::from_str(&first_text(&r)).expect("JSON text");
+    assert!(weather["temperature"].is_number(), "{r}");
+    // A tool error from the server (bad arguments) is an error result.
+    let r = tool_call(&mut rpc, "5", "ev_echo", json!({"wrong": 1}));
+    assert_eq!(r["data"]["is_error"], true, "{r}");
+
+    // Prompts are commands: without arguments, with key=value pairs,
+    // with a JSON object; a missing required argument is named.
+    let r = run_command(&mut rpc, "6", "ev_simple-prompt", "ignored words");
+    assert_eq!(r["data"]["action"], "prompt");
+    assert_eq!(
+        r["data"]["prompt"],
+        "This is a simple prompt without arguments."
+    );
+    let r = run_command(
+        &mut rpc,
+        "7",
+        "ev_args-prompt",
+        r#"city="San Francisco" state=CA"#,
+    );
+    assert_eq!(
+        r["data"]["prompt"], "What's weather in San Francisco, CA?",
+        "{r}"
+    );
+    let r = run_command(&mut rpc, "8", "ev_args-prompt", r#"{"city": "Paris"}"#);
+    assert_eq!(r["data"]["prompt"], "What's weather in Paris?", "{r}");
+    let r = run_command(&mut rpc, "9", "ev_args-prompt", "state=CA");
+    let error = r["data"]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("missing required argument `city`"), "{r}");
+    let commands = &list["commands"];
+    assert!(
+        commands
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "ev_args-prompt"
+                && c["description"]
+                    == "A prompt with two arguments, one required and one optional"),
+        "{commands}"
+    );
+
+    // Log messages are notes.
+    tool_call(&mut rpc, "10", "ev_toggle-simulated-logging", json!({}));
+    let note = rpc.until("a note from the server", |v| {
+        v["type"] == "notify" && v["extension"] == "everything"
+    });
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("message"),
+        "{note}"
+    );
+    assert!(["info", "warn", "error"].contains(&note["level"].as_str().unwrap_or_default()));
+
+    // It announced a list change after `initialized`: the host listed again.
+    let log = log_of(&t, "everything");
+    assert!(
+        log.contains("using the legacy initialize (2025-11-25)"),
+        "{log}"
+    );
+    assert!(log.contains("tools changed: listing it again"), "{log}");
+
+    // Shutdown: stdin closed, the server exits, nothing is left running.
+    let pid = ext["pid"].as_u64().expect("pid") as u32;
+    rpc.call("11", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(
+        process_gone(pid),
+        "server-everything (pid {pid}) outlived the host"
+    );
+}
+
+#[test]
+fn a_guard_blocks_an_mcp_tool_and_sees_its_tool_call_event() {
+    let t = TempDir::new("mcp-guard");
+    let record = t.join("guard.jsonl");
+    // A plain zot extension (higher precedence) guards every tool.
+    let guard = ext_dir(
+        &t.join("guard"),
+        "guard",
+        json!({"register": [subscribe(&["tool_call"], &["tool_call"])],
+               "guard": {"block_if": "forbidden", "reason": "no forbidden words"},
+               "record": record}),
+    );
+    let ev = everything(&t.join("ev"));
+    let mut rpc = Rpc::start(&t, &[guard, ev]);
+    until_ready(&mut rpc, "everything");
+    let r = tool_call(
+        &mut rpc,
+        "1",
+        "ev_echo",
+        json!({"message": "forbidden fruit"}),
+    );
+    assert_eq!(r["data"]["blocked"], true, "{r}");
+    assert_eq!(r["data"]["reason"], "no forbidden words");
+    let r = tool_call(&mut rpc, "2", "ev_echo", json!({"message": "fine"}));
+    assert_eq!(first_text(&r), "Echo: fine", "{r}");
+    let events: Vec<Value> = recorded(&record)
+        .into_iter()
+        .filter(|f| f["type"] == "event" && f["event"] == "tool_call")
+        .collect();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[1]["tool_name"], "ev_echo");
+    assert_eq!(events[1]["tool_args"], json!({"message": "fine"}));
+}
+
+#[test]
+fn python_sdk_server_in_the_stateless_era() {
+    let t = TempDir::new("mcp-py2");
+    let py = py2_server(&t.join("py2"));
+    let mut rpc = Rpc::start(&t, &[py]);
+    let list = until_ready(&mut rpc, "py2");
+    let add = tool_info(&list, "add");
+    assert_eq!(add["description"], "Adds two integers");
+    assert_eq!(add["schema"]["required"], json!(["a", "b"]));
+    assert_eq!(list["extensions"][0]["version"], "1.0.0");
+    let log = log_of(&t, "py2");
+    assert!(
+        log.contains("speaking MCP 2026-07-28 (server/discover)"),
+        "{log}"
+    );
+    assert!(log.contains("subscriptions/listen acknowledged"), "{log}");
+
+    let r = tool_call(&mut rpc, "1", "add", json!({"a": 2, "b": 40}));
+    assert_eq!(first_text(&r), "42", "{r}");
+    // Its log message (opted in through _meta) is a note, warning -> warn.
+    let r = tool_call(&mut rpc, "2", "chatty", json!({"text": "yo"}));
+    assert_eq!(first_text(&r), "said");
+    let note = rpc.until("chatty's note", |v| v["type"] == "notify");
+    assert_eq!(
+        (&note["level"], &note["message"]),
+        (&json!("warn"), &json!("chatty says yo"))
+    );
+
+    // A single-argument prompt takes the whole text; the host names a
+    // missing required argument (the SDK would say "Internal server error").
+    let r = run_command(&mut rpc, "3", "greet", "  Ann Lee ");
+    assert_eq!(r["data"]["prompt"], "Please greet Ann Lee warmly.", "{r}");
+    let r = run_command(&mut rpc, "4", "greet", "");
+    assert!(
+        r["data"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("`name`"),
+        "{r}"
+    );
+
+    // A change announced on the listen stream updates the registrations.
+    tool_call(&mut rpc, "5", "grow", json!({}));
+    let mut n = 0;
+    wait_for("the tool `extra` to be registered", || {
+        n += 1;
+        let list = rpc.call(&format!("l{n}"), json!({"type": "list"}));
+        list["data"]["tools"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|t| t["name"] == "extra"))
+    });
+    let r = tool_call(&mut rpc, "6", "extra", json!({}));
+    assert_eq!(first_text(&r), "extra here", "{r}");
+}
+
+#[test]
+fn corners_pagination_refusals_log_levels_cancellation_and_removal() {
+    let t = TempDir::new("mcp-corners");
+    let c = corners(&t.join("c"), &[]);
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--tool-timeout", "2.5", "-e"])
+        .arg(&c)
+        .arg("--cwd")
+        .arg(t.path());
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    let list = until_ready(&mut rpc, "corners");
+    // Every page of both lists.
+    let tools: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        tools,
+        ["ask", "logs", "shrink", "slow", "t1", "t2", "t3", "t4", "t5", "whoami"]
+    );
+    let commands: Vec<&str> = list["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(commands, ["p_none", "p_one", "p_two"]);
+    assert_eq!(
+        list["commands"][0]["description"], "No arguments",
+        "title as description"
+    );
+
+    // The handshake it saw: the probe with the 2026 envelope, then initialize.
+    let who: Value =
+        serde_json::from_str(&first_text(&tool_call(&mut rpc, "1", "whoami", json!({})))).unwrap();
+    let meta = &who["discover"]["_meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({})
+    );
+    assert_eq!(meta["io.modelcontextprotocol/clientInfo"]["name"], "zot");
+    let init = &who["initialize"];
+    assert_eq!(
+        (&init["protocolVersion"], &init["capabilities"]),
+        (&json!("2025-11-25"), &json!({}))
+    );
+    assert_eq!(init["clientInfo"]["name"], "zot");
+
+    // Requests from the server: refused with -32601, except ping.
+    for (id, method) in [
+        ("2", "sampling/createMessage"),
+        ("3", "elicitation/create"),
+        ("4", "roots/list"),
+    ] {
+        let r = tool_call(&mut rpc, id, "ask", json!({"method": method}));
+        let answer: Value = serde_json::from_str(&first_text(&r)).unwrap();
+        assert_eq!(answer["error"]["code"], -32601, "{method}: {r}");
+    }
+    let r = tool_call(&mut rpc, "5", "ask", json!({"method": "ping"}));
+    assert_eq!(first_text(&r), r#"{"result": {}}"#);
+
+    // Log levels map to note levels; logger prefixes the message.
+    tool_call(&mut rpc, "6", "logs", json!({}));
+    let mut notes = Vec::new();
+    while notes.len() < 7 {
+        let v = rpc.until("notes", |v| v["type"] == "notify" && !notes.contains(v));
+        notes.push(v);
+    }
+    let got: Vec<(String, String)> = notes
+        .iter()
+        .map(|n| {
+            (
+                n["level"].as_str().unwrap().into(),
+                n["message"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let want = [
+        ("info", "corners: debug line"),
+        ("info", "corners: info line"),
+        ("info", "corners: notice line"),
+        ("warn", "corners: warning line"),
+        ("error", "corners: error line"),
+        ("error", "corners: critical line"),
+        ("error", r#"{"n":1}"#),
+    ];
+    assert_eq!(got, want.map(|(l, m)| (l.to_string(), m.to_string())));
+
+    // Prompt arguments: JSON values as text, key=value pairs, and only
+    // the user messages' text.
+    let r = run_command(&mut rpc, "7", "p_two", r#"{"a": 1, "b": [true]}"#);
+    assert_eq!(
+        r["data"]["prompt"], "p_two {\"a\": \"1\", \"b\": \"[true]\"}\n\nsecond part",
+        "{r}"
+    );
+    let r = run_command(&mut rpc, "8", "p_two", "b=2");
+    assert!(r["data"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("missing required argument `a`"));
+    let r = run_command(&mut rpc, "9", "p_none", "anything");
+    assert_eq!(r["data"]["prompt"], "p_none {}\n\nsecond part");
+
+    // A tool that never answers: the host's timeout, then the server is
+    // told with notifications/cancelled for that request.
+    let r = tool_call(&mut rpc, "10", "slow", json!({}));
+    assert_eq!(r["success"], false, "{r}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("did not answer tool slow within 2500 ms"),
+        "{r}"
+    );
+    wait_for("the cancellation to reach the server", || {
+        log_of(&t, "corners").contains("cancelled: {")
+    });
+    let who: Value =
+        serde_json::from_str(&first_text(&tool_call(&mut rpc, "11", "whoami", json!({})))).unwrap();
+    assert_eq!(who["cancelled"].as_array().map(Vec::len), Some(1), "{who}");
+
+    // A tool leaving the list leaves the registry.
+    tool_call(&mut rpc, "12", "shrink", json!({}));
+    let mut n = 0;
+    wait_for("t5 to be unregistered", || {
+        n += 1;
+        let l = rpc.call(&format!("l{n}"), json!({"type": "list"}));
+        l["data"]["tools"]
+            .as_array()
+            .is_some_and(|a| !a.iter().any(|t| t["name"] == "t5"))
+    });
+    let r = tool_call(&mut rpc, "13", "t5", json!({}));
+    assert_eq!(r["success"], false, "{r}");
+    let r = tool_call(&mut rpc, "14", "t4", json!({"n": 4}));
+    assert_eq!(first_text(&r), r#"t4 ran with {"n": 4}"#);
+}
+
+#[test]
+fn a_server_that_never_answers_initialize_fails_alone() {
+    let t = TempDir::new("mcp-mute");
+    let mute = corners(&t.join("mute"), &["mute"]);
+    let good = ext_dir(
+        &t.join("good"),
+        "good",
+        json!({"register": [command("ok")],
+               "commands": {"ok": {"action": "display", "display": "fine"}}}),
+    );
+    let mut cfg = config(&t, &[mute, good]);
+    // The probe gets its 3 s, initialize the rest.
+    cfg.timeouts.hello = Duration::from_secs(5);
+    let host = start(cfg);
+    assert_eq!(
+        host.command("ok", "").unwrap().display.as_deref(),
+        Some("fine")
+    );
+    let failed = wait_event(&host, "extension_failed", |e| {
+        matches!(e, HostEvent::ExtensionFailed { .. })
+    });
+    let HostEvent::ExtensionFailed { extension, error } = failed else {
+        unreachable!()
+    };
+    assert_eq!(extension, "corners");
+    assert!(error.contains("no hello within 5 s"), "{error}");
+    let log = log_of(&t, "corners");
+    assert!(
+        log.contains("server/discover: no answer within 3 s"),
+        "{log}"
+    );
+    assert!(log.contains("mute: ignoring initialize"), "{log}");
+    assert_eq!(
+        host.command("ok", "").unwrap().display.as_deref(),
+        Some("fine")
+    );
+    host.shutdown();
+}
+
+#[test]
+fn the_session_runs_mcp_prompts_and_tools() {
+    let t = TempDir::new("mcp-session");
+    let ev = everything(&t.join("ev"));
+    let mut cmd = zot();
+    cmd.args(["--no-ext", "-e"])
+        .arg(&ev)
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .env("NO_COLOR", "1");
+    let (mut child, stdin, lines) = spawn_piped(&mut cmd);
+    let mut stdin = stdin.expect("stdin");
+    use std::io::Write;
+    let mut seen = String::new();
+    let mut read_until =
+        |want: &str, resend: Option<&str>, stdin: &mut std::process::ChildStdin| {
+            let end = std::time::Instant::now() + DEADLINE;
+            while !seen.contains(want) {
+                assert!(
+                    std::time::Instant::now() < end,
+                    "no {want:?} in session output: {seen}"
+                );
+                if let Some(line) = resend {
+                    writeln!(stdin, "{line}").expect("write");
+                }
+                while let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
+                    seen.push_str(&line);
+                    seen.push('\n');
+                }
+            }
+        };
+    // Ask until the server's tools are in (startup may outlast the grace).
+    read_until("ev_echo", Some("/tools"), &mut stdin);
+    writeln!(stdin, "/ev_args-prompt city=Paris").expect("write");
+    read_until("What's weather in Paris?", None, &mut stdin);
+    writeln!(stdin, "/call ev_echo {{\"message\": \"from the session\"}}").expect("write");
+    read_until("Echo: from the session", None, &mut stdin);
+    writeln!(stdin, "/quit").expect("write");
+    drop(stdin);
+    let status = child.wait().expect("wait");
+    assert!(status.success(), "{status:?}: {seen}");
+}
+
+#[test]
+fn zot_ext_list_shows_protocol_and_prefix() {
+    let t = TempDir::new("mcp-list");
+    let home = t.join("home");
+    everything(&home.join("extensions/everything"));
+    let out = zot()
+        .args(["ext", "list", "--json", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", &home)
+        .output()
+        .expect("run zot ext list");
+    assert!(out.status.success(), "{out:?}");
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (&rows[0]["protocol"], &rows[0]["prefix"]),
+        (&json!("mcp"), &json!("ev_")),
+        "{rows}"
+    );
+    assert_eq!(rows[0]["status"], "ok");
+    // Another protocol makes the manifest invalid, naming the field.
+    std::fs::write(
+        home.join("extensions/everything/extension.json"),
+        r#"{"name": "everything", "exec": "node", "protocol": "grpc"}"#,
+    )
+    .expect("write");
+    let out = zot()
+        .args(["ext", "list", "--json", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", &home)
+        .output()
+        .expect("run zot ext list");
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let status = rows[0]["status"].as_str().unwrap_or_default();
+    assert!(
+        status.starts_with("invalid:") && status.contains("`protocol`"),
+        "{rows}"
+    );
+}
