@@ -6,10 +6,12 @@
 //! edit the global copy, or the project copy when there is no global
 //! one.
 
+mod check;
 mod install;
 mod list;
 mod logs;
 mod manage;
+mod new;
 mod scratch;
 
 use super::{absolute, string, CliError};
@@ -30,6 +32,10 @@ usage:
   zot ext enable <name>                     set \"enabled\": true in its extension.json
   zot ext disable <name>                    set \"enabled\": false (stays installed)
   zot ext logs <name> [-f]                  print, or follow, the extension's log
+  zot ext check [PATH] [--json] [--strict] [--call TOOL JSON]... [--command NAME ARGS]...
+                                            run one extension alone and report each rule
+  zot ext new NAME [--lang python|sh|node|go|rust] [--dir DIR]
+                                            write a working extension to start from
 
 options:
       --cwd DIR   project directory holding .zot/extensions (default: current directory)
@@ -130,6 +136,13 @@ enum Request {
 
 /// Runs `zot ext <args>`.
 pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
+    // `check` and `new` take options with values: they parse their own.
+    let (cwd, at) = leading_cwd(&args)?;
+    match args.get(at).and_then(|a| a.to_str()) {
+        Some("check") => return check::run(cwd, args[at + 1..].to_vec()),
+        Some("new") => return new::run(args[at + 1..].to_vec()),
+        _ => {}
+    }
     let parsed = match parse(args)? {
         Request::Help(sub) => return print_help(sub),
         Request::Run(parsed) => parsed,
@@ -149,6 +162,24 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         "enable" | "disable" => manage::set_enabled(&ctx, &parsed.arg_string()?, sub == "enable"),
         _ => logs::run(&ctx, &parsed.arg_string()?, parsed.has("follow")),
     }
+}
+
+/// `--cwd DIR` options before the subcommand: the last DIR, and where
+/// the subcommand is.
+fn leading_cwd(args: &[OsString]) -> Result<(Option<PathBuf>, usize), CliError> {
+    let (mut cwd, mut at) = (None, 0);
+    while let Some(arg) = args.get(at).and_then(|a| a.to_str()) {
+        if let Some(dir) = arg.strip_prefix("--cwd=") {
+            cwd = Some(absolute(dir.into())?);
+            at += 1;
+        } else if arg == "--cwd" && at + 1 < args.len() {
+            cwd = Some(absolute(args[at + 1].clone().into())?);
+            at += 2;
+        } else {
+            break;
+        }
+    }
+    Ok((cwd, at))
 }
 
 fn print_help(sub: Option<&Sub>) -> Result<i32, CliError> {

@@ -1,0 +1,605 @@
+//! `zot ext check` against fixture extensions that keep or break each
+//! rule (fixtures/check/), and `zot ext new` for every language whose
+//! runtime is on this machine: the new extension passes `check --strict`
+//! and its tool answers through `zot rpc`.
+
+mod common;
+
+use common::{process_gone, read_pid, wait_for, zot, Rpc, TempDir};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/check")
+        .join(name)
+}
+
+/// Runs `zot ext check` with `args`; ZOT_HOME is a fresh directory that
+/// the check must not touch.
+fn run_check(args: &[&str], envs: &[(&str, &Path)]) -> Output {
+    let home = TempDir::new("check-home");
+    let mut cmd = zot();
+    cmd.args(["ext", "check"])
+        .args(args)
+        .env("ZOT_HOME", home.path());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run zot ext check");
+    let left: Vec<_> = std::fs::read_dir(home.path()).expect("home").collect();
+    assert!(left.is_empty(), "check wrote into ZOT_HOME: {left:?}");
+    out
+}
+
+/// `zot ext check DIR --json ARGS...`: exit code and report.
+fn check_json(dir: &Path, args: &[&str]) -> (i32, Value) {
+    let dir = dir.to_str().expect("utf-8 path");
+    let mut all = vec![dir, "--json"];
+    all.extend_from_slice(args);
+    let out = run_check(&all, &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+        panic!(
+            "--json printed no JSON object ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().expect("exit code"), report)
+}
+
+/// The findings for `rule` as (status, message) pairs.
+fn findings<'a>(report: &'a Value, rule: &str) -> Vec<(&'a str, &'a str)> {
+    report["checks"]
+        .as_array()
+        .expect("checks array")
+        .iter()
+        .filter(|c| c["rule"] == rule)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or(""),
+            )
+        })
+        .collect()
+}
+
+/// Asserts that `rule` has a finding with `status` whose message has `want`.
+fn assert_finding(report: &Value, rule: &str, status: &str, want: &str) {
+    let found = findings(report, rule);
+    assert!(
+        found.iter().any(|(s, m)| *s == status && m.contains(want)),
+        "expected {status} {rule} mentioning {want:?}; {rule} has {found:?}\nreport: {report:#}"
+    );
+}
+
+fn statuses(report: &Value) -> Vec<String> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| format!("{} {}", c["status"], c["rule"]))
+        .collect()
+}
+
+#[test]
+fn a_clean_extension_passes_every_rule() {
+    let (code, report) = check_json(&fixture("clean"), &["--strict"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["ok"], true);
+    let all = statuses(&report);
+    assert!(
+        all.iter().all(|s| s.starts_with("\"pass\"")),
+        "not all pass: {all:?}"
+    );
+    for rule in [
+        "manifest",
+        "exec",
+        "hello",
+        "command /greet",
+        "tool add",
+        "subscribe",
+        "ready",
+        "event session_start",
+        "event turn_end",
+        "intercept tool_call",
+        "intercept turn_start",
+        "intercept assistant_message",
+        "shutdown",
+        "process group",
+        "stdout",
+    ] {
+        assert_eq!(findings(&report, rule).len(), 1, "no {rule} line: {all:?}");
+    }
+    assert_eq!(report["stderr_tail"], json!([]), "no failure, no stderr");
+}
+
+#[test]
+fn the_text_report_has_one_line_per_rule_with_times() {
+    let out = run_check(&[fixture("clean").to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let hello = text
+        .lines()
+        .find(|l| l.starts_with("pass  hello"))
+        .unwrap_or_else(|| panic!("no hello line: {text}"));
+    assert!(hello.ends_with(" ms)") || hello.ends_with(" s)"), "{hello}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap_or("")
+            .starts_with("ok: 0 failed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn json_report_shape() {
+    let (code, report) = check_json(&fixture("no-ready"), &[]);
+    assert_eq!(code, 0, "a warning alone does not fail: {report:#}");
+    for (key, kind) in [
+        ("dir", "string"),
+        ("extension", "string"),
+        ("ok", "bool"),
+        ("strict", "bool"),
+        ("failed", "number"),
+        ("warnings", "number"),
+        ("ms", "number"),
+        ("checks", "array"),
+        ("stderr_tail", "array"),
+    ] {
+        let v = &report[key];
+        let ok = match kind {
+            "string" => v.is_string(),
+            "bool" => v.is_boolean(),
+            "number" => v.is_number(),
+            _ => v.is_array(),
+        };
+        assert!(ok, "`{key}` should be a {kind}: {report:#}");
+    }
+    assert_eq!(report["extension"], "no-ready");
+    assert_eq!(
+        (report["failed"].clone(), report["warnings"].clone()),
+        (json!(0), json!(1))
+    );
+    for check in report["checks"].as_array().unwrap() {
+        assert!(
+            check["rule"].is_string() && check["message"].is_string(),
+            "{check}"
+        );
+        assert!(["pass", "warn", "fail"].contains(&check["status"].as_str().unwrap_or("")));
+        assert!(check["ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{check}");
+    }
+}
+
+#[test]
+fn without_ready_a_warning_that_fails_only_with_strict() {
+    let (code, report) = check_json(&fixture("no-ready"), &[]);
+    assert_eq!(code, 0);
+    assert_finding(&report, "ready", "warn", "250 ms idle watchdog");
+    let (code, report) = check_json(&fixture("no-ready"), &["--strict"]);
+    assert_eq!(code, 1, "--strict fails on warnings: {report:#}");
+    assert_eq!(report["ok"], false);
+    let out = run_check(&[fixture("no-ready").to_str().unwrap(), "--strict"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("--strict: warnings fail"), "{text}");
+}
+
+#[test]
+fn a_stray_print_is_named_with_the_advice_to_use_stderr() {
+    let (code, report) = check_json(&fixture("stray-print"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "stdout", "fail", "debug: registered everything");
+    let hint = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["rule"] == "stdout")
+        .and_then(|c| c["hint"].as_str())
+        .unwrap_or("");
+    assert!(hint.contains("stderr"), "hint: {hint}");
+    // The rest still ran: the stray line does not stop the check.
+    assert_finding(&report, "shutdown", "pass", "shutdown_ack");
+}
+
+#[test]
+fn registering_before_hello_fails_the_handshake() {
+    let (code, report) = check_json(&fixture("no-hello"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(
+        &report,
+        "hello",
+        "fail",
+        "first frame was `register_command`, expected `hello`",
+    );
+    assert!(
+        findings(&report, "shutdown").is_empty(),
+        "nothing after a failed handshake"
+    );
+}
+
+#[test]
+fn an_exit_before_hello_shows_the_exit_status_and_stderr() {
+    let (code, report) = check_json(&fixture("crash-before-hello"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "hello", "fail", "exit code 3");
+    let tail = report["stderr_tail"].to_string();
+    assert!(tail.contains("cannot read config.toml"), "tail: {tail}");
+    let out = run_check(&[fixture("crash-before-hello").to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("| crash-before-hello: cannot read config.toml"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_extension_that_ignores_shutdown_fails_and_is_stopped() {
+    let (code, report) = check_json(&fixture("ignores-shutdown"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "shutdown", "fail", "no shutdown_ack");
+    // It ignores SIGTERM too; check kills it, so nothing is left.
+    assert_finding(&report, "process group", "pass", "nothing");
+}
+
+#[test]
+fn a_surviving_grandchild_fails_and_is_killed() {
+    let tmp = TempDir::new("check-gc");
+    let pid_file = tmp.join("pid");
+    let dir = fixture("grandchild");
+    let out = run_check(
+        &[dir.to_str().unwrap(), "--json"],
+        &[("PID_FILE", &pid_file)],
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    assert_eq!(out.status.code(), Some(1), "{report:#}");
+    assert_finding(&report, "shutdown", "pass", "shutdown_ack");
+    assert_finding(
+        &report,
+        "process group",
+        "fail",
+        "still run after it exited",
+    );
+    let pid = read_pid(&pid_file);
+    wait_for("the grandchild to be killed", || process_gone(pid));
+}
+
+#[test]
+fn broken_schemas_are_named() {
+    let (code, report) = check_json(&fixture("broken-schema"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "tool fine", "pass", "JSON Schema object");
+    assert_finding(&report, "tool not_object", "fail", "not a JSON object");
+    assert_finding(&report, "tool wrong_type", "fail", "expected \"object\"");
+    assert_finding(&report, "tool list_properties", "fail", "\"properties\"");
+    assert_finding(
+        &report,
+        "tool required_unknown",
+        "fail",
+        "required \"b\" is not in \"properties\"",
+    );
+}
+
+#[test]
+fn bad_names_duplicates_descriptions_and_subscriptions() {
+    let (code, report) = check_json(&fixture("bad-names"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "command /two words", "fail", "whitespace");
+    assert_finding(&report, "command /twice", "fail", "registered twice");
+    assert_finding(&report, "command /undescribed", "fail", "no description");
+    assert_finding(&report, "tool bash", "warn", "built-in tool bash");
+    assert_finding(&report, "tool schemaless", "warn", "no schema");
+    assert_finding(&report, "subscribe", "warn", "unknown event \"turn_begin\"");
+    assert_finding(
+        &report,
+        "subscribe",
+        "warn",
+        "cannot intercept \"session_start\"",
+    );
+    // The valid subscription is still exercised.
+    assert_finding(&report, "event turn_end", "pass", "sent");
+}
+
+#[test]
+fn an_intercept_without_answer_fails_after_the_limit() {
+    let (code, report) = check_json(&fixture("silent-guard"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(
+        &report,
+        "intercept tool_call",
+        "fail",
+        "no answer within 5 s",
+    );
+}
+
+#[test]
+fn a_missing_exec_and_a_missing_manifest() {
+    let (code, report) = check_json(&fixture("missing-exec"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "exec", "fail", "no such file");
+    assert!(findings(&report, "hello").is_empty(), "not started");
+
+    let empty = TempDir::new("check-empty");
+    std::fs::write(empty.join("main.py"), "print('hi')\n").unwrap();
+    let (code, report) = check_json(empty.path(), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "manifest", "fail", "no extension.json");
+    assert_eq!(report["extension"], Value::Null);
+
+    let (code, report) = check_json(&empty.join("nope"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "manifest", "fail", "not a directory");
+}
+
+#[test]
+fn an_invalid_manifest_names_the_field() {
+    let dir = TempDir::new("check-invalid");
+    std::fs::write(
+        dir.join("extension.json"),
+        r#"{"name": "x", "exec": "./x", "enabled": "yes"}"#,
+    )
+    .unwrap();
+    let (code, report) = check_json(dir.path(), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "manifest", "fail", "invalid type");
+}
+
+#[test]
+fn call_and_command_run_and_their_answers_are_checked() {
+    let (code, report) = check_json(
+        &fixture("probes"),
+        &[
+            "--call",
+            "echo",
+            r#"{"a": 1}"#,
+            "--call",
+            "bad_image",
+            "{}",
+            "--call",
+            "nope",
+            "{}",
+            "--command",
+            "hi",
+            "there",
+            "--command",
+            "/bad_action",
+            "",
+            "--command",
+            "no_text",
+            "x",
+        ],
+    );
+    assert_eq!(code, 1, "{report:#}");
+    // The default tool answer echoes the arguments it got.
+    assert_finding(&report, "call echo", "pass", r#"{"a": 1}"#);
+    assert_finding(&report, "call bad_image", "fail", "not valid base64");
+    assert_finding(&report, "call nope", "fail", "registered no tool nope");
+    assert_finding(&report, "run /hi", "pass", "display: hello there");
+    assert_finding(&report, "run /bad_action", "fail", "action \"shout\"");
+    assert_finding(&report, "run /no_text", "fail", "without a `prompt` text");
+    // In the order given, before shutdown.
+    let rules: Vec<String> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["rule"].as_str().unwrap_or("").to_string())
+        .collect();
+    let at = |r: &str| rules.iter().position(|x| x == r).unwrap_or(usize::MAX);
+    assert!(at("call echo") < at("run /hi") && at("run /no_text") < at("shutdown"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let clean = fixture("clean");
+    let clean = clean.to_str().unwrap();
+    for args in [
+        vec![clean, "--call", "add", "not json"],
+        vec![clean, "--call", "add"],
+        vec![clean, "--bogus"],
+        vec![clean, "extra-path"],
+    ] {
+        let out = run_check(&args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("zot: "), "{args:?}: {err}");
+    }
+}
+
+// ------------------------------------------------------------ templates
+
+fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// `zot ext new NAME --lang LANG` in `parent`.
+fn new_ext(parent: &Path, name: &str, lang: &str) -> Output {
+    zot()
+        .args(["ext", "new", name, "--lang", lang])
+        .current_dir(parent)
+        .output()
+        .expect("run zot ext new")
+}
+
+/// Why `lang`'s template cannot be tested here, if it cannot.
+fn missing_runtime(lang: &str) -> Option<&'static str> {
+    let (needs, why) = match lang {
+        "python" => ("python3", "python3 is not installed"),
+        "sh" => ("jq", "jq is not installed"),
+        "node" => ("node", "node is not installed"),
+        "go" => ("go", "go is not installed (apt-get install golang-go)"),
+        _ => ("cargo", "cargo is not installed"),
+    };
+    (!have(needs)).then_some(why)
+}
+
+fn build(dir: &Path, lang: &str) {
+    let run = |program: &str, args: &[&str]| {
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(dir);
+        // A private Go cache: the test must not depend on one being set up.
+        cmd.env("GOCACHE", dir.join(".gocache"));
+        cmd.output().expect("run the build")
+    };
+    let out = match lang {
+        "go" => run("go", &["build", "-o", "hello-go", "."]),
+        // serde_json is in the local registry already (zot uses it);
+        // the network is only needed when it is not.
+        _ => {
+            let offline = run("cargo", &["build", "--release", "--quiet", "--offline"]);
+            if offline.status.success() {
+                offline
+            } else {
+                run("cargo", &["build", "--release", "--quiet"])
+            }
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{lang} build failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn template_round_trip(lang: &str) {
+    if let Some(why) = missing_runtime(lang) {
+        eprintln!("skipping the {lang} template: {why}");
+        return;
+    }
+    let tmp = TempDir::new(&format!("new-{lang}"));
+    let name = format!("hello-{lang}");
+    let tool = format!("hello_{lang}_echo");
+    let out = new_ext(tmp.path(), &name, lang);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "new failed: {said}");
+    assert!(said.contains(&format!("zot -e ./{name}")), "{said}");
+    assert!(said.contains(&format!("zot ext check ./{name}")), "{said}");
+    assert!(
+        said.contains(&format!("zot ext install ./{name}")),
+        "{said}"
+    );
+    let dir = tmp.join(&name);
+    if lang == "go" || lang == "rust" {
+        // Before the build, check says how to build it.
+        let (code, report) = check_json(&dir, &[]);
+        assert_eq!(code, 1);
+        let hint = report["checks"][1]["hint"].as_str().unwrap_or("");
+        let want = if lang == "go" {
+            "go build"
+        } else {
+            "cargo build --release"
+        };
+        assert!(hint.contains(want), "{lang}: hint {hint:?}");
+        build(&dir, lang);
+    }
+
+    let (code, report) = check_json(
+        &dir,
+        &[
+            "--strict",
+            "--call",
+            &tool,
+            r#"{"text": "hi", "upper": true}"#,
+            "--call",
+            &tool,
+            r#"{"text": 5}"#,
+            "--command",
+            &name,
+            "you",
+        ],
+    );
+    assert_eq!(code, 0, "{lang}: {report:#}");
+    assert_eq!(report["warnings"], 0);
+    assert_finding(&report, &format!("call {tool}"), "pass", "tool_result: HI");
+    assert_finding(
+        &report,
+        &format!("call {tool}"),
+        "pass",
+        "(is_error): `text`",
+    );
+    assert_finding(&report, &format!("run /{name}"), "pass", "hello, you!");
+
+    // It works in `zot rpc`: its tool answers, its argument checking too.
+    let home = TempDir::new(&format!("new-{lang}-rpc"));
+    let mut rpc = Rpc::start(&home, std::slice::from_ref(&dir));
+    let r = rpc.call(
+        "1",
+        json!({"type": "tool_call", "name": tool, "args": {"text": "hi", "upper": true}}),
+    );
+    assert_eq!(r["success"], true, "{lang}: {r}");
+    assert_eq!(
+        r["data"]["content"],
+        json!([{"type": "text", "text": "HI"}]),
+        "{r}"
+    );
+    assert_eq!(r["data"]["is_error"], false);
+    let r = rpc.call(
+        "2",
+        json!({"type": "tool_call", "name": tool, "args": {"txt": "hi"}}),
+    );
+    assert_eq!(r["data"]["is_error"], true, "{lang}: {r}");
+    let r = rpc.call("3", json!({"type": "command", "name": name, "args": "rpc"}));
+    assert_eq!(r["data"]["display"], "hello, rpc!", "{lang}: {r}");
+    rpc.call("4", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+}
+
+#[test]
+fn python_template() {
+    template_round_trip("python");
+}
+
+#[test]
+fn sh_template() {
+    template_round_trip("sh");
+}
+
+#[test]
+fn node_template() {
+    template_round_trip("node");
+}
+
+#[test]
+fn go_template() {
+    template_round_trip("go");
+}
+
+#[test]
+fn rust_template() {
+    template_round_trip("rust");
+}
+
+#[test]
+fn new_refuses_to_overwrite_and_checks_its_arguments() {
+    let tmp = TempDir::new("new-refuse");
+    assert!(new_ext(tmp.path(), "mine", "python").status.success());
+    let main = tmp.join("mine/main.py");
+    std::fs::write(&main, "# my own work\n").unwrap();
+    let out = new_ext(tmp.path(), "mine", "sh");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&main).unwrap(), "# my own work\n");
+    assert!(!tmp.join("mine/main.sh").exists());
+
+    // An empty directory is fine (--dir .); a bad name or language is not.
+    std::fs::create_dir(tmp.join("empty")).unwrap();
+    let out = zot()
+        .args(["ext", "new", "here", "--dir", "."])
+        .current_dir(tmp.join("empty"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tmp.join("empty/extension.json").is_file());
+    for (name, lang) in [("bad name", "python"), ("ok", "cobol"), ("-x", "python")] {
+        let out = new_ext(tmp.path(), name, lang);
+        assert_eq!(out.status.code(), Some(2), "{name} {lang}");
+    }
+}
