@@ -20,7 +20,7 @@ usage:
   zot [OPTIONS]                 interactive session (reads lines; works with a pipe)
   zot rpc [OPTIONS]             JSON-lines control interface (zot rpc --help)
   zot mcp [OPTIONS]             MCP server on stdio for MCP clients (zot mcp --help)
-  zot ext <command> ...         manage installed extensions (zot ext --help)
+  zot ext <command> ...         manage, check and create extensions (zot ext --help)
 
 options:
   -e, --ext PATH              load the extension at PATH first (repeatable)

@@ -18,7 +18,7 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 use zot_host::intercept::INTERCEPTABLE;
 use zot_host::log::ExtLog;
-use zot_host::manifest::{Manifest, MANIFEST_FILE};
+use zot_host::manifest::{Manifest, Protocol, MANIFEST_FILE};
 use zot_host::process::{describe_status, group_alive, ExtProcess, Inbound, InboundMsg};
 use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::toolresult::map_content;
@@ -363,21 +363,12 @@ fn check_manifest(opts: &Opts, report: &mut Report) -> Option<(Manifest, PathBuf
         );
     }
     // An MCP server speaks another protocol; this checker knows zot's.
-    let raw: Value = std::fs::read(&file)
-        .ok()
-        .and_then(|t| serde_json::from_slice(&t).ok())
-        .unwrap_or_default();
-    if let Some(protocol) = raw.get("protocol").and_then(Value::as_str) {
-        if protocol != "zot" {
-            report.warn(
-                "manifest",
-                Duration::ZERO,
-                format!(
-                    "\"protocol\": {protocol:?}: zot ext check only runs zot-protocol extensions"
-                ),
-            );
-            return None;
-        }
+    if manifest.protocol != Protocol::Zot {
+        let protocol = manifest.protocol.as_str();
+        let msg =
+            format!("\"protocol\": {protocol:?}: zot ext check runs zot-protocol extensions only");
+        report.warn("manifest", Duration::ZERO, msg);
+        return None;
     }
     let t = Instant::now();
     let exe = match manifest.resolve_exec(&dir) {

@@ -281,11 +281,14 @@ mod tests {
             let fill = Fill::new("demo-1");
             for (path, text, _) in t.files {
                 let text = fill.apply(text);
-                assert!(
-                    !text.contains("{{"),
-                    "{} {path}: unfilled placeholder",
-                    t.lang
-                );
+                // `{{word}}` left over (Go's `{{"type": ...}}` is code).
+                let unfilled = text.split("{{").skip(1).find_map(|rest| {
+                    let word = rest.split("}}").next()?;
+                    let placeholder =
+                        word.len() < rest.len() && word.chars().all(|c| c.is_ascii_lowercase());
+                    placeholder.then_some(word)
+                });
+                assert_eq!(unfilled, None, "{} {path}: unfilled placeholder", t.lang);
                 if *path == "extension.json" {
                     let m = zot_host::manifest::Manifest::parse(text.as_bytes())
                         .unwrap_or_else(|e| panic!("{} manifest: {e}", t.lang));

@@ -43,25 +43,27 @@ def problem:
    content: [{type: "text",
               text: ($problem // (if .args.upper then .args.text | ascii_upcase else .args.text end))}]}'
 
+# The tool's registration, made with jq before hello (see below why).
+REGISTER_TOOL=$(jq -cn --arg name "$TOOL" --argjson schema "$SCHEMA" \
+	'{type: "register_tool", name: $name, schema: $schema,
+	  description: "Echo `text` back, in capitals when `upper` is true."}')
+
 # 1. The first line we write is hello, with the manifest's name.
 send '{"type":"hello","name":"'"$NAME"'","version":"0.1.0","capabilities":["commands","tools"]}'
 
+# zot writes compact JSON with "type" first, so the start of a line says
+# which frame it is, without starting jq: after hello, zot counts 250 ms
+# of silence as "registered", and jq can take that long on a busy machine.
 while IFS= read -r line; do
-	type=$(printf '%s' "$line" | jq -r '.type // empty' 2>/dev/null) || {
-		log "ignored a line that is not JSON"
-		continue
-	}
-	case $type in
-	hello_ack)
+	case $line in
+	'{"type":"hello_ack"'[,}]*)
 		# 2. Register after hello_ack, then say ready (zot stops waiting for us).
 		send '{"type":"register_command","name":"'"$NAME"'","description":"say hello (try /'"$NAME"' you)"}'
-		send "$(jq -cn --arg name "$TOOL" --argjson schema "$SCHEMA" \
-			'{type: "register_tool", name: $name, schema: $schema,
-			  description: "Echo `text` back, in capitals when `upper` is true."}')"
+		send "$REGISTER_TOOL"
 		send '{"type":"ready"}'
 		log ready
 		;;
-	command_invoked)
+	'{"type":"command_invoked"'[,}]*)
 		# 3. Requests carry an id; the answer carries the same id.
 		send "$(printf '%s' "$line" | jq -c --arg name "$NAME" '
 			if .name == $name
@@ -70,14 +72,14 @@ while IFS= read -r line; do
 			else {type: "command_response", id: .id, action: "noop", error: ("unknown command " + .name)}
 			end')"
 		;;
-	tool_call)
+	'{"type":"tool_call"'[,}]*)
 		send "$(printf '%s' "$line" | jq -c --arg name "$TOOL" "
 			if .name == \$name then $ECHO
 			else {type: \"tool_result\", id: .id, is_error: true,
 			      content: [{type: \"text\", text: (\"unknown tool \" + .name)}]}
 			end")"
 		;;
-	shutdown)
+	'{"type":"shutdown"'[,}]*)
 		# 4. Acknowledge and exit: zot stops whatever still runs after 2 s.
 		send '{"type":"shutdown_ack"}'
 		log bye
