@@ -834,7 +834,13 @@ impl Trial<'_> {
                     "shutdown_ack before any shutdown: the host ignores it".into(),
                 );
             }
-            ExtFrame::ClearNotes | ExtFrame::PanelRender(_) | ExtFrame::PanelClose { .. } => {}
+            // Notes and panels are for the user; the unregister frames
+            // come only from the MCP adapter, never from a zot extension.
+            ExtFrame::ClearNotes
+            | ExtFrame::PanelRender(_)
+            | ExtFrame::PanelClose { .. }
+            | ExtFrame::UnregisterCommand { .. }
+            | ExtFrame::UnregisterTool { .. } => {}
         }
     }
 
