@@ -156,7 +156,14 @@ fn command_owner_is_decided_by_precedence_not_arrival() {
         ("high", Some("high"))
     );
     drop(host);
-    assert!(log_of(&t, "low").contains("command /dup is now shadowed by extension high"));
+    // Python start-up under load can reverse the arrival order; either
+    // way low's log must say that high owns the name.
+    let log = log_of(&t, "low");
+    assert!(
+        log.contains("command /dup is now shadowed by extension high")
+            || log.contains("command /dup is shadowed by extension high"),
+        "low's log does not name the shadowing:\n{log}"
+    );
 }
 
 #[test]
