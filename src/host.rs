@@ -86,6 +86,9 @@ pub struct HostConfig {
     /// Bytes that may wait in one extension's stdin queue before further
     /// events to it are dropped (and counted in its log).
     pub event_queue_limit: usize,
+    /// Size at which an extension's log is rotated to `.log.1`, at start
+    /// and while it runs; its logs stay under twice this on disk.
+    pub log_rotate_bytes: u64,
 }
 
 impl HostConfig {
@@ -116,6 +119,7 @@ impl HostConfig {
                 "key",
             ]),
             event_queue_limit: 16 * 1024 * 1024,
+            log_rotate_bytes: crate::log::ROTATE_BYTES,
         }
     }
 }

@@ -28,6 +28,7 @@ pub mod process;
 pub mod protocol;
 pub mod registry;
 pub mod toolresult;
+mod watchdog;
 
 pub use host::{
     CommandInfo, CommandOutcome, ExtensionInfo, Host, HostConfig, HostEvent, HostHandle,

@@ -1,13 +1,20 @@
 //! Per-extension log files: the extension's stderr and the host's own
 //! `[zot]` lines for it, in `$ZOT_HOME/logs/ext-<name>.log` (SPEC 3.4).
+//!
+//! The log is rotated to `.log.1` when its extension starts and, while
+//! it runs, before any write that would take it over the limit, so one
+//! extension's logs stay under two times the limit on disk however much
+//! it writes. The child's stderr reaches the file through a pump thread
+//! (see `process.rs`) that writes here, which is what lets a running
+//! log rotate.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// A log over this size is rotated to `.log.1` when its extension starts.
+/// Default size at which a log is rotated to `.log.1`.
 pub const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Path of an extension's log file.
@@ -20,19 +27,42 @@ pub fn log_path(logs_dir: &Path, name: &str) -> PathBuf {
 #[derive(Clone, Debug)]
 pub struct ExtLog {
     name: Arc<str>,
-    file: Option<Arc<File>>,
+    file: Option<Arc<LogFile>>,
+}
+
+/// The open log file, its size and where it rotates.
+#[derive(Debug)]
+struct LogFile {
+    path: PathBuf,
+    limit: u64,
+    /// The file and the bytes in it; one lock keeps rotation and
+    /// writes from different threads in order.
+    state: Mutex<(File, u64)>,
 }
 
 impl ExtLog {
-    /// Opens (creating directories, rotating a large file) the log of `name`.
+    /// Opens (creating directories, rotating a large file) the log of
+    /// `name`, rotating at [`ROTATE_BYTES`].
     pub fn open(logs_dir: &Path, name: &str) -> ExtLog {
+        ExtLog::open_with_limit(logs_dir, name, ROTATE_BYTES)
+    }
+
+    /// Opens the log of `name`, rotating it whenever it would grow past
+    /// `limit` bytes.
+    pub fn open_with_limit(logs_dir: &Path, name: &str, limit: u64) -> ExtLog {
         let path = log_path(logs_dir, name);
-        let file = open_rotated(&path)
+        let file = open_rotated(&path, limit)
             .map_err(|e| eprintln!("zot: cannot open log {}: {e}", path.display()))
             .ok();
         ExtLog {
             name: name.into(),
-            file: file.map(Arc::new),
+            file: file.map(|(file, len)| {
+                Arc::new(LogFile {
+                    path,
+                    limit,
+                    state: Mutex::new((file, len)),
+                })
+            }),
         }
     }
 
@@ -44,38 +74,80 @@ impl ExtLog {
         }
     }
 
-    /// A handle for the child's stderr: the log file, or the host's stderr.
+    /// Whether lines go to a log file (rather than the host's stderr).
+    pub fn has_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// A handle for the child's stderr: a pipe to be pumped into the log
+    /// with [`ExtLog::append`], or the host's stderr when there is no file.
     pub fn child_stderr(&self) -> std::process::Stdio {
-        match self.file.as_ref().and_then(|f| f.try_clone().ok()) {
-            Some(f) => f.into(),
+        match self.file {
+            Some(_) => std::process::Stdio::piped(),
             None => std::process::Stdio::inherit(),
+        }
+    }
+
+    /// Appends raw bytes (the child's stderr), rotating first when they
+    /// would take the file over its limit.
+    pub fn append(&self, bytes: &[u8]) {
+        let written = self.file.as_ref().is_some_and(|f| f.write(bytes).is_ok());
+        if !written {
+            let _ = io::stderr().write_all(bytes);
         }
     }
 
     /// Appends one `[zot] <timestamp> <msg>` line.
     pub fn line(&self, msg: &str) {
         let text = format!("[zot] {} {msg}\n", timestamp());
-        let written = match &self.file {
-            // One write call per line keeps lines whole next to the child's own output.
-            Some(f) => (&**f).write_all(text.as_bytes()).is_ok(),
-            None => false,
-        };
+        // One write per line keeps lines whole next to the child's output.
+        let written = self
+            .file
+            .as_ref()
+            .is_some_and(|f| f.write(text.as_bytes()).is_ok());
         if !written {
             eprintln!("[zot] {} ext-{}: {msg}", timestamp(), self.name);
         }
     }
 }
 
-fn open_rotated(path: &Path) -> io::Result<File> {
+impl LogFile {
+    fn write(&self, bytes: &[u8]) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (file, len) = &mut *state;
+        if *len > 0 && *len + bytes.len() as u64 > self.limit {
+            rotate(&self.path)?;
+            *file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?;
+            *len = 0;
+        }
+        file.write_all(bytes)?;
+        *len += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Opens `path` for appending, first rotating it when it is over
+/// `limit`; returns the file and its length.
+fn open_rotated(path: &Path, limit: u64) -> io::Result<(File, u64)> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    if std::fs::metadata(path).is_ok_and(|m| m.len() > ROTATE_BYTES) {
-        let mut rotated = path.as_os_str().to_owned();
-        rotated.push(".1");
-        std::fs::rename(path, rotated)?;
+    if std::fs::metadata(path).is_ok_and(|m| m.len() > limit) {
+        rotate(path)?;
     }
-    OpenOptions::new().create(true).append(true).open(path)
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    let len = file.metadata()?.len();
+    Ok((file, len))
+}
+
+/// Renames `path` to `path.1`, replacing an older `.1`.
+fn rotate(path: &Path) -> io::Result<()> {
+    let mut rotated = path.as_os_str().to_owned();
+    rotated.push(".1");
+    std::fs::rename(path, rotated)
 }
 
 /// UTC time as `2026-11-29T23:59:23.123Z`, without a date crate.
@@ -133,6 +205,21 @@ mod tests {
             "{text}"
         );
         assert!(dir.join("ext-x.log.1").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn rotates_while_running() {
+        let dir = std::env::temp_dir().join(format!("zot-log-run-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let log = ExtLog::open_with_limit(&dir, "x", 1000);
+        for _ in 0..100 {
+            log.append(&[b'e'; 99]);
+            log.line("between");
+        }
+        let size = |p: &str| std::fs::metadata(dir.join(p)).unwrap().len();
+        assert!(size("ext-x.log") <= 1000 && size("ext-x.log.1") <= 1000);
+        assert!(size("ext-x.log.1") > 500, "the old half is kept");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,19 +1,28 @@
 //! One extension process: spawned in its own process group, with a
 //! named reader thread (stdout lines -> frames -> the host's inbound
-//! channel) and a named writer thread (outbox channel -> stdin).
-//! stderr goes straight to the extension's log file.
+//! channel), a named writer thread (outbox channel -> stdin) and a
+//! named log thread (stderr -> the extension's log, which rotates while
+//! the extension runs).
+//!
+//! The process dies with the host (`PR_SET_PDEATHSIG`, plus the
+//! watchdog in `watchdog.rs` for its process group). Its three threads
+//! wait on their pipe and on a stop socket at once, so they end when the
+//! process is done with even if an escaped (`setsid`) grandchild keeps
+//! the pipes open: nothing leaks per reload.
 
 use crate::log::ExtLog;
 use crate::mcp_client::{self, Adapter, McpOptions};
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
+use crate::watchdog;
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufReader, Write};
-use std::os::fd::AsRawFd;
+use std::io::{self, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
@@ -23,6 +32,11 @@ use std::thread::{self, JoinHandle};
 /// about 200 KiB in a debug build (measured), much less in release.
 /// Only touched pages cost memory.
 const READER_STACK: usize = 512 * 1024;
+
+/// Reads the log thread may still do after the stop, to save what the
+/// extension wrote just before it exited (bounded: an escaped grandchild
+/// may write forever).
+const DRAIN_READS: usize = 64;
 
 /// What an extension's threads report to the host loop.
 // Nearly every message is a frame, so boxing it would only add an
@@ -69,10 +83,18 @@ pub struct ExtProcess {
     threads: Vec<JoinHandle<()>>,
     /// For an MCP server: the translator every frame goes through.
     mcp: Option<Arc<Adapter>>,
+    /// Dropping it (EOF on the threads' end) tells the I/O threads to end.
+    stop: Option<UnixStream>,
 }
 
 impl ExtProcess {
     /// Starts `exe args` in `dir` as the leader of a new process group.
+    ///
+    /// The child is killed when the host dies. Linux sends that signal
+    /// when the *thread* that forked the child ends, so call this from a
+    /// thread that lives as long as the extension may: the host loop
+    /// thread starts (and restarts) extensions and ends only after it
+    /// has stopped them all.
     pub fn spawn(
         key: u64,
         name: &str,
@@ -112,16 +134,26 @@ impl ExtProcess {
         inbound: Sender<InboundMsg>,
         mcp: Option<McpOptions>,
     ) -> io::Result<ExtProcess> {
-        let mut child = Command::new(exe)
+        let (stop, stop_rx) = UnixStream::pair()?;
+        let host_pid = std::process::id();
+        let mut command = Command::new(exe);
+        command
             .args(args)
             .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log.child_stderr())
             // Its own group, so shutdown can signal grandchildren too.
-            .process_group(0)
-            .spawn()?;
+            .process_group(0);
+        // SAFETY: the closure runs in the forked child before exec; it
+        // calls only prctl(2) and getppid(2), which are async-signal-safe,
+        // and allocates nothing.
+        unsafe {
+            command.pre_exec(move || die_with_host(host_pid));
+        }
+        let mut child = command.spawn()?;
         let pid = child.id();
+        watchdog::guard(pid);
         let (stdin, stdout) = match (child.stdin.take(), child.stdout.take()) {
             (Some(i), Some(o)) => (i, o),
             _ => return Err(io::Error::other("child pipes missing")),
@@ -136,8 +168,9 @@ impl ExtProcess {
                 match started {
                     Ok(a) => Some(a),
                     Err(e) => {
-                        let _ = child.kill();
+                        signal_group(pid, libc::SIGKILL);
                         let _ = child.wait();
+                        watchdog::release(pid);
                         return Err(e);
                     }
                 }
@@ -150,34 +183,53 @@ impl ExtProcess {
             Some(_) => None,
             None => reopen_nonblocking(&stdin),
         };
-        let reader = {
+        let stop_rx = Arc::new(stop_rx);
+        let mut spawned = Vec::new();
+        spawned.push({
             let (log, inbound, adapter) = (log.clone(), inbound.clone(), adapter.clone());
+            let stop = stop_rx.clone();
             thread::Builder::new()
                 .name(format!("zot-read-{name}"))
                 .stack_size(READER_STACK)
-                .spawn(move || match adapter {
-                    Some(a) => mcp_client::read(&a, stdout),
-                    None => read_frames(key, stdout, &log, &inbound),
+                .spawn(move || {
+                    let stdout = StopRead {
+                        pipe: stdout,
+                        stop: &stop,
+                    };
+                    match adapter {
+                        Some(a) => mcp_client::read(&a, stdout),
+                        None => read_frames(key, stdout, &log, &inbound),
+                    }
                 })
-        };
-        let writer = {
-            let queued = queued.clone();
+        });
+        spawned.push({
+            let (queued, stop) = (queued.clone(), stop_rx.clone());
             thread::Builder::new()
                 .name(format!("zot-write-{name}"))
                 .stack_size(64 * 1024)
-                .spawn(move || write_lines(key, stdin, &rx, &queued, &inbound))
-        };
-        let threads = match (reader, writer) {
-            (Ok(r), Ok(w)) => vec![r, w],
-            (r, w) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(r
-                    .err()
-                    .or(w.err())
-                    .unwrap_or_else(|| io::Error::other("thread spawn")));
+                .spawn(move || write_lines(key, stdin, &rx, &queued, &inbound, &stop))
+        });
+        if let Some(stderr) = child.stderr.take() {
+            let log = log.clone();
+            spawned.push(
+                thread::Builder::new()
+                    .name(format!("zot-log-{name}"))
+                    .stack_size(64 * 1024)
+                    .spawn(move || pump_stderr(stderr, &log, &stop_rx)),
+            );
+        }
+        let mut threads = Vec::new();
+        for t in spawned {
+            match t {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    signal_group(pid, libc::SIGKILL);
+                    let _ = child.wait();
+                    watchdog::release(pid);
+                    return Err(e);
+                }
             }
-        };
+        }
         Ok(ExtProcess {
             pid,
             child,
@@ -186,6 +238,7 @@ impl ExtProcess {
             mcp: adapter,
             queued,
             threads,
+            stop: Some(stop),
         })
     }
 
@@ -246,15 +299,152 @@ impl ExtProcess {
         signal_group(self.pid, signal);
     }
 
-    /// Joins the I/O threads that have finished; others are left to end
-    /// on their own (a pipe held open by an escaped grandchild must not
-    /// hang the host).
+    /// Stops the I/O threads and joins those that have finished; the
+    /// others end on their own within moments (a pipe held open by an
+    /// escaped grandchild must not hang the host, nor keep the threads).
     pub fn join_finished(mut self) {
         self.close_stdin();
+        self.stop = None;
         for t in self.threads.drain(..) {
             if t.is_finished() {
                 let _ = t.join();
             }
+        }
+    }
+}
+
+impl Drop for ExtProcess {
+    fn drop(&mut self) {
+        self.stop = None;
+        // Normally the group is gone by now; if not, it goes with us.
+        if group_alive(self.pid) {
+            signal_group(self.pid, libc::SIGKILL);
+            let _ = self.child.try_wait();
+        }
+        watchdog::release(self.pid);
+    }
+}
+
+/// In the child before exec: be killed when the host dies.
+#[cfg(target_os = "linux")]
+fn die_with_host(host_pid: u32) -> io::Result<()> {
+    let signal = libc::SIGKILL as libc::c_ulong;
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes integers only and touches no
+    // memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid(2) has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    // The host died between fork and prctl: the signal will never come.
+    if u32::try_from(parent).ok() != Some(host_pid) {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
+/// Elsewhere only the watchdog covers the host's death.
+#[cfg(not(target_os = "linux"))]
+fn die_with_host(_host_pid: u32) -> io::Result<()> {
+    Ok(())
+}
+
+/// What [`wait_fd`] saw.
+struct Readiness {
+    /// The pipe is ready (or has an error or hang-up to report).
+    ready: bool,
+    /// The stop socket reached end of file: the process is done with.
+    stopped: bool,
+}
+
+/// Waits until `fd` is ready for `events` or `stop` is closed; without
+/// waiting when `block` is false.
+fn wait_fd(fd: RawFd, events: libc::c_short, stop: &UnixStream, block: bool) -> Readiness {
+    let mut fds = [
+        libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: stop.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    loop {
+        // SAFETY: `fds` is a live array of two pollfd structs for the
+        // whole call, and 2 is its length.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, if block { -1 } else { 0 }) };
+        if n >= 0 {
+            break;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            // Let the read or write itself meet and report the problem.
+            return Readiness {
+                ready: true,
+                stopped: false,
+            };
+        }
+    }
+    Readiness {
+        ready: fds[0].revents != 0,
+        stopped: fds[1].revents != 0,
+    }
+}
+
+/// Switches the writer's own description of the stdin pipe to
+/// non-blocking, so a full pipe never pins the writer thread; on failure
+/// it stays blocking (and may then outlive a stuck extension).
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl(2) on a descriptor we own, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// The stdout pipe, read only while the stop socket is open: a stop
+/// reads as end of file.
+struct StopRead<'a> {
+    pipe: ChildStdout,
+    stop: &'a UnixStream,
+}
+
+impl Read for StopRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if wait_fd(self.pipe.as_raw_fd(), libc::POLLIN, self.stop, true).stopped {
+            return Ok(0);
+        }
+        self.pipe.read(buf)
+    }
+}
+
+/// Copies the child's stderr into its log until EOF or the stop; after
+/// the stop, only what is already in the pipe (bounded).
+fn pump_stderr(mut stderr: ChildStderr, log: &ExtLog, stop: &UnixStream) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut drain_left = None;
+    loop {
+        let seen = wait_fd(stderr.as_raw_fd(), libc::POLLIN, stop, drain_left.is_none());
+        if seen.stopped && drain_left.is_none() {
+            drain_left = Some(DRAIN_READS);
+        }
+        match &mut drain_left {
+            Some(0) => return,
+            Some(n) => *n -= 1,
+            None => {}
+        }
+        if !seen.ready {
+            return; // stopped, and nothing more waits in the pipe
+        }
+        match stderr.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => log.append(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
     }
 }
@@ -316,7 +506,7 @@ pub fn describe_status(status: ExitStatus) -> String {
     }
 }
 
-fn read_frames(key: u64, stdout: ChildStdout, log: &ExtLog, inbound: &Sender<InboundMsg>) {
+fn read_frames(key: u64, stdout: impl Read, log: &ExtLog, inbound: &Sender<InboundMsg>) {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
     loop {
         let line = match lines.next_line() {
@@ -375,19 +565,48 @@ fn write_lines(
     outbox: &Receiver<OutChunk>,
     queued: &AtomicUsize,
     inbound: &Sender<InboundMsg>,
+    stop: &UnixStream,
 ) {
+    set_nonblocking(stdin.as_raw_fd());
     // Chunks are already batched by the host loop, so each is written
     // with one call and no extra buffer. A closed outbox (all senders
     // dropped) closes stdin.
     while let Ok(chunk) = outbox.recv() {
-        let result = stdin.write_all(&chunk);
+        let result = write_until_stop(&mut stdin, &chunk, stop);
         queued.fetch_sub(chunk.len(), Ordering::Release);
-        if let Err(e) = result {
-            let _ = inbound.send(InboundMsg {
-                key,
-                msg: Inbound::WriteFailed(e.to_string()),
-            });
-            return;
+        match result {
+            Ok(true) => {}
+            Ok(false) => return, // the process is done with
+            Err(e) => {
+                let _ = inbound.send(InboundMsg {
+                    key,
+                    msg: Inbound::WriteFailed(e.to_string()),
+                });
+                return;
+            }
         }
     }
+}
+
+/// Writes all of `bytes`, waiting while the pipe is full; false when the
+/// stop came first.
+fn write_until_stop(
+    pipe: &mut ChildStdin,
+    mut bytes: &[u8],
+    stop: &UnixStream,
+) -> io::Result<bool> {
+    while !bytes.is_empty() {
+        match pipe.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if wait_fd(pipe.as_raw_fd(), libc::POLLOUT, stop, true).stopped {
+                    return Ok(false);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }

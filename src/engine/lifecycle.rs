@@ -26,7 +26,7 @@ impl Engine {
                     .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
             };
             if let Status::Shadowed { by } = &f.status {
-                ExtLog::open(&logs, &name).line(&format!(
+                ExtLog::open_with_limit(&logs, &name, self.cfg.log_rotate_bytes).line(&format!(
                     "not started: {} is shadowed by {}",
                     f.dir.display(),
                     by.display()
@@ -35,7 +35,7 @@ impl Engine {
             }
             let log = match f.status {
                 Status::Invalid(_) => ExtLog::stderr(&name),
-                _ => ExtLog::open(&logs, &name),
+                _ => ExtLog::open_with_limit(&logs, &name, self.cfg.log_rotate_bytes),
             };
             let idx = self.exts.len();
             self.exts.push(Ext {
