@@ -45,7 +45,7 @@ fn tool_results_are_mapped_and_attributed() {
             },
         }),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let ok = host
         .call_tool(call("echo", json!({"city": "Berlin"})))
         .unwrap();
@@ -94,7 +94,7 @@ fn tools_named_like_builtins_are_never_dispatched() {
         "a",
         json!({"record": rec, "register": [tool("bash"), tool("read")]}),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     assert!(host
         .call_tool(call("bash", json!({})))
         .unwrap_err()
@@ -118,7 +118,7 @@ fn the_same_tool_from_two_extensions_goes_to_the_higher_precedence() {
     // Both send `ready`; keep the legacy watchdog out of the way on a
     // loaded machine so startup waits for the late registration.
     cfg.timeouts.ready_idle = Duration::from_secs(10);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     assert_eq!(
         host.call_tool(call("dup", json!({}))).unwrap().extension,
         "high"
@@ -139,7 +139,7 @@ fn tool_timeout_and_crash_fail_the_call() {
     set_manifest_field(&a, "restart", json!("never"));
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.tool = Duration::from_millis(300);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     assert_eq!(
         host.call_tool(call("hang", json!({}))).unwrap_err(),
         "extension a did not answer tool hang within 300 ms"
@@ -161,7 +161,7 @@ fn crash_mid_tool_does_not_wait_for_the_timeout() {
     );
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.tool = Duration::from_secs(120);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let started = Instant::now();
     assert_eq!(
         host.call_tool(call("boom", json!({}))).unwrap_err(),
@@ -181,7 +181,7 @@ fn thousands_of_events_arrive_in_order_and_none_are_lost_before_shutdown() {
             json!({"record": rec, "register": [subscribe(&["turn_start", "turn_end"], &[])]}),
         )
     };
-    let host = start(config(&t, &[sub("s1", &r1), sub("s2", &r2)]));
+    let host = start_ready(config(&t, &[sub("s1", &r1), sub("s2", &r2)]));
     const N: u64 = 3000;
     for step in 0..N {
         let to = host
@@ -235,7 +235,7 @@ fn a_subscriber_that_never_reads_slows_nobody() {
     );
     let mut cfg = config(&t, &[stuck, good]);
     cfg.event_queue_limit = 256 * 1024;
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let text = "x".repeat(1000);
     const N: usize = 2000; // 2 MB to a pipe that holds 64 KiB
     for _ in 0..N {
@@ -293,7 +293,7 @@ fn guards_block_with_reason_or_allow() {
         "r",
         json!({"record": t.join("r.rec"), "register": [tool("shell")]}),
     );
-    let host = start(config(&t, &[g, runner]));
+    let host = start_ready(config(&t, &[g, runner]));
     let verdict = host
         .intercept(tool_call_intercept(json!({"command": "rm -rf /"})))
         .unwrap();
@@ -350,7 +350,7 @@ fn silent_guards_cost_one_timeout_and_count_as_allow() {
         .collect();
     let mut cfg = config(&t, &guards);
     cfg.timeouts.intercept = Duration::from_millis(1500);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let started = Instant::now();
     let verdict = host.intercept(tool_call_intercept(json!({}))).unwrap();
     let took = started.elapsed();
@@ -376,7 +376,7 @@ fn a_guard_that_exits_while_asked_counts_as_allow_at_once() {
     );
     let mut cfg = config(&t, &[dies, blocks]);
     cfg.timeouts.intercept = Duration::from_secs(60);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let started = Instant::now();
     let verdict = host
         .intercept(tool_call_intercept(json!({"x": 1})))
@@ -416,7 +416,7 @@ fn modified_args_chain_and_later_guards_decide_on_them() {
         &["tool_call"],
         json!({"block_if": "rm -rf", "reason": "second guard refused"}),
     );
-    let host = start(config(&t, &[rewriter, blocker]));
+    let host = start_ready(config(&t, &[rewriter, blocker]));
     let verdict = host
         .intercept(tool_call_intercept(json!({"command": "ls"})))
         .unwrap();
@@ -449,7 +449,7 @@ fn a_rewrite_reaches_the_tool() {
         json!({"modify_args": {"command": "echo safer"}}),
     );
     let runner = ext_dir(&t.join("r"), "r", json!({"register": [tool("shell")]}));
-    let host = start(config(&t, &[safe, second, runner]));
+    let host = start_ready(config(&t, &[safe, second, runner]));
     let out = host
         .call_tool(call("shell", json!({"command": "rm -rf /"})))
         .unwrap();
@@ -478,7 +478,7 @@ fn replace_text_and_turn_start_block() {
         &["turn_start"],
         json!({"block_events": ["turn_start"], "reason": "not now"}),
     );
-    let host = start(config(&t, &[polite, gate]));
+    let host = start_ready(config(&t, &[polite, gate]));
     let text = host
         .intercept(InterceptRequest {
             event: "assistant_message".into(),
@@ -523,7 +523,7 @@ fn a_call_whose_owner_dies_in_the_chain_goes_to_the_next_registrant() {
         json!({"register": [tool("tt"), subscribe(&[], &["tool_call"])], "guard": {"crash": 4}}),
     );
     let gt2 = ext_dir(&t.join("gt2"), "gt2", json!({"register": [tool("tt")]}));
-    let host = start(config(&t, &[gt, gt2]));
+    let host = start_ready(config(&t, &[gt, gt2]));
     let out = host.call_tool(call("tt", json!({}))).unwrap();
     assert_eq!(out.extension, "gt2");
 }

@@ -325,3 +325,33 @@ pub fn set_manifest_field(dir: &Path, key: &str, value: Value) {
     manifest[key] = value;
     std::fs::write(&path, manifest.to_string()).expect("write manifest");
 }
+
+/// Starts a host and waits until every extension in it is ready, not
+/// just until the startup grace ends (a loaded machine can outlast it:
+/// Python alone may take seconds to start). Fails naming the extension
+/// that is not ready, and why.
+pub fn start_ready(cfg: HostConfig) -> Host {
+    let host = start(cfg);
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let list = host.list().expect("list extensions");
+        let waiting: Vec<String> = list
+            .extensions
+            .iter()
+            .filter(|e| e.state != "ready")
+            .map(|e| {
+                let why = e.error.as_deref().unwrap_or("");
+                format!("extension {} not ready ({} {why})", e.name, e.state)
+            })
+            .collect();
+        if waiting.is_empty() {
+            return host;
+        }
+        let settled = list
+            .extensions
+            .iter()
+            .any(|e| e.state != "ready" && e.state != "starting");
+        assert!(!settled && Instant::now() < end, "{}", waiting.join("; "));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
