@@ -355,3 +355,12 @@ pub fn start_ready(cfg: HostConfig) -> Host {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+impl Rpc {
+    /// Writes raw bytes to stdin (any bytes: the caller adds newlines).
+    pub fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).expect("write request bytes");
+        stdin.flush().expect("flush");
+    }
+}
