@@ -618,3 +618,34 @@ fn zot_ext_list_shows_protocol_and_prefix() {
         "{rows}"
     );
 }
+
+#[test]
+fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
+    let t = TempDir::new("mcp-bridge");
+    let ev = everything(&t.join("ev"));
+    let guard = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-clients/exts/guard");
+    let args = json!(["mcp", "--no-ext", "--cwd", t.path(), "-e", guard, "-e", ev]);
+    let python = mcp_deps().join("py2/bin/python");
+    let out = Command::new(&python)
+        .arg(fixtures().join("bridge_client.py"))
+        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
+        .env("ZOT_MCP_ARGS", args.to_string())
+        .env("ZOT_HOME", t.join("home"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client failed:\n{stdout}\n{stderr}");
+    for step in [
+        "tools/list",
+        "tools/call",
+        "guard block",
+        "image",
+        "prompts",
+    ] {
+        assert!(
+            stdout.lines().any(|l| l == format!("ok {step}")),
+            "step {step} did not pass:\n{stdout}\n{stderr}"
+        );
+    }
+}

@@ -24,6 +24,7 @@ use zot_host::Request;
 /// `zot mcp --help`.
 pub const HELP: &str = "\
 usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--provider P] [--model M]
+               [--tool-timeout SECS] [--command-timeout SECS]
 
 Serves the loaded extensions to an MCP client over stdio: their tools
 as MCP tools (through the guards), their commands as prompts, their
