@@ -63,6 +63,40 @@ fn until_nth(rpc: &mut Rpc, what: &str, n: usize, pred: impl Fn(&Value) -> bool)
     }
 }
 
+/// Waits until each of `names` is ready: in the startup `ready` event,
+/// or announced by `registered` when it was late (a loaded machine can
+/// outlast the startup grace).
+fn all_ready(rpc: &mut Rpc, names: &[&str]) {
+    let ready = rpc.until("ready event", |v| v["type"] == "ready");
+    for name in names {
+        let listed = ready["extensions"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n == name));
+        if !listed {
+            rpc.until(
+                &format!("{name} registered late"),
+                event("registered", name),
+            );
+        }
+    }
+}
+
+/// Waits for the `registered` event of `name` that follows everything
+/// read so far (a late start may have announced it once already).
+fn registered_again(rpc: &mut Rpc, name: &str) {
+    let before = rpc
+        .seen
+        .iter()
+        .filter(|v| event("registered", name)(v))
+        .count();
+    until_nth(
+        rpc,
+        &format!("{name} registered again"),
+        before + 1,
+        event("registered", name),
+    );
+}
+
 fn list_entry(rpc: &mut Rpc, id: &str, name: &str) -> Value {
     let list = rpc.call(id, json!({"type": "list"}));
     list["data"]["extensions"]
@@ -98,7 +132,7 @@ fn a_crash_mid_command_fails_at_once_and_the_extension_comes_back() {
         json!({}),
     );
     let mut rpc = Rpc::start(&t, &[a]);
-    rpc.until("ready event", |v| v["type"] == "ready");
+    all_ready(&mut rpc, &["a"]);
     let first = starts(&t, "a");
     let boom = rpc.call("1", json!({"type": "command", "name": "boom"}));
     assert_eq!(
@@ -111,12 +145,7 @@ fn a_crash_mid_command_fails_at_once_and_the_extension_comes_back() {
         json!({"type": "extension_restarted", "extension": "a", "attempt": 1, "status": "exit code 3"})
     );
     // Back and serving: it registered again and answers from a new process.
-    until_nth(
-        &mut rpc,
-        "registered after the restart",
-        1,
-        event("registered", "a"),
-    );
+    registered_again(&mut rpc, "a");
     let hi = rpc.call("2", json!({"type": "command", "name": "hi"}));
     let now = starts(&t, "a");
     assert_eq!(now.len(), 2, "one restart: {now:?}");
@@ -222,18 +251,14 @@ fn exit_0_and_restart_never_are_not_restarted() {
         json!({}),
     );
     let mut rpc = Rpc::start(&t, &[zero, never, witness]);
+    all_ready(&mut rpc, &["witness"]);
     rpc.until("zero exits", event("extension_exited", "zero"));
     rpc.until("never exits", event("extension_exited", "never"));
     // The witness crashes after both and has the same backoff: once it is
     // back, a restart of either would have happened too.
     rpc.call("1", json!({"type": "command", "name": "boom"}));
     rpc.until("witness restarted", event("extension_restarted", "witness"));
-    until_nth(
-        &mut rpc,
-        "witness registered",
-        1,
-        event("registered", "witness"),
-    );
+    registered_again(&mut rpc, "witness");
     assert_eq!(
         rpc.call("2", json!({"type": "command", "name": "hi"}))["success"],
         true
@@ -287,7 +312,7 @@ fn guarded(t: &TempDir, guard_failure: Option<&str>) -> Rpc {
     off["enabled"] = json!(false);
     let off = ext(t, "off", json!({"guard": true}), off);
     let mut rpc = Rpc::start(t, &[tools, g, off]);
-    rpc.until("ready event", |v| v["type"] == "ready");
+    all_ready(&mut rpc, &["tools", "g"]);
     let ok = tool_call(&mut rpc, "up-ok", json!({"x": 1}));
     assert_eq!(ok["blocked"], false, "{ok}");
     let no = tool_call(&mut rpc, "up-no", json!({"x": "forbidden"}));
@@ -319,7 +344,7 @@ fn a_fail_closed_guard_blocks_while_down_and_allows_once_back() {
         (Some(true), Some("guard g unavailable (restarting)"))
     );
     std::fs::write(t.join("release"), "").expect("release");
-    until_nth(&mut rpc, "g registered", 1, event("registered", "g"));
+    registered_again(&mut rpc, "g");
     let back = tool_call(&mut rpc, "back", json!({"x": 1}));
     assert_eq!(back["blocked"], false, "{back}");
     assert_eq!(
@@ -344,7 +369,7 @@ fn a_default_guard_allows_while_down() {
     let held = tool_call(&mut rpc, "held", json!({"x": "forbidden"}));
     assert_eq!(held["blocked"], false, "{held}");
     std::fs::write(t.join("release"), "").expect("release");
-    until_nth(&mut rpc, "g registered", 1, event("registered", "g"));
+    registered_again(&mut rpc, "g");
     let back = tool_call(&mut rpc, "back", json!({"x": "forbidden"}));
     assert_eq!(back["blocked"], true, "{back}");
 }
@@ -360,7 +385,7 @@ fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
         json!({"guard_failure": "block"}),
     );
     let mut rpc = Rpc::start(&t, &[tools, g]);
-    rpc.until("ready event", |v| v["type"] == "ready");
+    all_ready(&mut rpc, &["tools", "g"]);
     let silent = tool_call(&mut rpc, "1", json!({}));
     assert_eq!(
         (silent["blocked"].as_bool(), silent["reason"].as_str()),
@@ -439,8 +464,12 @@ fn the_session_says_when_an_extension_restarts() {
     let mut stdin = stdin.expect("stdin");
     use std::io::Write;
     let mut seen = Vec::new();
+    if !line_with(&lines, &mut seen, "ready: ").contains("ready: a") {
+        line_with(&lines, &mut seen, "registered: a");
+    }
     writeln!(stdin, "/boom").expect("write");
     line_with(&lines, &mut seen, "restarted: a (attempt 1: exit code 3)");
+    seen.clear(); // what follows the restart
     line_with(&lines, &mut seen, "registered: a");
     writeln!(stdin, "/ext").expect("write");
     let row = line_with(&lines, &mut seen, "  a  ");
