@@ -26,12 +26,16 @@ use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitSta
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 /// Stack of a reader thread. serde_json parses, converts and drops a
 /// frame recursively; a frame at the depth limit (`MAX_DEPTH`, 64) needs
 /// about 200 KiB in a debug build (measured), much less in release.
 /// Only touched pages cost memory.
 const READER_STACK: usize = 512 * 1024;
+
+/// Longest wait for the stderr pump when an extension is done with.
+const LOG_FLUSH_WAIT: Duration = Duration::from_millis(200);
 
 /// Reads the log thread may still do after the stop, to save what the
 /// extension wrote just before it exited (bounded: an escaped grandchild
@@ -81,6 +85,9 @@ pub struct ExtProcess {
     direct: Option<File>,
     queued: Arc<AtomicUsize>,
     threads: Vec<JoinHandle<()>>,
+    /// The stderr pump, joined (briefly) on the way out so the log holds
+    /// everything the process wrote once it is done with.
+    log_thread: Option<JoinHandle<()>>,
     /// For an MCP server: the translator every frame goes through.
     mcp: Option<Arc<Adapter>>,
     /// Dropping it (EOF on the threads' end) tells the I/O threads to end.
@@ -209,6 +216,7 @@ impl ExtProcess {
                 .stack_size(64 * 1024)
                 .spawn(move || write_lines(key, stdin, &rx, &queued, &inbound, &stop))
         });
+        let has_log_thread = child.stderr.is_some();
         if let Some(stderr) = child.stderr.take() {
             let log = log.clone();
             spawned.push(
@@ -230,6 +238,7 @@ impl ExtProcess {
                 }
             }
         }
+        let log_thread = if has_log_thread { threads.pop() } else { None };
         Ok(ExtProcess {
             pid,
             child,
@@ -238,6 +247,7 @@ impl ExtProcess {
             mcp: adapter,
             queued,
             threads,
+            log_thread,
             stop: Some(stop),
         })
     }
@@ -306,6 +316,18 @@ impl ExtProcess {
         self.close_stdin();
         self.stop = None;
         for t in self.threads.drain(..) {
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        // What the process wrote to stderr is in the pipe by now; the
+        // pump copies it (bounded) and ends, so the log is complete for
+        // whoever reads it next. Waiting is bounded all the same.
+        if let Some(t) = self.log_thread.take() {
+            let end = Instant::now() + LOG_FLUSH_WAIT;
+            while !t.is_finished() && Instant::now() < end {
+                thread::sleep(Duration::from_micros(200));
+            }
             if t.is_finished() {
                 let _ = t.join();
             }
