@@ -120,9 +120,9 @@ struct State {
     tools: BTreeMap<String, String>,
     prompts: BTreeMap<String, PromptInfo>,
     listings: [Listing; 2],
-    /// Frames held until `hello` is sent (registrations, early notes).
+    /// Frames held until `hello` is sent, when the first listing is done
+    /// (registrations, early notes).
     held: Vec<ExtFrame>,
-    hello_sent: bool,
     server_version: Option<String>,
 }
 
@@ -174,7 +174,6 @@ pub fn start(
             prompts: BTreeMap::new(),
             listings: Default::default(),
             held: Vec::new(),
-            hello_sent: false,
             server_version: None,
         }),
     });
@@ -205,14 +204,17 @@ pub fn read(adapter: &Adapter, stdout: impl Read) {
         let line = match lines.next_line() {
             Ok(Some(Line::Text(line))) => line,
             Ok(Some(Line::TooLong(len))) => {
-                adapter.log_line(&format!(
-                    "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
-                ));
+                let why = format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes");
+                adapter.log.line(&why);
+                let _ = adapter.inbound.send(InboundMsg {
+                    key: adapter.key,
+                    msg: Inbound::Unparsed(why),
+                });
                 continue;
             }
             Ok(None) => break,
             Err(e) => {
-                adapter.log_line(&format!("reading stdout failed: {e}"));
+                adapter.log.line(&format!("reading stdout failed: {e}"));
                 break;
             }
         };
@@ -261,10 +263,6 @@ impl Adapter {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn log_line(&self, msg: &str) {
-        self.log.line(msg);
-    }
-
     /// Writes one JSON-RPC message to the server's stdin. False when
     /// stdin is closed.
     fn write(&self, msg: &Value) -> bool {
@@ -290,7 +288,7 @@ impl Adapter {
     }
 
     fn emit(&self, st: &mut State, frame: ExtFrame) {
-        if st.hello_sent {
+        if st.phase == Phase::Running {
             self.send_inbound(frame);
         } else {
             st.held.push(frame);
@@ -352,7 +350,7 @@ impl Adapter {
                 // The probe stays outstanding: a slow server (an SDK still
                 // importing) may answer it after all, and that answer wins.
                 if st.phase == Phase::Probing && st.waiting.contains_key(&id) {
-                    self.log_line(&format!(
+                    self.log.line(&format!(
                         "server/discover: no answer within {} s; trying the legacy initialize",
                         PROBE_TIMEOUT.as_secs()
                     ));
@@ -362,7 +360,8 @@ impl Adapter {
             Timer::Cancel(id, method, after) => {
                 if st.waiting.remove(&id).is_some() {
                     let reason = format!("timed out after {}", human(after));
-                    self.log_line(&format!("{method} request {id} {reason}: cancelled"));
+                    self.log
+                        .line(&format!("{method} request {id} {reason}: cancelled"));
                     self.write(&json!({
                         "jsonrpc": "2.0",
                         "method": "notifications/cancelled",
@@ -408,7 +407,13 @@ impl Adapter {
 
     fn dropped(&self, line: &[u8], why: &str) -> bool {
         let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
-        self.log_line(&format!("dropped MCP message ({why}): {snippet}"));
+        let why = format!("dropped MCP message ({why}): {snippet}");
+        self.log.line(&why);
+        // As for a zot extension's bad line: `zot ext check` names it.
+        let _ = self.inbound.send(InboundMsg {
+            key: self.key,
+            msg: Inbound::Unparsed(why),
+        });
         true
     }
 
@@ -419,7 +424,7 @@ impl Adapter {
         let reply = if method == "ping" {
             json!({"jsonrpc": "2.0", "id": id, "result": {}})
         } else {
-            self.log_line(&format!(
+            self.log.line(&format!(
                 "refused the server's {method} request: zot declares no client capabilities"
             ));
             json!({"jsonrpc": "2.0", "id": id, "error": {
@@ -435,7 +440,9 @@ impl Adapter {
         match method {
             "notifications/message" => {
                 let Some(note) = params.and_then(note_from_log) else {
-                    return self.log_line("dropped notifications/message without a level");
+                    return self
+                        .log
+                        .line("dropped notifications/message without a level");
                 };
                 self.emit(&mut st, note);
             }
@@ -443,7 +450,7 @@ impl Adapter {
             "notifications/prompts/list_changed" => self.relist(&mut st, ListKind::Prompts),
             "notifications/subscriptions/acknowledged" => {
                 let honored = params.and_then(|p| p.get("notifications"));
-                self.log_line(&format!(
+                self.log.line(&format!(
                     "subscriptions/listen acknowledged: {}",
                     honored.map_or_else(|| "{}".into(), Value::to_string)
                 ));
@@ -454,7 +461,8 @@ impl Adapter {
 
     /// A list changed: fetch it again, or again after the running fetch.
     fn relist(&self, st: &mut State, kind: ListKind) {
-        self.log_line(&format!("{} changed: listing it again", kind.field()));
+        self.log
+            .line(&format!("{} changed: listing it again", kind.field()));
         if st.phase != Phase::Running {
             // The initial listing has not finished; make it run once more.
             if st.phase == Phase::Listing {
@@ -487,7 +495,7 @@ impl Adapter {
     fn response(&self, id: &Value, msg: &Value) -> bool {
         let mut st = self.lock();
         let Some(waiting) = id.as_u64().and_then(|n| st.waiting.remove(&n)) else {
-            self.log_line(&format!(
+            self.log.line(&format!(
                 "dropped a response: id {id} is unknown, cancelled or already answered"
             ));
             return true;
@@ -504,7 +512,7 @@ impl Adapter {
                 let why = result
                     .err()
                     .unwrap_or_else(|| "closed by the server".into());
-                self.log_line(&format!("subscriptions/listen ended: {why}"));
+                self.log.line(&format!("subscriptions/listen ended: {why}"));
             }
             Waiting::Page(kind) => self.page(&mut st, kind, result),
             Waiting::Tool { host_id } => {
@@ -549,7 +557,7 @@ impl Adapter {
                 Err(e) => e,
                 Ok(_) => format!("{MODERN_VERSION} is not among its supportedVersions"),
             };
-            self.log_line(&format!(
+            self.log.line(&format!(
                 "server/discover: {why}; using the legacy initialize ({LEGACY_VERSION})"
             ));
             return self.initialize(st);
@@ -564,7 +572,8 @@ impl Adapter {
             .pointer("/_meta/io.modelcontextprotocol~1serverInfo/version")
             .and_then(Value::as_str)
             .map(str::to_string);
-        self.log_line(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
+        self.log
+            .line(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
         // The 2026 era announces list changes only on a listen stream.
         let filter =
             json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
@@ -576,12 +585,12 @@ impl Adapter {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
-                self.log_line(&format!("initialize failed: {e}"));
+                self.log.line(&format!("initialize failed: {e}"));
                 return false;
             }
         };
         let version = result.get("protocolVersion").and_then(Value::as_str);
-        self.log_line(&format!(
+        self.log.line(&format!(
             "speaking MCP {} (initialize)",
             version.unwrap_or("of unknown version")
         ));
@@ -619,7 +628,8 @@ impl Adapter {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
-                self.log_line(&format!("{}: {e}; keeping what was listed", kind.method()));
+                self.log
+                    .line(&format!("{}: {e}; keeping what was listed", kind.method()));
                 listing.items = None;
                 return self.listed(st);
             }
@@ -661,7 +671,6 @@ impl Adapter {
     /// registrations (and notes that came meanwhile), `ready`.
     fn finish_startup(&self, st: &mut State) {
         st.phase = Phase::Running;
-        st.hello_sent = true;
         self.send_inbound(ExtFrame::Hello {
             name: self.opts.name.clone(),
             version: st.server_version.clone(),
@@ -683,7 +692,7 @@ impl Adapter {
         let mut now = BTreeMap::new();
         for tool in items {
             let Some(server_name) = tool.get("name").and_then(Value::as_str) else {
-                self.log_line("tools/list: skipped a tool without a name");
+                self.log.line("tools/list: skipped a tool without a name");
                 continue;
             };
             let name = format!("{}{server_name}", self.opts.prefix);
@@ -716,7 +725,8 @@ impl Adapter {
         let mut now = BTreeMap::new();
         for prompt in items {
             let Some(server_name) = prompt.get("name").and_then(Value::as_str) else {
-                self.log_line("prompts/list: skipped a prompt without a name");
+                self.log
+                    .line("prompts/list: skipped a prompt without a name");
                 continue;
             };
             let name = format!("{}{server_name}", self.opts.prefix);

@@ -449,6 +449,11 @@ fn corners_pagination_refusals_log_levels_cancellation_and_removal() {
         ("error", r#"{"n":1}"#),
     ];
     assert_eq!(got, want.map(|(l, m)| (l.to_string(), m.to_string())));
+    let log = log_of(&t, "corners");
+    assert!(
+        log.contains("dropped MCP message (expected value"),
+        "the stray line: {log}"
+    );
 
     // Prompt arguments: JSON values as text, key=value pairs, and only
     // the user messages' text.
