@@ -500,6 +500,29 @@ fn corners_pagination_refusals_log_levels_cancellation_and_removal() {
     assert_eq!(r["success"], false, "{r}");
     let r = tool_call(&mut rpc, "14", "t4", json!({"n": 4}));
     assert_eq!(first_text(&r), r#"t4 ran with {"n": 4}"#);
+
+    // A reload stops it (stdin closed) and starts it afresh: all five again.
+    let pid = list["extensions"][0]["pid"].as_u64().expect("pid") as u32;
+    let r = rpc.call("15", json!({"type": "reload"}));
+    assert_eq!(
+        (&r["data"]["stopped"], &r["data"]["loaded"]),
+        (&json!(1), &json!(1)),
+        "{r}"
+    );
+    assert!(
+        process_gone(pid),
+        "the first corners process outlived the reload"
+    );
+    // It left on its own when its stdin closed: no SIGTERM was needed.
+    let log = log_of(&t, "corners");
+    assert!(
+        log.contains("exited (exit code 0)") && !log.contains("SIGTERM"),
+        "{log}"
+    );
+    let list = until_ready(&mut rpc, "corners");
+    tool_info(&list, "t5");
+    let r = tool_call(&mut rpc, "16", "t5", json!({}));
+    assert_eq!(first_text(&r), "t5 ran with {}");
 }
 
 #[test]
