@@ -677,3 +677,23 @@ fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
         );
     }
 }
+
+#[test]
+fn timeout_options_want_a_positive_number_of_seconds() {
+    for (option, value) in [
+        ("--tool-timeout", "abc"),
+        ("--command-timeout", "0"),
+        ("--tool-timeout", "-1"),
+    ] {
+        let out = zot()
+            .args(["rpc", "--no-ext", option, value])
+            .output()
+            .expect("run zot rpc");
+        assert_eq!(out.status.code(), Some(2), "{option} {value}: {out:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(option) && stderr.contains("positive number of seconds"),
+            "{stderr}"
+        );
+    }
+}
