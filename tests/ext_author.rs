@@ -204,6 +204,33 @@ fn a_stray_print_is_named_with_the_advice_to_use_stderr() {
 }
 
 #[test]
+fn a_line_printed_while_exiting_is_still_caught() {
+    let (code, report) = check_json(&fixture("prints-at-exit"), &[]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_finding(&report, "shutdown", "pass", "shutdown_ack");
+    assert_finding(&report, "stdout", "fail", "goodbye!");
+}
+
+#[test]
+fn a_hello_name_unlike_the_manifest_and_disabled_are_warnings() {
+    let (code, report) = check_json(&fixture("misnamed"), &[]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_finding(&report, "hello", "warn", "hello says \"other-name\"");
+    assert_finding(&report, "manifest", "warn", "\"enabled\": false");
+    let (code, _) = check_json(&fixture("misnamed"), &["--strict"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn a_missing_interpreter_is_explained() {
+    let (code, report) = check_json(&fixture("bad-shebang"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "spawn", "fail", "cannot start");
+    let hint = report["checks"][2]["hint"].as_str().unwrap_or("");
+    assert!(hint.contains("#! line"), "hint: {hint}");
+}
+
+#[test]
 fn registering_before_hello_fails_the_handshake() {
     let (code, report) = check_json(&fixture("no-hello"), &[]);
     assert_eq!(code, 1);
@@ -216,6 +243,19 @@ fn registering_before_hello_fails_the_handshake() {
     assert!(
         findings(&report, "shutdown").is_empty(),
         "nothing after a failed handshake"
+    );
+}
+
+#[test]
+fn a_malformed_hello_is_named() {
+    let (code, report) = check_json(&fixture("bad-hello"), &[]);
+    assert_eq!(code, 1);
+    assert_finding(&report, "hello", "fail", "no valid hello");
+    assert_finding(&report, "stdout", "fail", "field `name`");
+    let hello_ms = report["checks"][2]["ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(
+        hello_ms < 10_000.0,
+        "waited the whole hello limit: {hello_ms} ms"
     );
 }
 

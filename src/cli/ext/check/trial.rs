@@ -1,0 +1,961 @@
+//! One extension run the way the host runs it, step by step, each step
+//! adding its findings to the report.
+
+use super::report::{human, Report};
+use super::schema::schema_problem;
+use super::{Opts, Probe};
+use crossbeam_channel::Receiver;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+use zot_host::intercept::INTERCEPTABLE;
+use zot_host::log::ExtLog;
+use zot_host::manifest::Manifest;
+use zot_host::process::{describe_status, group_alive, ExtProcess, Inbound, InboundMsg};
+use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
+use zot_host::toolresult::map_content;
+use zot_host::{registry, HostConfig, Timeouts};
+
+/// Lifecycle events zot emits (SKILL.md), with a harmless payload each.
+const EVENTS: [&str; 5] = [
+    "session_start",
+    "turn_start",
+    "tool_call",
+    "turn_end",
+    "assistant_message",
+];
+
+/// After a dropped stdout line, how long an awaited answer still gets:
+/// the dropped line was most likely that answer, malformed.
+const AFTER_DROPPED: Duration = Duration::from_secs(1);
+
+/// Dropped stdout lines named one by one; the rest are counted.
+const DROPPED_SHOWN: usize = 5;
+
+pub(super) fn run(
+    opts: &Opts,
+    manifest: &Manifest,
+    dir: &Path,
+    exe: &Path,
+    log: &ExtLog,
+    report: &mut Report,
+) {
+    let t = Instant::now();
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let proc = match ExtProcess::spawn(0, &manifest.name, exe, &manifest.args, dir, log, tx) {
+        Ok(p) => p,
+        Err(e) => {
+            let f = report.fail(
+                "spawn",
+                t.elapsed(),
+                format!("cannot start {}: {e}", exe.display()),
+            );
+            if e.kind() == std::io::ErrorKind::NotFound {
+                f.hint("the file exists, so the interpreter on its #! line was not found");
+            }
+            return;
+        }
+    };
+    let mut trial = Trial {
+        proc,
+        rx,
+        report,
+        config: HostConfig::new(PathBuf::new(), opts.cwd.clone()),
+        name: manifest.name.clone(),
+        spawned: t,
+        dropped: Vec::new(),
+        frames: 0,
+        eof: false,
+        status: None,
+        next_id: 0,
+        commands: Vec::new(),
+        tools: Vec::new(),
+        events: Vec::new(),
+        intercept: Vec::new(),
+        acked_at: None,
+        ready: false,
+    };
+    let dir = dir.to_string_lossy();
+    if trial.handshake(&opts.cwd.to_string_lossy(), &dir) {
+        trial.registration();
+        trial.events();
+        trial.intercepts();
+        for probe in &opts.probes {
+            trial.probe(probe);
+        }
+        trial.shutdown();
+    } else {
+        trial.kill();
+    }
+    trial.stdout_rule();
+    trial.proc.join_finished();
+}
+
+/// What the reader said next. Nearly always a frame, so boxing it would
+/// only add an allocation per frame.
+#[allow(clippy::large_enum_variant)]
+enum Next {
+    Frame(ExtFrame),
+    /// A stdout line that is not a frame (recorded for the stdout rule).
+    Dropped,
+    /// Nothing before the deadline.
+    Quiet,
+    /// stdout ended.
+    Closed,
+}
+
+/// One extension being checked.
+struct Trial<'a> {
+    proc: ExtProcess,
+    rx: Receiver<InboundMsg>,
+    report: &'a mut Report,
+    /// The host's defaults: limits, built-in names, `hello_ack` fields.
+    config: HostConfig,
+    name: String,
+    spawned: Instant,
+    /// Why each dropped stdout line was dropped, and when.
+    dropped: Vec<(String, Instant)>,
+    frames: usize,
+    eof: bool,
+    status: Option<ExitStatus>,
+    next_id: u64,
+    commands: Vec<String>,
+    tools: Vec<String>,
+    events: Vec<String>,
+    intercept: Vec<String>,
+    acked_at: Option<Instant>,
+    ready: bool,
+}
+
+impl Trial<'_> {
+    fn limits(&self) -> &Timeouts {
+        &self.config.timeouts
+    }
+
+    fn next(&mut self, deadline: Instant) -> Next {
+        while !self.eof {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(InboundMsg { msg, .. }) = self.rx.recv_timeout(left) else {
+                return Next::Quiet;
+            };
+            match msg {
+                Inbound::Frame(frame) => {
+                    self.frames += 1;
+                    return Next::Frame(frame);
+                }
+                Inbound::Unparsed(why) => {
+                    self.dropped.push((why, Instant::now()));
+                    return Next::Dropped;
+                }
+                Inbound::Eof => self.eof = true,
+                Inbound::WriteFailed(e) => {
+                    self.report.fail(
+                        "stdin",
+                        Duration::ZERO,
+                        format!("writing to its stdin failed: {e}"),
+                    );
+                }
+            }
+        }
+        Next::Closed
+    }
+
+    fn send(&mut self, frame: HostFrame) -> bool {
+        self.proc.send(frame.to_line())
+    }
+
+    fn id(&mut self) -> String {
+        self.next_id += 1;
+        format!("check-{}", self.next_id)
+    }
+
+    /// ` (exit code 3)` once the process has exited, else empty.
+    fn exit_note(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_millis(100);
+        match self.wait_exit(deadline) {
+            Some(status) => format!(" ({})", describe_status(status)),
+            None => String::new(),
+        }
+    }
+
+    /// Waits until the process exits or `deadline`; frames that arrive
+    /// meanwhile are handled as usual. The exit has no event of its own
+    /// to wait for, so it is polled, more rarely as time goes by.
+    fn wait_exit(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if self.status.is_none() {
+                self.status = self.proc.try_wait();
+            }
+            let now = Instant::now();
+            if self.status.is_some() || now >= deadline {
+                return self.status;
+            }
+            let until = deadline.min(now + pause);
+            if self.eof {
+                std::thread::sleep(until - now);
+            } else if let Next::Frame(frame) = self.next(until) {
+                self.observe(frame);
+            }
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        self.proc.signal_group(libc::SIGKILL);
+        let deadline = Instant::now() + self.limits().term_grace;
+        self.wait_exit(deadline);
+    }
+
+    /// `hello` first, then `hello_ack`. False when the host would fail it.
+    fn handshake(&mut self, cwd: &str, dir: &str) -> bool {
+        let mut deadline = self.spawned + self.limits().hello;
+        let frame = loop {
+            match self.next(deadline) {
+                Next::Frame(frame) => break frame,
+                // Perhaps a malformed hello: no need to wait the full limit.
+                Next::Dropped => deadline = deadline.min(Instant::now() + AFTER_DROPPED),
+                Next::Quiet => {
+                    let msg = if self.dropped.is_empty() {
+                        format!("no hello within {}", human(self.limits().hello))
+                    } else {
+                        "no valid hello: a stdout line was dropped (see stdout)".into()
+                    };
+                    self.report.fail("hello", self.spawned.elapsed(), msg).hint(
+                        "send {\"type\":\"hello\",\"name\":...} as the very first stdout line, \
+                         and flush",
+                    );
+                    return false;
+                }
+                Next::Closed => {
+                    let took = self.spawned.elapsed();
+                    let note = self.exit_note();
+                    self.report
+                        .fail("hello", took, format!("stdout closed before hello{note}"));
+                    return false;
+                }
+            }
+        };
+        let took = self.spawned.elapsed();
+        let name = match frame {
+            ExtFrame::Hello { name, .. } if !name.trim().is_empty() => name,
+            ExtFrame::Hello { .. } => {
+                self.report.fail("hello", took, "hello has an empty name");
+                return false;
+            }
+            other => {
+                self.report
+                    .fail(
+                        "hello",
+                        took,
+                        format!(
+                            "first frame was `{}`, expected `hello`: the host fails the extension",
+                            other.kind()
+                        ),
+                    )
+                    .hint("send hello first, register only after hello_ack");
+                return false;
+            }
+        };
+        self.report.pass(
+            "hello",
+            took,
+            format!(
+                "hello {name:?} within the {} limit",
+                human(self.limits().hello)
+            ),
+        );
+        if name != self.name {
+            self.report
+                .warn(
+                    "hello",
+                    Duration::ZERO,
+                    format!(
+                        "hello says {name:?}, the manifest {:?}: the host uses the manifest's",
+                        self.name
+                    ),
+                )
+                .hint("use the manifest's name in hello");
+        }
+        let cfg = &self.config;
+        let line = HostFrame::HelloAck {
+            protocol_version: PROTOCOL_VERSION,
+            zot_version: &cfg.zot_version,
+            provider: &cfg.provider,
+            model: &cfg.model,
+            cwd,
+            extension_dir: dir,
+            data_dir: dir,
+        }
+        .to_line();
+        self.proc.send(line);
+        self.acked_at = Some(Instant::now());
+        true
+    }
+
+    /// Frames after `hello_ack` until `ready`, or the host's idle
+    /// watchdog, or the startup grace.
+    fn registration(&mut self) {
+        let acked = self.acked_at.unwrap_or_else(Instant::now);
+        let cap = acked + self.limits().startup;
+        let mut last = acked;
+        loop {
+            let idle = last + self.limits().ready_idle;
+            match self.next(idle.min(cap)) {
+                Next::Frame(ExtFrame::Ready) => {
+                    self.ready = true;
+                    let took = acked.elapsed();
+                    let since_spawn = self.spawned.elapsed();
+                    self.report.pass(
+                        "ready",
+                        took,
+                        format!("ready {} after it was started", human(since_spawn)),
+                    );
+                    if since_spawn > self.limits().startup {
+                        self.report.warn(
+                            "ready",
+                            Duration::ZERO,
+                            format!(
+                                "slower than the host's {} startup grace: its names arrive late",
+                                human(self.limits().startup)
+                            ),
+                        );
+                    }
+                    return;
+                }
+                Next::Frame(frame) => {
+                    last = Instant::now();
+                    self.observe(frame);
+                }
+                Next::Dropped => last = Instant::now(),
+                Next::Closed => return, // reported by shutdown
+                Next::Quiet if Instant::now() >= cap => {
+                    self.report.warn(
+                        "ready",
+                        acked.elapsed(),
+                        format!(
+                            "no ready, still sending frames after {}: the host stops waiting",
+                            human(self.limits().startup)
+                        ),
+                    );
+                    return;
+                }
+                Next::Quiet => {
+                    self.report
+                        .warn(
+                            "ready",
+                            acked.elapsed(),
+                            format!(
+                                "no ready frame: the host relies on its {} idle watchdog",
+                                human(self.limits().ready_idle)
+                            ),
+                        )
+                        .hint(
+                        "send {\"type\":\"ready\"} after the registrations: every start gets faster",
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handles a frame that is not the one a step waits for.
+    fn observe(&mut self, frame: ExtFrame) {
+        if self.acked_at.is_none() {
+            return; // the handshake failed: the host reads no further
+        }
+        let since = self.acked_at.map_or(Duration::ZERO, |t| t.elapsed());
+        match frame {
+            ExtFrame::Hello { .. } => {
+                self.report
+                    .warn("hello", since, "a second hello: the host ignores it");
+            }
+            ExtFrame::RegisterCommand { name, description } => {
+                self.register(Kind::Command, name, description, None, since)
+            }
+            ExtFrame::RegisterTool {
+                name,
+                description,
+                schema,
+            } => self.register(Kind::Tool, name, description, Some(schema), since),
+            ExtFrame::Subscribe { events, intercept } => self.subscribe(
+                events.unwrap_or_default(),
+                intercept.unwrap_or_default(),
+                since,
+            ),
+            ExtFrame::Ready if self.ready => {
+                self.report
+                    .warn("ready", since, "a second ready: the host ignores it");
+            }
+            ExtFrame::Ready => self.ready = true,
+            ExtFrame::Notify { level, .. } => {
+                if let Some(level) =
+                    level.filter(|l| !["info", "success", "warn", "error"].contains(&l.as_str()))
+                {
+                    self.report.warn(
+                        "notify",
+                        since,
+                        format!("level {level:?} is not info/success/warn/error: shown as info"),
+                    );
+                }
+            }
+            ExtFrame::CommandResponse(CommandResponse { id, .. })
+            | ExtFrame::ToolResult { id, .. }
+            | ExtFrame::EventInterceptResponse { id, .. } => {
+                self.report.fail(
+                    "answers",
+                    since,
+                    format!("an answer to id {id:?}, which nobody asked: the host drops it"),
+                );
+            }
+            ExtFrame::ShutdownAck => {
+                self.report.warn(
+                    "shutdown",
+                    since,
+                    "shutdown_ack before any shutdown: the host ignores it",
+                );
+            }
+            // Notes and panels are for the user; the unregister frames
+            // come only from the MCP adapter, never from a zot extension.
+            ExtFrame::ClearNotes
+            | ExtFrame::PanelRender(_)
+            | ExtFrame::PanelClose { .. }
+            | ExtFrame::UnregisterCommand { .. }
+            | ExtFrame::UnregisterTool { .. } => {}
+        }
+    }
+
+    fn register(
+        &mut self,
+        kind: Kind,
+        name: String,
+        description: Option<String>,
+        schema: Option<Option<Value>>,
+        since: Duration,
+    ) {
+        let (what, builtins, seen) = match kind {
+            Kind::Command => ("command", &self.config.builtin_commands, &mut self.commands),
+            Kind::Tool => ("tool", &self.config.builtin_tools, &mut self.tools),
+        };
+        let rule = match kind {
+            Kind::Command => format!("command /{name}"),
+            Kind::Tool => format!("tool {name}"),
+        };
+        if !registry::valid_name(&name) {
+            let msg = format!("name {name:?} is empty or has whitespace: the host rejects it");
+            self.report.fail(&rule, since, msg);
+            return;
+        }
+        if seen.contains(&name) {
+            self.report
+                .fail(&rule, since, format!("{what} {name} is registered twice"));
+            return;
+        }
+        seen.push(name.clone());
+        if builtins.contains(&name) {
+            self.report.warn(
+                &rule,
+                since,
+                format!("the built-in {what} {name} shadows it: the host ignores it"),
+            );
+            return;
+        }
+        let mut problems = 0;
+        if description.as_deref().is_none_or(|d| d.trim().is_empty()) {
+            problems += 1;
+            let who = match kind {
+                Kind::Command => "/help shows nothing for it",
+                Kind::Tool => "the model cannot tell when to use it",
+            };
+            self.report
+                .fail(&rule, since, format!("no description: {who}"));
+        }
+        match schema {
+            Some(None) => {
+                problems += 1;
+                self.report
+                    .warn(
+                        &rule,
+                        since,
+                        "no schema: the model is told nothing of its arguments",
+                    )
+                    .hint(
+                    "add \"schema\": {\"type\":\"object\",\"properties\":{...},\"required\":[...]}",
+                );
+            }
+            Some(Some(schema)) => {
+                if let Some(problem) = schema_problem(&schema) {
+                    problems += 1;
+                    self.report.fail(&rule, since, format!("schema: {problem}"));
+                }
+            }
+            None => {}
+        }
+        if problems == 0 {
+            let msg = match kind {
+                Kind::Command => "registered with a description".to_string(),
+                Kind::Tool => "registered with a description and a JSON Schema object".to_string(),
+            };
+            self.report.pass(&rule, since, msg);
+        }
+    }
+
+    fn subscribe(&mut self, events: Vec<String>, intercept: Vec<String>, since: Duration) {
+        let mut clean = true;
+        for e in events {
+            if !EVENTS.contains(&e.as_str()) {
+                clean = false;
+                let msg = format!("unknown event {e:?}: zot emits {}", EVENTS.join(", "));
+                self.report.warn("subscribe", since, msg);
+            } else if !self.events.contains(&e) {
+                self.events.push(e);
+            }
+        }
+        for e in intercept {
+            if !INTERCEPTABLE.contains(&e.as_str()) {
+                clean = false;
+                let msg = format!(
+                    "cannot intercept {e:?}: only {}; the host ignores it",
+                    INTERCEPTABLE.join(", ")
+                );
+                self.report.warn("subscribe", since, msg);
+            } else if !self.intercept.contains(&e) {
+                self.intercept.push(e);
+            }
+        }
+        if clean {
+            let list = |l: &[String]| {
+                if l.is_empty() {
+                    "-".to_string()
+                } else {
+                    l.join(", ")
+                }
+            };
+            let msg = format!(
+                "events: {}; intercept: {}",
+                list(&self.events),
+                list(&self.intercept)
+            );
+            self.report.pass("subscribe", since, msg);
+        }
+    }
+
+    /// Sends each subscribed event once.
+    fn events(&mut self) {
+        for event in self.events.clone() {
+            let t = Instant::now();
+            let payload = harmless(&event);
+            let sent = self.send(HostFrame::Event {
+                event: &event,
+                payload: &payload,
+            });
+            let rule = format!("event {event}");
+            if sent {
+                self.report.pass(&rule, t.elapsed(), "sent once");
+            } else {
+                self.report
+                    .fail(&rule, t.elapsed(), "cannot be sent: its stdin is closed");
+            }
+        }
+    }
+
+    /// Asks each subscribed intercept once, with a harmless payload.
+    fn intercepts(&mut self) {
+        for event in self.intercept.clone() {
+            let id = self.id();
+            let payload = harmless(&event);
+            let rule = format!("intercept {event}");
+            let t = Instant::now();
+            self.send(HostFrame::EventIntercept {
+                id: &id,
+                event: &event,
+                payload: &payload,
+            });
+            let limit = self.limits().intercept;
+            match self.answer(&id, "event_intercept_response", limit) {
+                Ok(ExtFrame::EventInterceptResponse {
+                    block,
+                    reason,
+                    modified_args,
+                    replace_text,
+                    ..
+                }) => {
+                    let verdict = match (block.unwrap_or(false), reason) {
+                        (true, Some(r)) => format!("block ({r})"),
+                        (true, None) => "block".to_string(),
+                        (false, _) if modified_args.is_some() => "allow, rewriting the args".into(),
+                        (false, _) if replace_text.is_some() => "allow, replacing the text".into(),
+                        (false, _) => "allow".to_string(),
+                    };
+                    let msg = format!("answered within the {} limit: {verdict}", human(limit));
+                    self.report.pass(&rule, t.elapsed(), msg);
+                }
+                Ok(_) => {}
+                Err(why) => {
+                    self.report
+                        .fail(
+                            &rule,
+                            t.elapsed(),
+                            format!("{why}: the host counts it as allow"),
+                        )
+                        .hint(
+                        "answer every event_intercept with an event_intercept_response carrying \
+                         its id",
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits for the answer to `id`, handling other frames meanwhile.
+    fn answer(&mut self, id: &str, kind: &str, limit: Duration) -> Result<ExtFrame, String> {
+        let mut deadline = Instant::now() + limit;
+        let mut dropped = false;
+        loop {
+            match self.next(deadline) {
+                Next::Frame(frame) => match answer_id(&frame) {
+                    Some(got) if got == id && frame.kind() == kind => return Ok(frame),
+                    Some(got) if got == id => {
+                        return Err(format!(
+                            "answered with `{}`, expected `{kind}`",
+                            frame.kind()
+                        ))
+                    }
+                    _ => self.observe(frame),
+                },
+                Next::Dropped => {
+                    // The dropped line was probably the answer, malformed.
+                    dropped = true;
+                    deadline = deadline.min(Instant::now() + AFTER_DROPPED);
+                }
+                Next::Quiet if dropped => {
+                    return Err("no valid answer: a stdout line was dropped (see stdout)".into())
+                }
+                Next::Quiet => return Err(format!("no answer within {}", human(limit))),
+                Next::Closed => return Err(format!("exited before answering{}", self.exit_note())),
+            }
+        }
+    }
+
+    fn probe(&mut self, probe: &Probe) {
+        match probe {
+            Probe::Call { tool, args } => self.call(tool, args),
+            Probe::Command { name, args } => self.command(name, args),
+        }
+    }
+
+    fn call(&mut self, tool: &str, args: &Value) {
+        let rule = format!("call {tool}");
+        if !self.tools.iter().any(|t| t == tool) {
+            let msg = format!(
+                "it registered no tool {tool} (tools: {})",
+                or_none(&self.tools)
+            );
+            self.report.fail(&rule, Duration::ZERO, msg);
+            return;
+        }
+        let id = self.id();
+        let t = Instant::now();
+        self.send(HostFrame::ToolCall {
+            id: &id,
+            name: tool,
+            args,
+        });
+        let limit = self.limits().tool;
+        let (content, is_error) = match self.answer(&id, "tool_result", limit) {
+            Ok(ExtFrame::ToolResult {
+                content, is_error, ..
+            }) => (content, is_error.unwrap_or(false)),
+            Ok(_) => return,
+            Err(why) => {
+                self.report.fail(&rule, t.elapsed(), why);
+                return;
+            }
+        };
+        let took = t.elapsed();
+        let Some(blocks) = content.filter(|c| !c.is_empty()) else {
+            let msg = "tool_result without content: the model sees \"(extension returned no \
+                       content)\""
+                .to_string();
+            self.report.warn(&rule, took, msg);
+            return;
+        };
+        let mut texts = Vec::new();
+        for block in blocks {
+            let mapped = map_content(vec![block.clone()]).remove(0);
+            let text = mapped.get("text").and_then(Value::as_str).unwrap_or("");
+            let kept =
+                block.get("type") == mapped.get("type") && block.get("text") == mapped.get("text");
+            if !kept {
+                self.report
+                    .fail(&rule, took, format!("content block {block}: {text}"));
+                return;
+            }
+            texts.push(if mapped["type"] == "image" {
+                "[image]".to_string()
+            } else {
+                text.to_string()
+            });
+        }
+        let error = if is_error { " (is_error)" } else { "" };
+        let msg = format!("tool_result{error}: {}", clip(&texts.join(" ")));
+        self.report.pass(&rule, took, msg);
+    }
+
+    fn command(&mut self, name: &str, args: &str) {
+        let rule = format!("run /{name}");
+        if !self.commands.iter().any(|c| c == name) {
+            let msg = format!(
+                "it registered no command /{name} (commands: {})",
+                or_none(&self.commands)
+            );
+            self.report.fail(&rule, Duration::ZERO, msg);
+            return;
+        }
+        let id = self.id();
+        let t = Instant::now();
+        self.send(HostFrame::CommandInvoked {
+            id: &id,
+            name,
+            args,
+        });
+        let limit = self.limits().command;
+        let r = match self.answer(&id, "command_response", limit) {
+            Ok(ExtFrame::CommandResponse(r)) => r,
+            Ok(_) => return,
+            Err(why) => {
+                self.report.fail(&rule, t.elapsed(), why);
+                return;
+            }
+        };
+        let took = t.elapsed();
+        let action = r.action.as_deref().unwrap_or("");
+        let text = match action {
+            "prompt" => r.prompt.as_deref(),
+            "insert" => r.insert.as_deref(),
+            "display" => r.display.as_deref(),
+            "noop" | "open_panel" => Some(""),
+            _ => {
+                let msg =
+                    format!("action {action:?} is not prompt, insert, display, noop or open_panel");
+                self.report.fail(&rule, took, msg);
+                return;
+            }
+        };
+        let error = r.error.filter(|e| !e.is_empty());
+        match (text, error) {
+            (_, Some(error)) => {
+                let msg = format!("command_response {action} with error: {}", clip(&error));
+                self.report.pass(&rule, took, msg);
+            }
+            (None, None) if action == "open_panel" => {}
+            (None, None) => {
+                let msg = format!("action {action:?} without a `{action}` text");
+                self.report.fail(&rule, took, msg);
+            }
+            (Some(_), None) if action == "open_panel" && r.open_panel.is_none() => {
+                self.report
+                    .fail(&rule, took, "action open_panel without `open_panel`");
+            }
+            (Some(text), None) => {
+                let msg = format!("command_response {action}: {}", clip(text));
+                self.report.pass(&rule, took, msg);
+            }
+        }
+    }
+
+    /// `shutdown`: `shutdown_ack` and exit within the grace, and nothing
+    /// of its process group left. Stops it as the host would otherwise.
+    fn shutdown(&mut self) {
+        let t = Instant::now();
+        if self.eof || self.proc.try_wait().is_some() {
+            let note = self.exit_note();
+            self.report
+                .fail(
+                    "shutdown",
+                    Duration::ZERO,
+                    format!("it exited before shutdown{note}: the host drops its names"),
+                )
+                .hint("keep reading stdin until shutdown (or EOF)");
+            self.kill();
+            return;
+        }
+        let grace = self.limits().shutdown_grace;
+        let deadline = t + grace;
+        self.send(HostFrame::Shutdown);
+        let mut acked = None;
+        while acked.is_none() {
+            match self.next(deadline) {
+                Next::Frame(ExtFrame::ShutdownAck) => acked = Some(t.elapsed()),
+                Next::Frame(frame) => self.observe(frame),
+                Next::Dropped => {}
+                Next::Quiet | Next::Closed => break,
+            }
+        }
+        if acked.is_some() {
+            self.proc.close_stdin(); // as the host does after the ack
+        }
+        let status = self.wait_exit(deadline);
+        let took = t.elapsed();
+        let limit = human(grace);
+        match (acked, status) {
+            (Some(ack), Some(status)) => {
+                let msg = format!(
+                    "shutdown_ack after {}, exited ({}) within the {limit} grace",
+                    human(ack),
+                    describe_status(status)
+                );
+                self.report.pass("shutdown", took, msg);
+            }
+            (None, Some(status)) => {
+                let msg = format!("exited ({}) without shutdown_ack", describe_status(status));
+                self.report
+                    .warn("shutdown", took, msg)
+                    .hint("answer shutdown with {\"type\":\"shutdown_ack\"}, then exit");
+            }
+            (ack, None) => {
+                let what = match ack {
+                    Some(_) => "acknowledged, but",
+                    None => "no shutdown_ack, and",
+                };
+                let msg = format!(
+                    "{what} still running {limit} after shutdown: the host sends SIGTERM, then \
+                     SIGKILL"
+                );
+                self.report
+                    .fail("shutdown", took, msg)
+                    .hint("on shutdown: send shutdown_ack, stop your work and exit");
+                self.proc.signal_group(libc::SIGTERM);
+                let term = Instant::now() + self.limits().term_grace;
+                if self.wait_exit(term).is_none() {
+                    self.kill();
+                }
+            }
+        }
+        self.process_group(deadline);
+    }
+
+    /// Nothing of the extension's process group may outlive it.
+    fn process_group(&mut self, deadline: Instant) {
+        let t = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        while group_alive(self.proc.pid) && Instant::now() < deadline {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+        if group_alive(self.proc.pid) {
+            let msg = format!(
+                "processes of its group (pgid {}) still run after it exited",
+                self.proc.pid
+            );
+            self.report
+                .fail("process group", t.elapsed(), msg)
+                .hint("stop the processes you started before exiting; the host kills the group");
+            self.proc.signal_group(libc::SIGKILL);
+        } else {
+            let msg = "nothing of its process group is left".to_string();
+            self.report.pass("process group", t.elapsed(), msg);
+        }
+    }
+
+    fn stdout_rule(&mut self) {
+        // Lines written just before the exit may still be in the reader:
+        // read to the end of stdout (bounded: a survivor may hold it open).
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            match self.next(deadline) {
+                Next::Frame(frame) => self.observe(frame),
+                Next::Dropped => {}
+                Next::Quiet | Next::Closed => break,
+            }
+        }
+        if self.dropped.is_empty() {
+            let msg = match self.frames {
+                0 => "nothing on stdout".to_string(),
+                n => format!("all {n} stdout lines were frames"),
+            };
+            self.report.pass("stdout", Duration::ZERO, msg);
+            return;
+        }
+        let shown = self.dropped.len().min(DROPPED_SHOWN);
+        for (why, at) in &self.dropped[..shown] {
+            let took = at.saturating_duration_since(self.spawned);
+            let msg = match why.strip_prefix("dropped frame ") {
+                Some(rest) => format!("not a frame {rest}"),
+                None => format!("not a frame: {why}"),
+            };
+            self.report.fail("stdout", took, msg).hint(
+                "stdout carries only protocol frames, one JSON object per line: write logs and \
+                 prints to stderr instead",
+            );
+        }
+        if self.dropped.len() > shown {
+            let msg = format!(
+                "and {} more lines that are not frames",
+                self.dropped.len() - shown
+            );
+            self.report.fail("stdout", Duration::ZERO, msg);
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Command,
+    Tool,
+}
+
+/// A payload for `event` that no sane extension refuses.
+fn harmless(event: &str) -> EventPayload {
+    let mut payload = EventPayload::default();
+    match event {
+        "turn_start" => payload.step = Some(1),
+        "turn_end" => payload.stop = Some("end_turn".into()),
+        "tool_call" => {
+            payload.tool_id = Some("check-tool-1".into());
+            payload.tool_name = Some("read".into());
+            payload.tool_args = Some(json!({"path": "README.md"}));
+        }
+        "assistant_message" => payload.text = Some("Hello from zot ext check.".into()),
+        _ => {}
+    }
+    payload
+}
+
+fn answer_id(frame: &ExtFrame) -> Option<&str> {
+    match frame {
+        ExtFrame::CommandResponse(r) => Some(&r.id),
+        ExtFrame::ToolResult { id, .. } | ExtFrame::EventInterceptResponse { id, .. } => Some(id),
+        _ => None,
+    }
+}
+
+fn or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The first 200 characters of `text`, on one line.
+fn clip(text: &str) -> String {
+    let one_line = text.replace('\n', " ");
+    match one_line.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &one_line[..at]),
+        None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_is_char_safe() {
+        let long = "é".repeat(300);
+        assert_eq!(clip(&long).chars().count(), 203);
+        assert_eq!(clip("a\nb"), "a b");
+    }
+}
