@@ -5,6 +5,7 @@
 #   make static     stripped, statically linked `zot` at target/zot-static
 #   make bench-ext  the native benchmark extension (fixtures/bench-ext)
 #   make bench      all of the above in release mode, then the benchmark
+#   make soak       bounded endurance run of the release zot (README: Soak)
 #   make clean      cargo clean (also removes the fixture build)
 #   make demo       the interactive session with the example extensions
 
@@ -21,7 +22,7 @@ BENCH_EXT_DIR := fixtures/bench-ext
 BENCH_EXT_TARGET := target/bench-ext
 BENCH_EXT_BIN := $(BENCH_EXT_TARGET)/release/zot-bench-ext
 
-.PHONY: all build test static bench-ext bench clean
+.PHONY: all build test static bench-ext bench soak clean
 
 all: build
 
@@ -87,6 +88,14 @@ bench-ext:
 bench: build bench-ext static
 	ZOT_BENCH_EXT=$(CURDIR)/$(BENCH_EXT_BIN) ZOT_STATIC_BIN=$(CURDIR)/$(STATIC_BIN) \
 		$(CARGO) bench --bench host
+
+# `cargo bench --bench soak` runs fixtures/soak/soak.rs: a million
+# requests, 200 reloads and random SIGKILLs through the release `zot rpc`
+# with the native extension; it stops by itself and prints one line per
+# figure (exit 1 when a check fails).
+soak: build bench-ext
+	ZOT_SOAK_BIN=$(CURDIR)/target/release/zot ZOT_BENCH_EXT=$(CURDIR)/$(BENCH_EXT_BIN) \
+		$(CARGO) bench --bench soak
 
 clean:
 	$(CARGO) clean
