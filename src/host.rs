@@ -89,6 +89,10 @@ pub struct HostConfig {
     /// Size at which an extension's log is rotated to `.log.1`, at start
     /// and while it runs; its logs stay under twice this on disk.
     pub log_rotate_bytes: u64,
+    /// Bytes of notes and panel updates that may wait in
+    /// [`Host::events`] for the embedder to take them; beyond it they are
+    /// dropped, counted, and reported by [`HostEvent::EventsDropped`].
+    pub event_budget: usize,
 }
 
 impl HostConfig {
@@ -120,6 +124,7 @@ impl HostConfig {
             ]),
             event_queue_limit: 16 * 1024 * 1024,
             log_rotate_bytes: crate::log::ROTATE_BYTES,
+            event_budget: 8 * 1024 * 1024,
         }
     }
 }
@@ -159,8 +164,9 @@ pub struct ToolRequest {
     pub tool_id: Option<String>,
 }
 
-/// A tool's result, attributed to its extension.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A tool's result, attributed to its extension; for a built-in tool
+/// (which the embedder runs itself) the verdict of the pipeline.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolOutcome {
     /// The extension that owns the tool.
     pub extension: String,
@@ -173,6 +179,13 @@ pub struct ToolOutcome {
     /// The guard's reason, when blocked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// A built-in tool: the event and the guards ran, nothing was
+    /// executed; the embedder runs it with `args` unless `blocked`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub builtin: bool,
+    /// Built-in tools: the final arguments, as the guards rewrote them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
 }
 
 /// An interception request for an event the embedder is about to act on.
@@ -337,6 +350,12 @@ pub enum HostEvent {
         /// Why it failed.
         error: String,
     },
+    /// Notes and panel updates were dropped because the embedder did
+    /// not take events fast enough ([`HostConfig::event_budget`]).
+    EventsDropped {
+        /// How many since the last report.
+        count: u64,
+    },
 }
 
 /// Where a reply goes: called once, on the host loop thread, so it
@@ -412,8 +431,16 @@ pub enum Request {
         /// Gets what the reload did.
         reply: Reply<ReloadReport>,
     },
-    /// Stop every extension; the loop ends after the reply.
+    /// Graceful stop (SPEC 3.14): requests accepted before it finish
+    /// first (each within its own timeout), later ones are refused; then
+    /// every extension is stopped; the loop ends after the reply.
     Shutdown {
+        /// Called once every extension has stopped.
+        reply: Reply<()>,
+    },
+    /// Stop without waiting for accepted requests (a second Ctrl-C):
+    /// they fail at once, then every extension is stopped as above.
+    ShutdownNow {
         /// Called once every extension has stopped.
         reply: Reply<()>,
     },
@@ -432,7 +459,7 @@ impl Request {
             }
             Request::List { reply } => reply(Err(error)),
             Request::Reload { reply } => reply(Err(error)),
-            Request::Shutdown { reply } => reply(Err(error)),
+            Request::Shutdown { reply } | Request::ShutdownNow { reply } => reply(Err(error)),
         }
     }
 }
@@ -440,12 +467,24 @@ impl Request {
 const STOPPED: &str = "the extension host has stopped";
 
 /// A cheap, cloneable way to send requests from any thread.
+///
+/// Ordering: everything one extension writes reaches the embedder in
+/// the order written (SPEC 3.17). An event is in [`Host::events`] before
+/// the reply to a request that the extension answered after it is
+/// delivered, so a consumer that takes the waiting events before acting
+/// on a reply keeps that order.
 #[derive(Clone)]
 pub struct HostHandle {
     tx: Sender<Request>,
+    ready: Arc<ReadyLatch>,
 }
 
 impl HostHandle {
+    /// Blocks until startup readiness (see [`Host::wait_ready`]).
+    pub fn wait_ready(&self) -> Vec<String> {
+        self.ready.wait()
+    }
+
     /// Queues a request; its reply arrives through its callback. After
     /// the host stopped the callback gets an error at once.
     pub fn submit(&self, request: Request) {
@@ -515,14 +554,21 @@ impl Host {
             .name("zot-host".into())
             .spawn(move || engine::run(config, rx, event_tx, latch))?;
         Ok(Host {
-            handle: HostHandle { tx },
+            handle: HostHandle {
+                tx,
+                ready: ready.clone(),
+            },
             events,
             ready,
             thread: Some(thread),
         })
     }
 
-    /// Unasked events: notes, panels, readiness, exits.
+    /// Unasked events: notes, panels, readiness, exits. Notes and panel
+    /// updates wait here within [`HostConfig::event_budget`] bytes; an
+    /// embedder that does not take them loses them (counted), never
+    /// memory. Events emitted before a reply are here before the reply
+    /// is delivered (see [`HostHandle`]).
     pub fn events(&self) -> &Receiver<HostEvent> {
         &self.events
     }
@@ -546,7 +592,9 @@ impl Host {
     }
 
     /// Runs a tool through the pipeline: `tool_call` event, the
-    /// interception chain, then the owning extension.
+    /// interception chain, then the owning extension. For a built-in
+    /// tool nothing runs after the chain: the outcome has `builtin` set
+    /// and the final `args` (SPEC 7).
     pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, String> {
         self.handle.call(|reply| Request::Tool {
             call,
@@ -631,7 +679,8 @@ impl Host {
         self.handle.call(|reply| Request::Reload { reply })
     }
 
-    /// Graceful shutdown (SPEC 3.14); returns when every extension is gone.
+    /// Graceful shutdown (SPEC 3.14): requests already submitted finish
+    /// first, then the extensions stop; returns when every one is gone.
     pub fn shutdown(mut self) {
         self.stop();
     }

@@ -69,6 +69,13 @@ impl<T> Registry<T> {
         }
     }
 
+    /// Whether extension `rank` has a claim on `name`.
+    pub fn claimed_by(&self, name: &str, rank: usize) -> bool {
+        self.names
+            .get(name)
+            .is_some_and(|c| c.binary_search_by_key(&rank, |c| c.rank).is_ok())
+    }
+
     /// The winning claim on `name`.
     pub fn owner(&self, name: &str) -> Option<&Claim<T>> {
         self.names.get(name).and_then(|c| c.first())

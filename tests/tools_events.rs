@@ -95,8 +95,11 @@ fn tools_named_like_builtins_are_never_dispatched() {
         json!({"record": rec, "register": [tool("bash"), tool("read")]}),
     );
     let host = start_ready(config(&t, &[a]));
+    // The pipeline gives the embedder its verdict; nothing is dispatched.
+    let verdict = host.call_tool(call("bash", json!({}))).unwrap();
+    assert!(verdict.builtin && !verdict.blocked, "{verdict:?}");
     assert!(host
-        .call_tool(call("bash", json!({})))
+        .call_tool_direct(call("bash", json!({})))
         .unwrap_err()
         .contains("built in"));
     assert!(host.list().unwrap().tools.is_empty());

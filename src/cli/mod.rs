@@ -29,6 +29,8 @@ options:
       --agent-cmd CMD         run prompts through `sh -c CMD` (session only)
       --tool-timeout SECS     how long a tool may run (default 60)
       --command-timeout SECS  how long a command may run (default 30)
+      --startup-timeout SECS  how long startup waits for extensions to be ready
+                              (default 3; also ZOT_STARTUP_TIMEOUT)
       --provider NAME         provider name sent to extensions in hello_ack
       --model NAME            model name sent to extensions in hello_ack
   -h, --help                  show this help
@@ -82,6 +84,8 @@ pub struct HostOpts {
     pub provider: Option<String>,
     /// `--model NAME`: sent to extensions in `hello_ack.model`.
     pub model: Option<String>,
+    /// `--startup-timeout SECS` (else `$ZOT_STARTUP_TIMEOUT`).
+    pub startup_timeout: Option<std::time::Duration>,
 }
 
 impl HostOpts {
@@ -95,6 +99,7 @@ impl HostOpts {
             'o' => self.command_timeout = Some(seconds("--command-timeout", parser.value()?)?),
             'p' => self.provider = Some(string(parser.value()?)?),
             'm' => self.model = Some(string(parser.value()?)?),
+            's' => self.startup_timeout = Some(seconds("--startup-timeout", parser.value()?)?),
             _ => self.no_ext = true,
         }
         Ok(())
@@ -114,6 +119,7 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("command-timeout") => Some('o'),
         Long("provider") => Some('p'),
         Long("model") => Some('m'),
+        Long("startup-timeout") => Some('s'),
         _ => None,
     }
 }
@@ -131,6 +137,17 @@ fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliErro
                 "{option} {text:?}: expected a positive number of seconds"
             ))
         })
+}
+
+/// The startup grace: `--startup-timeout`, else `$ZOT_STARTUP_TIMEOUT`.
+fn startup_timeout(opts: &HostOpts) -> Result<Option<std::time::Duration>, CliError> {
+    if opts.startup_timeout.is_some() {
+        return Ok(opts.startup_timeout);
+    }
+    match std::env::var_os("ZOT_STARTUP_TIMEOUT") {
+        Some(v) if !v.is_empty() => seconds("ZOT_STARTUP_TIMEOUT", v).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// A path made absolute against the current directory (not canonicalised).
@@ -182,6 +199,9 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     }
     config.provider = opts.provider.clone().unwrap_or_default();
     config.model = opts.model.clone().unwrap_or_default();
+    if let Some(grace) = startup_timeout(opts)? {
+        config.timeouts.startup = grace;
+    }
     zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }

@@ -3,100 +3,150 @@
 //! stdin carries requests, stdout responses and events, one JSON object
 //! per line; diagnostics go to stderr. Requests are submitted to the
 //! host loop without waiting, so a slow tool call never delays a ping.
-//! One writer thread owns stdout so lines never interleave.
+//!
+//! One writer (the main thread) owns stdout. Replies reach it on one
+//! channel and events on the host's; before it writes a reply it writes
+//! the events already waiting, which the host loop queued before that
+//! reply, so what one extension writes keeps its order (SPEC 3.17).
+//!
+//! Memory stays bounded whoever stops reading: at most
+//! [`MAX_IN_FLIGHT`] requests are read and not yet answered on stdout
+//! (beyond it stdin is not read), and events wait within the host's
+//! event budget (beyond it they are dropped and counted).
 
 use super::{CliError, HostOpts};
-use crossbeam_channel::{select, Sender};
+use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
-use zot_host::{EventPayload, HostHandle, InterceptRequest, Request, ToolRequest};
+use zot_host::{EventPayload, HostEvent, HostHandle, InterceptRequest, Request, ToolRequest};
 
 /// `zot rpc --help`.
 pub const HELP: &str = "\
 usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
-               [--provider NAME] [--model NAME]
+               [--startup-timeout SECS] [--provider NAME] [--model NAME]
 
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call,
 intercept, event, panel_key, panel_close, reload, shutdown. EOF on stdin,
-Ctrl-C and SIGTERM shut down gracefully.
+`shutdown`, Ctrl-C and SIGTERM shut down gracefully: requests already
+read are answered first (a second Ctrl-C skips that wait).
 ";
+
+/// Requests read from stdin whose response is not yet written to
+/// stdout, at most. A client that stops reading stdout stops being read.
+pub const MAX_IN_FLIGHT: usize = 256;
+
+/// Signals received; the first asks for the graceful stop.
+static SIGNALS: AtomicUsize = AtomicUsize::new(0);
+
+/// A line for stdout from a reply.
+enum Out {
+    /// A response.
+    Response(Vec<u8>),
+    /// The response to `shutdown`: written after everything else.
+    Last(Vec<u8>),
+}
 
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let host = super::start_host(&opts)?;
-    let (out_tx, out_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
-    let writer = std::thread::Builder::new()
-        .name("zot-rpc-stdout".into())
-        .spawn(move || {
-            let mut stdout = io::BufWriter::new(io::stdout().lock());
-            // An empty line is the end: the stdin thread may still hold a
-            // sender while it blocks on a read that never returns.
-            while let Ok(line) = out_rx.recv() {
-                let mut end = line.is_empty();
-                let mut ok = stdout.write_all(&line).is_ok();
-                while let Ok(more) = out_rx.try_recv() {
-                    end |= more.is_empty();
-                    ok = ok && stdout.write_all(&more).is_ok();
-                }
-                if !ok || stdout.flush().is_err() || end {
-                    break;
-                }
-            }
-        })
-        .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?;
+    let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
+    // A token per request read and not yet answered on stdout.
+    let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(MAX_IN_FLIGHT);
 
-    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<&'static str>(4);
-    let on_signal = stop_tx.clone();
+    let on_signal = host.handle();
     ctrlc::set_handler(move || {
-        let _ = on_signal.try_send("signal");
+        let reply: zot_host::Reply<()> = Box::new(|_| {});
+        match SIGNALS.fetch_add(1, Ordering::SeqCst) {
+            0 => {
+                eprintln!(
+                    "zot: signal received, shutting down (again to skip waiting for requests)"
+                );
+                on_signal.submit(Request::Shutdown { reply });
+            }
+            1 => {
+                eprintln!("zot: signal received again, stopping now");
+                on_signal.submit(Request::ShutdownNow { reply });
+            }
+            // Only a stdout nobody reads can still hold us up.
+            _ => std::process::exit(1),
+        }
     })
     .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))?;
 
     let handle = host.handle();
-    let reader = {
-        let (out, stop) = (out_tx.clone(), stop_tx);
-        std::thread::Builder::new()
-            .name("zot-rpc-stdin".into())
-            .spawn(move || read_requests(&handle, &out, &stop))
-            .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?
-    };
-    let events = host.events().clone();
-    let mut stopping = false;
-    // Forward events until the host loop ends: it ends only after the
-    // graceful stop, so every event and response before it is written.
-    loop {
-        select! {
-            recv(events) -> event => match event {
-                Ok(event) => send_json(&out_tx, &event),
-                Err(_) => break,
-            },
-            recv(stop_rx) -> why => {
-                if why == Ok("signal") {
-                    eprintln!("zot: signal received, shutting down");
-                }
-                if !stopping {
-                    stopping = true;
-                    host.handle().submit(Request::Shutdown { reply: Box::new(|_| {}) });
-                }
-            }
-        }
-    }
-    drop(host);
-    drop(reader); // blocked on stdin at worst; the process exits anyway
-    let _ = out_tx.send(Vec::new());
-    let _ = writer.join();
+    std::thread::Builder::new()
+        .name("zot-rpc-stdin".into())
+        .spawn(move || read_requests(&handle, &out_tx, &slot_tx))
+        .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?;
+    // Until the host loop ends, which is only after the graceful stop.
+    write_output(host.events(), &out_rx, &slot_rx);
+    drop(host); // joins the loop thread, which has ended
     Ok(0)
 }
 
-fn send_json(out: &Sender<Vec<u8>>, value: &impl serde::Serialize) {
-    let mut line = serde_json::to_vec(value).unwrap_or_default();
-    line.push(b'\n');
-    let _ = out.send(line);
+/// Writes events and responses to stdout until the host loop ends;
+/// the `shutdown` response, if any, goes last.
+fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Receiver<()>) {
+    let mut stdout = io::BufWriter::new(io::stdout().lock());
+    let mut last = None;
+    let mut replies = out.clone();
+    let mut take = |msg: Out, stdout: &mut io::BufWriter<io::StdoutLock>| {
+        // Free the request's slot even when stdout is gone.
+        let _ = slots.try_recv();
+        match msg {
+            Out::Response(line) => {
+                let _ = stdout.write_all(&line);
+            }
+            Out::Last(line) => last = Some(line),
+        }
+    };
+    loop {
+        select! {
+            recv(events) -> event => match event {
+                Ok(event) => write_event(&mut stdout, &event),
+                Err(_) => break, // the host loop ended
+            },
+            recv(replies) -> msg => match msg {
+                Ok(msg) => {
+                    // The events the loop queued before this reply.
+                    for event in events.try_iter().take(events.len()) {
+                        write_event(&mut stdout, &event);
+                    }
+                    take(msg, &mut stdout);
+                }
+                Err(_) => replies = crossbeam_channel::never(),
+            },
+        }
+        if events.is_empty() && replies.is_empty() {
+            let _ = stdout.flush();
+        }
+    }
+    // Every reply of the loop is queued by now.
+    for msg in out.try_iter() {
+        take(msg, &mut stdout);
+    }
+    if let Some(line) = last {
+        let _ = stdout.write_all(&line);
+    }
+    let _ = stdout.flush();
 }
 
-fn respond(out: &Sender<Vec<u8>>, id: Option<&str>, command: &str, result: Result<Value, String>) {
+fn write_event(stdout: &mut impl Write, event: &HostEvent) {
+    if serde_json::to_writer(&mut *stdout, event).is_ok() {
+        let _ = stdout.write_all(b"\n");
+    }
+}
+
+fn line_of(value: &impl serde::Serialize) -> Vec<u8> {
+    let mut line = serde_json::to_vec(value).unwrap_or_default();
+    line.push(b'\n');
+    line
+}
+
+fn response(id: Option<&str>, command: &str, result: Result<Value, String>) -> Vec<u8> {
     let mut resp = Map::new();
     resp.insert("type".into(), "response".into());
     if let Some(id) = id {
@@ -113,42 +163,61 @@ fn respond(out: &Sender<Vec<u8>>, id: Option<&str>, command: &str, result: Resul
             resp.insert("error".into(), error.into());
         }
     }
-    send_json(out, &Value::Object(resp));
+    line_of(&Value::Object(resp))
 }
 
-fn read_requests(host: &HostHandle, out: &Sender<Vec<u8>>, stop: &Sender<&'static str>) {
+fn respond(out: &Sender<Out>, id: Option<&str>, command: &str, result: Result<Value, String>) {
+    let _ = out.send(Out::Response(response(id, command, result)));
+}
+
+fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
     let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
+    let mut after_shutdown = false;
     loop {
         let line = match lines.next_line() {
-            Ok(Some(Line::Text(line))) => line,
-            Ok(Some(Line::TooLong(n))) => {
-                respond(
-                    out,
-                    None,
-                    "parse",
-                    Err(format!(
-                        "request line of {n} bytes is longer than {MAX_LINE}"
-                    )),
-                );
-                continue;
-            }
+            Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Some(line)) => line,
             Ok(None) | Err(_) => break,
         };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+        // One slot per response owed; blocks while MAX_IN_FLIGHT are
+        // unwritten, so a client not reading stdout is not read either.
+        if slots.send(()).is_err() {
+            return;
         }
-        match parse_request(&line) {
-            Ok((id, kind, obj)) => {
-                if kind == "shutdown" {
-                    respond(out, id.as_deref(), "shutdown", Ok(json!({})));
-                    break;
-                }
-                dispatch(host, out, id, kind, obj);
+        let line = match line {
+            Line::Text(line) => line,
+            Line::TooLong(n) => {
+                let why = format!("request line of {n} bytes is longer than {MAX_LINE}");
+                respond(out, None, "parse", Err(why));
+                continue;
             }
+        };
+        match parse_request(&line) {
+            Ok((id, kind, _)) if after_shutdown => {
+                let why = "the extension host is shutting down: request after `shutdown`";
+                respond(out, id.as_deref(), &kind, Err(why.into()));
+            }
+            Ok((id, kind, _)) if kind == "shutdown" => {
+                after_shutdown = true;
+                // Answered once every earlier request is answered and
+                // the extensions have stopped: the last line.
+                let out = out.clone();
+                host.submit(Request::Shutdown {
+                    reply: Box::new(move |_| {
+                        let line = response(id.as_deref(), "shutdown", Ok(json!({})));
+                        let _ = out.send(Out::Last(line));
+                    }),
+                });
+            }
+            Ok((id, kind, obj)) => dispatch(host, out, id, kind, obj),
             Err((id, why)) => respond(out, id.as_deref(), "parse", Err(why)),
         }
     }
-    let _ = stop.send("eof");
+    if !after_shutdown {
+        host.submit(Request::Shutdown {
+            reply: Box::new(|_| {}),
+        });
+    }
 }
 
 type Parsed = (Option<String>, String, Map<String, Value>);
@@ -185,7 +254,7 @@ fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
 
 /// Builds a reply that writes the response line for request `id`.
 fn reply<T: serde::Serialize + 'static>(
-    out: &Sender<Vec<u8>>,
+    out: &Sender<Out>,
     id: Option<String>,
     command: &str,
     shape: impl FnOnce(T) -> Value + Send + 'static,
@@ -196,18 +265,31 @@ fn reply<T: serde::Serialize + 'static>(
     })
 }
 
+/// `tool_call`'s data: the tool's result, or for a built-in tool the
+/// pipeline's verdict `{builtin, blocked, reason?, args}` (SPEC 7).
+fn tool_data(o: zot_host::ToolOutcome) -> Value {
+    if !o.builtin {
+        return to_value(o);
+    }
+    let mut data = json!({"builtin": true, "blocked": o.blocked, "args": o.args});
+    if let Some(reason) = o.reason {
+        data["reason"] = reason.into();
+    }
+    data
+}
+
 fn to_value<T: serde::Serialize>(v: T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
 fn dispatch(
     host: &HostHandle,
-    out: &Sender<Vec<u8>>,
+    out: &Sender<Out>,
     id: Option<String>,
     kind: String,
     obj: Map<String, Value>,
 ) {
-    let request = match build(out, id.clone(), &kind, obj) {
+    let request = match build(host, out, id.clone(), &kind, obj) {
         Ok(Some(request)) => request,
         Ok(None) => return,
         Err(why) => return respond(out, id.as_deref(), &kind, Err(why)),
@@ -216,13 +298,16 @@ fn dispatch(
 }
 
 fn build(
-    out: &Sender<Vec<u8>>,
+    host: &HostHandle,
+    out: &Sender<Out>,
     id: Option<String>,
     kind: &str,
     obj: Map<String, Value>,
 ) -> Result<Option<Request>, String> {
     let request = match kind {
         "ping" => {
+            // Like every request, after startup readiness (SPEC 7).
+            host.wait_ready();
             respond(out, id.as_deref(), kind, Ok(json!({"pong": true})));
             return Ok(None);
         }
@@ -244,7 +329,7 @@ fn build(
                 tool_id: field(&obj, "tool_id")?,
             },
             pipeline: true,
-            reply: reply(out, id, kind, to_value),
+            reply: reply(out, id, kind, tool_data),
         },
         "intercept" => {
             let event = required(&obj, "event")?;

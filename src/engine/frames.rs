@@ -107,34 +107,77 @@ impl Engine {
                         "info".to_string()
                     }
                 };
-                let _ = self.events.send(HostEvent::Notify {
-                    extension: ext.name.clone(),
-                    level,
-                    message,
-                });
+                let extension = ext.name.clone();
+                self.offer_event(
+                    idx,
+                    HostEvent::Notify {
+                        extension,
+                        level,
+                        message,
+                    },
+                );
             }
             ExtFrame::ClearNotes => {
-                let _ = self.events.send(HostEvent::ClearNotes {
-                    extension: ext.name.clone(),
-                });
+                let extension = ext.name.clone();
+                self.offer_event(idx, HostEvent::ClearNotes { extension });
             }
             ExtFrame::PanelRender(panel) => {
-                let _ = self.events.send(HostEvent::PanelRender {
-                    panel,
-                    extension: ext.name.clone(),
-                });
+                let extension = ext.name.clone();
+                self.offer_event(idx, HostEvent::PanelRender { panel, extension });
             }
             ExtFrame::PanelClose { panel_id } => {
-                let _ = self.events.send(HostEvent::PanelClose {
-                    panel_id,
-                    extension: ext.name.clone(),
-                });
+                let extension = ext.name.clone();
+                self.offer_event(
+                    idx,
+                    HostEvent::PanelClose {
+                        panel_id,
+                        extension,
+                    },
+                );
             }
             ExtFrame::ShutdownAck if ext.stop.is_some() => ext.close_stdin(),
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
             ExtFrame::UnregisterCommand { name } => self.commands.release(&name, idx),
             ExtFrame::UnregisterTool { name } => self.tools.release(&name, idx),
         }
+    }
+
+    /// Offers a note or panel update of extension `idx` to the embedder;
+    /// what the budget refuses is counted in that extension's log.
+    fn offer_event(&mut self, idx: usize, event: HostEvent) {
+        let taken = self.events.offer(event);
+        let ext = &mut self.exts[idx];
+        if !taken {
+            ext.dropped_notes += 1;
+            if !ext.dropping_notes {
+                ext.dropping_notes = true;
+                ext.log.line(&format!(
+                    "the embedder is not taking events: dropping notes and panel updates (over {} bytes wait)",
+                    self.cfg.event_budget
+                ));
+            }
+        } else if ext.dropping_notes {
+            ext.dropping_notes = false;
+            ext.log.line(&format!(
+                "the embedder takes events again; {} notes and panel updates dropped so far",
+                ext.dropped_notes
+            ));
+        }
+    }
+
+    /// Whether extension `idx` may claim one more name of `kind`; logs
+    /// the first refusal.
+    fn within_cap(&mut self, idx: usize, kind: &'static str, claimed: usize) -> bool {
+        if claimed < MAX_NAMES {
+            return true;
+        }
+        let ext = &mut self.exts[idx];
+        if ext.capped.insert(kind) {
+            ext.log.line(&format!(
+                "more than {MAX_NAMES} {kind}s registered: the rest are ignored"
+            ));
+        }
+        false
     }
 
     pub(super) fn hello(&mut self, idx: usize, name: &str, version: Option<String>, now: Instant) {
@@ -177,7 +220,14 @@ impl Engine {
                 "command /{name} is shadowed by the built-in command"
             ));
         }
+        let new = !self.commands.claimed_by(name, idx);
+        if new && !self.within_cap(idx, "command", self.exts[idx].claimed_commands) {
+            return;
+        }
         let claimed = self.commands.claim(name, idx, description);
+        if new {
+            self.exts[idx].claimed_commands += 1;
+        }
         self.log_claim("command /", name, idx, claimed);
     }
 
@@ -204,7 +254,14 @@ impl Engine {
                 .log
                 .line(&format!("tool {name} is shadowed by the built-in tool"));
         }
+        let new = !self.tools.claimed_by(name, idx);
+        if new && !self.within_cap(idx, "tool", self.exts[idx].claimed_tools) {
+            return;
+        }
         let claimed = self.tools.claim(name, idx, (description, schema));
+        if new {
+            self.exts[idx].claimed_tools += 1;
+        }
         self.log_claim("tool ", name, idx, claimed);
     }
 
@@ -224,25 +281,46 @@ impl Engine {
         }
     }
 
+    /// Linear in the names given, whatever their number (issue 9.3).
     pub(super) fn subscribe(&mut self, idx: usize, events: Vec<String>, intercept: Vec<String>) {
         let ext = &mut self.exts[idx];
         if !intercept.is_empty() {
             // A restarted guard's own subscriptions replace its last run's.
             ext.forget_remembered_intercept();
         }
+        let mut over = 0usize;
         for e in events {
-            if !ext.events.contains(&e) {
-                ext.events.push(e);
+            if ext.event_set.contains(&e) {
+                continue;
             }
+            if ext.events.len() >= MAX_NAMES {
+                over += 1;
+                continue;
+            }
+            ext.event_set.insert(e.clone());
+            ext.events.push(e);
         }
+        if over > 0 {
+            ext.log.line(&format!(
+                "subscribe: {over} event names beyond the cap of {MAX_NAMES} ignored"
+            ));
+        }
+        let mut refused = Vec::new();
         for e in intercept {
             if !INTERCEPTABLE.contains(&e.as_str()) {
-                ext.log.line(&format!(
-                    "cannot intercept {e:?}: only tool_call, turn_start and assistant_message"
-                ));
+                refused.push(e);
             } else if !ext.intercept.contains(&e) {
                 ext.intercept.push(e);
             }
+        }
+        if let Some(first) = refused.first() {
+            let more = match refused.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            ext.log.line(&format!(
+                "cannot intercept {first:?}{more}: only tool_call, turn_start and assistant_message"
+            ));
         }
     }
 
@@ -330,8 +408,7 @@ impl Engine {
             extension: self.exts[idx].name.clone(),
             content: map_content(content.unwrap_or_default()),
             is_error,
-            blocked: false,
-            reason: None,
+            ..Default::default()
         }));
     }
 }

@@ -52,9 +52,15 @@ impl Engine {
                 exit_poll: None,
                 stop: None,
                 events: Vec::new(),
+                event_set: HashSet::new(),
                 intercept: Vec::new(),
+                claimed_commands: 0,
+                claimed_tools: 0,
+                capped: HashSet::new(),
                 dropped_events: 0,
                 dropping: false,
+                dropped_notes: 0,
+                dropping_notes: false,
                 eof_before_hello: None,
                 out: Vec::new(),
                 manifest: f.manifest.clone(),
@@ -74,7 +80,7 @@ impl Engine {
             if let State::Failed(e) = &ext.state {
                 ext.log.line(e);
                 errors.push(format!("{}: {e}", ext.name));
-                let _ = self.events.send(HostEvent::ExtensionFailed {
+                self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
                     error: e.clone(),
                 });
@@ -101,10 +107,14 @@ impl Engine {
             return Err("no valid manifest".into());
         };
         let exe = m.resolve_exec(&ext.dir)?;
-        let (log, inbound) = (&ext.log, self.inbound_tx.clone());
+        let log = &ext.log;
         let p = match m.protocol {
-            Protocol::Zot => ExtProcess::spawn(key, &m.name, &exe, &m.args, &ext.dir, log, inbound),
+            Protocol::Zot => {
+                let inbound = self.inbound_tx.clone();
+                ExtProcess::spawn(key, &m.name, &exe, &m.args, &ext.dir, log, inbound)
+            }
             Protocol::Mcp => {
+                let inbound = self.mcp_inbound_tx.clone();
                 let opts = mcp_options(m, &self.cfg);
                 ExtProcess::spawn_mcp(key, &m.name, &exe, &m.args, &ext.dir, log, inbound, opts)
             }
@@ -149,7 +159,7 @@ impl Engine {
         }
         if !self.announced {
             self.announced = true;
-            let _ = self.events.send(HostEvent::Ready {
+            self.events.send(HostEvent::Ready {
                 extensions: ready.clone(),
             });
             self.latch.set(ready.clone());
@@ -183,7 +193,7 @@ impl Engine {
         // (late, or after a reload) is announced.
         let after_first = self.startup.as_ref().is_none_or(|s| s.reload.is_some());
         if self.announced && after_first {
-            let _ = self.events.send(HostEvent::Registered {
+            self.events.send(HostEvent::Registered {
                 extension: ext.name.clone(),
             });
         }
@@ -200,7 +210,7 @@ impl Engine {
             p.signal_group(libc::SIGKILL);
             ext.exit_poll = Some((now, Duration::from_millis(1)));
         }
-        let _ = self.events.send(HostEvent::ExtensionFailed {
+        self.events.send(HostEvent::ExtensionFailed {
             extension: ext.name.clone(),
             error: reason.clone(),
         });
@@ -229,6 +239,9 @@ impl Engine {
 
     pub(super) fn exited(&mut self, idx: usize, status: ExitStatus, now: Instant) {
         let desc = describe_status(status);
+        // Frames its reader still has queued are dropped from now on: a
+        // dead extension must not claim names (issue 9.10).
+        self.by_key.retain(|_, i| *i != idx);
         let ext = &mut self.exts[idx];
         let Some(p) = ext.proc.take() else { return };
         ext.out.clear();
@@ -241,6 +254,12 @@ impl Engine {
         ext.hello_deadline = None;
         ext.idle_ready_at = None;
         ext.log.line(&format!("exited ({desc})"));
+        if ext.dropped_notes > 0 {
+            ext.log.line(&format!(
+                "{} notes and panel updates dropped in total: the embedder did not take them",
+                ext.dropped_notes
+            ));
+        }
         if ext.dropped_events > 0 {
             ext.log.line(&format!(
                 "dropped {} events in total: its queue was full",
@@ -260,7 +279,7 @@ impl Engine {
                     crash = Some(error.clone());
                 }
                 ext.state = State::Failed(error.clone());
-                let _ = self.events.send(HostEvent::ExtensionFailed {
+                self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
                     error,
                 });
@@ -270,7 +289,7 @@ impl Engine {
             _ => {
                 ext.state = State::Exited(desc.clone());
                 if !stopping && self.goal.is_none() {
-                    let _ = self.events.send(HostEvent::ExtensionExited {
+                    self.events.send(HostEvent::ExtensionExited {
                         extension: ext.name.clone(),
                         status: desc.clone(),
                     });
@@ -306,6 +325,8 @@ impl Engine {
         // must go to the next registrant, not to this extension.
         self.commands.remove_rank(idx);
         self.tools.remove_rank(idx);
+        self.exts[idx].claimed_commands = 0;
+        self.exts[idx].claimed_tools = 0;
         let ids: Vec<String> = self
             .pending
             .iter()
@@ -343,6 +364,7 @@ impl Engine {
         self.cancel_restarts();
         let mut stopped = 0;
         let line = HostFrame::Shutdown.to_line();
+        let reload = matches!(goal, Goal::Reload(..));
         for ext in &mut self.exts {
             if !ext.live() || ext.stop.is_some() {
                 continue;
@@ -350,8 +372,15 @@ impl Engine {
             stopped += 1;
             // Queued after every event already emitted to it.
             ext.send(&line);
+            let mut term_at = later(now, self.cfg.timeouts.shutdown_grace);
+            // A reload does not kill an extension mid-start (say, npx
+            // still downloading): it cannot read `shutdown` before it
+            // runs, so its grace counts from its hello deadline.
+            if reload && !ext.hello {
+                term_at = term_at.max(ext.hello_deadline.unwrap_or(term_at));
+            }
             ext.stop = Some(Stop {
-                term_at: Some(later(now, self.cfg.timeouts.shutdown_grace)),
+                term_at: Some(term_at),
                 kill_at: None,
             });
             ext.hello_deadline = None;
@@ -372,6 +401,9 @@ impl Engine {
         }
         match self.goal.take() {
             Some(Goal::Shutdown(replies)) => {
+                // Before the replies: an embedder's last line (rpc's
+                // `shutdown` response) comes after every event.
+                self.events.report_drops();
                 for reply in replies {
                     reply(Ok(()));
                 }
@@ -405,5 +437,69 @@ fn mcp_options(m: &crate::manifest::Manifest, cfg: &HostConfig) -> McpOptions {
         client_version: cfg.zot_version.clone(),
         tool_timeout: cfg.timeouts.tool,
         command_timeout: cfg.timeouts.command,
+    }
+}
+
+impl Engine {
+    /// Starts the graceful stop once every accepted request is answered
+    /// (SPEC 3.14): pending commands, tools and chains, requests held
+    /// for startup and names waiting for slow starters. Run only from
+    /// the main loop, like `check_stopped`.
+    pub(super) fn check_drained(&mut self) {
+        if self.closing.is_none()
+            || !self.pending.is_empty()
+            || !self.chains.is_empty()
+            || !self.deferred.is_empty()
+            || !self.parked.is_empty()
+            || self.starting()
+        {
+            return;
+        }
+        if let Some(replies) = self.closing.take() {
+            self.begin_stop(Goal::Shutdown(replies));
+            // Nothing may be left to wait for: finish in this iteration.
+            self.check_stopped();
+        }
+    }
+
+    /// Stops at once: whatever is accepted fails now (a second Ctrl-C).
+    pub(super) fn shutdown_now(&mut self, reply: Reply<()>) {
+        const WHY: &str = "cancelled: the extension host is shutting down";
+        let mut replies = vec![reply];
+        replies.extend(self.closing.take().unwrap_or_default());
+        let held = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .chain(std::mem::take(&mut self.parked).into_iter().map(|(_, r)| r));
+        for req in held {
+            match req {
+                Request::Shutdown { reply } | Request::ShutdownNow { reply } => replies.push(reply),
+                other => other.fail(WHY.into()),
+            }
+        }
+        for (_, p) in self.pending.drain() {
+            p.kind.fail(WHY.into());
+        }
+        for (_, chain) in self.chains.drain() {
+            if let Some(then) = chain.then {
+                then.fail(WHY.into());
+            }
+        }
+        if let Some(reload) = self.startup.as_mut().and_then(|s| s.reload.take()) {
+            reload(Err(WHY.into()));
+        }
+        match self.goal.take() {
+            Some(Goal::Shutdown(mut earlier)) => {
+                earlier.extend(replies);
+                self.goal = Some(Goal::Shutdown(earlier));
+            }
+            other => {
+                if let Some(Goal::Reload(reload, _)) = other {
+                    reload(Err(WHY.into()));
+                }
+                // A first startup still running ends with the stop.
+                self.startup = None;
+                self.begin_stop(Goal::Shutdown(replies));
+            }
+        }
     }
 }

@@ -5,6 +5,7 @@
 //! This file holds the state and the loop; `lifecycle`, `frames`,
 //! `requests` and `time` each add the methods of one concern.
 
+mod embedder;
 mod frames;
 mod lifecycle;
 mod requests;
@@ -24,8 +25,9 @@ use crate::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOC
 use crate::registry::{self, Claimed, Registry};
 use crate::toolresult::map_content;
 use crossbeam_channel::{select, Receiver, Sender};
+use embedder::EventQueue;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -41,6 +43,15 @@ const LIVENESS_IDLE: Duration = Duration::from_secs(1);
 /// After an EOF before `hello`, how long the process may take to exit
 /// (and be reported with its status) before it is failed for the EOF.
 const EOF_GRACE: Duration = Duration::from_millis(100);
+
+/// Parsed frames that may wait between the reader threads and the loop.
+/// Beyond it a reader blocks, its extension's stdout pipe fills and the
+/// extension blocks in its write: backpressure, not memory (issue 9.2).
+const INBOUND_FRAMES: usize = 256;
+
+/// Most commands, tools and event subscriptions one extension may
+/// register, each; the excess is ignored and logged (issue 9.3).
+pub(crate) const MAX_NAMES: usize = 10_000;
 
 #[derive(Debug, Clone, PartialEq)]
 enum State {
@@ -70,10 +81,20 @@ struct Ext {
     idle_ready_at: Option<Instant>,
     exit_poll: Option<(Instant, Duration)>,
     stop: Option<Stop>,
+    /// Observed events in subscription order, and as a set for lookups.
     events: Vec<String>,
+    event_set: HashSet<String>,
     intercept: Vec<String>,
+    /// Names claimed in the registries, against [`MAX_NAMES`].
+    claimed_commands: usize,
+    claimed_tools: usize,
+    /// Its cap was hit (logged once per kind).
+    capped: HashSet<&'static str>,
     dropped_events: u64,
     dropping: bool,
+    /// Notes and panel updates the embedder did not take in time.
+    dropped_notes: u64,
+    dropping_notes: bool,
     /// Set on EOF before `hello`: fail then unless it exited.
     eof_before_hello: Option<Instant>,
     /// Frames queued during this loop iteration.
@@ -170,6 +191,8 @@ enum Then {
         name: String,
         reply: Reply<ToolOutcome>,
     },
+    /// A built-in tool: the verdict and the final args go back.
+    Builtin(Reply<ToolOutcome>),
 }
 
 impl Then {
@@ -177,7 +200,7 @@ impl Then {
     fn fail(self, error: String) {
         match self {
             Then::Reply(reply) => reply(Err(error)),
-            Then::Tool { reply, .. } => reply(Err(error)),
+            Then::Tool { reply, .. } | Then::Builtin(reply) => reply(Err(error)),
         }
     }
 }
@@ -205,9 +228,13 @@ struct Startup {
 struct Engine {
     cfg: HostConfig,
     cwd: String,
-    events: Sender<HostEvent>,
+    events: EventQueue,
     latch: Arc<ReadyLatch>,
     inbound_tx: Sender<InboundMsg>,
+    /// MCP servers' frames (SPEC 11): unbounded, because their adapter
+    /// also answers some host frames itself, on the loop thread, which
+    /// must never block on a channel it drains.
+    mcp_inbound_tx: Sender<InboundMsg>,
     exts: Vec<Ext>,
     by_key: HashMap<u64, usize>,
     next_key: u64,
@@ -223,6 +250,11 @@ struct Engine {
     liveness_at: Option<Instant>,
     /// Requests that arrived while extensions were (re)starting.
     deferred: Vec<Request>,
+    /// Commands and tools whose name was unknown while an extension was
+    /// still starting: looked up again once none is, or at the deadline.
+    parked: Vec<(Instant, Request)>,
+    /// A graceful shutdown waits for accepted requests to finish.
+    closing: Option<Vec<Reply<()>>>,
     done: bool,
 }
 
@@ -267,13 +299,16 @@ pub(crate) fn run(
     latch: Arc<ReadyLatch>,
 ) {
     let _release = ReleaseLatch(latch.clone());
-    let (inbound_tx, inbound) = crossbeam_channel::unbounded();
+    // Bounded: the loop only receives from it, never sends.
+    let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
+    let (mcp_inbound_tx, mcp_inbound) = crossbeam_channel::unbounded();
     let mut engine = Engine {
         cwd: cfg.cwd.to_string_lossy().into_owned(),
+        events: EventQueue::new(events, cfg.event_budget),
         cfg,
-        events,
         latch,
         inbound_tx,
+        mcp_inbound_tx,
         exts: Vec::new(),
         by_key: HashMap::new(),
         next_key: 0,
@@ -288,6 +323,8 @@ pub(crate) fn run(
         goal: None,
         liveness_at: None,
         deferred: Vec::new(),
+        parked: Vec::new(),
+        closing: None,
         done: false,
     };
     engine.start_all(None, 0);
@@ -299,7 +336,7 @@ pub(crate) fn run(
         // that wake it can be preempted while holding the channel's
         // waker lock). Yielding keeps a single CPU usable; after
         // POLL_BEFORE_SLEEP of silence the loop sleeps in select!.
-        poll_briefly(|| !inbound.is_empty() || !requests.is_empty());
+        poll_briefly(|| !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty());
         let timeout = engine
             .next_deadline()
             .map(|d| d.saturating_duration_since(Instant::now()));
@@ -308,11 +345,13 @@ pub(crate) fn run(
         let woke = match timeout {
             Some(t) => select! {
                 recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+                recv(mcp_inbound) -> msg => Wake::Inbound(msg.ok()),
                 recv(requests) -> req => Wake::Request(req.ok()),
                 default(t) => Wake::Timer,
             },
             None => select! {
                 recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+                recv(mcp_inbound) -> msg => Wake::Inbound(msg.ok()),
                 recv(requests) -> req => Wake::Request(req.ok()),
             },
         };
@@ -323,14 +362,16 @@ pub(crate) fn run(
             Wake::Request(None) => {
                 // Every handle is gone: nobody can ask for anything again.
                 requests = crossbeam_channel::never();
-                engine.begin_stop(Goal::Shutdown(Vec::new()));
+                engine.request(Request::Shutdown {
+                    reply: Box::new(|_| {}),
+                });
             }
             Wake::Inbound(None) | Wake::Timer => {}
         }
         // Take what else is already waiting before handing frames to the
         // writer threads, so a burst costs one wake-up per extension.
         for _ in 0..BATCH {
-            if let Ok(msg) = inbound.try_recv() {
+            if let Ok(msg) = inbound.try_recv().or_else(|_| mcp_inbound.try_recv()) {
                 engine.inbound(msg);
             } else if let Ok(req) = requests.try_recv() {
                 engine.request(req);
@@ -341,6 +382,8 @@ pub(crate) fn run(
         engine.tick(Instant::now());
         engine.check_stopped();
         engine.run_deferred();
+        engine.run_parked(Instant::now());
+        engine.check_drained();
         for ext in &mut engine.exts {
             ext.flush();
         }

@@ -4,25 +4,43 @@
 use super::*;
 
 impl Engine {
+    /// Admits a request from the embedder: held during startup, refused
+    /// once a shutdown began, else run.
     pub(super) fn request(&mut self, req: Request) {
         let now = Instant::now();
+        if let Request::ShutdownNow { reply } = req {
+            return self.shutdown_now(reply);
+        }
         if matches!(req, Request::Reload { .. }) && self.reloading() {
             return req.fail("a reload is already running".into());
         }
         // Until (re)started extensions are ready their registries are
-        // incomplete: hold requests, in order, rather than fail them.
-        // Startup is bounded by its grace, so a held shutdown waits little.
-        if self.starting() && !matches!(req, Request::List { .. }) {
+        // incomplete: hold every request, in order, rather than fail it
+        // or answer from half a registry. Startup is bounded by its
+        // grace, so a held shutdown waits little.
+        if self.starting() {
             return self.deferred.push(req);
         }
-        if matches!(self.goal, Some(Goal::Shutdown(_))) {
-            if let Request::Shutdown { reply } = req {
-                if let Some(Goal::Shutdown(replies)) = &mut self.goal {
-                    replies.push(reply);
-                }
-                return;
-            }
-            return req.fail("the extension host is shutting down".into());
+        let stopping = self.closing.is_some() || matches!(self.goal, Some(Goal::Shutdown(_)));
+        match req {
+            Request::Shutdown { reply } if stopping => match (&mut self.closing, &mut self.goal) {
+                (Some(replies), _) | (None, Some(Goal::Shutdown(replies))) => replies.push(reply),
+                _ => reply(Ok(())),
+            },
+            // Accepted requests finish first (check_drained).
+            Request::Shutdown { reply } => self.closing = Some(vec![reply]),
+            req if stopping => req.fail("the extension host is shutting down".into()),
+            req => self.execute(req, true, now),
+        }
+    }
+
+    /// Runs a request. With `may_wait`, a command or tool whose name is
+    /// unknown while an extension is still starting waits for it (SPEC
+    /// 3.6), at most the hello timeout.
+    pub(super) fn execute(&mut self, req: Request, may_wait: bool, now: Instant) {
+        if may_wait && self.unknown_name(&req) && self.any_starting() {
+            let deadline = later(now, self.cfg.timeouts.hello);
+            return self.parked.push((deadline, req));
         }
         match req {
             Request::Command { name, args, reply } => self.invoke_command(&name, &args, reply, now),
@@ -75,6 +93,44 @@ impl Engine {
             Request::List { reply } => reply(Ok(self.snapshot())),
             Request::Reload { reply } => self.begin_stop(Goal::Reload(reply, 0)),
             Request::Shutdown { reply } => self.begin_stop(Goal::Shutdown(vec![reply])),
+            Request::ShutdownNow { reply } => self.shutdown_now(reply),
+        }
+    }
+
+    /// A command or tool request for a name nobody has registered.
+    fn unknown_name(&self, req: &Request) -> bool {
+        match req {
+            Request::Command { name, .. } => {
+                !self.cfg.builtin_commands.contains(name) && self.commands.owner(name).is_none()
+            }
+            Request::Tool { call, .. } => {
+                !self.cfg.builtin_tools.contains(&call.name)
+                    && self.tools.owner(&call.name).is_none()
+            }
+            _ => false,
+        }
+    }
+
+    /// Some extension has not said hello or is still registering.
+    pub(super) fn any_starting(&self) -> bool {
+        self.exts
+            .iter()
+            .any(|e| e.state == State::Starting && e.live() && e.stop.is_none())
+    }
+
+    /// Looks the names of parked requests up again once no extension is
+    /// starting any more, or their wait is over.
+    pub(super) fn run_parked(&mut self, now: Instant) {
+        if self.parked.is_empty() {
+            return;
+        }
+        let starting = self.any_starting();
+        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|(deadline, _)| !starting || *deadline <= now);
+        self.parked = wait;
+        for (_, req) in due {
+            self.execute(req, false, now);
         }
     }
 
@@ -179,13 +235,14 @@ impl Engine {
         reply: Reply<ToolOutcome>,
         now: Instant,
     ) {
-        if self.cfg.builtin_tools.contains(&call.name) {
+        let builtin = self.cfg.builtin_tools.contains(&call.name);
+        if builtin && !pipeline {
             return reply(Err(format!(
                 "tool {} is built in: the embedder runs it",
                 call.name
             )));
         }
-        if self.tools.owner(&call.name).is_none() {
+        if !builtin && self.tools.owner(&call.name).is_none() {
             return reply(Err(format!("unknown tool {}", call.name)));
         }
         let args = if call.args.is_null() {
@@ -206,15 +263,17 @@ impl Engine {
             ..Default::default()
         };
         self.emit("tool_call", &payload);
-        self.start_chain(
-            "tool_call",
-            payload,
+        // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
+        // gets the same event and guards; the embedder then runs it.
+        let then = if builtin {
+            Then::Builtin(reply)
+        } else {
             Then::Tool {
                 name: call.name,
                 reply,
-            },
-            now,
-        );
+            }
+        };
+        self.start_chain("tool_call", payload, then, now);
     }
 
     pub(super) fn dispatch_tool(
@@ -247,7 +306,7 @@ impl Engine {
         let limit = self.cfg.event_queue_limit;
         let mut delivered = Vec::new();
         for ext in &mut self.exts {
-            if !ext.serving() || !ext.events.iter().any(|e| e == event) {
+            if !ext.serving() || !ext.event_set.contains(event) {
                 continue;
             }
             if ext.backlog() > limit {
@@ -366,6 +425,14 @@ impl Engine {
                     let args = state.chain.payload.tool_args.take();
                     match state.then.take() {
                         Some(Then::Reply(reply)) => reply(Ok(outcome)),
+                        Some(Then::Builtin(reply)) => reply(Ok(ToolOutcome {
+                            is_error: outcome.block,
+                            blocked: outcome.block,
+                            reason: outcome.reason.filter(|_| outcome.block),
+                            builtin: true,
+                            args: Some(args.unwrap_or_else(|| Value::Object(Default::default()))),
+                            ..Default::default()
+                        })),
                         Some(Then::Tool { name, reply }) => {
                             if outcome.block {
                                 let reason = outcome.reason.unwrap_or_default();
@@ -381,6 +448,7 @@ impl Engine {
                                     is_error: true,
                                     blocked: true,
                                     reason: Some(reason),
+                                    ..Default::default()
                                 }));
                             } else {
                                 let args =

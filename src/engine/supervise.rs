@@ -156,7 +156,7 @@ impl Engine {
                 let reason = format!("crashed {MAX_CRASHES} times in 3 min (last: {status})");
                 ext.log.line(&format!("not restarted again: {reason}"));
                 ext.state = State::Failed(reason.clone());
-                let _ = self.events.send(HostEvent::ExtensionFailed {
+                self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
                     error: reason,
                 });
@@ -172,6 +172,8 @@ impl Engine {
         ext.supervision.restart_at = None;
         ext.hello = false;
         ext.events.clear();
+        ext.event_set.clear();
+        ext.capped.clear();
         ext.out.clear();
         ext.dropped_events = 0;
         ext.dropping = false;
@@ -185,7 +187,7 @@ impl Engine {
                 ext.supervision.restarts += 1;
                 ext.log
                     .line(&format!("restarted (attempt {attempt}: {status})"));
-                let _ = self.events.send(HostEvent::ExtensionRestarted {
+                self.events.send(HostEvent::ExtensionRestarted {
                     extension: ext.name.clone(),
                     attempt,
                     status,
@@ -195,7 +197,7 @@ impl Engine {
                 let ext = &mut self.exts[idx];
                 ext.log.line(&format!("not restarted: {e}"));
                 ext.state = State::Failed(e.clone());
-                let _ = self.events.send(HostEvent::ExtensionFailed {
+                self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
                     error: e,
                 });

@@ -364,3 +364,58 @@ impl Rpc {
         stdin.flush().expect("flush");
     }
 }
+
+/// Writes an extension directory `dir` for the SDK-like fixture
+/// `fixtures/sdk-like/ext.py` (handlers on threads after a delay, exit
+/// at once on `shutdown`), configured by `cfg` (see its docstring).
+pub fn sdk_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
+    let mut cfg = cfg;
+    if cfg.get("name").is_none() {
+        cfg["name"] = json!(name);
+    }
+    std::fs::create_dir_all(dir).expect("create ext dir");
+    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sdk-like/ext.py");
+    let manifest =
+        json!({"name": name, "version": "1.0.0", "exec": exec, "args": [cfg.to_string()]});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    dir.to_path_buf()
+}
+
+/// Peak resident memory of process `pid` in kB (`VmHWM`), if readable.
+pub fn peak_rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Runs `zot` (args `args`, ZOT_HOME and --cwd under `home`) with `input`
+/// on stdin and returns its stdout lines once it exits, or fails the
+/// test at the deadline.
+pub fn run_zot(home: &TempDir, args: &[&str], input: &str) -> (Option<i32>, Vec<String>) {
+    let mut cmd = zot();
+    cmd.args(args)
+        .arg("--cwd")
+        .arg(home.path())
+        .env("ZOT_HOME", home.join("home"))
+        .stderr(Stdio::null());
+    let (mut child, stdin, lines) = spawn_piped(&mut cmd);
+    if let Some(mut stdin) = stdin {
+        stdin.write_all(input.as_bytes()).expect("write stdin");
+    }
+    let end = Instant::now() + DEADLINE;
+    let mut out = Vec::new();
+    loop {
+        match lines.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            Ok(line) => out.push(line),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                let _ = child.kill();
+                panic!("zot {args:?} did not finish before the deadline; output so far: {out:?}");
+            }
+        }
+    }
+    let status = child.wait().expect("wait zot");
+    (status.code(), out)
+}

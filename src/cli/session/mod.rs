@@ -52,6 +52,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         ready: false,
         eof: false,
         quit: false,
+        hurry: false,
         armed: false,
         session_started: false,
         step: 0,
@@ -95,13 +96,72 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         }
         s.run_queue();
     }
-    s.cancel(false);
-    host.shutdown();
+    s.close(&events, &done, &signals);
+    // The loop has replied to the shutdown: this only joins its thread.
+    drop(host);
     // Whatever the extensions said on their way out.
     for event in events.try_iter() {
         s.on_event(event);
     }
     Ok(0)
+}
+
+impl Session {
+    /// The host's graceful shutdown (SPEC 3.14): the request still
+    /// pending finishes and its answer is shown; a turn's agent is
+    /// stopped; Ctrl-C or SIGTERM meanwhile skips the wait.
+    fn close(
+        &mut self,
+        events: &Receiver<HostEvent>,
+        done: &Receiver<(u64, Done)>,
+        signals: &Receiver<Signal>,
+    ) {
+        self.queue.clear();
+        if self.hurry || matches!(self.current, Some((_, Pending::Agent(..)))) {
+            self.cancel(false);
+        }
+        let (stopped_tx, stopped) = crossbeam_channel::bounded(2);
+        let stop = |now: bool, host: &HostHandle| {
+            let tx = stopped_tx.clone();
+            let reply: zot_host::Reply<()> = Box::new(move |_| {
+                let _ = tx.send(());
+            });
+            host.submit(if now {
+                Request::ShutdownNow { reply }
+            } else {
+                Request::Shutdown { reply }
+            });
+        };
+        stop(self.hurry, &self.host);
+        let mut hurried = self.hurry;
+        loop {
+            select! {
+                recv(stopped) -> _ => return,
+                recv(events) -> event => match event {
+                    Ok(event) => self.on_event(event),
+                    Err(_) => return,
+                },
+                recv(done) -> msg => {
+                    for event in events.try_iter() {
+                        self.on_event(event);
+                    }
+                    if let Ok((job, result)) = msg {
+                        self.on_done(job, result);
+                    }
+                    // Follow-ups (a prompt action...) are not started now.
+                    self.queue.clear();
+                }
+                recv(signals) -> _ => {
+                    if !hurried {
+                        hurried = true;
+                        self.out.interrupted();
+                        self.cancel(false);
+                        stop(true, &self.host);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// A line from stdin.
@@ -165,8 +225,6 @@ enum Pending {
     Command(String),
     List(View),
     Tool(String),
-    /// `/call` of a built-in tool: the pipeline without execution.
-    BuiltinTool(String, Value),
     Reload,
     PanelKey,
     TurnStart(Turn),
@@ -203,6 +261,8 @@ struct Session {
     ready: bool,
     eof: bool,
     quit: bool,
+    /// Quit by a second Ctrl-C: the shutdown does not wait for requests.
+    hurry: bool,
     /// The next Ctrl-C exits.
     armed: bool,
     session_started: bool,
@@ -319,20 +379,8 @@ impl Session {
                 Err(e) => return self.out.error(&format!("/call {name}: invalid JSON: {e}")),
             },
         };
-        if zot_host::BUILTIN_TOOLS.contains(&name) {
-            // The embedder runs built-in tools; this session has none,
-            // but the event and the guards still see the call.
-            self.next_job += 1;
-            let payload = EventPayload {
-                tool_id: Some(format!("session-call-{}", self.next_job)),
-                tool_name: Some(name.to_string()),
-                tool_args: Some(args.clone()),
-                ..Default::default()
-            };
-            self.emit("tool_call", payload.clone());
-            let pending = Pending::BuiltinTool(name.to_string(), args);
-            return self.intercept(pending, "tool_call", payload);
-        }
+        // Built-in tools go through the same pipeline (event, guards);
+        // the outcome says so, and this session does not run them.
         let reply = self.reply(Done::Tool);
         let request = Request::Tool {
             call: ToolRequest {
@@ -406,20 +454,16 @@ impl Session {
                 Err(e) => self.out.error(&e),
             },
             (Pending::Tool(name), Done::Tool(r)) => match r {
-                Ok(outcome) => self.out.tool_outcome(&outcome),
-                Err(e) => self.out.error(&about(&format!("/call {name}"), &name, e)),
-            },
-            (Pending::BuiltinTool(name, args), Done::Intercept(r)) => match r {
-                Ok(o) if o.block => self.out.blocked(o.reason.as_deref().unwrap_or("")),
-                Ok(o) => {
-                    let args = o.modified_args.unwrap_or(args);
+                Ok(o) if o.builtin && !o.blocked => {
+                    let args = o.args.unwrap_or_default();
                     self.out.text(
                         "allowed: ",
                         Tone::Green,
                         &format!("{name} {args} (built-in tool: this session does not run it)"),
                     );
                 }
-                Err(e) => self.out.error(&e),
+                Ok(outcome) => self.out.tool_outcome(&outcome),
+                Err(e) => self.out.error(&about(&format!("/call {name}"), &name, e)),
             },
             (Pending::Reload, Done::Reload(r)) => match r {
                 Ok(report) => {
@@ -496,6 +540,7 @@ impl Session {
         self.out.interrupted();
         if self.armed {
             self.quit = true;
+            self.hurry = true;
             return;
         }
         self.armed = true;
@@ -586,6 +631,9 @@ impl Session {
                 status,
             } => self.out.line(&format!(
                 "restarted: {extension} (attempt {attempt}: {status})"
+            )),
+            HostEvent::EventsDropped { count } => self.out.error(&format!(
+                "{count} notes or panel updates dropped: output was not read fast enough"
             )),
         }
     }

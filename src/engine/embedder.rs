@@ -1,0 +1,163 @@
+//! Events on their way to the embedder ([`crate::Host::events`]): one
+//! channel whose waiting bytes are bounded (SPEC 3.17, issue 9.2).
+//!
+//! Lifecycle events (ready, exits, failures) always go through; notes and
+//! panel updates are dropped while the embedder leaves more than the
+//! budget waiting, and the count is reported with the next event that
+//! gets through.
+
+use crate::host::HostEvent;
+use crossbeam_channel::Sender;
+use std::collections::VecDeque;
+
+/// Fixed cost counted per event, beyond its strings.
+const EVENT_OVERHEAD: usize = 64;
+
+pub(super) struct EventQueue {
+    tx: Sender<HostEvent>,
+    /// Sizes of the events sent, oldest first. The channel is FIFO and
+    /// the loop is its only sender, so the last `tx.len()` of these are
+    /// the events still waiting: the rest were taken.
+    sizes: VecDeque<usize>,
+    waiting: usize,
+    budget: usize,
+    /// Dropped since the last report.
+    dropped: u64,
+}
+
+impl EventQueue {
+    pub(super) fn new(tx: Sender<HostEvent>, budget: usize) -> EventQueue {
+        EventQueue {
+            tx,
+            sizes: VecDeque::new(),
+            waiting: 0,
+            budget,
+            dropped: 0,
+        }
+    }
+
+    /// Forgets the events the embedder has taken.
+    fn settle(&mut self) {
+        let left = self.tx.len();
+        while self.sizes.len() > left {
+            if let Some(n) = self.sizes.pop_front() {
+                self.waiting -= n;
+            }
+        }
+    }
+
+    /// Sends a lifecycle event: never dropped.
+    pub(super) fn send(&mut self, event: HostEvent) {
+        self.settle();
+        self.report_drops();
+        self.push(event);
+    }
+
+    /// Sends a note or panel update unless the budget is spent; false
+    /// when it was dropped (and counted).
+    pub(super) fn offer(&mut self, event: HostEvent) -> bool {
+        self.settle();
+        let size = weight(&event);
+        // One event is always let through when nothing waits, so an
+        // event larger than the budget is not lost for that alone.
+        if self.waiting > 0 && self.waiting + size > self.budget {
+            self.dropped += 1;
+            return false;
+        }
+        self.report_drops();
+        self.push(event);
+        true
+    }
+
+    /// Sends the count of dropped events, if any (also at shutdown).
+    pub(super) fn report_drops(&mut self) {
+        if self.dropped > 0 {
+            let count = std::mem::take(&mut self.dropped);
+            self.push(HostEvent::EventsDropped { count });
+        }
+    }
+
+    fn push(&mut self, event: HostEvent) {
+        let size = weight(&event);
+        if self.tx.send(event).is_ok() {
+            self.sizes.push_back(size);
+            self.waiting += size;
+        }
+    }
+}
+
+/// About the bytes an event holds.
+fn weight(event: &HostEvent) -> usize {
+    let strings = match event {
+        HostEvent::Notify {
+            extension,
+            level,
+            message,
+        } => extension.len() + level.len() + message.len(),
+        HostEvent::PanelRender { panel, extension } => {
+            extension.len()
+                + panel.panel_id.len()
+                + panel.title.as_ref().map_or(0, String::len)
+                + panel.footer.as_ref().map_or(0, String::len)
+                + panel
+                    .lines
+                    .as_ref()
+                    .map_or(0, |lines| lines.iter().map(|l| l.len() + 24).sum::<usize>())
+        }
+        HostEvent::PanelClose {
+            panel_id,
+            extension,
+        } => panel_id.len() + extension.len(),
+        HostEvent::ClearNotes { extension } | HostEvent::Registered { extension } => {
+            extension.len()
+        }
+        HostEvent::ExtensionExited { extension, status } => extension.len() + status.len(),
+        HostEvent::ExtensionFailed { extension, error } => extension.len() + error.len(),
+        HostEvent::ExtensionRestarted {
+            extension, status, ..
+        } => extension.len() + status.len(),
+        HostEvent::Ready { extensions } => extensions.iter().map(String::len).sum(),
+        HostEvent::EventsDropped { .. } => 0,
+    };
+    EVENT_OVERHEAD + strings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(n: usize) -> HostEvent {
+        HostEvent::Notify {
+            extension: "x".into(),
+            level: "info".into(),
+            message: "m".repeat(n),
+        }
+    }
+
+    #[test]
+    fn drops_beyond_the_budget_and_reports_the_count() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut q = EventQueue::new(tx, 1000);
+        assert!(q.offer(note(500)));
+        assert!(!q.offer(note(500)));
+        assert!(!q.offer(note(500)));
+        assert_eq!(rx.try_iter().count(), 1);
+        // The embedder took what waited: room again, and the count first.
+        assert!(q.offer(note(10)));
+        let next: Vec<HostEvent> = rx.try_iter().collect();
+        assert_eq!(next.len(), 2);
+        assert_eq!(next[0], HostEvent::EventsDropped { count: 2 });
+        assert!(matches!(next[1], HostEvent::Notify { .. }));
+    }
+
+    #[test]
+    fn lifecycle_events_always_pass() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut q = EventQueue::new(tx, 10);
+        assert!(q.offer(note(100)));
+        q.send(HostEvent::Registered {
+            extension: "x".into(),
+        });
+        assert_eq!(rx.len(), 2);
+    }
+}
