@@ -129,6 +129,7 @@ mod tests {
             is_error: false,
             blocked: false,
             reason: None,
+            ..Default::default()
         });
         assert_eq!(
             Value::Object(ok),
@@ -142,6 +143,7 @@ mod tests {
             is_error: false,
             blocked: true,
             reason: Some("no".into()),
+            ..Default::default()
         });
         assert_eq!(blocked["content"][0]["text"], "blocked: no");
         assert_eq!(blocked["isError"], true);

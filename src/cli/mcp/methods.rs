@@ -192,11 +192,17 @@ fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>)
     };
     track(server, &id, era);
     let (s, key) = (server.clone(), id);
+    let name = call.name.clone();
     server.submit(Request::Tool {
         call,
         pipeline: true,
         reply: Box::new(move |outcome| {
             let result = match outcome {
+                // Built-in tools are the embedder's: not served here.
+                Ok(outcome) if outcome.builtin => Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!("unknown tool {name}"),
+                )),
                 Ok(outcome) => Ok(mapping::tool_result(outcome)),
                 Err(e) if unknown_name(&e) => Err(RpcError::new(INVALID_PARAMS, e)),
                 Err(e) => Ok(mapping::tool_failure(&e)),
