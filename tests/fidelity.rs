@@ -323,7 +323,7 @@ fn a_command_waits_for_an_extension_still_starting() {
     let ext = sdk_ext(
         &t.join("slow"),
         "slow",
-        json!({"commands": ["x"], "hello_delay_ms": 2000, "delay_ms": 0}),
+        json!({"commands": ["x"], "tools": ["t"], "hello_delay_ms": 2000, "delay_ms": 0}),
     );
     // The startup grace ends long before the hello.
     let lines = rpc_lines(
@@ -331,7 +331,13 @@ fn a_command_waits_for_an_extension_still_starting() {
         &[&ext],
         &["--startup-timeout", "0.2"],
         "{\"type\":\"command\",\"id\":\"1\",\"name\":\"x\"}\n\
-         {\"type\":\"command\",\"id\":\"2\",\"name\":\"nope\"}\n",
+         {\"type\":\"command\",\"id\":\"2\",\"name\":\"nope\"}\n\
+         {\"type\":\"tool_call\",\"id\":\"3\",\"name\":\"t\"}\n",
+    );
+    assert_eq!(
+        response(&lines, "3")["data"]["content"][0]["text"],
+        "t: {}",
+        "{lines:?}"
     );
     assert_eq!(response(&lines, "1")["data"]["display"], "x: ", "{lines:?}");
     assert_eq!(
@@ -573,4 +579,63 @@ fn reader_alive(name: &str) -> bool {
     tasks.flatten().any(|task| {
         std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
     })
+}
+
+// ----- 10.1: signals: the first waits for accepted requests, the second does not
+
+fn signal(rpc: &Rpc, sig: i32) {
+    let pid = i32::try_from(rpc.child.id()).expect("pid");
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// `zot rpc` with one command `x` answered after `delay_ms`, sent and
+/// seen by the extension.
+fn command_in_flight(t: &TempDir, delay_ms: u64) -> Rpc {
+    let rec = t.join("rec");
+    let ext = sdk_ext(
+        &t.join("sdk"),
+        "sdk",
+        json!({"commands": ["x"], "delay_ms": delay_ms, "record": rec}),
+    );
+    let mut rpc = Rpc::start(t, &[ext]);
+    rpc.send(json!({"type": "command", "id": "1", "name": "x"}));
+    wait_for("the command to reach the extension", || {
+        recorded(&rec)
+            .iter()
+            .any(|f| f["type"] == "command_invoked")
+    });
+    rpc
+}
+
+#[test]
+fn sigterm_lets_an_accepted_request_finish() {
+    let t = TempDir::new("fid-sigterm");
+    let mut rpc = command_in_flight(&t, 1000);
+    signal(&rpc, libc::SIGTERM);
+    let r = rpc.response("1");
+    assert_eq!(r["data"]["display"], "x: ", "answered, not cut off: {r}");
+    assert_eq!(rpc.wait(), Some(0));
+}
+
+#[test]
+fn a_second_ctrl_c_skips_the_wait() {
+    let t = TempDir::new("fid-sigint2");
+    // Far longer than the test's deadline: only skipping the wait ends it.
+    let mut rpc = command_in_flight(&t, 120_000);
+    signal(&rpc, libc::SIGINT);
+    // Two signals sent at once may arrive as one: wait until the first
+    // took effect (new requests are refused) before the second.
+    let refused = rpc.call("2", json!({"type": "list"}));
+    assert_eq!(refused["success"], false, "{refused}");
+    signal(&rpc, libc::SIGINT);
+    let r = rpc.response("1");
+    assert_eq!(r["success"], false, "{r}");
+    assert!(
+        r["error"].as_str().unwrap_or("").contains("shutting down"),
+        "{r}"
+    );
+    assert_eq!(rpc.wait(), Some(0));
 }
