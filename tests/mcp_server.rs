@@ -613,3 +613,22 @@ fn sigterm_shuts_down_gracefully() {
     assert_eq!(rc, 0, "kill");
     mcp.finish();
 }
+
+#[test]
+fn requests_before_readiness_are_served_even_when_eof_follows() {
+    let t = TempDir::new("mcp-early-ext");
+    let slow = ext_dir(
+        &t.join("slow"),
+        "slow",
+        json!({"hello_delay_ms": 400, "register": [tool("late_tool")]}),
+    );
+    let mut mcp = Mcp::start("mcp-early", &[slow]);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    mcp.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "late_tool", "arguments": {"a": 1}}}));
+    let seen = mcp.end_by_eof();
+    let list = seen.iter().find(|v| v["id"] == 1).expect("tools/list answered");
+    assert_eq!(list["result"]["tools"][0]["name"], "late_tool", "{list}");
+    let call = seen.iter().find(|v| v["id"] == 2).expect("tools/call answered");
+    assert_eq!(call["result"]["isError"], false, "{call}");
+}

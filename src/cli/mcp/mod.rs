@@ -94,7 +94,9 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             }
             if !stopping {
                 stopping = true;
-                host.handle().submit(Request::Shutdown {
+                // Behind any request still waiting for startup readiness,
+                // so those are served before the stop.
+                server.submit(Request::Shutdown {
                     reply: Box::new(|_| {}),
                 });
             }
