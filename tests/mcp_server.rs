@@ -627,8 +627,14 @@ fn requests_before_readiness_are_served_even_when_eof_follows() {
     mcp.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                     "params": {"name": "late_tool", "arguments": {"a": 1}}}));
     let seen = mcp.end_by_eof();
-    let list = seen.iter().find(|v| v["id"] == 1).expect("tools/list answered");
+    let list = seen
+        .iter()
+        .find(|v| v["id"] == 1)
+        .expect("tools/list answered");
     assert_eq!(list["result"]["tools"][0]["name"], "late_tool", "{list}");
-    let call = seen.iter().find(|v| v["id"] == 2).expect("tools/call answered");
+    let call = seen
+        .iter()
+        .find(|v| v["id"] == 2)
+        .expect("tools/call answered");
     assert_eq!(call["result"]["isError"], false, "{call}");
 }

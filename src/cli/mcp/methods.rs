@@ -85,8 +85,7 @@ pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Val
             }
             let prompts = method == "prompts/list";
             let (s, key) = (server.clone(), id.clone());
-            track(server, &id, era);
-            server.submit(Request::List {
+            let request = Request::List {
                 reply: Box::new(move |snapshot| {
                     let result = snapshot
                         .map(|snap| {
@@ -102,7 +101,8 @@ pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Val
                         .map_err(|e| RpcError::new(INTERNAL_ERROR, e));
                     s.finish(&key, result);
                 }),
-            });
+            };
+            track(server, &id, era, request);
         }
         "tools/call" => tools_call(server, id, era, &params),
         "prompts/get" => prompts_get(server, id, era, &params),
@@ -129,12 +129,13 @@ pub fn notification(server: &Server, method: &str, params: &Map<String, Value>) 
     }
 }
 
-fn track(server: &Server, id: &Value, era: Era) {
+/// Sends a host request for `id`, which is in flight until answered.
+fn track(server: &Server, id: &Value, era: Era, request: Request) {
     let log = match era {
         Era::Modern(level) => level,
         Era::Legacy => None,
     };
-    server.begin(id, log);
+    server.begin(id, log, request);
 }
 
 fn initialize(params: &Map<String, Value>) -> Result<Value, RpcError> {
@@ -190,10 +191,9 @@ fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>)
         Ok(call) => call,
         Err(e) => return server.respond(&id, Err(e)),
     };
-    track(server, &id, era);
-    let (s, key) = (server.clone(), id);
+    let (s, key) = (server.clone(), id.clone());
     let name = call.name.clone();
-    server.submit(Request::Tool {
+    let request = Request::Tool {
         call,
         pipeline: true,
         reply: Box::new(move |outcome| {
@@ -209,7 +209,8 @@ fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>)
             };
             s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
         }),
-    });
+    };
+    track(server, &id, era, request);
 }
 
 fn prompts_get(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
@@ -226,9 +227,8 @@ fn prompts_get(server: &Server, id: Value, era: Era, params: &Map<String, Value>
         Ok(r) => r,
         Err(e) => return server.respond(&id, Err(e)),
     };
-    track(server, &id, era);
-    let (s, key, command) = (server.clone(), id, name.clone());
-    server.submit(Request::Command {
+    let (s, key, command) = (server.clone(), id.clone(), name.clone());
+    let request = Request::Command {
         name,
         args,
         reply: Box::new(move |outcome| {
@@ -239,5 +239,6 @@ fn prompts_get(server: &Server, id: Value, era: Era, params: &Map<String, Value>
             };
             s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
         }),
-    });
+    };
+    track(server, &id, era, request);
 }

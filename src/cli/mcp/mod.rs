@@ -36,26 +36,28 @@ EOF on stdin, Ctrl-C and SIGTERM shut down gracefully.
 /// Runs the MCP server until EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let host = super::start_host(&opts)?;
-    let (out_tx, out_rx) = crossbeam_channel::unbounded::<Vec<u8>>();
-    let writer = std::thread::Builder::new()
-        .name("zot-mcp-stdout".into())
-        .spawn(move || {
-            let mut stdout = io::BufWriter::new(io::stdout().lock());
-            // An empty message is the end: the stdin thread may still
-            // hold a sender while it blocks on a read that never returns.
-            while let Ok(line) = out_rx.recv() {
-                let mut end = line.is_empty();
-                let mut ok = stdout.write_all(&line).is_ok();
-                while let Ok(more) = out_rx.try_recv() {
-                    end |= more.is_empty();
-                    ok = ok && stdout.write_all(&more).is_ok();
+    let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);
+    let server = Server::new(host.events().clone(), host.handle(), wake_tx);
+    let writer = {
+        let server = server.clone();
+        std::thread::Builder::new()
+            .name("zot-mcp-stdout".into())
+            .spawn(move || {
+                let mut stdout = io::stdout().lock();
+                while wake.recv().is_ok() {
+                    let (out, end) = server.take_output();
+                    if stdout
+                        .write_all(&out)
+                        .and_then(|()| stdout.flush())
+                        .is_err()
+                        || end
+                    {
+                        break;
+                    }
                 }
-                if !ok || stdout.flush().is_err() || end {
-                    break;
-                }
-            }
-        })
-        .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?;
+            })
+            .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?
+    };
 
     let (stop_tx, stop_rx) = crossbeam_channel::bounded::<&'static str>(4);
     let on_signal = stop_tx.clone();
@@ -65,7 +67,6 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))?;
 
     let events = host.events().clone();
-    let server = Server::new(events.clone(), host.handle(), out_tx.clone());
     let reader = {
         let server = server.clone();
         std::thread::Builder::new()
@@ -105,7 +106,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     server.close_listens();
     drop(host);
     drop(reader); // blocked on stdin at worst; the process exits anyway
-    let _ = out_tx.send(Vec::new());
+    server.close();
     let _ = writer.join();
     Ok(0)
 }

@@ -9,6 +9,11 @@
 //! before the result, and a 2026 request that opted in to log messages
 //! is still in flight while its notes are judged.
 //!
+//! Lines for the client are appended to a buffer in the state, under
+//! the lock, and the writer thread is woken only after the lock is
+//! released: waking it while holding the lock would, on a busy CPU,
+//! let it run while every other thread waits for the lock.
+//!
 //! Nothing here blocks on the host while holding the lock: replies run
 //! on the host loop thread and take the same lock.
 
@@ -17,6 +22,7 @@ use super::jsonrpc::{self, id_key, RpcError};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use zot_host::{HostEvent, HostHandle, Request, Snapshot};
 
@@ -60,7 +66,10 @@ struct State {
     in_flight: HashMap<String, Option<Level>>,
     listens: Vec<Listen>,
     lists: Option<Lists>,
-    session_started: bool,
+    /// Lines not yet taken by the writer thread.
+    out: Vec<u8>,
+    /// Set at the end: the writer stops once `out` is empty.
+    closed: bool,
 }
 
 /// Shared by the stdin thread, the main thread and the replies.
@@ -69,11 +78,13 @@ pub struct Server {
     state: Arc<Mutex<State>>,
     events: Receiver<HostEvent>,
     host: HostHandle,
-    out: Sender<Vec<u8>>,
+    /// Wakes the writer thread (one pending wake is enough).
+    wake: Sender<()>,
+    session_started: Arc<AtomicBool>,
 }
 
 impl Server {
-    pub fn new(events: Receiver<HostEvent>, host: HostHandle, out: Sender<Vec<u8>>) -> Server {
+    pub fn new(events: Receiver<HostEvent>, host: HostHandle, wake: Sender<()>) -> Server {
         Server {
             state: Arc::new(Mutex::new(State {
                 ready: false,
@@ -86,11 +97,13 @@ impl Server {
                 in_flight: HashMap::new(),
                 listens: Vec::new(),
                 lists: None,
-                session_started: false,
+                out: Vec::new(),
+                closed: false,
             })),
             events,
             host,
-            out,
+            wake,
+            session_started: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -110,34 +123,44 @@ impl Server {
         (state, submit, ended)
     }
 
-    fn submit_all(&self, requests: Vec<Request>) {
-        for request in requests {
+    /// Releases the lock, then wakes the writer if there is output and
+    /// submits whatever the events asked for.
+    fn unlock(&self, state: MutexGuard<'_, State>, submit: Vec<Request>) {
+        let wake = !state.out.is_empty() || state.closed;
+        drop(state);
+        if wake {
+            let _ = self.wake.try_send(());
+        }
+        for request in submit {
             self.host.submit(request);
         }
     }
 
-    /// Runs `f` under the lock (after pending events), then submits
-    /// whatever the events asked for.
+    /// Runs `f` under the lock, after the events emitted so far.
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let (mut state, submit, _) = self.lock();
         let r = f(&mut state);
-        drop(state);
-        self.submit_all(submit);
+        self.unlock(state, submit);
         r
     }
 
     /// Handles the events emitted so far; true once the host has ended.
     pub fn pump(&self) -> bool {
         let (state, submit, ended) = self.lock();
-        drop(state);
-        self.submit_all(submit);
+        self.unlock(state, submit);
         ended
     }
 
-    fn write(&self, value: &Value) {
-        let mut line = serde_json::to_vec(value).unwrap_or_default();
-        line.push(b'\n');
-        let _ = self.out.send(line);
+    /// For the writer thread: the lines written so far, and whether
+    /// that is the end.
+    pub fn take_output(&self) -> (Vec<u8>, bool) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (std::mem::take(&mut state.out), state.closed)
+    }
+
+    /// Nothing more will be written: the writer ends once it took all.
+    pub fn close(&self) {
+        self.with(|s| s.closed = true);
     }
 
     /// Writes a response now (not tracked as in flight).
@@ -146,12 +169,20 @@ impl Server {
             Ok(r) => jsonrpc::result_line(id, r),
             Err(e) => jsonrpc::error_line(id, &e),
         };
-        self.with(|_| self.write(&line));
+        self.with(|s| write(s, &line));
     }
 
-    /// Records a request as in flight before it goes to the host.
-    pub fn begin(&self, id: &Value, log: Option<Level>) {
-        self.with(|s| s.in_flight.insert(id_key(id), log));
+    /// Records request `id` as in flight (with the log level it opted
+    /// in to) and sends `request` to the host, or holds it until startup
+    /// readiness.
+    pub fn begin(&self, id: &Value, log: Option<Level>, request: Request) {
+        let now = self.with(|s| {
+            s.in_flight.insert(id_key(id), log);
+            s.hold_until_ready(request)
+        });
+        if let Some(request) = now {
+            self.host.submit(request);
+        }
     }
 
     /// Writes the response of an in-flight request, unless the client
@@ -163,7 +194,7 @@ impl Server {
                     Ok(r) => jsonrpc::result_line(id, r),
                     Err(e) => jsonrpc::error_line(id, &e),
                 };
-                self.write(&line);
+                write(s, &line);
             }
         });
     }
@@ -180,22 +211,14 @@ impl Server {
     /// Sends a request to the host, or holds it until startup readiness
     /// so the first `tools/list` sees every extension that made it.
     pub fn submit(&self, request: Request) {
-        let now = self.with(|s| {
-            if s.ready {
-                Some(request)
-            } else {
-                s.deferred.push(request);
-                None
-            }
-        });
-        if let Some(request) = now {
+        if let Some(request) = self.with(|s| s.hold_until_ready(request)) {
             self.host.submit(request);
         }
     }
 
     /// True the first time: `session_start` is emitted once.
     pub fn start_session(&self) -> bool {
-        self.with(|s| !std::mem::replace(&mut s.session_started, true))
+        !self.session_started.swap(true, Ordering::Relaxed)
     }
 
     /// `initialize` was answered: notes wait for `notifications/initialized`.
@@ -220,7 +243,7 @@ impl Server {
             }
             for (level, note) in std::mem::take(&mut s.buffered).into_iter().map(split) {
                 if level >= s.legacy_level {
-                    self.write(&note);
+                    write(s, &note);
                 }
             }
         });
@@ -251,13 +274,16 @@ impl Server {
             if prompts {
                 honored.insert("promptsListChanged".into(), true.into());
             }
-            self.write(&jsonrpc::notification_line(
-                "notifications/subscriptions/acknowledged",
-                Some(json!({
-                    "notifications": honored,
-                    "_meta": {era::META_SUBSCRIPTION_ID: id},
-                })),
-            ));
+            write(
+                s,
+                &jsonrpc::notification_line(
+                    "notifications/subscriptions/acknowledged",
+                    Some(json!({
+                        "notifications": honored,
+                        "_meta": {era::META_SUBSCRIPTION_ID: id},
+                    })),
+                ),
+            );
         });
     }
 
@@ -273,7 +299,7 @@ impl Server {
                         era::META_SUBSCRIPTION_ID: l.id,
                     },
                 });
-                self.write(&jsonrpc::result_line(&l.id, result));
+                write(s, &jsonrpc::result_line(&l.id, result));
             }
         });
     }
@@ -307,10 +333,10 @@ impl Server {
         );
         // 2026-07-28: only while a request that opted in is in flight.
         if s.in_flight.values().flatten().any(|min| level >= *min) {
-            return self.write(&note);
+            return write(s, &note);
         }
         match s.handshake {
-            Handshake::Initialized if level >= s.legacy_level => self.write(&note),
+            Handshake::Initialized if level >= s.legacy_level => write(s, &note),
             Handshake::Initialized => {}
             Handshake::None if s.modern_seen => {}
             Handshake::None | Handshake::Initializing => {
@@ -341,26 +367,52 @@ impl Server {
             tools: super::mapping::tools(snapshot),
             prompts: super::mapping::prompts(snapshot),
         };
-        let Some(before) = s.lists.replace(now) else {
+        let Some(before) = s.lists.take() else {
+            s.lists = Some(now);
             return; // the first look: nothing to compare with
         };
-        let Some(now) = &s.lists else { return };
-        if before.tools != now.tools {
-            self.list_changed(s, "notifications/tools/list_changed", |l| l.tools);
+        let (tools, prompts) = (before.tools != now.tools, before.prompts != now.prompts);
+        s.lists = Some(now);
+        if tools {
+            list_changed(s, "notifications/tools/list_changed", |l| l.tools);
         }
-        if before.prompts != now.prompts {
-            self.list_changed(s, "notifications/prompts/list_changed", |l| l.prompts);
+        if prompts {
+            list_changed(s, "notifications/prompts/list_changed", |l| l.prompts);
         }
     }
+}
 
-    fn list_changed(&self, s: &State, method: &str, wants: impl Fn(&Listen) -> bool) {
-        if s.handshake != Handshake::None {
-            self.write(&jsonrpc::notification_line(method, None));
+impl State {
+    /// `request` when the host is ready for it, else `None` (held).
+    fn hold_until_ready(&mut self, request: Request) -> Option<Request> {
+        if self.ready {
+            return Some(request);
         }
-        for l in s.listens.iter().filter(|l| wants(l)) {
-            let params = json!({"_meta": {era::META_SUBSCRIPTION_ID: l.id}});
-            self.write(&jsonrpc::notification_line(method, Some(params)));
-        }
+        self.deferred.push(request);
+        None
+    }
+}
+
+/// Appends one message line for the client.
+fn write(s: &mut State, value: &Value) {
+    // Serialising a `Value` cannot fail.
+    let _ = serde_json::to_writer(&mut s.out, value);
+    s.out.push(b'\n');
+}
+
+/// Tells the client that a list changed: a legacy client directly, each
+/// 2026 listen stream that asked for it with its subscription id.
+fn list_changed(s: &mut State, method: &str, wants: impl Fn(&Listen) -> bool) {
+    let mut lines = Vec::new();
+    if s.handshake != Handshake::None {
+        lines.push(jsonrpc::notification_line(method, None));
+    }
+    for l in s.listens.iter().filter(|l| wants(l)) {
+        let params = json!({"_meta": {era::META_SUBSCRIPTION_ID: l.id}});
+        lines.push(jsonrpc::notification_line(method, Some(params)));
+    }
+    for line in &lines {
+        write(s, line);
     }
 }
 
