@@ -73,9 +73,14 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
     let t = TempDir::new(tag);
     let fixture_dir = t.join("fixture");
     std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
+    // A generous startup grace: on a loaded machine three Python
+    // extensions can take longer than the default 3 s to be ready, and
+    // the first tools/list lists only those that made it.
     let args = json!([
         "mcp",
         "--no-ext",
+        "--startup-timeout",
+        "30",
         "--cwd",
         t.path(),
         "-e",
@@ -187,7 +192,8 @@ impl Mcp {
         let fixture_dir = t.join("fixture");
         std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
         let mut cmd = zot();
-        cmd.arg("mcp").arg("--no-ext").arg("--cwd").arg(t.path());
+        cmd.args(["mcp", "--no-ext", "--startup-timeout", "30", "--cwd"])
+            .arg(t.path());
         for e in exts {
             cmd.arg("-e").arg(e);
         }

@@ -80,27 +80,44 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let mut select = Select::new();
     let on_event = select.recv(&events);
     let on_stop = select.recv(&stop_rx);
-    let mut stopping = false;
+    let (mut stopping, mut signals) = (false, 0);
     loop {
         let ready = select.ready();
         if ready == on_event {
             if server.pump() {
                 break;
             }
-        } else if ready == on_stop {
-            match stop_rx.try_recv() {
-                Ok("signal") => eprintln!("zot mcp: signal received, shutting down"),
-                Ok(_) => {}
-                Err(_) => continue,
+            continue;
+        }
+        if ready != on_stop {
+            continue;
+        }
+        let Ok(why) = stop_rx.try_recv() else {
+            continue;
+        };
+        if why == "signal" {
+            signals += 1;
+            match signals {
+                1 => eprintln!(
+                    "zot mcp: signal received, shutting down (again to skip waiting for requests)"
+                ),
+                2 => {
+                    eprintln!("zot mcp: signal received again, stopping now");
+                    host.handle().submit(Request::ShutdownNow {
+                        reply: Box::new(|_| {}),
+                    });
+                }
+                // Only a stdout nobody reads can still hold us up.
+                _ => std::process::exit(1),
             }
-            if !stopping {
-                stopping = true;
-                // Behind any request still waiting for startup readiness,
-                // so those are served before the stop.
-                server.submit(Request::Shutdown {
-                    reply: Box::new(|_| {}),
-                });
-            }
+        }
+        if !stopping {
+            stopping = true;
+            // Behind any request still waiting for startup readiness,
+            // so those are served before the stop.
+            server.submit(Request::Shutdown {
+                reply: Box::new(|_| {}),
+            });
         }
     }
     server.close_listens();

@@ -313,7 +313,8 @@ impl Server {
             } => self.note(s, &extension, &level, message),
             HostEvent::ClearNotes { .. }
             | HostEvent::PanelRender { .. }
-            | HostEvent::PanelClose { .. } => {}
+            | HostEvent::PanelClose { .. }
+            | HostEvent::EventsDropped { .. } => {}
             HostEvent::Ready { .. } => {
                 s.ready = true;
                 submit.append(&mut s.deferred);
