@@ -427,6 +427,35 @@ fn shutdown_during_a_backoff_cancels_the_restart() {
 }
 
 #[test]
+fn a_crash_while_shutdown_waits_for_accepted_requests_is_not_restarted() {
+    let t = TempDir::new("sup-drain");
+    let slow = ext(
+        &t,
+        "slow",
+        json!({"tools": ["slow"], "slow_ms": 3000}),
+        json!({}),
+    );
+    let a = ext(&t, "a", json!({}), json!({}));
+    let mut rpc = Rpc::start(&t, &[slow, a]);
+    all_ready(&mut rpc, &["slow", "a"]);
+    // The shutdown waits for the slow tool (SPEC 3.14); a crash meanwhile
+    // is not restarted, although the wait is far longer than its backoff.
+    rpc.send(json!({"type": "tool_call", "id": "1", "name": "slow"}));
+    rpc.send(json!({"type": "shutdown", "id": "2"}));
+    sigkill(starts(&t, "a")[0]);
+    let slow = rpc.response("1");
+    assert_eq!(slow["success"], true, "{slow}");
+    rpc.response("2");
+    assert_eq!(rpc.wait(), Some(0));
+    assert_eq!(starts(&t, "a").len(), 1, "restarted during the shutdown");
+    assert!(
+        !rpc.seen.iter().any(event("extension_restarted", "a")),
+        "{:?}",
+        rpc.seen
+    );
+}
+
+#[test]
 fn reload_during_a_backoff_cancels_the_restart_and_starts_afresh() {
     let t = TempDir::new("sup-reload");
     let mut rpc = in_a_long_backoff(&t);

@@ -28,7 +28,11 @@ impl Engine {
                 _ => reply(Ok(())),
             },
             // Accepted requests finish first (check_drained).
-            Request::Shutdown { reply } => self.closing = Some(vec![reply]),
+            Request::Shutdown { reply } => {
+                // At once, not when the accepted requests are done (SPEC 12).
+                self.cancel_restarts();
+                self.closing = Some(vec![reply]);
+            }
             req if stopping => req.fail("the extension host is shutting down".into()),
             req => self.execute(req, true, now),
         }

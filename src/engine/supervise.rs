@@ -143,6 +143,11 @@ impl Engine {
                 "crashed ({status}); not restarted: its manifest says \"restart\": \"never\""
             ));
         }
+        if self.closing.is_some() {
+            return ext.log.line(&format!(
+                "crashed ({status}); not restarted: the host is shutting down"
+            ));
+        }
         match ext.supervision.crashed(now, base) {
             AfterCrash::RestartIn(delay) => {
                 ext.log.line(&format!(
