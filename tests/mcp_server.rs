@@ -644,3 +644,61 @@ fn requests_before_readiness_are_served_even_when_eof_follows() {
         .expect("tools/call answered");
     assert_eq!(call["result"]["isError"], false, "{call}");
 }
+
+/// Sends a `slow` call and waits until its pipeline reached the
+/// extension (mcpdemo records the `tool_call` event it gets).
+fn start_slow_call(mcp: &mut Mcp, ms: u64) {
+    mcp.initialize();
+    mcp.request(json!(1), "tools/list", json!({}));
+    mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "slow", "arguments": {"ms": ms}}}));
+    let events = mcp
+        .fixture_dir
+        .join(format!("events-{}", mcp.rpc.child.id()));
+    wait_for("the slow call to reach the extension", || {
+        std::fs::read_to_string(&events).is_ok_and(|e| e.contains("tool_call"))
+    });
+}
+
+fn sigterm(mcp: &Mcp) {
+    // SAFETY: kill(2) on our own child's pid, which we have not reaped.
+    let rc = unsafe { libc::kill(mcp.rpc.child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0, "kill");
+}
+
+#[test]
+fn sigterm_lets_an_accepted_call_finish() {
+    let mut mcp = Mcp::demo("mcp-sigterm-drain");
+    start_slow_call(&mut mcp, 1500);
+    sigterm(&mcp);
+    let seen = mcp.finish();
+    let answer = seen
+        .iter()
+        .find(|v| v["id"] == 5)
+        .expect("the accepted call is answered");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "finally",
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_second_sigterm_stops_at_once() {
+    let mut mcp = Mcp::demo("mcp-sigterm-twice");
+    // Longer than the test's deadline: only the second signal ends it in time.
+    start_slow_call(&mut mcp, 50_000);
+    // The first signal took effect once zot says so on stderr.
+    let mut stderr = std::io::BufReader::new(mcp.rpc.child.stderr.take().expect("stderr"));
+    sigterm(&mcp);
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut line).expect("read stderr");
+    assert!(line.contains("signal received"), "stderr: {line}");
+    sigterm(&mcp);
+    let seen = mcp.finish();
+    drop(stderr);
+    let answer = seen
+        .iter()
+        .find(|v| v["id"] == 5)
+        .expect("the call is answered");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+}

@@ -23,14 +23,17 @@ use zot_host::Request;
 
 /// `zot mcp --help`.
 pub const HELP: &str = "\
-usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--provider P] [--model M]
-               [--tool-timeout SECS] [--command-timeout SECS]
+usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
+               [--startup-timeout SECS] [--provider NAME] [--model NAME]
 
 Serves the loaded extensions to an MCP client over stdio: their tools
 as MCP tools (through the guards), their commands as prompts, their
 notes as log messages. Speaks the initialize handshake (2024-11-05 to
 2025-11-25) and the stateless 2026-07-28 revision on the same stream.
-EOF on stdin, Ctrl-C and SIGTERM shut down gracefully.
+Put it in an MCP client's server configuration, e.g.
+  claude mcp add zot -- zot mcp
+EOF on stdin, Ctrl-C and SIGTERM shut down gracefully: requests already
+read are answered first (a second Ctrl-C skips that wait).
 ";
 
 /// Runs the MCP server until EOF or a signal.
@@ -98,11 +101,11 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         if why == "signal" {
             signals += 1;
             match signals {
-                1 => eprintln!(
-                    "zot mcp: signal received, shutting down (again to skip waiting for requests)"
+                1 => diagnostic(
+                    "signal received, shutting down (again to skip waiting for requests)",
                 ),
                 2 => {
-                    eprintln!("zot mcp: signal received again, stopping now");
+                    diagnostic("signal received again, stopping now");
                     host.handle().submit(Request::ShutdownNow {
                         reply: Box::new(|_| {}),
                     });
@@ -158,4 +161,9 @@ fn read_messages(server: &Server, stop: &Sender<&'static str>) {
         }
     }
     let _ = stop.send("eof");
+}
+
+/// One line on stderr; a closed stderr is no reason to stop serving.
+pub fn diagnostic(message: &str) {
+    let _ = writeln!(io::stderr(), "zot mcp: {message}");
 }

@@ -70,6 +70,9 @@ struct State {
     out: Vec<u8>,
     /// Set at the end: the writer stops once `out` is empty.
     closed: bool,
+    /// Requests answered (or dropped) since the writer last wrote: their
+    /// slots are freed once what came before is on stdout.
+    answered: usize,
 }
 
 /// Shared by the stdin thread, the main thread and the replies.
@@ -80,6 +83,9 @@ pub struct Server {
     host: HostHandle,
     /// Wakes the writer thread (one pending wake is enough).
     wake: Sender<()>,
+    /// One token per host request read and not yet answered on stdout:
+    /// a client that stops reading stops being read (as `zot rpc`).
+    slots: (Sender<()>, Receiver<()>),
     session_started: Arc<AtomicBool>,
 }
 
@@ -99,10 +105,12 @@ impl Server {
                 lists: None,
                 out: Vec::new(),
                 closed: false,
+                answered: 0,
             })),
             events,
             host,
             wake,
+            slots: crossbeam_channel::bounded(crate::cli::rpc::MAX_IN_FLIGHT),
             session_started: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -126,7 +134,7 @@ impl Server {
     /// Releases the lock, then wakes the writer if there is output and
     /// submits whatever the events asked for.
     fn unlock(&self, state: MutexGuard<'_, State>, submit: Vec<Request>) {
-        let wake = !state.out.is_empty() || state.closed;
+        let wake = !state.out.is_empty() || state.answered > 0 || state.closed;
         drop(state);
         if wake {
             let _ = self.wake.try_send(());
@@ -155,7 +163,15 @@ impl Server {
     /// that is the end.
     pub fn take_output(&self) -> (Vec<u8>, bool) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        (std::mem::take(&mut state.out), state.closed)
+        let taken = std::mem::take(&mut state.out);
+        let answered = std::mem::take(&mut state.answered);
+        let closed = state.closed;
+        drop(state);
+        // Taken means written next: the reader may read that many more.
+        for _ in 0..answered {
+            let _ = self.slots.1.try_recv();
+        }
+        (taken, closed)
     }
 
     /// Nothing more will be written: the writer ends once it took all.
@@ -176,6 +192,8 @@ impl Server {
     /// in to) and sends `request` to the host, or holds it until startup
     /// readiness.
     pub fn begin(&self, id: &Value, log: Option<Level>, request: Request) {
+        // Blocks the reader while MAX_IN_FLIGHT answers are owed.
+        let _ = self.slots.0.send(());
         let now = self.with(|s| {
             s.in_flight.insert(id_key(id), log);
             s.hold_until_ready(request)
@@ -189,6 +207,7 @@ impl Server {
     /// cancelled it (then nothing is ever sent).
     pub fn finish(&self, id: &Value, result: Result<Value, RpcError>) {
         self.with(|s| {
+            s.answered += 1;
             if s.in_flight.remove(&id_key(id)).is_some() {
                 let line = match result {
                     Ok(r) => jsonrpc::result_line(id, r),
@@ -235,10 +254,10 @@ impl Server {
         self.with(|s| {
             s.handshake = Handshake::Initialized;
             if s.dropped_notes > 0 {
-                eprintln!(
-                    "zot mcp: {} notes dropped before the client was initialized (at most {BUFFERED_NOTES} are kept)",
+                super::diagnostic(&format!(
+                    "{} notes dropped before the client was initialized (at most {BUFFERED_NOTES} are kept)",
                     s.dropped_notes
-                );
+                ));
                 s.dropped_notes = 0;
             }
             for (level, note) in std::mem::take(&mut s.buffered).into_iter().map(split) {
