@@ -13,8 +13,10 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// Address-space limit for a `zot` that might read `/dev/zero` to the
-/// end: the test then fails at once instead of eating the machine.
+/// Data limit (`ulimit -d`: writable memory, not reserved address space,
+/// which glibc's per-thread arenas use a lot of) for a `zot` that might
+/// read `/dev/zero` to the end: the test then fails at once instead of
+/// eating the machine.
 const MEMORY_LIMIT_KB: u32 = 1 << 20;
 
 /// `$ZOT_HOME` and a project directory.
@@ -51,7 +53,7 @@ impl World {
     fn zot(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(format!("ulimit -v {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
+            .arg(format!("ulimit -d {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
             .arg(env!("CARGO_BIN_EXE_zot"))
             .args(args)
             .current_dir(self.proj())
@@ -210,7 +212,7 @@ fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
     hostile_project(&w);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(format!("ulimit -v {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
+        .arg(format!("ulimit -d {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_zot"))
         .arg("rpc")
         .current_dir(w.proj())
@@ -609,4 +611,90 @@ fn make_demo_runs_the_binary_cargo_built_wherever_that_is() {
             && text.contains("[/hello] Hello, Ada!"),
         "{text}"
     );
+}
+
+/// The `nth` fenced block after the first line of README.md containing
+/// `marker`, without its fences.
+fn readme_block(marker: &str, nth: usize) -> String {
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("read README.md");
+    let at = readme
+        .find(marker)
+        .unwrap_or_else(|| panic!("README.md no longer contains {marker:?}"));
+    let mut blocks = Vec::new();
+    let mut body: Option<String> = None;
+    for line in readme[at..].lines() {
+        match (&mut body, line.trim_start().starts_with("```")) {
+            (None, true) => body = Some(String::new()),
+            (Some(_), true) => blocks.extend(body.take()),
+            (Some(text), false) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, false) => {}
+        }
+        if blocks.len() > nth {
+            break;
+        }
+    }
+    blocks
+        .into_iter()
+        .nth(nth)
+        .unwrap_or_else(|| panic!("no block {nth} after {marker:?} in README.md"))
+}
+
+/// Runs README shell text in the repository's root, as a user who did
+/// `cargo install --path .` would: with this build's `zot` on the PATH.
+fn run_readme_shell(w: &World, script: &str) -> Output {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_zot"))
+        .parent()
+        .expect("bin dir");
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", path)
+        .env("ZOT_HOME", w.home());
+    run_bounded(&mut cmd, script)
+}
+
+#[test]
+fn readme_examples_run_as_written() {
+    let w = World::new("readme");
+    // The zot rpc example: same lines (concurrent answers may swap),
+    // `ready` first and the shutdown response last.
+    let script = readme_block("An example that runs as written", 0);
+    let shown = readme_block("An example that runs as written", 1);
+    let out = run_readme_shell(&w, &script);
+    assert_ok(&out);
+    let parse = |text: &str| -> Vec<Value> {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    };
+    let (got, want) = (parse(&String::from_utf8_lossy(&out.stdout)), parse(&shown));
+    assert_eq!(got.first(), want.first(), "ready first: {got:#?}");
+    assert_eq!(got.last(), want.last(), "shutdown last: {got:#?}");
+    let sorted = |v: &[Value]| {
+        let mut s: Vec<String> = v.iter().map(Value::to_string).collect();
+        s.sort();
+        s
+    };
+    assert_eq!(sorted(&got), sorted(&want), "README's rpc output");
+
+    // The panel example, exactly.
+    let console = readme_block("**Panels**, as in upstream", 0);
+    let (command, shown) = console
+        .strip_prefix("$ ")
+        .and_then(|c| c.split_once('\n'))
+        .expect("a `$ command` line");
+    let out = run_readme_shell(&w, command);
+    assert_ok(&out);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
 }
