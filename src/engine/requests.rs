@@ -17,8 +17,10 @@ impl Engine {
         // Until (re)started extensions are ready their registries are
         // incomplete: hold every request, in order, rather than fail it
         // or answer from half a registry. Startup is bounded by its
-        // grace, so a held shutdown waits little.
-        if self.starting() {
+        // grace, so a held shutdown waits little. Requests that arrive
+        // after startup but before the held ones are replayed queue
+        // behind them: a `shutdown` must not overtake what came first.
+        if self.starting() || !self.deferred.is_empty() {
             return self.deferred.push(req);
         }
         let stopping = self.closing.is_some() || matches!(self.goal, Some(Goal::Shutdown(_)));
