@@ -68,15 +68,18 @@ impl Ext {
         self.serving() && !self.supervision.remembered
     }
 
+    /// Whether its manifest says `"guard_failure": "block"`.
+    fn fails_closed(&self) -> bool {
+        self.manifest
+            .as_ref()
+            .is_some_and(|m| m.guard_failure == GuardFailure::Block)
+    }
+
     /// Whether it is a guard for `event` now: it answers, or it fails
     /// closed while it cannot (a disabled extension is no guard at all).
     pub(super) fn guards(&self, event: &str) -> bool {
-        let fails_closed = self
-            .manifest
-            .as_ref()
-            .is_some_and(|m| m.guard_failure == GuardFailure::Block)
-            && self.state != State::Disabled;
-        self.intercept.iter().any(|e| e == event) && (self.answers_guard() || fails_closed)
+        self.intercept.iter().any(|e| e == event)
+            && (self.answers_guard() || (self.fails_closed() && self.state != State::Disabled))
     }
 
     /// Why it cannot answer an interception now.
@@ -87,11 +90,12 @@ impl Ext {
         if self.supervision.restart_at.is_some() {
             return format!("restarting after {}", self.supervision.last_status);
         }
+        if self.live() && !self.proc.as_ref().is_some_and(ExtProcess::writable) {
+            return "stdin closed".into();
+        }
         if self.live() {
-            return match self.proc.as_ref().is_some_and(ExtProcess::writable) {
-                false => "stdin closed".into(),
-                true => "restarting".into(),
-            };
+            // A new run that has not subscribed to interception again yet.
+            return "restarting".into();
         }
         match &self.state {
             State::Failed(why) => format!("failed: {why}"),
@@ -103,11 +107,7 @@ impl Ext {
     /// The answer standing in for this guard's when it cannot give one:
     /// allow, or a block when its manifest says it fails closed.
     pub(super) fn unavailable(&self, why: &str) -> Answer {
-        let block = self
-            .manifest
-            .as_ref()
-            .is_some_and(|m| m.guard_failure == GuardFailure::Block);
-        if block {
+        if self.fails_closed() {
             self.log
                 .line(&format!("cannot answer an interception ({why}): blocked"));
             Answer::Block(format!("guard {} unavailable ({why})", self.name))
