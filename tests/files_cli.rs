@@ -19,6 +19,10 @@ use std::process::{Command, Output, Stdio};
 /// eating the machine.
 const MEMORY_LIMIT_KB: u32 = 1 << 20;
 
+/// Startup grace for every `zot` started here: a loaded machine may
+/// take longer than the 3 s default to start Python extensions.
+const STARTUP: &str = "20";
+
 /// `$ZOT_HOME` and a project directory.
 struct World {
     tmp: TempDir,
@@ -58,6 +62,7 @@ impl World {
             .args(args)
             .current_dir(self.proj())
             .env("ZOT_HOME", self.home())
+            .env("ZOT_STARTUP_TIMEOUT", STARTUP)
             .env_remove("NO_COLOR");
         run_bounded(&mut cmd, &args.join(" "))
     }
@@ -216,7 +221,8 @@ fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
         .arg(env!("CARGO_BIN_EXE_zot"))
         .arg("rpc")
         .current_dir(w.proj())
-        .env("ZOT_HOME", w.home());
+        .env("ZOT_HOME", w.home())
+        .env("ZOT_STARTUP_TIMEOUT", STARTUP);
     let mut rpc = Rpc::spawn(&mut cmd);
     let ready = rpc.until("ready event", |v| v["type"] == "ready");
     assert_eq!(ready["extensions"], json!(["bom"]), "{ready}");
@@ -659,7 +665,8 @@ fn run_readme_shell(w: &World, script: &str) -> Output {
         .arg(script)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("PATH", path)
-        .env("ZOT_HOME", w.home());
+        .env("ZOT_HOME", w.home())
+        .env("ZOT_STARTUP_TIMEOUT", STARTUP);
     run_bounded(&mut cmd, script)
 }
 

@@ -40,6 +40,8 @@ impl Session {
             .arg("-e")
             .arg(ext)
             .env("ZOT_HOME", t.join("home"))
+            // A loaded machine may take longer than the 3 s default.
+            .env("ZOT_STARTUP_TIMEOUT", "20")
             .stderr(Stdio::inherit());
         let (child, stdin, lines) = spawn_piped(&mut cmd);
         let mut s = Session {

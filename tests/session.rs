@@ -34,7 +34,10 @@ impl Zot {
         for e in exts {
             cmd.arg("-e").arg(e);
         }
-        cmd.args(extra).env("ZOT_HOME", t.join("home"));
+        // A loaded machine may take longer than the 3 s startup default.
+        cmd.args(extra)
+            .env("ZOT_HOME", t.join("home"))
+            .env("ZOT_STARTUP_TIMEOUT", "20");
         let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::inherit()));
         let mut z = Zot {
             stdin,
