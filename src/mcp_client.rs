@@ -94,6 +94,9 @@ struct Listing {
     items: Option<Vec<Value>>,
     /// A change was announced while this listing ran: list again after.
     again: bool,
+    /// The cursors followed so far: a server that hands one out again
+    /// would have the host list forever.
+    cursors: Vec<String>,
 }
 
 /// A prompt as a command: its server name and declared arguments.
@@ -480,9 +483,13 @@ impl Adapter {
 
     fn list(&self, st: &mut State, kind: ListKind, cursor: Option<&str>) {
         let listing = &mut st.listings[kind as usize];
-        if cursor.is_none() {
-            listing.items = Some(Vec::new());
-            listing.again = false;
+        match cursor {
+            None => {
+                listing.items = Some(Vec::new());
+                listing.again = false;
+                listing.cursors.clear();
+            }
+            Some(c) => listing.cursors.push(c.to_string()),
         }
         let params = match cursor {
             Some(c) => json!({"cursor": c}),
@@ -516,7 +523,7 @@ impl Adapter {
             }
             Waiting::Page(kind) => self.page(&mut st, kind, result),
             Waiting::Tool { host_id } => {
-                let (content, is_error) = match result {
+                let (content, is_error) = match result.and_then(complete) {
                     Ok(r) => tool_content(r),
                     Err(e) => (vec![json!({"type": "text", "text": e})], true),
                 };
@@ -530,7 +537,7 @@ impl Adapter {
                 );
             }
             Waiting::Prompt { host_id } => {
-                let answer = match result {
+                let answer = match result.and_then(complete) {
                     Ok(r) => prompt_answer(r),
                     Err(e) => Err(e),
                 };
@@ -585,7 +592,14 @@ impl Adapter {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
-                self.log.line(&format!("initialize failed: {e}"));
+                // The host fails it with this reason (not the EOF that
+                // follows) and kills its process group.
+                let why = format!("initialize failed: {e}");
+                self.log.line(&why);
+                let _ = self.inbound.send(InboundMsg {
+                    key: self.key,
+                    msg: Inbound::Failed(why),
+                });
                 return false;
             }
         };
@@ -637,12 +651,24 @@ impl Adapter {
         if let Some(list) = result.get(kind.field()).and_then(Value::as_array) {
             items.extend(list.iter().cloned());
         }
-        match result.get("nextCursor").and_then(Value::as_str) {
-            Some(cursor) if !cursor.is_empty() => {
+        let next = result.get("nextCursor").and_then(Value::as_str);
+        let next = next.filter(|c| !c.is_empty()).filter(|c| {
+            let repeated = listing.cursors.iter().any(|seen| seen == c);
+            if repeated {
+                self.log.line(&format!(
+                    "{}: the server repeated the cursor {c:?}; keeping the {} listed",
+                    kind.method(),
+                    items.len()
+                ));
+            }
+            !repeated
+        });
+        match next {
+            Some(cursor) => {
                 let cursor = cursor.to_string();
                 self.list(st, kind, Some(&cursor));
             }
-            _ => {
+            None => {
                 let items = listing.items.take().unwrap_or_default();
                 let again = std::mem::take(&mut listing.again);
                 match kind {
@@ -876,6 +902,34 @@ fn describe_error(e: &Value) -> String {
     match code {
         Some(code) => format!("MCP error {code}: {message}"),
         None => format!("MCP error: {message}"),
+    }
+}
+
+/// A final result, or why it is not: a 2026-07-28 server that needs
+/// input first (`input_required`) asks for sampling, elicitation or
+/// roots, none of which zot provides (the 2026 form of the server
+/// requests refused with -32601).
+fn complete(result: &Value) -> Result<&Value, String> {
+    match result.get("resultType").and_then(Value::as_str) {
+        None | Some("complete") => Ok(result),
+        Some(other) => {
+            let wanted: Vec<&str> = result
+                .get("inputRequests")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|requests| requests.values())
+                .filter_map(|r| r.get("method")?.as_str())
+                .collect();
+            let wanted = if wanted.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", wanted.join(", "))
+            };
+            Err(format!(
+                "the MCP server answered with resultType {other:?}{wanted}, \
+                 which zot does not provide"
+            ))
+        }
     }
 }
 

@@ -58,6 +58,9 @@ pub enum Inbound {
     Eof,
     /// Writing to stdin failed; the outbox is closed.
     WriteFailed(String),
+    /// The extension cannot start, for the reason given (an MCP server
+    /// refused the handshake); stdout is read no further.
+    Failed(String),
 }
 
 /// An [`Inbound`] tagged with the extension's unique key.

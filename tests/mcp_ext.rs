@@ -697,3 +697,102 @@ fn timeout_options_want_a_positive_number_of_seconds() {
         );
     }
 }
+
+/// fixtures/mcp-hostile/server.py, misbehaving as `mode` says; not
+/// restarted, so a failure stays visible.
+fn hostile(dir: &Path, mode: &str) -> PathBuf {
+    let python = which("python3");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-hostile/server.py");
+    mcp_manifest(
+        dir,
+        "hostile",
+        &python,
+        &[script.to_str().expect("utf-8"), mode],
+        json!({"restart": "never"}),
+    )
+}
+
+fn names(list: &Value, key: &str) -> Vec<String> {
+    list[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_refused_initialize_is_the_reason_the_server_failed() {
+    let t = TempDir::new("mcp-init-error");
+    let h = hostile(&t.join("h"), "init-error");
+    let mut rpc = Rpc::start(&t, &[h]);
+    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("initialize failed: MCP error -32603: boom: no licence key"),
+        "the user is told why the handshake failed, not a symptom: {failed}"
+    );
+}
+
+#[test]
+fn bad_names_and_garbage_from_a_server_are_logged_and_dropped() {
+    let t = TempDir::new("mcp-names");
+    let h = hostile(&t.join("h"), "names");
+    let mut rpc = Rpc::start(&t, &[h]);
+    let list = until_ready(&mut rpc, "hostile");
+    assert_eq!(names(&list, "tools"), ["noisy"], "{list}");
+    assert_eq!(names(&list, "commands"), ["fine"], "{list}");
+    let log = log_of(&t, "hostile");
+    for refused in [
+        r#"rejected tool """#,
+        r#"rejected tool "has space""#,
+        r#"rejected tool "tab\there""#,
+        r#"rejected command "two words""#,
+    ] {
+        assert!(log.contains(refused), "{refused}: {log}");
+    }
+    // Garbage, strangers' ids and a too-deep line before the answer:
+    // the call is answered, twice, and each bad line is logged.
+    for id in ["1", "2"] {
+        let r = tool_call(&mut rpc, id, "noisy", json!({}));
+        assert_eq!(first_text(&r), "noisy ran", "{r}");
+    }
+    let r = run_command(&mut rpc, "3", "fine", "");
+    assert_eq!(r["data"]["prompt"], "fine", "{r}");
+    let log = log_of(&t, "hostile");
+    for dropped in [
+        "dropped MCP message (expected value",
+        "dropped MCP message (not a JSON object): [1,2]",
+        "id 999 is unknown",
+        r#"id "abc" is unknown"#,
+        "nested deeper than",
+    ] {
+        assert!(log.contains(dropped), "{dropped}: {log}");
+    }
+}
+
+#[test]
+fn a_cursor_that_repeats_ends_the_listing() {
+    let t = TempDir::new("mcp-cursor-loop");
+    let h = hostile(&t.join("h"), "cursor-loop");
+    let mut rpc = Rpc::start(&t, &[h]);
+    let list = until_ready(&mut rpc, "hostile");
+    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let log = log_of(&t, "hostile");
+    assert!(log.contains("repeated the cursor \"again\""), "{log}");
+}
+
+#[test]
+fn a_2026_result_that_wants_input_is_an_error_result() {
+    let t = TempDir::new("mcp-input-required");
+    let h = hostile(&t.join("h"), "input-required");
+    let mut rpc = Rpc::start(&t, &[h]);
+    until_ready(&mut rpc, "hostile");
+    let r = tool_call(&mut rpc, "1", "ok", json!({}));
+    assert_eq!(r["data"]["is_error"], true, "{r}");
+    let text = first_text(&r);
+    assert!(
+        text.contains("input_required") && text.contains("elicitation/create"),
+        "{r}"
+    );
+}

@@ -18,6 +18,12 @@ impl Engine {
                 }
                 self.poll_exit(idx, now)
             }
+            Inbound::Failed(why) => {
+                let ext = &self.exts[idx];
+                if !ext.hello && ext.state == State::Starting && ext.stop.is_none() {
+                    self.fail(idx, why, now);
+                }
+            }
             Inbound::WriteFailed(e) => {
                 let ext = &mut self.exts[idx];
                 ext.log.line(&format!("cannot write to stdin: {e}"));

@@ -149,6 +149,9 @@ impl Trial<'_> {
                     return Next::Dropped;
                 }
                 Inbound::Eof => self.eof = true,
+                Inbound::Failed(why) => {
+                    self.report.fail("hello", self.spawned.elapsed(), why);
+                }
                 Inbound::WriteFailed(e) => {
                     self.report.fail(
                         "stdin",
