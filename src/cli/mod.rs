@@ -10,8 +10,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 /// Printed after a usage error.
-pub const USAGE_LINE: &str =
-    "usage: zot [-e PATH]... [--no-ext] [--cwd DIR] [--agent-cmd CMD] [rpc | mcp | ext <command>] (try zot --help)";
+pub const USAGE_LINE: &str = "usage: zot [OPTIONS] [rpc | mcp | ext <command>] (try zot --help)";
 
 const HELP: &str = "\
 zot: host for zot extensions
