@@ -705,3 +705,64 @@ fn readme_examples_run_as_written() {
     assert_ok(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout), shown);
 }
+
+#[test]
+fn an_install_killed_mid_copy_is_cleaned_up_by_the_next_command() {
+    let w = World::new("killed-install");
+    let root = w.home().join("extensions");
+    let scratch = || {
+        fs::read_dir(&root)
+            .expect("read extensions dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with(".install-"))
+    };
+    // Big enough that the copy is still running when we look; more
+    // files on each try if a fast machine finished it anyway.
+    for files in [4_000, 20_000, 60_000] {
+        let src = w.tmp.join(&format!("big-{files}"));
+        fs::create_dir_all(src.join("data")).expect("src");
+        fs::write(src.join("extension.json"), manifest_text("big")).expect("manifest");
+        for i in 0..files {
+            fs::write(src.join("data").join(i.to_string()), "x").expect("file");
+        }
+        let mut install = Command::new(env!("CARGO_BIN_EXE_zot"))
+            .args(["ext", "install", "--force"])
+            .arg(&src)
+            .env("ZOT_HOME", w.home())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn zot ext install");
+        let end = std::time::Instant::now() + DEADLINE;
+        let seen = loop {
+            if scratch().is_some() {
+                break true;
+            }
+            if install.try_wait().expect("try_wait").is_some() {
+                break false;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "no scratch directory appeared"
+            );
+            std::thread::yield_now();
+        };
+        let _ = install.kill(); // SIGKILL: no handler runs
+        let status = install.wait().expect("wait");
+        if !seen || status.success() {
+            continue; // the copy won the race; try a bigger tree
+        }
+        let left = scratch().expect("the killed install leaves its scratch directory");
+        let out = w.zot(&["ext", "list"]);
+        assert_ok(&out);
+        assert!(
+            stderr(&out).contains(&format!("removed stale {}", root.join(&left).display())),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(scratch(), None, "scratch directory still there");
+        return;
+    }
+    panic!("every install finished before it could be killed");
+}
