@@ -107,13 +107,33 @@ fn which(program: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{program} is not in $PATH (the MCP tests need it)"))
 }
 
+/// How long an SDK server may take to start: importing an SDK on a busy
+/// 2-core machine can outlast the 10 s hello limit, which is not what
+/// these tests are about.
+const SDK_START: Duration = Duration::from_secs(60);
+
+/// `zot rpc --no-ext -e ...` (as `Rpc::start`) with `--hello-timeout`
+/// set to [`SDK_START`].
+fn patient_rpc(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--hello-timeout"])
+        .arg(SDK_START.as_secs().to_string())
+        .arg("--cwd")
+        .arg(t.path());
+    for e in exts {
+        cmd.arg("-e").arg(e);
+    }
+    Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")))
+}
+
 /// Polls `list` until extension `name` is ready (the SDK servers may
-/// take longer than the 3 s startup grace on a busy machine); returns
-/// that list response's data.
+/// take longer than the 3 s startup grace on a busy machine, up to
+/// [`SDK_START`]); returns that list response's data.
 fn until_ready(rpc: &mut Rpc, name: &str) -> Value {
     let mut n = 0;
     let mut last = Value::Null;
-    wait_for(&format!("{name} to be ready"), || {
+    let end = std::time::Instant::now() + SDK_START + DEADLINE;
+    let mut ready = || {
         n += 1;
         last = rpc.call(&format!("ready-{n}"), json!({"type": "list"}))["data"].clone();
         let ext = last["extensions"]
@@ -121,12 +141,12 @@ fn until_ready(rpc: &mut Rpc, name: &str) -> Value {
             .and_then(|a| a.iter().find(|e| e["name"] == name).cloned());
         let state = ext.as_ref().map(|e| e["state"].clone());
         assert_ne!(state, Some(json!("failed")), "{name} failed: {last}");
-        if state == Some(json!("ready")) {
-            return true;
-        }
+        state == Some(json!("ready"))
+    };
+    while !ready() {
+        assert!(std::time::Instant::now() < end, "{name} not ready: {last}");
         std::thread::sleep(Duration::from_millis(50));
-        false
-    });
+    }
     last
 }
 
@@ -156,7 +176,7 @@ fn first_text(response: &Value) -> String {
 fn everything_server_tools_prompts_and_notes_through_rpc() {
     let t = TempDir::new("mcp-everything");
     let ev = everything(&t.join("ev"));
-    let mut rpc = Rpc::start(&t, &[ev]);
+    let mut rpc = patient_rpc(&t, &[ev]);
     let list = until_ready(&mut rpc, "everything");
 
     // Tools arrive with their schemas and the prefix.
@@ -280,7 +300,7 @@ fn a_guard_blocks_an_mcp_tool_and_sees_its_tool_call_event() {
                "record": record}),
     );
     let ev = everything(&t.join("ev"));
-    let mut rpc = Rpc::start(&t, &[guard, ev]);
+    let mut rpc = patient_rpc(&t, &[guard, ev]);
     until_ready(&mut rpc, "everything");
     let r = tool_call(
         &mut rpc,
@@ -305,7 +325,7 @@ fn a_guard_blocks_an_mcp_tool_and_sees_its_tool_call_event() {
 fn python_sdk_server_in_the_stateless_era() {
     let t = TempDir::new("mcp-py2");
     let py = py2_server(&t.join("py2"));
-    let mut rpc = Rpc::start(&t, &[py]);
+    let mut rpc = patient_rpc(&t, &[py]);
     let list = until_ready(&mut rpc, "py2");
     let add = tool_info(&list, "add");
     assert_eq!(add["description"], "Adds two integers");
@@ -569,7 +589,7 @@ fn the_session_runs_mcp_prompts_and_tools() {
     let t = TempDir::new("mcp-session");
     let ev = everything(&t.join("ev"));
     let mut cmd = zot();
-    cmd.args(["--no-ext", "-e"])
+    cmd.args(["--no-ext", "--hello-timeout", "60", "-e"])
         .arg(&ev)
         .arg("--cwd")
         .arg(t.path())
@@ -658,6 +678,7 @@ fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
         .arg(fixtures().join("bridge_client.py"))
         .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
         .env("ZOT_MCP_ARGS", args.to_string())
+        .env("ZOT_HELLO_TIMEOUT", SDK_START.as_secs().to_string())
         .env("ZOT_HOME", t.join("home"))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
@@ -725,7 +746,7 @@ fn names(list: &Value, key: &str) -> Vec<String> {
 fn a_refused_initialize_is_the_reason_the_server_failed() {
     let t = TempDir::new("mcp-init-error");
     let h = hostile(&t.join("h"), "init-error");
-    let mut rpc = Rpc::start(&t, &[h]);
+    let mut rpc = patient_rpc(&t, &[h]);
     let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
     let error = failed["error"].as_str().unwrap_or_default();
     assert!(
@@ -738,7 +759,7 @@ fn a_refused_initialize_is_the_reason_the_server_failed() {
 fn bad_names_and_garbage_from_a_server_are_logged_and_dropped() {
     let t = TempDir::new("mcp-names");
     let h = hostile(&t.join("h"), "names");
-    let mut rpc = Rpc::start(&t, &[h]);
+    let mut rpc = patient_rpc(&t, &[h]);
     let list = until_ready(&mut rpc, "hostile");
     assert_eq!(names(&list, "tools"), ["noisy"], "{list}");
     assert_eq!(names(&list, "commands"), ["fine"], "{list}");
@@ -775,7 +796,7 @@ fn bad_names_and_garbage_from_a_server_are_logged_and_dropped() {
 fn a_cursor_that_repeats_ends_the_listing() {
     let t = TempDir::new("mcp-cursor-loop");
     let h = hostile(&t.join("h"), "cursor-loop");
-    let mut rpc = Rpc::start(&t, &[h]);
+    let mut rpc = patient_rpc(&t, &[h]);
     let list = until_ready(&mut rpc, "hostile");
     assert_eq!(names(&list, "tools"), ["ok"], "{list}");
     let log = log_of(&t, "hostile");
@@ -786,7 +807,7 @@ fn a_cursor_that_repeats_ends_the_listing() {
 fn a_2026_result_that_wants_input_is_an_error_result() {
     let t = TempDir::new("mcp-input-required");
     let h = hostile(&t.join("h"), "input-required");
-    let mut rpc = Rpc::start(&t, &[h]);
+    let mut rpc = patient_rpc(&t, &[h]);
     until_ready(&mut rpc, "hostile");
     let r = tool_call(&mut rpc, "1", "ok", json!({}));
     assert_eq!(r["data"]["is_error"], true, "{r}");
@@ -795,4 +816,32 @@ fn a_2026_result_that_wants_input_is_an_error_result() {
         text.contains("input_required") && text.contains("elicitation/create"),
         "{r}"
     );
+}
+
+#[test]
+fn hello_timeout_option_and_environment_set_the_handshake_limit() {
+    for (how, value) in [("option", "2"), ("environment", "2")] {
+        let t = TempDir::new("mcp-hello-timeout");
+        let mute = corners(&t.join("mute"), &["mute"]);
+        let mut cmd = zot();
+        cmd.args(["rpc", "--no-ext", "--cwd"])
+            .arg(t.path())
+            .arg("-e")
+            .arg(&mute)
+            .env("ZOT_HOME", t.join("home"));
+        match how {
+            "option" => cmd.args(["--hello-timeout", value]),
+            _ => cmd.env("ZOT_HELLO_TIMEOUT", value),
+        };
+        let mut rpc = Rpc::spawn(&mut cmd);
+        let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+        assert_eq!(failed["error"], "no hello within 2 s", "{how}: {failed}");
+    }
+    let out = zot()
+        .args(["rpc", "--no-ext"])
+        .env("ZOT_HELLO_TIMEOUT", "soon")
+        .output()
+        .expect("run zot rpc");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ZOT_HELLO_TIMEOUT"));
 }

@@ -30,6 +30,8 @@ options:
       --command-timeout SECS  how long a command may run (default 30)
       --startup-timeout SECS  how long startup waits for extensions to be ready
                               (default 3; also ZOT_STARTUP_TIMEOUT)
+      --hello-timeout SECS    how long an extension may take to say hello
+                              (default 10; also ZOT_HELLO_TIMEOUT)
       --provider NAME         provider name sent to extensions in hello_ack
       --model NAME            model name sent to extensions in hello_ack
   -h, --help                  show this help
@@ -85,6 +87,10 @@ pub struct HostOpts {
     pub model: Option<String>,
     /// `--startup-timeout SECS` (else `$ZOT_STARTUP_TIMEOUT`).
     pub startup_timeout: Option<std::time::Duration>,
+    /// `--hello-timeout SECS` (else `$ZOT_HELLO_TIMEOUT`): the library's
+    /// `Timeouts::hello`; a server started through `npx` or a big SDK
+    /// may need more than 10 s on a busy machine.
+    pub hello_timeout: Option<std::time::Duration>,
 }
 
 impl HostOpts {
@@ -99,6 +105,7 @@ impl HostOpts {
             'p' => self.provider = Some(string(parser.value()?)?),
             'm' => self.model = Some(string(parser.value()?)?),
             's' => self.startup_timeout = Some(seconds("--startup-timeout", parser.value()?)?),
+            'w' => self.hello_timeout = Some(seconds("--hello-timeout", parser.value()?)?),
             _ => self.no_ext = true,
         }
         Ok(())
@@ -119,6 +126,7 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("provider") => Some('p'),
         Long("model") => Some('m'),
         Long("startup-timeout") => Some('s'),
+        Long("hello-timeout") => Some('w'),
         _ => None,
     }
 }
@@ -145,6 +153,17 @@ fn startup_timeout(opts: &HostOpts) -> Result<Option<std::time::Duration>, CliEr
     }
     match std::env::var_os("ZOT_STARTUP_TIMEOUT") {
         Some(v) if !v.is_empty() => seconds("ZOT_STARTUP_TIMEOUT", v).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The handshake limit: `--hello-timeout`, else `$ZOT_HELLO_TIMEOUT`.
+fn hello_timeout(opts: &HostOpts) -> Result<Option<std::time::Duration>, CliError> {
+    if opts.hello_timeout.is_some() {
+        return Ok(opts.hello_timeout);
+    }
+    match std::env::var_os("ZOT_HELLO_TIMEOUT") {
+        Some(v) if !v.is_empty() => seconds("ZOT_HELLO_TIMEOUT", v).map(Some),
         _ => Ok(None),
     }
 }
@@ -200,6 +219,9 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     config.model = opts.model.clone().unwrap_or_default();
     if let Some(grace) = startup_timeout(opts)? {
         config.timeouts.startup = grace;
+    }
+    if let Some(limit) = hello_timeout(opts)? {
+        config.timeouts.hello = limit;
     }
     zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))

@@ -25,7 +25,7 @@ use zot_host::{EventPayload, HostEvent, HostHandle, InterceptRequest, Request, T
 /// `zot rpc --help`.
 pub const HELP: &str = "\
 usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
-               [--startup-timeout SECS] [--provider NAME] [--model NAME]
+               [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
 
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call,
