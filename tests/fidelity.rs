@@ -644,3 +644,44 @@ fn a_second_ctrl_c_skips_the_wait() {
     );
     assert_eq!(rpc.wait(), Some(0));
 }
+
+#[test]
+fn the_session_shows_the_answer_of_a_request_pending_at_sigterm() {
+    let t = TempDir::new("fid-session-term");
+    let rec = t.join("rec");
+    let ext = sdk_ext(
+        &t.join("sdk"),
+        "sdk",
+        json!({"commands": ["x"], "delay_ms": 1000, "record": rec}),
+    );
+    let mut cmd = zot();
+    cmd.args(["--no-ext", "-e"])
+        .arg(&ext)
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .stderr(Stdio::null());
+    let (mut child, stdin, lines) = spawn_piped(&mut cmd);
+    let mut stdin = stdin.expect("stdin");
+    stdin.write_all(b"/x late\n").expect("write");
+    wait_for("the command to reach the extension", || {
+        recorded(&rec)
+            .iter()
+            .any(|f| f["type"] == "command_invoked")
+    });
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: kill(2) on our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let mut out = Vec::new();
+    while let Ok(line) = lines.recv_timeout(DEADLINE) {
+        out.push(line);
+    }
+    let status = child.wait().expect("wait");
+    assert!(
+        out.iter().any(|l| l == "[/x] x: late"),
+        "the pending command's answer is shown before the session ends: {out:?}"
+    );
+    assert_eq!(status.code(), Some(0));
+}
