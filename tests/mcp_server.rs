@@ -702,3 +702,48 @@ fn a_second_sigterm_stops_at_once() {
         .expect("the call is answered");
     assert_eq!(answer["result"]["isError"], true, "{answer}");
 }
+
+#[test]
+fn prompts_and_tool_results_map_as_specified() {
+    let mut mcp = Mcp::demo("mcp-mapping");
+    mcp.initialize();
+    let prompts = mcp.request(json!(1), "prompts/list", json!({}));
+    let hi = prompts["result"]["prompts"]
+        .as_array()
+        .expect("prompts")
+        .iter()
+        .find(|p| p["name"] == "hi")
+        .cloned()
+        .expect("/hi listed");
+    assert_eq!(hi["description"], "Say hello");
+    assert_eq!(hi["arguments"][0]["name"], "args");
+    assert_eq!(hi["arguments"][0]["required"], false);
+
+    let unknown = mcp.request(json!(2), "prompts/get", json!({"name": "nope"}));
+    assert_eq!(code(&unknown), -32602, "{unknown}");
+    let broken = mcp.request(json!(3), "prompts/get", json!({"name": "broken"}));
+    assert_eq!(broken["error"]["message"], "broken on purpose", "{broken}");
+    let nothing = mcp.request(json!(4), "prompts/get", json!({"name": "nothing"}));
+    assert_eq!(nothing["result"]["messages"], json!([]), "{nothing}");
+    assert!(nothing["result"]["description"].is_string());
+
+    let picture = mcp.request(json!(5), "tools/call", json!({"name": "picture"}));
+    let block = &picture["result"]["content"][0];
+    assert_eq!(
+        (block["type"].as_str(), block["mimeType"].as_str()),
+        (Some("image"), Some("image/png")),
+        "{picture}"
+    );
+    assert!(block["data"].as_str().is_some_and(|d| !d.is_empty()));
+    let fail = mcp.request(json!(6), "tools/call", json!({"name": "fail"}));
+    assert_eq!(fail["result"]["isError"], true, "{fail}");
+    assert_eq!(fail["result"]["content"][0]["text"], "it failed");
+    // Built-in tool names are the agent's, not served here.
+    let builtin = mcp.request(
+        json!(7),
+        "tools/call",
+        json!({"name": "bash", "arguments": {}}),
+    );
+    assert_eq!(code(&builtin), -32602, "{builtin}");
+    mcp.end_by_eof();
+}
