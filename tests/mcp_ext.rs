@@ -845,3 +845,41 @@ fn hello_timeout_option_and_environment_set_the_handshake_limit() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("ZOT_HELLO_TIMEOUT"));
 }
+
+#[test]
+fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
+    let t = TempDir::new("mcp-silent-discover");
+    let pids = t.join("pids");
+    let h = hostile(&t.join("h"), "silent-discover");
+    // The pid file goes to the fixture as its second argument.
+    let manifest = h.join("extension.json");
+    let mut m: Value = serde_json::from_slice(&std::fs::read(&manifest).expect("read")).unwrap();
+    m["args"]
+        .as_array_mut()
+        .expect("args")
+        .push(json!(pids.to_str().expect("utf-8")));
+    std::fs::write(&manifest, m.to_string()).expect("write manifest");
+    let mut rpc = patient_rpc(&t, &[h]);
+    let list = until_ready(&mut rpc, "hostile");
+    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let log = log_of(&t, "hostile");
+    assert!(
+        log.contains("server/discover: no answer within 3 s; trying the legacy initialize")
+            && log.contains("speaking MCP 2025-11-25 (initialize)"),
+        "{log}"
+    );
+    let r = tool_call(&mut rpc, "1", "ok", json!({}));
+    assert_eq!(first_text(&r), "ok ran", "{r}");
+    let text = std::fs::read_to_string(&pids).expect("pid file");
+    let pids: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().expect("pid"))
+        .collect();
+    rpc.call("2", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    for pid in pids {
+        wait_for(&format!("pid {pid} of the server's group to end"), || {
+            process_gone(pid)
+        });
+    }
+}
