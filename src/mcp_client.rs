@@ -127,6 +127,10 @@ struct State {
     /// (registrations, early notes).
     held: Vec<ExtFrame>,
     server_version: Option<String>,
+    /// Why `initialize` failed while the probe was still unanswered: a
+    /// 2026-only server refuses `initialize` and may say so before it
+    /// answers the probe, so the probe's answer decides.
+    refused_initialize: Option<String>,
 }
 
 /// What the timer thread fires.
@@ -178,6 +182,7 @@ pub fn start(
             listings: Default::default(),
             held: Vec::new(),
             server_version: None,
+            refused_initialize: None,
         }),
     });
     let weak = Arc::downgrade(&adapter);
@@ -557,6 +562,9 @@ impl Adapter {
             supported.iter().any(|v| v == MODERN_VERSION).then_some(*r)
         });
         let Some(result) = modern else {
+            if let Some(why) = st.refused_initialize.take() {
+                return self.handshake_failed(why);
+            }
             if late {
                 return; // initialize is on its way already
             }
@@ -573,6 +581,7 @@ impl Adapter {
             // Its answer to initialize (an error from a 2026-only server)
             // no longer matters.
             st.waiting.retain(|_, w| !matches!(w, Waiting::Initialize));
+            st.refused_initialize = None;
         }
         st.modern = true;
         st.server_version = result
@@ -592,14 +601,15 @@ impl Adapter {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
-                // The host fails it with this reason (not the EOF that
-                // follows) and kills its process group.
                 let why = format!("initialize failed: {e}");
-                self.log.line(&why);
-                let _ = self.inbound.send(InboundMsg {
-                    key: self.key,
-                    msg: Inbound::Failed(why),
-                });
+                let probing = st.waiting.values().any(|w| matches!(w, Waiting::Discover));
+                if probing {
+                    self.log
+                        .line(&format!("{why}; waiting for the server/discover answer"));
+                    st.refused_initialize = Some(why);
+                    return true;
+                }
+                self.handshake_failed(why);
                 return false;
             }
         };
@@ -615,6 +625,16 @@ impl Adapter {
         self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         self.list_all(st, result.get("capabilities"));
         true
+    }
+
+    /// The host fails the server with `why` (not the EOF that follows)
+    /// and kills its process group.
+    fn handshake_failed(&self, why: String) {
+        self.log.line(&why);
+        let _ = self.inbound.send(InboundMsg {
+            key: self.key,
+            msg: Inbound::Failed(why),
+        });
     }
 
     /// Fetches the tools and prompts the server declares (both when it

@@ -883,3 +883,19 @@ fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
         });
     }
 }
+
+#[test]
+fn a_late_discover_answer_wins_over_the_refused_initialize() {
+    let t = TempDir::new("mcp-late-discover");
+    let h = hostile(&t.join("h"), "late-discover");
+    let mut rpc = patient_rpc(&t, &[h]);
+    let list = until_ready(&mut rpc, "hostile");
+    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let log = log_of(&t, "hostile");
+    assert!(
+        log.contains("speaking MCP 2026-07-28 (server/discover)"),
+        "{log}"
+    );
+    let r = tool_call(&mut rpc, "1", "ok", json!({}));
+    assert_eq!(first_text(&r), "ok ran", "{r}");
+}
