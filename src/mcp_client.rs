@@ -22,7 +22,8 @@ use crate::process::{Inbound, InboundMsg, OutChunk};
 use crate::protocol::{check_depth, CommandResponse, ExtFrame, Line, LineReader, MAX_LINE};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::io::{self, BufReader, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -240,25 +241,42 @@ pub fn read(adapter: &Adapter, stdout: impl Read) {
 }
 
 fn run_timer(adapter: &Weak<Adapter>, rx: &Receiver<(Instant, Timer)>) {
-    let mut due: Vec<(Instant, Timer)> = Vec::new();
+    // Every request schedules a cancellation that usually outlives its
+    // answer, so thousands may be pending: a heap, earliest first (the
+    // sequence number keeps equal instants apart).
+    let mut due: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+    let mut timers: HashMap<u64, Timer> = HashMap::new();
+    let mut seq = 0u64;
     loop {
-        let next = due.iter().map(|(at, _)| *at).min();
-        let got = match next {
-            Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+        let got = match due.peek() {
+            Some(Reverse((at, _))) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match got {
-            Ok(entry) => due.push(entry),
+            Ok((at, timer)) => {
+                seq += 1;
+                due.push(Reverse((at, seq)));
+                timers.insert(seq, timer);
+            }
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {}
         }
         let now = Instant::now();
-        let (fired, rest): (Vec<_>, Vec<_>) = due.into_iter().partition(|(at, _)| *at <= now);
-        due = rest;
+        let mut fired = Vec::new();
+        while let Some(&Reverse((at, n))) = due.peek() {
+            if at > now {
+                break;
+            }
+            due.pop();
+            fired.extend(timers.remove(&n));
+        }
+        if fired.is_empty() {
+            continue;
+        }
         let Some(adapter) = adapter.upgrade() else {
             return;
         };
-        for (_, timer) in fired {
+        for timer in fired {
             adapter.fire(timer);
         }
     }
