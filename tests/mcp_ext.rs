@@ -733,6 +733,20 @@ fn hostile(dir: &Path, mode: &str) -> PathBuf {
     )
 }
 
+/// [`hostile`], for a mode that writes pids to `file` (its second argument).
+fn hostile_writing(dir: &Path, mode: &str, file: &Path) -> PathBuf {
+    let python = which("python3");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-hostile/server.py");
+    let file = file.to_str().expect("utf-8");
+    mcp_manifest(
+        dir,
+        "hostile",
+        &python,
+        &[script.to_str().expect("utf-8"), mode, file],
+        json!({"restart": "never"}),
+    )
+}
+
 fn names(list: &Value, key: &str) -> Vec<String> {
     list[key]
         .as_array()
@@ -850,15 +864,7 @@ fn hello_timeout_option_and_environment_set_the_handshake_limit() {
 fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
     let t = TempDir::new("mcp-silent-discover");
     let pids = t.join("pids");
-    let h = hostile(&t.join("h"), "silent-discover");
-    // The pid file goes to the fixture as its second argument.
-    let manifest = h.join("extension.json");
-    let mut m: Value = serde_json::from_slice(&std::fs::read(&manifest).expect("read")).unwrap();
-    m["args"]
-        .as_array_mut()
-        .expect("args")
-        .push(json!(pids.to_str().expect("utf-8")));
-    std::fs::write(&manifest, m.to_string()).expect("write manifest");
+    let h = hostile_writing(&t.join("h"), "silent-discover", &pids);
     let mut rpc = patient_rpc(&t, &[h]);
     let list = until_ready(&mut rpc, "hostile");
     assert_eq!(names(&list, "tools"), ["ok"], "{list}");
@@ -898,4 +904,33 @@ fn a_late_discover_answer_wins_over_the_refused_initialize() {
     );
     let r = tool_call(&mut rpc, "1", "ok", json!({}));
     assert_eq!(first_text(&r), "ok ran", "{r}");
+}
+
+#[test]
+fn a_server_that_outlives_its_stdin_gets_sigterm_then_sigkill() {
+    let t = TempDir::new("mcp-stubborn");
+    let pid_file = t.join("pid");
+    let h = hostile_writing(&t.join("h"), "stubborn", &pid_file);
+    let mut rpc = patient_rpc(&t, &[h]);
+    until_ready(&mut rpc, "hostile");
+    let pid = read_pid(&pid_file);
+    rpc.call("1", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(
+        process_gone(pid),
+        "the stubborn server (pid {pid}) outlived the host"
+    );
+    let log = log_of(&t, "hostile");
+    let order = [
+        "stdin closed; staying anyway",
+        "no exit within the shutdown grace: SIGTERM",
+        "ignoring SIGTERM",
+        "still running after SIGTERM: SIGKILL",
+    ];
+    let mut at = 0;
+    for line in order {
+        let found = log[at..].find(line);
+        assert!(found.is_some(), "no {line:?} after byte {at}: {log}");
+        at += found.unwrap_or_default();
+    }
 }
