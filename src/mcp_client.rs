@@ -23,7 +23,7 @@ use crate::protocol::{check_depth, CommandResponse, ExtFrame, Line, LineReader, 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::io::{self, BufReader, Read};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -33,6 +33,12 @@ use std::time::{Duration, Instant};
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// The revision offered by the legacy `initialize` fallback.
 pub const LEGACY_VERSION: &str = "2025-11-25";
+/// Notes kept while the handshake runs (as `zot mcp` keeps notes until
+/// its client is initialized); older ones are dropped and counted.
+const HELD_NOTES: usize = 100;
+/// Pages followed for one list: a server whose cursors never end would
+/// have the host list forever.
+const MAX_PAGES: usize = 1000;
 /// How long the `server/discover` probe may go unanswered.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -127,6 +133,9 @@ struct State {
     /// Frames held until `hello` is sent, when the first listing is done
     /// (registrations, early notes).
     held: Vec<ExtFrame>,
+    /// Notes that came before `hello`, at most [`HELD_NOTES`].
+    held_notes: VecDeque<ExtFrame>,
+    dropped_notes: usize,
     server_version: Option<String>,
     /// Why `initialize` failed while the probe was still unanswered: a
     /// 2026-only server refuses `initialize` and may say so before it
@@ -182,6 +191,8 @@ pub fn start(
             prompts: BTreeMap::new(),
             listings: Default::default(),
             held: Vec::new(),
+            held_notes: VecDeque::new(),
+            dropped_notes: 0,
             server_version: None,
             refused_initialize: None,
         }),
@@ -316,6 +327,12 @@ impl Adapter {
     fn emit(&self, st: &mut State, frame: ExtFrame) {
         if st.phase == Phase::Running {
             self.send_inbound(frame);
+        } else if matches!(frame, ExtFrame::Notify { .. }) {
+            if st.held_notes.len() == HELD_NOTES {
+                st.held_notes.pop_front();
+                st.dropped_notes += 1;
+            }
+            st.held_notes.push_back(frame);
         } else {
             st.held.push(frame);
         }
@@ -692,14 +709,19 @@ impl Adapter {
         let next = result.get("nextCursor").and_then(Value::as_str);
         let next = next.filter(|c| !c.is_empty()).filter(|c| {
             let repeated = listing.cursors.iter().any(|seen| seen == c);
-            if repeated {
-                self.log.line(&format!(
-                    "{}: the server repeated the cursor {c:?}; keeping the {} listed",
-                    kind.method(),
-                    items.len()
-                ));
-            }
-            !repeated
+            let why = if repeated {
+                format!("the server repeated the cursor {c:?}")
+            } else if listing.cursors.len() + 1 >= MAX_PAGES {
+                format!("stopped after {MAX_PAGES} pages")
+            } else {
+                return true;
+            };
+            self.log.line(&format!(
+                "{}: {why}; keeping the {} listed",
+                kind.method(),
+                items.len()
+            ));
+            false
         });
         match next {
             Some(cursor) => {
@@ -741,6 +763,15 @@ impl Adapter {
             capabilities: None,
         });
         for frame in std::mem::take(&mut st.held) {
+            self.send_inbound(frame);
+        }
+        if st.dropped_notes > 0 {
+            self.log.line(&format!(
+                "dropped {} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)",
+                st.dropped_notes
+            ));
+        }
+        for frame in std::mem::take(&mut st.held_notes) {
             self.send_inbound(frame);
         }
         self.send_inbound(ExtFrame::Ready);

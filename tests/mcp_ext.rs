@@ -934,3 +934,42 @@ fn a_server_that_outlives_its_stdin_gets_sigterm_then_sigkill() {
         at += found.unwrap_or_default();
     }
 }
+
+#[test]
+fn pages_that_never_end_end_the_listing() {
+    let t = TempDir::new("mcp-cursor-forever");
+    let h = hostile(&t.join("h"), "cursor-forever");
+    let mut rpc = patient_rpc(&t, &[h]);
+    let list = until_ready(&mut rpc, "hostile");
+    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let log = log_of(&t, "hostile");
+    assert!(
+        log.contains("tools/list: stopped after 1000 pages"),
+        "{log}"
+    );
+}
+
+#[test]
+fn notes_sent_before_the_handshake_ends_are_bounded() {
+    let t = TempDir::new("mcp-early-notes");
+    let h = hostile(&t.join("h"), "early-notes");
+    let mut rpc = patient_rpc(&t, &[h]);
+    until_ready(&mut rpc, "hostile");
+    // The last early note is kept (the oldest go first), and one more
+    // request orders everything before it.
+    rpc.until("the last early note", |v| {
+        v["type"] == "notify" && v["message"] == "early 299"
+    });
+    rpc.call("1", json!({"type": "ping"}));
+    let notes = rpc.seen.iter().filter(|v| v["type"] == "notify").count();
+    assert_eq!(notes, 100, "held notes are capped");
+    assert!(
+        !rpc.seen.iter().any(|v| v["message"] == "early 0"),
+        "the oldest are dropped"
+    );
+    let log = log_of(&t, "hostile");
+    assert!(
+        log.contains("dropped 200 notes sent before the handshake ended"),
+        "{log}"
+    );
+}
