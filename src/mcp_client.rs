@@ -619,10 +619,15 @@ impl Adapter {
             st.refused_initialize = None;
         }
         st.modern = true;
-        st.server_version = result
-            .pointer("/_meta/io.modelcontextprotocol~1serverInfo/version")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        // The official SDKs put the identity in `_meta`; the
+        // specification page shows a `serverInfo` field: take either.
+        st.server_version = [
+            "/_meta/io.modelcontextprotocol~1serverInfo/version",
+            "/serverInfo/version",
+        ]
+        .iter()
+        .find_map(|at| result.pointer(at)?.as_str())
+        .map(str::to_string);
         self.log
             .line(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
         // The 2026 era announces list changes only on a listen stream.

@@ -822,7 +822,9 @@ fn a_2026_result_that_wants_input_is_an_error_result() {
     let t = TempDir::new("mcp-input-required");
     let h = hostile(&t.join("h"), "input-required");
     let mut rpc = patient_rpc(&t, &[h]);
-    until_ready(&mut rpc, "hostile");
+    let list = until_ready(&mut rpc, "hostile");
+    // Its version from a top-level `serverInfo` (not in `_meta`).
+    assert_eq!(list["extensions"][0]["version"], "0.2.0", "{list}");
     let r = tool_call(&mut rpc, "1", "ok", json!({}));
     assert_eq!(r["data"]["is_error"], true, "{r}");
     let text = first_text(&r);
