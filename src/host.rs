@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -471,15 +472,27 @@ const STOPPED: &str = "the extension host has stopped";
 /// Ordering: everything one extension writes reaches the embedder in
 /// the order written (SPEC 3.17). An event is in [`Host::events`] before
 /// the reply to a request that the extension answered after it is
-/// delivered, so a consumer that takes the waiting events before acting
-/// on a reply keeps that order.
+/// delivered. Events written after the answer may be there too by the
+/// time the consumer sees the reply: a consumer that reads
+/// [`HostHandle::events_sent`] inside the reply callback and, before
+/// acting on the reply, takes events until it has taken that many in
+/// all, keeps the exact order.
 #[derive(Clone)]
 pub struct HostHandle {
     tx: Sender<Request>,
     ready: Arc<ReadyLatch>,
+    events_sent: Arc<AtomicU64>,
 }
 
 impl HostHandle {
+    /// How many events the host has put into [`Host::events`] so far.
+    /// Reply callbacks run on the host loop, which is the only sender of
+    /// events, so read inside one it counts exactly the events sent
+    /// before that reply (see [`HostHandle`] on ordering).
+    pub fn events_sent(&self) -> u64 {
+        self.events_sent.load(Ordering::SeqCst)
+    }
+
     /// Blocks until startup readiness (see [`Host::wait_ready`]).
     pub fn wait_ready(&self) -> Vec<String> {
         self.ready.wait()
@@ -550,13 +563,16 @@ impl Host {
         let (event_tx, events) = crossbeam_channel::unbounded();
         let ready = Arc::new(ReadyLatch::default());
         let latch = ready.clone();
+        let events_sent = Arc::new(AtomicU64::new(0));
+        let sent = events_sent.clone();
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
-            .spawn(move || engine::run(config, rx, event_tx, latch))?;
+            .spawn(move || engine::run(config, rx, event_tx, sent, latch))?;
         Ok(Host {
             handle: HostHandle {
                 tx,
                 ready: ready.clone(),
+                events_sent,
             },
             events,
             ready,

@@ -5,9 +5,11 @@
 //! host loop without waiting, so a slow tool call never delays a ping.
 //!
 //! One writer (the main thread) owns stdout. Replies reach it on one
-//! channel and events on the host's; before it writes a reply it writes
-//! the events already waiting, which the host loop queued before that
-//! reply, so what one extension writes keeps its order (SPEC 3.17).
+//! channel and events on the host's. Each reply carries how many events
+//! the host had sent when it replied; the writer writes events up to
+//! that count before the reply, and not one more, so what one extension
+//! writes keeps its order (SPEC 3.17), also a note written after an
+//! answer.
 //!
 //! Memory stays bounded whoever stops reading: at most
 //! [`MAX_IN_FLIGHT`] requests are read and not yet answered on stdout
@@ -17,6 +19,7 @@
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
@@ -43,8 +46,8 @@ static SIGNALS: AtomicUsize = AtomicUsize::new(0);
 
 /// A line for stdout from a reply.
 enum Out {
-    /// A response.
-    Response(Vec<u8>),
+    /// A response, to be written after the first `after` events.
+    Response { after: u64, line: Vec<u8> },
     /// The response to `shutdown`: written after everything else.
     Last(Vec<u8>),
 }
@@ -90,48 +93,96 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 /// Writes events and responses to stdout until the host loop ends;
 /// the `shutdown` response, if any, goes last.
 fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Receiver<()>) {
-    let mut stdout = io::BufWriter::new(io::stdout().lock());
-    let mut last = None;
-    let mut replies = out.clone();
-    let mut take = |msg: Out, stdout: &mut io::BufWriter<io::StdoutLock>| {
-        // Free the request's slot even when stdout is gone.
-        let _ = slots.try_recv();
-        match msg {
-            Out::Response(line) => {
-                let _ = stdout.write_all(&line);
-            }
-            Out::Last(line) => last = Some(line),
-        }
+    let mut w = Writer {
+        stdout: io::BufWriter::new(io::stdout().lock()),
+        events,
+        slots,
+        written: 0,
+        held: VecDeque::new(),
+        last: None,
     };
+    let mut replies = out.clone();
     loop {
         select! {
             recv(events) -> event => match event {
-                Ok(event) => write_event(&mut stdout, &event),
+                Ok(event) => {
+                    // Every reply the loop sent before this event is
+                    // waiting already: those go first.
+                    w.held.extend(replies.try_iter());
+                    w.write_replies(false);
+                    w.write_event(&event);
+                    // And those that waited for this event.
+                    w.write_replies(false);
+                }
                 Err(_) => break, // the host loop ended
             },
             recv(replies) -> msg => match msg {
                 Ok(msg) => {
-                    // The events the loop queued before this reply.
-                    for event in events.try_iter().take(events.len()) {
-                        write_event(&mut stdout, &event);
-                    }
-                    take(msg, &mut stdout);
+                    w.held.push_back(msg);
+                    w.write_replies(true);
                 }
                 Err(_) => replies = crossbeam_channel::never(),
             },
         }
         if events.is_empty() && replies.is_empty() {
-            let _ = stdout.flush();
+            let _ = w.stdout.flush();
         }
     }
     // Every reply of the loop is queued by now.
-    for msg in out.try_iter() {
-        take(msg, &mut stdout);
+    w.held.extend(out.try_iter());
+    w.write_replies(true);
+    if let Some(line) = w.last.take() {
+        let _ = w.stdout.write_all(&line);
     }
-    if let Some(line) = last {
-        let _ = stdout.write_all(&line);
+    let _ = w.stdout.flush();
+}
+
+/// stdout, with events and replies merged in the order the host loop
+/// produced them (SPEC 3.17).
+struct Writer<'a> {
+    stdout: io::BufWriter<io::StdoutLock<'static>>,
+    events: &'a Receiver<HostEvent>,
+    slots: &'a Receiver<()>,
+    /// Events written so far.
+    written: u64,
+    /// Replies received and not yet written, in the order received.
+    held: VecDeque<Out>,
+    /// The `shutdown` response, written at the very end.
+    last: Option<Vec<u8>>,
+}
+
+impl Writer<'_> {
+    fn write_event(&mut self, event: &HostEvent) {
+        write_event(&mut self.stdout, event);
+        self.written += 1;
     }
-    let _ = stdout.flush();
+
+    /// Writes the held replies in order. A reply that follows events not
+    /// yet written waits for them: with `take_events` they are taken
+    /// from the channel (the loop sent them before the reply, so they
+    /// are there), otherwise that reply and the ones after it stay held.
+    fn write_replies(&mut self, take_events: bool) {
+        while let Some(msg) = self.held.pop_front() {
+            match msg {
+                Out::Response { after, line } => {
+                    while self.written < after {
+                        if !take_events {
+                            self.held.push_front(Out::Response { after, line });
+                            return;
+                        }
+                        match self.events.recv() {
+                            Ok(event) => self.write_event(&event),
+                            Err(_) => break,
+                        }
+                    }
+                    let _ = self.stdout.write_all(&line);
+                }
+                Out::Last(line) => self.last = Some(line),
+            }
+            // Free the request's slot even when stdout is gone.
+            let _ = self.slots.try_recv();
+        }
+    }
 }
 
 fn write_event(stdout: &mut impl Write, event: &HostEvent) {
@@ -166,8 +217,18 @@ fn response(id: Option<&str>, command: &str, result: Result<Value, String>) -> V
     line_of(&Value::Object(resp))
 }
 
-fn respond(out: &Sender<Out>, id: Option<&str>, command: &str, result: Result<Value, String>) {
-    let _ = out.send(Out::Response(response(id, command, result)));
+/// Sends a response made outside the host loop: it follows the events
+/// the host has sent by now (e.g. `ready` before a `ping`'s answer).
+fn respond(
+    host: &HostHandle,
+    out: &Sender<Out>,
+    id: Option<&str>,
+    command: &str,
+    result: Result<Value, String>,
+) {
+    let after = host.events_sent();
+    let line = response(id, command, result);
+    let _ = out.send(Out::Response { after, line });
 }
 
 fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
@@ -188,14 +249,14 @@ fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
             Line::Text(line) => line,
             Line::TooLong(n) => {
                 let why = format!("request line of {n} bytes is longer than {MAX_LINE}");
-                respond(out, None, "parse", Err(why));
+                respond(host, out, None, "parse", Err(why));
                 continue;
             }
         };
         match parse_request(&line) {
             Ok((id, kind, _)) if after_shutdown => {
                 let why = "the extension host is shutting down: request after `shutdown`";
-                respond(out, id.as_deref(), &kind, Err(why.into()));
+                respond(host, out, id.as_deref(), &kind, Err(why.into()));
             }
             Ok((id, kind, _)) if kind == "shutdown" => {
                 after_shutdown = true;
@@ -210,7 +271,7 @@ fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
                 });
             }
             Ok((id, kind, obj)) => dispatch(host, out, id, kind, obj),
-            Err((id, why)) => respond(out, id.as_deref(), "parse", Err(why)),
+            Err((id, why)) => respond(host, out, id.as_deref(), "parse", Err(why)),
         }
     }
     if !after_shutdown {
@@ -252,16 +313,21 @@ fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
     field(obj, key)?.ok_or_else(|| format!("missing string field `{key}`"))
 }
 
-/// Builds a reply that writes the response line for request `id`.
+/// Builds a reply that writes the response line for request `id`, after
+/// the events the host sent before replying (SPEC 3.17).
 fn reply<T: serde::Serialize + 'static>(
+    host: &HostHandle,
     out: &Sender<Out>,
     id: Option<String>,
     command: &str,
     shape: impl FnOnce(T) -> Value + Send + 'static,
 ) -> zot_host::Reply<T> {
-    let (out, command) = (out.clone(), command.to_string());
+    let (host, out, command) = (host.clone(), out.clone(), command.to_string());
     Box::new(move |result: Result<T, String>| {
-        respond(&out, id.as_deref(), &command, result.map(shape))
+        // Runs on the host loop: the count is exact.
+        let after = host.events_sent();
+        let line = response(id.as_deref(), &command, result.map(shape));
+        let _ = out.send(Out::Response { after, line });
     })
 }
 
@@ -292,7 +358,7 @@ fn dispatch(
     let request = match build(host, out, id.clone(), &kind, obj) {
         Ok(Some(request)) => request,
         Ok(None) => return,
-        Err(why) => return respond(out, id.as_deref(), &kind, Err(why)),
+        Err(why) => return respond(host, out, id.as_deref(), &kind, Err(why)),
     };
     host.submit(request);
 }
@@ -308,18 +374,18 @@ fn build(
         "ping" => {
             // Like every request, after startup readiness (SPEC 7).
             host.wait_ready();
-            respond(out, id.as_deref(), kind, Ok(json!({"pong": true})));
+            respond(host, out, id.as_deref(), kind, Ok(json!({"pong": true})));
             return Ok(None);
         }
         "list" => Request::List {
-            reply: reply(out, id, kind, to_value),
+            reply: reply(host, out, id, kind, to_value),
         },
         "command" => {
             let name = required(&obj, "name")?;
             Request::Command {
                 name: name.trim_start_matches('/').to_string(),
                 args: field(&obj, "args")?.unwrap_or_default(),
-                reply: reply(out, id, kind, to_value),
+                reply: reply(host, out, id, kind, to_value),
             }
         }
         "tool_call" => Request::Tool {
@@ -329,7 +395,7 @@ fn build(
                 tool_id: field(&obj, "tool_id")?,
             },
             pipeline: true,
-            reply: reply(out, id, kind, tool_data),
+            reply: reply(host, out, id, kind, tool_data),
         },
         "intercept" => {
             let event = required(&obj, "event")?;
@@ -338,7 +404,7 @@ fn build(
                     event,
                     payload: payload(obj)?,
                 },
-                reply: reply(out, id, kind, to_value),
+                reply: reply(host, out, id, kind, to_value),
             }
         }
         "event" => {
@@ -347,6 +413,7 @@ fn build(
                 event,
                 payload: payload(obj)?,
                 reply: reply(
+                    host,
                     out,
                     id,
                     kind,
@@ -367,16 +434,16 @@ fn build(
                 panel_id: required(&obj, "panel_id")?,
                 key,
                 text: field(&obj, "text")?,
-                reply: reply(out, id, kind, |()| json!({})),
+                reply: reply(host, out, id, kind, |()| json!({})),
             }
         }
         "panel_close" => Request::PanelClose {
             extension: required(&obj, "extension")?,
             panel_id: required(&obj, "panel_id")?,
-            reply: reply(out, id, kind, |()| json!({})),
+            reply: reply(host, out, id, kind, |()| json!({})),
         },
         "reload" => Request::Reload {
-            reply: reply(out, id, kind, to_value),
+            reply: reply(host, out, id, kind, to_value),
         },
         other => return Err(format!("unknown request type {other:?}")),
     };

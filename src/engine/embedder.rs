@@ -9,6 +9,8 @@
 use crate::host::HostEvent;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Fixed cost counted per event, beyond its strings.
 const EVENT_OVERHEAD: usize = 64;
@@ -23,16 +25,21 @@ pub(super) struct EventQueue {
     budget: usize,
     /// Dropped since the last report.
     dropped: u64,
+    /// Events sent so far, for [`crate::HostHandle::events_sent`]: read
+    /// in a reply callback (on the loop thread) it counts exactly the
+    /// events sent before that reply.
+    sent: Arc<AtomicU64>,
 }
 
 impl EventQueue {
-    pub(super) fn new(tx: Sender<HostEvent>, budget: usize) -> EventQueue {
+    pub(super) fn new(tx: Sender<HostEvent>, budget: usize, sent: Arc<AtomicU64>) -> EventQueue {
         EventQueue {
             tx,
             sizes: VecDeque::new(),
             waiting: 0,
             budget,
             dropped: 0,
+            sent,
         }
     }
 
@@ -80,6 +87,7 @@ impl EventQueue {
     fn push(&mut self, event: HostEvent) {
         let size = weight(&event);
         if self.tx.send(event).is_ok() {
+            self.sent.fetch_add(1, Ordering::SeqCst);
             self.sizes.push_back(size);
             self.waiting += size;
         }
@@ -137,7 +145,7 @@ mod tests {
     #[test]
     fn drops_beyond_the_budget_and_reports_the_count() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let mut q = EventQueue::new(tx, 1000);
+        let mut q = EventQueue::new(tx, 1000, Arc::default());
         assert!(q.offer(note(500)));
         assert!(!q.offer(note(500)));
         assert!(!q.offer(note(500)));
@@ -153,7 +161,7 @@ mod tests {
     #[test]
     fn lifecycle_events_always_pass() {
         let (tx, rx) = crossbeam_channel::unbounded();
-        let mut q = EventQueue::new(tx, 10);
+        let mut q = EventQueue::new(tx, 10, Arc::default());
         assert!(q.offer(note(100)));
         q.send(HostEvent::Registered {
             extension: "x".into(),

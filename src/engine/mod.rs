@@ -296,6 +296,7 @@ pub(crate) fn run(
     cfg: HostConfig,
     requests: Receiver<Request>,
     events: Sender<HostEvent>,
+    events_sent: Arc<std::sync::atomic::AtomicU64>,
     latch: Arc<ReadyLatch>,
 ) {
     let _release = ReleaseLatch(latch.clone());
@@ -304,7 +305,7 @@ pub(crate) fn run(
     let (mcp_inbound_tx, mcp_inbound) = crossbeam_channel::unbounded();
     let mut engine = Engine {
         cwd: cfg.cwd.to_string_lossy().into_owned(),
-        events: EventQueue::new(events, cfg.event_budget),
+        events: EventQueue::new(events, cfg.event_budget, events_sent),
         cfg,
         latch,
         inbound_tx,

@@ -46,6 +46,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         agent_cmd: opts.agent_cmd.clone(),
         cwd,
         done_tx,
+        events_taken: 0,
+        held: VecDeque::new(),
         next_job: 0,
         current: None,
         queue: VecDeque::new(),
@@ -58,7 +60,6 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         step: 0,
         notes: Vec::new(),
         panels: Vec::new(),
-        held_renders: Vec::new(),
         insert: None,
     };
     let events = host.events().clone();
@@ -76,19 +77,13 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                 s.on_input(line);
             }
             recv(events) -> event => match event {
-                Ok(event) => s.on_event(event),
+                Ok(event) => s.host_event(event, &done),
                 Err(_) => break, // the host loop is gone
             },
-            recv(done) -> msg => {
-                // The host sends events before the reply that followed
-                // them (a note, then the command's response): keep that order.
-                for event in events.try_iter() {
-                    s.on_event(event);
-                }
-                if let Ok((job, result)) = msg {
-                    s.on_done(job, result);
-                }
-            }
+            recv(done) -> msg => if let Ok(msg) = msg {
+                s.held.push_back(msg);
+                s.replies(Some(&events));
+            },
             recv(signals) -> sig => match sig {
                 Ok(Signal::Terminate) | Err(_) => break,
                 Ok(Signal::Interrupt) => s.on_interrupt(),
@@ -99,7 +94,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     s.close(&events, &done, &signals);
     // The loop has replied to the shutdown: this only joins its thread.
     drop(host);
-    // Whatever the extensions said on their way out.
+    // Whatever the extensions said on their way out, and any reply
+    // still waiting for it.
+    s.held.extend(done.try_iter());
+    s.replies(Some(&events));
     for event in events.try_iter() {
         s.on_event(event);
     }
@@ -113,7 +111,7 @@ impl Session {
     fn close(
         &mut self,
         events: &Receiver<HostEvent>,
-        done: &Receiver<(u64, Done)>,
+        done: &Receiver<Reply>,
         signals: &Receiver<Signal>,
     ) {
         self.queue.clear();
@@ -138,15 +136,16 @@ impl Session {
             select! {
                 recv(stopped) -> _ => return,
                 recv(events) -> event => match event {
-                    Ok(event) => self.on_event(event),
+                    Ok(event) => {
+                        self.host_event(event, done);
+                        self.queue.clear();
+                    }
                     Err(_) => return,
                 },
                 recv(done) -> msg => {
-                    for event in events.try_iter() {
-                        self.on_event(event);
-                    }
-                    if let Ok((job, result)) = msg {
-                        self.on_done(job, result);
+                    if let Ok(msg) = msg {
+                        self.held.push_back(msg);
+                        self.replies(Some(events));
                     }
                     // Follow-ups (a prompt action...) are not started now.
                     self.queue.clear();
@@ -232,6 +231,10 @@ enum Pending {
     Message(Turn, String),
 }
 
+/// A reply as the loop gets it: (job, events the host had sent when it
+/// replied, the reply).
+type Reply = (u64, u64, Done);
+
 /// A reply to one of our requests.
 enum Done {
     Command(Result<CommandOutcome, String>),
@@ -253,7 +256,13 @@ struct Session {
     out: Out,
     agent_cmd: Option<String>,
     cwd: PathBuf,
-    done_tx: Sender<(u64, Done)>,
+    /// Replies: (job, events the host had sent when it replied, reply).
+    done_tx: Sender<Reply>,
+    /// Replies received and not yet handled: they wait for host events.
+    held: VecDeque<Reply>,
+    /// Host events taken so far; with the count a reply carries, events
+    /// and replies come out in the order the host produced them.
+    events_taken: u64,
     next_job: u64,
     current: Option<(u64, Pending)>,
     queue: VecDeque<String>,
@@ -270,10 +279,6 @@ struct Session {
     notes: Vec<Note>,
     /// Open panels: (extension, panel), most recent last.
     panels: Vec<(String, Panel)>,
-    /// Renders for a panel that is not open, received while a command
-    /// was pending: replies and events travel apart, so they may follow
-    /// that command's `open_panel`. Settled when the command is done.
-    held_renders: Vec<(String, Panel)>,
     /// An `insert` on offer: an empty line on a terminal accepts it.
     insert: Option<String>,
 }
@@ -396,12 +401,42 @@ impl Session {
 
     // ----- requests and replies -------------------------------------
 
-    /// A reply that comes back to the loop tagged with the next job id.
+    /// A reply that comes back to the loop tagged with the next job id
+    /// and with how many events the host had sent by then.
     fn reply<T: Send + 'static>(&self, wrap: fn(Result<T, String>) -> Done) -> zot_host::Reply<T> {
-        let (tx, job) = (self.done_tx.clone(), self.next_job + 1);
+        let (tx, job, host) = (self.done_tx.clone(), self.next_job + 1, self.host.clone());
         Box::new(move |result| {
-            let _ = tx.send((job, wrap(result)));
+            // Runs on the host loop, the only sender of events: exact.
+            let after = host.events_sent();
+            let _ = tx.send((job, after, wrap(result)));
         })
+    }
+
+    /// A host event, in its place among the replies (SPEC 3.17): every
+    /// reply the host sent before it is waiting already and goes first;
+    /// a reply that waited for it follows it.
+    fn host_event(&mut self, event: HostEvent, done: &Receiver<Reply>) {
+        self.held.extend(done.try_iter());
+        self.replies(None);
+        self.on_event(event);
+        self.replies(None);
+    }
+
+    /// Handles the held replies in order. A reply that follows host
+    /// events not yet taken waits for them: with `events` they are taken
+    /// now (the host sent them before the reply, so they are there),
+    /// otherwise it and the replies after it stay held.
+    fn replies(&mut self, events: Option<&Receiver<HostEvent>>) {
+        while let Some((job, after, done)) = self.held.pop_front() {
+            while self.events_taken < after {
+                match events.map(Receiver::recv) {
+                    Some(Ok(event)) => self.on_event(event),
+                    Some(Err(_)) => break,
+                    None => return self.held.push_front((job, after, done)),
+                }
+            }
+            self.on_done(job, done);
+        }
     }
 
     /// Sends `request` (built with [`Session::reply`]) and waits for it.
@@ -442,7 +477,6 @@ impl Session {
         match (pending, done) {
             (Pending::Command(name), Done::Command(r)) => {
                 self.command_done(&name, r);
-                self.settle_held_renders();
             }
             (Pending::List(view), Done::List(r)) => match r {
                 Ok(snap) => match view {
@@ -558,7 +592,6 @@ impl Session {
         let Some((_, pending)) = self.current.take() else {
             return;
         };
-        self.settle_held_renders();
         match pending {
             Pending::Agent(turn, agent) => {
                 agent.kill();
@@ -575,6 +608,7 @@ impl Session {
     // ----- host events ----------------------------------------------
 
     fn on_event(&mut self, event: HostEvent) {
+        self.events_taken += 1;
         match event {
             HostEvent::Ready { extensions } => {
                 self.ready = true;

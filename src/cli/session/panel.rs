@@ -122,9 +122,6 @@ impl Session {
             .iter_mut()
             .find(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
         let Some((_, old)) = open else {
-            if matches!(self.current, Some((_, Pending::Command(_)))) {
-                return self.held_renders.push((extension, panel));
-            }
             return log_line(
                 &extension,
                 &format!(
@@ -144,14 +141,6 @@ impl Session {
         }
         let shown = old.clone();
         self.out.panel(&extension, &shown);
-    }
-
-    /// Applies the renders held while a command was pending to the
-    /// panels now open; the others are dropped and logged.
-    pub(super) fn settle_held_renders(&mut self) {
-        for (extension, panel) in std::mem::take(&mut self.held_renders) {
-            self.render_panel(extension, panel);
-        }
     }
 
     pub(super) fn close_panel(&mut self, extension: &str, panel_id: &str) {

@@ -52,7 +52,8 @@ impl Session {
         };
         let (tx, job) = (self.done_tx.clone(), self.next_job + 1);
         let done = move |r| {
-            let _ = tx.send((job, Done::Agent(r)));
+            // The agent is no extension: its answer follows no event.
+            let _ = tx.send((job, 0, Done::Agent(r)));
         };
         match Agent::spawn(&cmd, &self.cwd, &turn.prompt, done) {
             Ok(agent) => {
