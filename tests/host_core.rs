@@ -13,7 +13,7 @@ fn handshake_sends_hello_ack_with_host_fields() {
     let t = TempDir::new("ack");
     let rec = t.join("rec");
     let a = ext_dir(&t.join("a"), "a", json!({"record": rec}));
-    let host = start(config(&t, std::slice::from_ref(&a)));
+    let host = start_ready(config(&t, std::slice::from_ref(&a)));
     host.shutdown();
     let frames = recorded(&rec);
     let ack = &frames[0];
@@ -41,7 +41,7 @@ fn registrations_before_and_after_the_ack_count() {
                          "late": {"action": "display", "display": "l"}},
         }),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     assert_eq!(
         host.command("early", "").unwrap().display.as_deref(),
         Some("e")
@@ -61,9 +61,17 @@ fn ready_frame_and_legacy_watchdog() {
         "b",
         json!({"register": [command("y")], "ready": false}),
     );
-    let host = Host::start(config(&t, &[explicit, legacy])).unwrap();
+    let mut cfg = config(&t, &[explicit, legacy]);
+    // About the ready frame and the watchdog, not the grace: Python may
+    // take more than the 3 s default to start on a loaded machine.
+    cfg.timeouts.startup = DEADLINE;
+    let host = Host::start(cfg).unwrap();
     let ready = host.wait_ready();
-    assert_eq!(ready, ["a", "b"]);
+    assert_eq!(
+        ready,
+        ["a", "b"],
+        "extensions ready within the startup grace"
+    );
     let list = host.list().unwrap();
     assert_eq!(list.extension("b").unwrap().state, "ready");
     assert_eq!(list.extension("b").unwrap().commands, ["y"]);
@@ -80,7 +88,10 @@ fn ready_frame_and_legacy_watchdog() {
 fn ready_event_is_sent_once() {
     let t = TempDir::new("readyev");
     let a = ext_dir(&t.join("a"), "a", json!({}));
-    let host = start(config(&t, &[a]));
+    let mut cfg = config(&t, &[a]);
+    // The event lists who was ready within the grace: give Python time.
+    cfg.timeouts.startup = DEADLINE;
+    let host = start_ready(cfg);
     let first = host.events().recv_timeout(DEADLINE).unwrap();
     assert_eq!(
         first,
@@ -105,7 +116,7 @@ fn precedence_explicit_then_project_then_global() {
     copy("home/extensions/same", "global");
     let mut cfg = config(&t, &[dev]);
     cfg.discover = true;
-    let host = start(cfg.clone());
+    let host = start_ready(cfg.clone());
     assert_eq!(
         host.command("who", "").unwrap().display.as_deref(),
         Some("explicit")
@@ -114,7 +125,7 @@ fn precedence_explicit_then_project_then_global() {
     host.shutdown();
 
     cfg.ext_paths.clear();
-    let host = start(cfg.clone());
+    let host = start_ready(cfg.clone());
     assert_eq!(
         host.command("who", "").unwrap().display.as_deref(),
         Some("project")
@@ -123,7 +134,7 @@ fn precedence_explicit_then_project_then_global() {
     assert!(log_of(&t, "same").contains("is shadowed by"));
 
     std::fs::remove_dir_all(t.join(".zot")).unwrap();
-    let host = start(cfg);
+    let host = start_ready(cfg);
     assert_eq!(
         host.command("who", "").unwrap().display.as_deref(),
         Some("global")
@@ -149,7 +160,7 @@ fn command_owner_is_decided_by_precedence_not_arrival() {
     // Both send `ready`; keep the legacy watchdog out of the way on a
     // loaded machine so startup waits for the late registration.
     cfg.timeouts.ready_idle = Duration::from_secs(10);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let out = host.command("dup", "").unwrap();
     assert_eq!(
         (out.extension.as_str(), out.display.as_deref()),
@@ -170,7 +181,7 @@ fn command_owner_is_decided_by_precedence_not_arrival() {
 fn builtin_command_names_win() {
     let t = TempDir::new("builtin");
     let a = ext_dir(&t.join("a"), "a", json!({"register": [command("help")]}));
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     assert!(host
         .command("help", "")
         .unwrap_err()
@@ -200,7 +211,7 @@ fn commands_with_every_action() {
             },
         }),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let p = host.command("p", "  some args  ").unwrap();
     assert_eq!(
         (p.action.as_str(), p.prompt.as_deref(), p.extension.as_str()),
@@ -251,7 +262,7 @@ fn notes_and_panels_reach_the_embedder() {
             ],
         }),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let mut got = Vec::new();
     while got.len() < 6 {
         got.push(host.events().recv_timeout(DEADLINE).expect("event"));
@@ -379,7 +390,7 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
             "commands": {"fine": {"action": "display", "display": "still works"}},
         }),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     assert_eq!(
         host.command("fine", "").unwrap().display.as_deref(),
         Some("still works")
@@ -410,7 +421,7 @@ fn a_line_over_16_mib_is_dropped_and_reading_goes_on() {
         json!({"huge_line": 17 * 1024 * 1024, "register": [command("after")],
                "commands": {"after": {"action": "display", "display": "ok"}}}),
     );
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     assert_eq!(
         host.command("after", "").unwrap().display.as_deref(),
         Some("ok")
@@ -431,7 +442,7 @@ fn crash_mid_command_fails_at_once() {
     set_manifest_field(&a, "restart", json!("never"));
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.command = Duration::from_secs(120);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let started = std::time::Instant::now();
     let err = host.command("boom", "").unwrap_err();
     assert_eq!(err, "extension a exited (exit code 3)");
@@ -462,7 +473,7 @@ fn command_timeout_fails_the_request() {
     );
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.command = Duration::from_millis(300);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     assert_eq!(
         host.command("slow", "").unwrap_err(),
         "extension a did not answer /slow within 300 ms"
@@ -473,7 +484,7 @@ fn command_timeout_fails_the_request() {
 fn shutdown_kills_an_extension_that_ignores_it_and_sigterm() {
     let t = TempDir::new("stubborn");
     let a = ext_dir(&t.join("a"), "a", json!({"ignore_shutdown": true}));
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let pid = host.list().unwrap().extension("a").unwrap().pid.unwrap();
     host.shutdown();
     assert!(process_gone(pid), "stubborn extension still alive");
@@ -486,7 +497,7 @@ fn no_grandchild_outlives_shutdown() {
     let t = TempDir::new("grandchild");
     let pidfile = t.join("gc.pid");
     let a = ext_dir(&t.join("a"), "a", json!({"grandchild": pidfile}));
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let grandchild = read_pid(&pidfile);
     assert!(!process_gone(grandchild));
     host.shutdown();
@@ -505,7 +516,7 @@ fn shutdown_stops_many_extensions_in_parallel() {
             )
         })
         .collect();
-    let host = start(config(&t, &exts));
+    let host = start_ready(config(&t, &exts));
     let pids: Vec<u32> = host
         .list()
         .unwrap()
@@ -537,7 +548,7 @@ fn crash_is_noticed_even_when_a_grandchild_keeps_stdout_open() {
     );
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.command = Duration::from_secs(120);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     let grandchild = read_pid(&gc);
     let started = std::time::Instant::now();
     assert_eq!(
@@ -653,7 +664,7 @@ fn an_exit_is_noticed_while_idle_even_without_stdout_eof() {
                "register": [command("gone")]}),
     );
     set_manifest_field(&a, "restart", json!("never"));
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let grandchild = read_pid(&gc);
     // Nothing is pending; the periodic liveness check finds the exit.
     let exited = wait_event(&host, "extension_exited", |e| {
@@ -725,7 +736,7 @@ fn timeouts_may_be_duration_max() {
     let t_ = &mut cfg.timeouts;
     (t_.hello, t_.command, t_.tool, t_.intercept) =
         (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
-    let host = start(cfg);
+    let host = start_ready(cfg);
     assert_eq!(
         host.command("x", "").unwrap().display.as_deref(),
         Some("ok")
@@ -742,7 +753,7 @@ fn timeouts_may_be_duration_max() {
 fn a_second_reload_while_one_runs_is_refused() {
     let t = TempDir::new("reload-twice");
     let a = ext_dir(&t.join("a"), "a", json!({}));
-    let host = start(config(&t, &[a]));
+    let host = start_ready(config(&t, &[a]));
     let (tx, rx) = crossbeam_channel::unbounded();
     for _ in 0..2 {
         let tx = tx.clone();
