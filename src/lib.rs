@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+mod config;
 pub mod discovery;
 mod engine;
 mod host;
@@ -28,12 +29,14 @@ pub mod process;
 pub mod protocol;
 pub mod registry;
 pub mod toolresult;
+mod types;
 mod watchdog;
 
-pub use host::{
-    CommandInfo, CommandOutcome, ExtensionInfo, Host, HostConfig, HostEvent, HostHandle,
-    InterceptRequest, ReloadReport, Reply, Request, Snapshot, Timeouts, ToolInfo, ToolOutcome,
-    ToolRequest, BUILTIN_TOOLS,
-};
+pub use config::{HostConfig, Timeouts, BUILTIN_TOOLS};
+pub use host::{Host, HostHandle};
 pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;
+pub use types::{
+    CommandInfo, CommandOutcome, ExtensionInfo, HostEvent, InterceptRequest, ReloadReport, Reply,
+    Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+};

@@ -6,7 +6,7 @@
 //! budget waiting, and the count is reported with the next event that
 //! gets through.
 
-use crate::host::HostEvent;
+use crate::types::HostEvent;
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,11 +12,8 @@ mod requests;
 mod supervise;
 mod time;
 
+use crate::config::HostConfig;
 use crate::discovery::{self, Scope, Status};
-use crate::host::{
-    CommandInfo, CommandOutcome, ExtensionInfo, HostConfig, HostEvent, ReadyLatch, ReloadReport,
-    Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
-};
 use crate::intercept::{answer_from, Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::manifest::{GuardFailure, Manifest, Restart};
@@ -24,6 +21,10 @@ use crate::process::{describe_status, group_alive, signal_group, ExtProcess, Inb
 use crate::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use crate::registry::{self, Claimed, Registry};
 use crate::toolresult::map_content;
+use crate::types::{
+    CommandInfo, CommandOutcome, ExtensionInfo, HostEvent, ReadyLatch, ReloadReport, Reply,
+    Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+};
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
 use serde_json::Value;

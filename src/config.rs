@@ -1,0 +1,118 @@
+//! How to start a host: where it keeps its state, which extensions it
+//! loads, its deadlines and its limits. Plain data; nothing here runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Every deadline the host enforces (SPEC 3.8).
+#[derive(Debug, Clone)]
+pub struct Timeouts {
+    /// From spawn to `hello` (10 s).
+    pub hello: Duration,
+    /// Silence after which an extension that sent no `ready` is ready (250 ms).
+    pub ready_idle: Duration,
+    /// How long startup waits for every extension to be ready (3 s).
+    pub startup: Duration,
+    /// `command_invoked` to `command_response` (30 s).
+    pub command: Duration,
+    /// `tool_call` to `tool_result` (60 s).
+    pub tool: Duration,
+    /// One round of `event_intercept` answers (5 s; timeout = allow).
+    pub intercept: Duration,
+    /// From `shutdown` to SIGTERM (2 s).
+    pub shutdown_grace: Duration,
+    /// From SIGTERM to SIGKILL (1 s).
+    pub term_grace: Duration,
+    /// From a crash to the first restart (500 ms); it doubles with each
+    /// crash within 3 minutes, up to 16 times this (SPEC 12).
+    pub restart_backoff: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            hello: Duration::from_secs(10),
+            ready_idle: Duration::from_millis(250),
+            startup: Duration::from_secs(3),
+            command: Duration::from_secs(30),
+            tool: Duration::from_secs(60),
+            intercept: Duration::from_secs(5),
+            shutdown_grace: Duration::from_secs(2),
+            term_grace: Duration::from_secs(1),
+            restart_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Tool names the agent implements itself (SPEC 3.7); the default of
+/// [`HostConfig::builtin_tools`].
+pub const BUILTIN_TOOLS: [&str; 5] = ["read", "write", "edit", "bash", "skill"];
+
+/// How to start a [`Host`](crate::Host).
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// State directory: global extensions and logs live here.
+    pub zot_home: PathBuf,
+    /// The user's project directory: `.zot/extensions` and `hello_ack.cwd`.
+    pub cwd: PathBuf,
+    /// Extensions given explicitly (`-e`), highest precedence first.
+    pub ext_paths: Vec<PathBuf>,
+    /// Also discover project and global extensions.
+    pub discover: bool,
+    /// `hello_ack.zot_version`.
+    pub zot_version: String,
+    /// `hello_ack.provider`.
+    pub provider: String,
+    /// `hello_ack.model`.
+    pub model: String,
+    /// Deadlines.
+    pub timeouts: Timeouts,
+    /// Tool names the embedder implements itself; they always win.
+    pub builtin_tools: Vec<String>,
+    /// Command names the embedder implements itself; they always win.
+    pub builtin_commands: Vec<String>,
+    /// Bytes that may wait in one extension's stdin queue before further
+    /// events to it are dropped (and counted in its log).
+    pub event_queue_limit: usize,
+    /// Size at which an extension's log is rotated to `.log.1`, at start
+    /// and while it runs; its logs stay under twice this on disk.
+    pub log_rotate_bytes: u64,
+    /// Bytes of notes and panel updates that may wait in
+    /// [`Host::events`](crate::Host::events) for the embedder to take them; beyond it they are
+    /// dropped, counted, and reported by [`HostEvent::EventsDropped`](crate::HostEvent::EventsDropped).
+    pub event_budget: usize,
+}
+
+impl HostConfig {
+    /// Defaults: discovery on, SPEC timeouts, the built-in tools
+    /// `read write edit bash skill` and the session's host commands.
+    pub fn new(zot_home: PathBuf, cwd: PathBuf) -> HostConfig {
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
+        HostConfig {
+            zot_home,
+            cwd,
+            ext_paths: Vec::new(),
+            discover: true,
+            zot_version: env!("CARGO_PKG_VERSION").to_string(),
+            provider: String::new(),
+            model: String::new(),
+            timeouts: Timeouts::default(),
+            builtin_tools: names(&BUILTIN_TOOLS),
+            builtin_commands: names(&[
+                "help",
+                "commands",
+                "tools",
+                "ext",
+                "call",
+                "reload-ext",
+                "clear",
+                "quit",
+                "exit",
+                "key",
+            ]),
+            event_queue_limit: 16 * 1024 * 1024,
+            log_rotate_bytes: crate::log::ROTATE_BYTES,
+            event_budget: 8 * 1024 * 1024,
+        }
+    }
+}
