@@ -1,6 +1,14 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
-use super::*;
+use super::{later, Engine, Pending, PendingKind, State, EOF_GRACE, MAX_NAMES};
+use crate::intercept::{answer_from, INTERCEPTABLE};
+use crate::process::{Inbound, InboundMsg};
+use crate::protocol::{CommandResponse, ExtFrame, HostFrame, PROTOCOL_VERSION};
+use crate::registry::{self, Claimed};
+use crate::toolresult::map_content;
+use crate::types::{CommandOutcome, HostEvent, ToolOutcome};
+use serde_json::Value;
+use std::time::Instant;
 
 impl Engine {
     pub(super) fn inbound(&mut self, msg: InboundMsg) {

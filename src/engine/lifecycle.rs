@@ -1,9 +1,19 @@
 //! Starting extensions, readiness, exits and stopping (SPEC 3.5, 3.6,
 //! 3.13-3.15).
 
-use super::*;
+use super::supervise::Supervision;
+use super::{later, Engine, Ext, Goal, PendingKind, Startup, State, Stop};
+use crate::config::HostConfig;
+use crate::discovery::{self, Status};
+use crate::log::ExtLog;
 use crate::manifest::Protocol;
 use crate::mcp_client::McpOptions;
+use crate::process::{describe_status, group_alive, signal_group, ExtProcess};
+use crate::protocol::HostFrame;
+use crate::types::{HostEvent, ReloadReport, Reply, Request};
+use std::collections::HashSet;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
 
 impl Engine {
     pub(super) fn start_all(&mut self, reload: Option<Reply<ReloadReport>>, stopped: usize) {

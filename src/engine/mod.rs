@@ -13,24 +13,21 @@ mod supervise;
 mod time;
 
 use crate::config::HostConfig;
-use crate::discovery::{self, Scope, Status};
-use crate::intercept::{answer_from, Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
+use crate::discovery::Scope;
+use crate::intercept::{Chain, InterceptOutcome};
 use crate::log::ExtLog;
-use crate::manifest::{GuardFailure, Manifest, Restart};
-use crate::process::{describe_status, group_alive, signal_group, ExtProcess, Inbound, InboundMsg};
-use crate::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
-use crate::registry::{self, Claimed, Registry};
-use crate::toolresult::map_content;
+use crate::manifest::Manifest;
+use crate::process::{ExtProcess, InboundMsg};
+use crate::registry::Registry;
 use crate::types::{
     CommandInfo, CommandOutcome, ExtensionInfo, HostEvent, ReadyLatch, ReloadReport, Reply,
-    Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+    Request, Snapshot, ToolInfo, ToolOutcome,
 };
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::Supervision;

@@ -1,7 +1,12 @@
 //! Requests from the embedder: commands, tools, events, panels, and
 //! the interception chain (SPEC 3.9-3.12).
 
-use super::*;
+use super::{later, ChainState, Engine, Goal, Pending, PendingKind, State, Then};
+use crate::intercept::{Answer, Chain, Step, INTERCEPTABLE};
+use crate::protocol::{EventPayload, HostFrame};
+use crate::types::{CommandOutcome, Reply, Request, ToolOutcome, ToolRequest};
+use serde_json::Value;
+use std::time::Instant;
 
 impl Engine {
     /// Admits a request from the embedder: held during startup, refused

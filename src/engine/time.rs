@@ -1,7 +1,9 @@
 //! Deadlines: the next wake-up, timeouts, the shutdown ladder and the
 //! liveness check.
 
-use super::*;
+use super::{human, later, min_deadline, Engine, Ext, PendingKind, LIVENESS_EVERY, LIVENESS_IDLE};
+use crate::process::ExtProcess;
+use std::time::{Duration, Instant};
 
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
