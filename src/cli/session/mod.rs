@@ -21,7 +21,7 @@ use crossbeam_channel::{select, Receiver, Sender};
 use render::{Out, Tone};
 use serde_json::Value;
 use signals::Signal;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
@@ -58,7 +58,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         armed: false,
         session_started: false,
         step: 0,
-        notes: Vec::new(),
+        notes: HashMap::new(),
         panels: Vec::new(),
         insert: None,
     };
@@ -246,11 +246,6 @@ enum Done {
     Agent(Result<String, String>),
 }
 
-/// A note as the user sees it; `clear_notes` and `/clear` retract them.
-struct Note {
-    extension: String,
-}
-
 struct Session {
     host: HostHandle,
     out: Out,
@@ -276,7 +271,9 @@ struct Session {
     armed: bool,
     session_started: bool,
     step: u64,
-    notes: Vec<Note>,
+    /// Notes shown and not retracted, counted per extension (`clear_notes`
+    /// and `/clear` retract them): a count, so a flood costs no memory.
+    notes: HashMap<String, u64>,
     /// Open panels: (extension, panel), most recent last.
     panels: Vec<(String, Panel)>,
     /// An `insert` on offer: an empty line on a terminal accepts it.
@@ -347,8 +344,7 @@ impl Session {
                 self.submit(Pending::Reload, Request::Reload { reply });
             }
             "clear" => {
-                let n = self.notes.len();
-                self.notes.clear();
+                let n: u64 = self.notes.drain().map(|(_, n)| n).sum();
                 self.out.line(&format!("notes cleared ({n} removed)"));
             }
             "quit" | "exit" => self.quit = true,
@@ -626,12 +622,15 @@ impl Session {
                 message,
             } => {
                 self.out.note(&extension, &level, &message);
-                self.notes.push(Note { extension });
+                match self.notes.get_mut(&extension) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.notes.insert(extension, 1);
+                    }
+                }
             }
             HostEvent::ClearNotes { extension } => {
-                let before = self.notes.len();
-                self.notes.retain(|n| n.extension != extension);
-                let n = before - self.notes.len();
+                let n = self.notes.remove(&extension).unwrap_or(0);
                 self.out
                     .line(&format!("notes cleared for {extension} ({n} removed)"));
             }
