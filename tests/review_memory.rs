@@ -64,3 +64,59 @@ fn the_session_keeps_no_record_per_note() {
         "zot peaked at {peak} kB after {NOTES} notes: memory grows per note"
     );
 }
+
+/// Lines piped in faster than the session runs them.
+const LINES: usize = 1_000_000;
+const INPUT_RSS_BOUND_KB: u64 = 40 * 1024;
+
+#[test]
+fn the_session_does_not_read_its_input_far_ahead() {
+    let t = TempDir::new("review-mem-input");
+    // `/x` takes 5 s; the lines behind it wait.
+    let ext = sdk_ext(
+        &t.join("slow"),
+        "slow",
+        json!({"commands": ["x"], "delay_ms": 5000}),
+    );
+    let mut child = zot()
+        .args(["--no-ext", "-e"])
+        .arg(&ext)
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn zot");
+    let pid = child.id();
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, answered) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("extensions:") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let mut stdin = child.stdin.take().expect("stdin");
+    let (wrote_tx, wrote) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        // Blank lines: nothing to run, but each one waits its turn.
+        let mut input = b"/x\n".to_vec();
+        input.extend(b" \n".repeat(LINES));
+        input.extend(b"/ext\n");
+        let _ = stdin.write_all(&input);
+        let _ = wrote_tx.send(stdin);
+    });
+    answered
+        .recv_timeout(Duration::from_secs(120))
+        .expect("the session answers /ext after the blank lines");
+    let peak = peak_rss_kb(pid).expect("VmHWM");
+    drop(wrote.recv_timeout(Duration::from_secs(20)));
+    let _ = child.wait();
+    assert!(
+        peak < INPUT_RSS_BOUND_KB,
+        "zot peaked at {peak} kB with {LINES} lines piped in: input is read without bound"
+    );
+}

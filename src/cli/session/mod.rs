@@ -50,7 +50,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         held: VecDeque::new(),
         next_job: 0,
         current: None,
-        queue: VecDeque::new(),
+        queue: Lines::default(),
         ready: false,
         eof: false,
         quit: false,
@@ -65,8 +65,15 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let events = host.events().clone();
     while !s.finished() {
         s.out_prompt();
+        // Lines are read only while few wait: a fast pipe is not read
+        // into memory ahead of the work (issue 9.2).
+        let reading = if s.queue.has_room() {
+            input.clone()
+        } else {
+            crossbeam_channel::never()
+        };
         select! {
-            recv(input) -> line => {
+            recv(reading) -> line => {
                 let line = line.unwrap_or(Input::Eof);
                 if matches!(line, Input::Eof) {
                     // The input thread is gone and a disconnected channel
@@ -163,6 +170,44 @@ impl Session {
     }
 }
 
+/// Input lines waiting to run, in order; small, so that stdin is not
+/// read far ahead of the work.
+#[derive(Default)]
+struct Lines {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Lines {
+    /// Lines or bytes waiting beyond which stdin is not read.
+    const MAX_LINES: usize = 64;
+    const MAX_BYTES: usize = 1 << 20;
+
+    fn has_room(&self) -> bool {
+        self.lines.len() < Self::MAX_LINES && self.bytes < Self::MAX_BYTES
+    }
+
+    fn push_back(&mut self, line: String) {
+        self.bytes += line.len();
+        self.lines.push_back(line);
+    }
+
+    fn pop_front(&mut self) -> Option<String> {
+        let line = self.lines.pop_front()?;
+        self.bytes -= line.len();
+        Some(line)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
+    fn clear(&mut self) {
+        self.lines.clear();
+        self.bytes = 0;
+    }
+}
+
 /// A line from stdin.
 enum Input {
     Line(String),
@@ -171,7 +216,8 @@ enum Input {
 }
 
 fn read_stdin() -> Result<Receiver<Input>, CliError> {
-    let (tx, rx) = crossbeam_channel::unbounded();
+    // One line read ahead at most; the rest waits in the pipe.
+    let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::Builder::new()
         .name("zot-session-stdin".into())
         .spawn(move || {
@@ -260,7 +306,7 @@ struct Session {
     events_taken: u64,
     next_job: u64,
     current: Option<(u64, Pending)>,
-    queue: VecDeque<String>,
+    queue: Lines,
     /// Startup readiness reached: input is held until then.
     ready: bool,
     eof: bool,
