@@ -19,6 +19,7 @@ use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 const STOPPED: &str = "the extension host has stopped";
 
@@ -37,6 +38,8 @@ pub struct HostHandle {
     tx: Sender<Request>,
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
+    /// [`HostConfig::spin_before_sleep`], for [`HostHandle::call`].
+    spin: Duration,
 }
 
 impl HostHandle {
@@ -70,7 +73,7 @@ impl HostHandle {
         self.submit(make(Box::new(move |r| {
             let _ = tx.send(r);
         })));
-        crate::engine::poll_briefly(|| !rx.is_empty());
+        engine::poll_briefly(self.spin, || !rx.is_empty());
         rx.recv().unwrap_or_else(|_| Err(STOPPED.to_string()))
     }
 }
@@ -93,6 +96,7 @@ impl Host {
         let latch = ready.clone();
         let events_sent = Arc::new(AtomicU64::new(0));
         let sent = events_sent.clone();
+        let spin = config.spin_before_sleep;
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
             .spawn(move || engine::run(config, rx, event_tx, sent, latch))?;
@@ -101,6 +105,7 @@ impl Host {
                 tx,
                 ready: ready.clone(),
                 events_sent,
+                spin,
             },
             events,
             ready,

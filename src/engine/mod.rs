@@ -260,12 +260,10 @@ struct Engine {
 /// handed to the writer threads.
 const BATCH: usize = 256;
 
-/// How long the loop, or a blocking caller, polls before it sleeps.
-pub(crate) const POLL_BEFORE_SLEEP: Duration = Duration::from_micros(50);
-
-/// Yields until `ready()` or [`POLL_BEFORE_SLEEP`] passes.
-pub(crate) fn poll_briefly(mut ready: impl FnMut() -> bool) {
-    let until = Instant::now() + POLL_BEFORE_SLEEP;
+/// Yields until `ready()` or `budget` passes; with a zero budget it
+/// checks once and returns ([`HostConfig::spin_before_sleep`]).
+pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + budget;
     while !ready() && Instant::now() < until {
         std::thread::yield_now();
     }
@@ -334,8 +332,10 @@ pub(crate) fn run(
         // wake than that (tens of microseconds across CPUs, and senders
         // that wake it can be preempted while holding the channel's
         // waker lock). Yielding keeps a single CPU usable; after
-        // POLL_BEFORE_SLEEP of silence the loop sleeps in select!.
-        poll_briefly(|| !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty());
+        // `spin_before_sleep` of silence the loop sleeps in select!.
+        poll_briefly(engine.cfg.spin_before_sleep, || {
+            !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty()
+        });
         let timeout = engine
             .next_deadline()
             .map(|d| d.saturating_duration_since(Instant::now()));
