@@ -35,7 +35,10 @@ use std::time::{Duration, Instant};
 const READER_STACK: usize = 512 * 1024;
 
 /// Longest wait for the stderr pump when an extension is done with.
-const LOG_FLUSH_WAIT: Duration = Duration::from_millis(200);
+/// What the pump has left is bounded (`DRAIN_READS` reads that never
+/// block), so the wait only runs long on a machine that starves the
+/// thread of CPU, where a 200 ms bound could lose the last lines.
+const LOG_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
 /// Reads the log thread may still do after the stop, to save what the
 /// extension wrote just before it exited (bounded: an escaped grandchild
