@@ -175,7 +175,10 @@ impl Trial<'_> {
 
     /// ` (exit code 3)` once the process has exited, else empty.
     fn exit_note(&mut self) -> String {
-        let deadline = Instant::now() + Duration::from_millis(100);
+        // Stdout closes as the process exits, so the exit is normally a
+        // moment away; a loaded machine can take far longer than 100 ms
+        // to reap it, and the report would then lack the exit status.
+        let deadline = Instant::now() + Duration::from_secs(2);
         match self.wait_exit(deadline) {
             Some(status) => format!(" ({})", describe_status(status)),
             None => String::new(),
