@@ -604,7 +604,8 @@ fn make_demo_runs_the_binary_cargo_built_wherever_that_is() {
         .arg(&fake)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .env("CARGO_TARGET_DIR", w.tmp.join("elsewhere"))
-        .env("ZOT_HOME", w.home());
+        .env("ZOT_HOME", w.home())
+        .env("ZOT_STARTUP_TIMEOUT", STARTUP);
     let out = run_bounded(&mut cmd, "make demo");
     assert_ok(&out);
     assert!(
