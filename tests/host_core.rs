@@ -312,6 +312,9 @@ fn no_hello_fails_alone() {
     // extension has the same hello deadline as the silent one.
     cfg.timeouts.hello = Duration::from_secs(5);
     let host = start(cfg);
+    // If good too misses the deadline on a loaded machine, say so here
+    // rather than later as "unknown command /ok".
+    wait_ext_ready(&host, "good");
     assert_eq!(
         host.command("ok", "")
             .unwrap_or_else(|e| panic!("extension good not ready: {e}"))

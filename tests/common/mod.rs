@@ -419,3 +419,41 @@ pub fn run_zot(home: &TempDir, args: &[&str], input: &str) -> (Option<i32>, Vec<
     let status = child.wait().expect("wait zot");
     (status.code(), out)
 }
+
+/// Waits until extension `name` of `host` is ready, failing with its
+/// state and error once it settles otherwise (or at the deadline): for
+/// tests where another extension is meant to fail, so `start_ready`
+/// does not fit, but this one must have registered first.
+pub fn wait_ext_ready(host: &Host, name: &str) {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let list = host.list().expect("list extensions");
+        let ext = list
+            .extension(name)
+            .unwrap_or_else(|| panic!("no extension {name} in the list"));
+        if ext.state == "ready" {
+            return;
+        }
+        let why = ext.error.as_deref().unwrap_or("");
+        assert!(
+            ext.state == "starting" && Instant::now() < end,
+            "extension {name} not ready ({} {why})",
+            ext.state
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `wait_for` with its own limit, for work whose volume is the point of
+/// the test (hundreds of MB through a debug build take far longer than
+/// `DEADLINE` on a loaded 2-core machine).
+pub fn wait_for_within(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !cond() {
+        assert!(
+            Instant::now() < end,
+            "timed out waiting {limit:?} for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
