@@ -115,7 +115,9 @@ impl Zot {
         let end = Instant::now() + DEADLINE;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                // Up to EOF (the reader thread then ends), however slow.
+                let end = Instant::now() + DEADLINE;
+                while let Ok(line) = self.lines.recv_deadline(end) {
                     self.seen.push(line);
                 }
                 return status.code();
@@ -677,7 +679,8 @@ fn eof_while_work_is_pending_does_not_spin() {
     let (status, cpu) = wait_with_cpu(child);
     let wall = started.elapsed();
     let mut out = Vec::new();
-    while let Ok(line) = lines.recv_timeout(Duration::from_millis(500)) {
+    // zot has exited: its stdout reaches EOF once the reader is done.
+    while let Ok(line) = lines.recv_timeout(DEADLINE) {
         out.push(line);
     }
     assert_eq!(status, Some(0), "{out:?}");

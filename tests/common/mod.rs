@@ -284,8 +284,10 @@ impl Rpc {
         let end = Instant::now() + DEADLINE;
         loop {
             if let Some(status) = self.child.try_wait().expect("try_wait") {
-                // Drain what is left so `seen` is complete.
-                while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+                // Drain what is left so `seen` is complete: up to EOF
+                // (the reader thread then ends), however slow it is.
+                let end = Instant::now() + DEADLINE;
+                while let Ok(line) = self.lines.recv_deadline(end) {
                     if let Ok(v) = serde_json::from_str(&line) {
                         self.seen.push(v);
                     }
