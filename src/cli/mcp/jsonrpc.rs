@@ -60,6 +60,14 @@ pub enum Incoming {
 
 /// Classifies one line (SPEC 9 "Bad input").
 pub fn classify(line: &[u8]) -> Incoming {
+    // The same depth limit as every other input line, checked without
+    // recursion before serde recurses.
+    if let Err(why) = zot_host::protocol::check_depth(line) {
+        return Incoming::Invalid {
+            id: Value::Null,
+            error: RpcError::new(PARSE_ERROR, format!("parse error: {why}")),
+        };
+    }
     let value: Value = match serde_json::from_slice(line) {
         Ok(v) => v,
         Err(e) => {
@@ -152,6 +160,18 @@ mod tests {
             Incoming::Invalid { id, error } => (id, error.code),
             other => panic!("{line}: expected an error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn lines_nested_too_deep_are_parse_errors() {
+        // 100 levels: valid JSON serde would parse, refused before it.
+        let deep = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        assert_eq!(code(&deep), (Value::Null, PARSE_ERROR));
+        let deeper = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}}"#,
+            "[".repeat(1_000_000)
+        );
+        assert_eq!(code(&deeper), (Value::Null, PARSE_ERROR));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use zot_host::Request;
 /// `zot mcp --help`.
 pub const HELP: &str = "\
 usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
-               [--startup-timeout SECS] [--provider NAME] [--model NAME]
+               [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
 
 Serves the loaded extensions to an MCP client over stdio: their tools
 as MCP tools (through the guards), their commands as prompts, their
