@@ -424,17 +424,7 @@ fn rpc_memory_stays_bounded_when_stdout_is_not_read() {
     let done = t.join("flood.done");
     let ext = flooder(&t, &done);
     // A raw child: nothing reads its stdout until the flood is over.
-    let mut child = zot()
-        .args(["rpc", "--no-ext", "-e"])
-        .arg(&ext)
-        .arg("--cwd")
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn zot rpc");
+    let mut child = spawn_raw(&t, &["rpc"], &ext);
     let pid = child.id();
     wait_for_within("the flood to be written", FLOOD_LIMIT, || done.exists());
     let peak = peak_rss_kb(pid).expect("VmHWM");
@@ -478,17 +468,7 @@ fn session_memory_stays_bounded_when_stdout_is_not_read() {
     let t = TempDir::new("fid-mem-session");
     let done = t.join("flood.done");
     let ext = flooder(&t, &done);
-    let mut child = zot()
-        .args(["--no-ext", "-e"])
-        .arg(&ext)
-        .arg("--cwd")
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn zot");
+    let mut child = spawn_raw(&t, &[], &ext);
     let pid = child.id();
     wait_for_within("the flood to be written", FLOOD_LIMIT, || done.exists());
     let peak = peak_rss_kb(pid).expect("VmHWM");

@@ -6,7 +6,6 @@ mod common;
 use common::*;
 use serde_json::json;
 use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
 use std::time::Duration;
 
 /// Far below what one record per note would take (about 60 bytes each).
@@ -22,17 +21,7 @@ fn the_session_keeps_no_record_per_note() {
         "flood",
         json!({"flood": {"count": NOTES, "size": 1, "done": done}}),
     );
-    let mut child = zot()
-        .args(["--no-ext", "-e"])
-        .arg(&ext)
-        .arg("--cwd")
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn zot");
+    let mut child = spawn_raw(&t, &[], &ext);
     let pid = child.id();
     // Read everything, as a terminal would; say when `/ext` is answered.
     let stdout = child.stdout.take().expect("stdout");
@@ -78,17 +67,7 @@ fn the_session_does_not_read_its_input_far_ahead() {
         "slow",
         json!({"commands": ["x"], "delay_ms": 5000}),
     );
-    let mut child = zot()
-        .args(["--no-ext", "-e"])
-        .arg(&ext)
-        .arg("--cwd")
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn zot");
+    let mut child = spawn_raw(&t, &[], &ext);
     let pid = child.id();
     let stdout = child.stdout.take().expect("stdout");
     let (tx, answered) = crossbeam_channel::unbounded();

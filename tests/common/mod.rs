@@ -459,3 +459,21 @@ pub fn wait_for_within(what: &str, limit: Duration, mut cond: impl FnMut() -> bo
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// `zot ARGS --no-ext -e EXT --cwd T` with ZOT_HOME under `t`, stdin and
+/// stdout piped and stderr discarded: a raw child for the tests that
+/// decide themselves when (or whether) its stdout is read.
+pub fn spawn_raw(t: &TempDir, args: &[&str], ext: &Path) -> Child {
+    zot()
+        .args(args)
+        .args(["--no-ext", "-e"])
+        .arg(ext)
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn zot {args:?}: {e}"))
+}
