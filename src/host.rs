@@ -11,8 +11,8 @@ use crate::engine;
 use crate::intercept::InterceptOutcome;
 use crate::protocol::EventPayload;
 use crate::types::{
-    CommandOutcome, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply, Request,
-    Snapshot, ToolOutcome, ToolRequest,
+    CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
+    Request, Snapshot, ToolOutcome, ToolRequest,
 };
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
@@ -20,8 +20,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-const STOPPED: &str = "the extension host has stopped";
 
 /// A cheap, cloneable way to send requests from any thread.
 ///
@@ -60,7 +58,7 @@ impl HostHandle {
     /// the host stopped the callback gets an error at once.
     pub fn submit(&self, request: Request) {
         if let Err(e) = self.tx.send(request) {
-            e.into_inner().fail(STOPPED.to_string());
+            e.into_inner().fail(HostError::Stopped);
         }
     }
 
@@ -68,13 +66,13 @@ impl HostHandle {
     pub fn call<T: Send + 'static>(
         &self,
         make: impl FnOnce(Reply<T>) -> Request,
-    ) -> Result<T, String> {
+    ) -> Result<T, HostError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         self.submit(make(Box::new(move |r| {
             let _ = tx.send(r);
         })));
         engine::poll_briefly(self.spin, || !rx.is_empty());
-        rx.recv().unwrap_or_else(|_| Err(STOPPED.to_string()))
+        rx.recv().unwrap_or(Err(HostError::Stopped))
     }
 }
 
@@ -134,7 +132,7 @@ impl Host {
     }
 
     /// Runs a slash command (name without `/`).
-    pub fn command(&self, name: &str, args: &str) -> Result<CommandOutcome, String> {
+    pub fn command(&self, name: &str, args: &str) -> Result<CommandOutcome, HostError> {
         let (name, args) = (name.to_string(), args.to_string());
         self.handle
             .call(|reply| Request::Command { name, args, reply })
@@ -144,7 +142,7 @@ impl Host {
     /// interception chain, then the owning extension. For a built-in
     /// tool nothing runs after the chain: the outcome has `builtin` set
     /// and the final `args` (SPEC 7).
-    pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, String> {
+    pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
         self.handle.call(|reply| Request::Tool {
             call,
             pipeline: true,
@@ -153,7 +151,7 @@ impl Host {
     }
 
     /// Runs a tool directly, without event or interception.
-    pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, String> {
+    pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
         self.handle.call(|reply| Request::Tool {
             call,
             pipeline: false,
@@ -162,13 +160,13 @@ impl Host {
     }
 
     /// Asks the guards about an event the embedder is about to act on.
-    pub fn intercept(&self, request: InterceptRequest) -> Result<InterceptOutcome, String> {
+    pub fn intercept(&self, request: InterceptRequest) -> Result<InterceptOutcome, HostError> {
         self.handle
             .call(|reply| Request::Intercept { request, reply })
     }
 
     /// Emits a lifecycle event; returns the subscribers it was queued to.
-    pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, String> {
+    pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, HostError> {
         let event = event.to_string();
         self.handle.call(|reply| Request::Emit {
             event,
@@ -195,7 +193,7 @@ impl Host {
         panel_id: &str,
         key: &str,
         text: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), HostError> {
         let (extension, panel_id, key) =
             (extension.to_string(), panel_id.to_string(), key.to_string());
         let text = text.map(str::to_string);
@@ -209,7 +207,7 @@ impl Host {
     }
 
     /// Tells `extension` its panel `panel_id` was closed.
-    pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), String> {
+    pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
         let (extension, panel_id) = (extension.to_string(), panel_id.to_string());
         self.handle.call(|reply| Request::PanelClose {
             extension,
@@ -219,12 +217,12 @@ impl Host {
     }
 
     /// Extensions and registries as they are now.
-    pub fn list(&self) -> Result<Snapshot, String> {
+    pub fn list(&self) -> Result<Snapshot, HostError> {
         self.handle.call(|reply| Request::List { reply })
     }
 
     /// Stops every extension, rediscovers and starts them again.
-    pub fn reload(&self) -> Result<ReloadReport, String> {
+    pub fn reload(&self) -> Result<ReloadReport, HostError> {
         self.handle.call(|reply| Request::Reload { reply })
     }
 

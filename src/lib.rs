@@ -37,6 +37,6 @@ pub use host::{Host, HostHandle};
 pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;
 pub use types::{
-    CommandInfo, CommandOutcome, ExtensionInfo, HostEvent, InterceptRequest, ReloadReport, Reply,
-    Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+    CommandInfo, CommandOutcome, ExtensionInfo, HostError, HostEvent, InterceptRequest,
+    ReloadReport, Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
 };

@@ -7,8 +7,10 @@ use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, OpenPanel, Panel};
 use serde::Serialize;
 use serde_json::Value;
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 /// What a slash command asked for.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -239,9 +241,114 @@ pub enum HostEvent {
     },
 }
 
+/// Why the host could not answer a request. `Display` gives the text
+/// shown to users.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// No extension registered this command.
+    UnknownCommand(String),
+    /// No extension registered this tool.
+    UnknownTool(String),
+    /// The command is the embedder's own.
+    HostCommand(String),
+    /// The tool is built in: the embedder runs it, not an extension.
+    BuiltInTool(String),
+    /// Only `tool_call`, `turn_start` and `assistant_message` can be intercepted.
+    NotInterceptable(String),
+    /// No running extension has this name.
+    NoSuchExtension(String),
+    /// The extension cannot take a request now (stopping, stdin closed).
+    NotServing(String),
+    /// The extension did not answer in time.
+    TimedOut {
+        /// The extension asked.
+        extension: String,
+        /// What it was asked: `/NAME` or `tool NAME`.
+        request: String,
+        /// The timeout that passed.
+        limit: Duration,
+    },
+    /// The extension failed while the request waited.
+    Failed(String),
+    /// The extension exited while the request waited.
+    Exited {
+        /// The extension.
+        extension: String,
+        /// How it exited, e.g. `exit code 1`.
+        status: String,
+    },
+    /// A reload replaced the extensions while the request waited.
+    Reloaded,
+    /// Only one reload runs at a time.
+    ReloadRunning,
+    /// A shutdown began before the request was accepted.
+    ShuttingDown,
+    /// A shutdown without waiting (a second Ctrl-C) cancelled it.
+    Cancelled,
+    /// The host has stopped.
+    Stopped,
+}
+
+impl HostError {
+    /// The request named a command or tool the host does not run for
+    /// the caller: the caller's mistake, not a failure of an extension.
+    pub fn is_unknown_name(&self) -> bool {
+        use HostError::*;
+        matches!(
+            self,
+            UnknownCommand(_) | UnknownTool(_) | HostCommand(_) | BuiltInTool(_)
+        )
+    }
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        use HostError::*;
+        match self {
+            UnknownCommand(name) => write!(f, "unknown command /{name}"),
+            UnknownTool(name) => write!(f, "unknown tool {name}"),
+            HostCommand(name) => write!(f, "/{name} is a host command"),
+            BuiltInTool(name) => write!(f, "tool {name} is built in: the embedder runs it"),
+            NotInterceptable(event) => write!(
+                f,
+                "event {event:?} cannot be intercepted (only tool_call, turn_start, assistant_message)"
+            ),
+            NoSuchExtension(name) => write!(f, "no running extension named {name:?}"),
+            NotServing(name) => write!(f, "extension {name} is not accepting input"),
+            TimedOut {
+                extension,
+                request,
+                limit,
+            } => write!(
+                f,
+                "extension {extension} did not answer {request} within {}",
+                human(*limit)
+            ),
+            Failed(name) => write!(f, "extension {name} failed"),
+            Exited { extension, status } => write!(f, "extension {extension} exited ({status})"),
+            Reloaded => f.write_str("extensions were reloaded"),
+            ReloadRunning => f.write_str("a reload is already running"),
+            ShuttingDown => f.write_str("the extension host is shutting down"),
+            Cancelled => f.write_str("cancelled: the extension host is shutting down"),
+            Stopped => f.write_str("the extension host has stopped"),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
+pub(crate) fn human(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
 /// Where a reply goes: called once, on the host loop thread, so it
 /// must be quick (send on a channel, write to a queue).
-pub type Reply<T> = Box<dyn FnOnce(Result<T, String>) + Send>;
+pub type Reply<T> = Box<dyn FnOnce(Result<T, HostError>) + Send>;
 
 /// A request to the host loop. Each carries its own [`Reply`].
 pub enum Request {
@@ -329,7 +436,7 @@ pub enum Request {
 
 impl Request {
     /// Answers the request with an error without running it.
-    pub fn fail(self, error: String) {
+    pub fn fail(self, error: HostError) {
         match self {
             Request::Command { reply, .. } => reply(Err(error)),
             Request::Tool { reply, .. } => reply(Err(error)),

@@ -80,7 +80,9 @@ fn tool_results_are_mapped_and_attributed() {
         [json!({"type": "text", "text": "error: unsupported content block type \"video\""})]
     );
     assert_eq!(
-        host.call_tool(call("ghost", json!({}))).unwrap_err(),
+        host.call_tool(call("ghost", json!({})))
+            .unwrap_err()
+            .to_string(),
         "unknown tool ghost"
     );
 }
@@ -101,6 +103,7 @@ fn tools_named_like_builtins_are_never_dispatched() {
     assert!(host
         .call_tool_direct(call("bash", json!({})))
         .unwrap_err()
+        .to_string()
         .contains("built in"));
     assert!(host.list().unwrap().tools.is_empty());
     host.shutdown();
@@ -144,11 +147,15 @@ fn tool_timeout_and_crash_fail_the_call() {
     cfg.timeouts.tool = Duration::from_millis(300);
     let host = start_ready(cfg);
     assert_eq!(
-        host.call_tool(call("hang", json!({}))).unwrap_err(),
+        host.call_tool(call("hang", json!({})))
+            .unwrap_err()
+            .to_string(),
         "extension a did not answer tool hang within 300 ms"
     );
     assert_eq!(
-        host.call_tool(call("boom", json!({}))).unwrap_err(),
+        host.call_tool(call("boom", json!({})))
+            .unwrap_err()
+            .to_string(),
         "extension a exited (exit code 4)"
     );
     assert!(host.list().unwrap().tools.is_empty());
@@ -167,7 +174,9 @@ fn crash_mid_tool_does_not_wait_for_the_timeout() {
     let host = start_ready(cfg);
     let started = Instant::now();
     assert_eq!(
-        host.call_tool(call("boom", json!({}))).unwrap_err(),
+        host.call_tool(call("boom", json!({})))
+            .unwrap_err()
+            .to_string(),
         "extension a exited (exit code 4)"
     );
     assert!(started.elapsed() < Duration::from_secs(60));

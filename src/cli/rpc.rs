@@ -23,7 +23,9 @@ use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
-use zot_host::{EventPayload, HostEvent, HostHandle, InterceptRequest, Request, ToolRequest};
+use zot_host::{
+    EventPayload, HostError, HostEvent, HostHandle, InterceptRequest, Request, ToolRequest,
+};
 
 /// `zot rpc --help`.
 pub const HELP: &str = "\
@@ -323,10 +325,11 @@ fn reply<T: serde::Serialize + 'static>(
     shape: impl FnOnce(T) -> Value + Send + 'static,
 ) -> zot_host::Reply<T> {
     let (host, out, command) = (host.clone(), out.clone(), command.to_string());
-    Box::new(move |result: Result<T, String>| {
+    Box::new(move |result: Result<T, HostError>| {
         // Runs on the host loop: the count is exact.
         let after = host.events_sent();
-        let line = response(id.as_deref(), &command, result.map(shape));
+        let result = result.map(shape).map_err(|e| e.to_string());
+        let line = response(id.as_deref(), &command, result);
         let _ = out.send(Out::Response { after, line });
     })
 }

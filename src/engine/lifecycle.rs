@@ -10,7 +10,7 @@ use crate::manifest::Protocol;
 use crate::mcp_client::McpOptions;
 use crate::process::{describe_status, group_alive, signal_group, ExtProcess};
 use crate::protocol::HostFrame;
-use crate::types::{HostEvent, ReloadReport, Reply, Request};
+use crate::types::{HostError, HostEvent, ReloadReport, Reply, Request};
 use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -224,12 +224,8 @@ impl Engine {
             extension: ext.name.clone(),
             error: reason.clone(),
         });
-        self.drop_registrations(
-            idx,
-            &format!("extension {} failed", self.exts[idx].name),
-            &format!("failed: {reason}"),
-            now,
-        );
+        let why = HostError::Failed(self.exts[idx].name.clone());
+        self.drop_registrations(idx, why, &format!("failed: {reason}"), now);
         self.check_startup(now);
     }
 
@@ -316,8 +312,11 @@ impl Engine {
         if let Some(how) = crash {
             self.crashed(idx, &how, now);
         }
-        let why = format!("extension {} exited ({desc})", self.exts[idx].name);
-        self.drop_registrations(idx, &why, &guard_why, now);
+        let why = HostError::Exited {
+            extension: self.exts[idx].name.clone(),
+            status: desc,
+        };
+        self.drop_registrations(idx, why, &guard_why, now);
         self.check_startup(now);
     }
 
@@ -327,7 +326,7 @@ impl Engine {
     pub(super) fn drop_registrations(
         &mut self,
         idx: usize,
-        why: &str,
+        why: HostError,
         guard_why: &str,
         now: Instant,
     ) {
@@ -345,7 +344,7 @@ impl Engine {
             .collect();
         for id in ids {
             if let Some(p) = self.pending.remove(&id) {
-                p.kind.fail(why.to_string());
+                p.kind.fail(why.clone());
             }
         }
         self.release_guards(idx, guard_why, now);
@@ -421,11 +420,11 @@ impl Engine {
             }
             Some(Goal::Reload(reply, stopped)) => {
                 for (_, p) in self.pending.drain() {
-                    p.kind.fail("extensions were reloaded".into());
+                    p.kind.fail(HostError::Reloaded);
                 }
                 for (_, chain) in self.chains.drain() {
                     if let Some(then) = chain.then {
-                        then.fail("extensions were reloaded".into());
+                        then.fail(HostError::Reloaded);
                     }
                 }
                 self.commands.clear();
@@ -474,7 +473,6 @@ impl Engine {
 
     /// Stops at once: whatever is accepted fails now (a second Ctrl-C).
     pub(super) fn shutdown_now(&mut self, reply: Reply<()>) {
-        const WHY: &str = "cancelled: the extension host is shutting down";
         let mut replies = vec![reply];
         replies.extend(self.closing.take().unwrap_or_default());
         let held = std::mem::take(&mut self.deferred)
@@ -483,19 +481,19 @@ impl Engine {
         for req in held {
             match req {
                 Request::Shutdown { reply } | Request::ShutdownNow { reply } => replies.push(reply),
-                other => other.fail(WHY.into()),
+                other => other.fail(HostError::Cancelled),
             }
         }
         for (_, p) in self.pending.drain() {
-            p.kind.fail(WHY.into());
+            p.kind.fail(HostError::Cancelled);
         }
         for (_, chain) in self.chains.drain() {
             if let Some(then) = chain.then {
-                then.fail(WHY.into());
+                then.fail(HostError::Cancelled);
             }
         }
         if let Some(reload) = self.startup.as_mut().and_then(|s| s.reload.take()) {
-            reload(Err(WHY.into()));
+            reload(Err(HostError::Cancelled));
         }
         match self.goal.take() {
             Some(Goal::Shutdown(mut earlier)) => {
@@ -504,7 +502,7 @@ impl Engine {
             }
             other => {
                 if let Some(Goal::Reload(reload, _)) = other {
-                    reload(Err(WHY.into()));
+                    reload(Err(HostError::Cancelled));
                 }
                 // A first startup still running ends with the stop.
                 self.startup = None;

@@ -20,8 +20,8 @@ use crate::manifest::Manifest;
 use crate::process::{ExtProcess, InboundMsg};
 use crate::registry::Registry;
 use crate::types::{
-    CommandInfo, CommandOutcome, ExtensionInfo, HostEvent, ReadyLatch, ReloadReport, Reply,
-    Request, Snapshot, ToolInfo, ToolOutcome,
+    CommandInfo, CommandOutcome, ExtensionInfo, HostError, HostEvent, ReadyLatch, ReloadReport,
+    Reply, Request, Snapshot, ToolInfo, ToolOutcome,
 };
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
@@ -167,7 +167,7 @@ enum PendingKind {
 impl PendingKind {
     /// Answers a command or tool request with an error; a guard's
     /// answer is the chain's business.
-    fn fail(self, error: String) {
+    fn fail(self, error: HostError) {
         match self {
             PendingKind::Command { reply, .. } => reply(Err(error)),
             PendingKind::Tool { reply, .. } => reply(Err(error)),
@@ -195,7 +195,7 @@ enum Then {
 
 impl Then {
     /// Answers whoever waits on the chain with an error.
-    fn fail(self, error: String) {
+    fn fail(self, error: HostError) {
         match self {
             Then::Reply(reply) => reply(Err(error)),
             Then::Tool { reply, .. } | Then::Builtin(reply) => reply(Err(error)),
@@ -386,15 +386,6 @@ pub(crate) fn run(
         for ext in &mut engine.exts {
             ext.flush();
         }
-    }
-}
-
-/// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
-fn human(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
     }
 }
 

@@ -4,7 +4,7 @@
 use super::{later, ChainState, Engine, Goal, Pending, PendingKind, State, Then};
 use crate::intercept::{Answer, Chain, Step, INTERCEPTABLE};
 use crate::protocol::{EventPayload, HostFrame};
-use crate::types::{CommandOutcome, Reply, Request, ToolOutcome, ToolRequest};
+use crate::types::{CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
 use serde_json::Value;
 use std::time::Instant;
 
@@ -17,7 +17,7 @@ impl Engine {
             return self.shutdown_now(reply);
         }
         if matches!(req, Request::Reload { .. }) && self.reloading() {
-            return req.fail("a reload is already running".into());
+            return req.fail(HostError::ReloadRunning);
         }
         // Until (re)started extensions are ready their registries are
         // incomplete: hold every request, in order, rather than fail it
@@ -40,7 +40,7 @@ impl Engine {
                 self.cancel_restarts();
                 self.closing = Some(vec![reply]);
             }
-            req if stopping => req.fail("the extension host is shutting down".into()),
+            req if stopping => req.fail(HostError::ShuttingDown),
             req => self.execute(req, true, now),
         }
     }
@@ -62,10 +62,7 @@ impl Engine {
             } => self.call_tool(call, pipeline, reply, now),
             Request::Intercept { request, reply } => {
                 if !INTERCEPTABLE.contains(&request.event.as_str()) {
-                    return reply(Err(format!(
-                        "event {:?} cannot be intercepted (only tool_call, turn_start, assistant_message)",
-                        request.event
-                    )));
+                    return reply(Err(HostError::NotInterceptable(request.event)));
                 }
                 self.start_chain(&request.event, request.payload, Then::Reply(reply), now);
             }
@@ -158,7 +155,7 @@ impl Engine {
     pub(super) fn run_deferred(&mut self) {
         if self.done {
             for req in std::mem::take(&mut self.deferred) {
-                req.fail("the extension host has stopped".into());
+                req.fail(HostError::Stopped);
             }
         }
         if self.starting() || self.deferred.is_empty() {
@@ -170,16 +167,16 @@ impl Engine {
         }
     }
 
-    pub(super) fn send_to(&mut self, extension: &str, line: Vec<u8>) -> Result<(), String> {
+    pub(super) fn send_to(&mut self, extension: &str, line: Vec<u8>) -> Result<(), HostError> {
         let ext = self
             .exts
             .iter_mut()
             .find(|e| e.name == extension && e.serving())
-            .ok_or_else(|| format!("no running extension named {extension:?}"))?;
+            .ok_or_else(|| HostError::NoSuchExtension(extension.to_string()))?;
         if ext.send(&line) {
             Ok(())
         } else {
-            Err(format!("extension {extension} is not accepting input"))
+            Err(HostError::NotServing(extension.to_string()))
         }
     }
 
@@ -196,10 +193,10 @@ impl Engine {
         now: Instant,
     ) {
         if self.cfg.builtin_commands.iter().any(|b| b == name) {
-            return reply(Err(format!("/{name} is a host command")));
+            return reply(Err(HostError::HostCommand(name.to_string())));
         }
         let Some(idx) = self.commands.owner(name).map(|c| c.rank) else {
-            return reply(Err(format!("unknown command /{name}")));
+            return reply(Err(HostError::UnknownCommand(name.to_string())));
         };
         let id = self.next_id();
         let line = HostFrame::CommandInvoked {
@@ -227,7 +224,7 @@ impl Engine {
     ) {
         let ext = &mut self.exts[idx];
         if !ext.serving() || !ext.send(line) {
-            return kind.fail(format!("extension {} is not accepting input", ext.name));
+            return kind.fail(HostError::NotServing(ext.name.clone()));
         }
         self.pending.insert(
             id,
@@ -248,13 +245,10 @@ impl Engine {
     ) {
         let builtin = self.cfg.builtin_tools.contains(&call.name);
         if builtin && !pipeline {
-            return reply(Err(format!(
-                "tool {} is built in: the embedder runs it",
-                call.name
-            )));
+            return reply(Err(HostError::BuiltInTool(call.name)));
         }
         if !builtin && self.tools.owner(&call.name).is_none() {
-            return reply(Err(format!("unknown tool {}", call.name)));
+            return reply(Err(HostError::UnknownTool(call.name)));
         }
         let args = if call.args.is_null() {
             Value::Object(Default::default())
@@ -295,7 +289,7 @@ impl Engine {
         now: Instant,
     ) {
         let Some(idx) = self.tools.owner(name).map(|c| c.rank) else {
-            return reply(Err(format!("unknown tool {name}")));
+            return reply(Err(HostError::UnknownTool(name.to_string())));
         };
         let id = self.next_id();
         let line = HostFrame::ToolCall {

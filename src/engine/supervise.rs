@@ -5,11 +5,11 @@
 //! Restarts are deadlines of the host loop like any other (no thread
 //! sleeps on them), and shutdown or reload cancels them at once.
 
-use super::{human, later, Engine, Ext, State};
+use super::{later, Engine, Ext, State};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
 use crate::process::ExtProcess;
-use crate::types::HostEvent;
+use crate::types::{human, HostEvent};
 use std::time::{Duration, Instant};
 
 /// Crashes older than this no longer count towards giving up.

@@ -1,8 +1,9 @@
 //! Deadlines: the next wake-up, timeouts, the shutdown ladder and the
 //! liveness check.
 
-use super::{human, later, min_deadline, Engine, Ext, PendingKind, LIVENESS_EVERY, LIVENESS_IDLE};
+use super::{later, min_deadline, Engine, Ext, PendingKind, LIVENESS_EVERY, LIVENESS_IDLE};
 use crate::process::ExtProcess;
+use crate::types::{human, HostError};
 use std::time::{Duration, Instant};
 
 impl Engine {
@@ -96,22 +97,28 @@ impl Engine {
         let ext = &self.exts[p.ext];
         match p.kind {
             PendingKind::Command { name, reply } => {
-                let limit = human(self.cfg.timeouts.command);
-                ext.log
-                    .line(&format!("no command_response for /{name} within {limit}"));
-                reply(Err(format!(
-                    "extension {} did not answer /{name} within {limit}",
-                    ext.name
-                )));
+                let limit = self.cfg.timeouts.command;
+                ext.log.line(&format!(
+                    "no command_response for /{name} within {}",
+                    human(limit)
+                ));
+                reply(Err(HostError::TimedOut {
+                    extension: ext.name.clone(),
+                    request: format!("/{name}"),
+                    limit,
+                }));
             }
             PendingKind::Tool { name, reply } => {
-                let limit = human(self.cfg.timeouts.tool);
-                ext.log
-                    .line(&format!("no tool_result for {name} within {limit}"));
-                reply(Err(format!(
-                    "extension {} did not answer tool {name} within {limit}",
-                    ext.name
-                )));
+                let limit = self.cfg.timeouts.tool;
+                ext.log.line(&format!(
+                    "no tool_result for {name} within {}",
+                    human(limit)
+                ));
+                reply(Err(HostError::TimedOut {
+                    extension: ext.name.clone(),
+                    request: format!("tool {name}"),
+                    limit,
+                }));
             }
             PendingKind::Guard { chain, pos } => {
                 let limit = human(self.cfg.timeouts.intercept);

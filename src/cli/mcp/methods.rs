@@ -98,7 +98,7 @@ pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Val
                             result.insert(k.into(), v.into());
                             era::finish(era, Kind::Cacheable, result)
                         })
-                        .map_err(|e| RpcError::new(INTERNAL_ERROR, e));
+                        .map_err(|e| RpcError::new(INTERNAL_ERROR, e.to_string()));
                     s.finish(&key, result);
                 }),
             };
@@ -170,14 +170,6 @@ fn object_param(params: &Map<String, Value>, key: &str) -> Result<Map<String, Va
     }
 }
 
-/// A name the host does not know is the client's mistake (-32602), not
-/// a failure of the tool or command.
-fn unknown_name(error: &str) -> bool {
-    error.starts_with("unknown ")
-        || error.contains("is built in")
-        || error.contains("is a host command")
-}
-
 fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
     let call = string_param(params, "name").and_then(|name| {
         let args = object_param(params, "arguments")?;
@@ -204,8 +196,9 @@ fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>)
                     format!("unknown tool {name}"),
                 )),
                 Ok(outcome) => Ok(mapping::tool_result(outcome)),
-                Err(e) if unknown_name(&e) => Err(RpcError::new(INVALID_PARAMS, e)),
-                Err(e) => Ok(mapping::tool_failure(&e)),
+                // A name the host does not run is the client's mistake.
+                Err(e) if e.is_unknown_name() => Err(RpcError::new(INVALID_PARAMS, e.to_string())),
+                Err(e) => Ok(mapping::tool_failure(&e.to_string())),
             };
             s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
         }),
@@ -234,8 +227,8 @@ fn prompts_get(server: &Server, id: Value, era: Era, params: &Map<String, Value>
         reply: Box::new(move |outcome| {
             let result = match outcome {
                 Ok(outcome) => mapping::prompt_result(&command, outcome),
-                Err(e) if unknown_name(&e) => Err(RpcError::new(INVALID_PARAMS, e)),
-                Err(e) => Err(RpcError::new(INTERNAL_ERROR, e)),
+                Err(e) if e.is_unknown_name() => Err(RpcError::new(INVALID_PARAMS, e.to_string())),
+                Err(e) => Err(RpcError::new(INTERNAL_ERROR, e.to_string())),
             };
             s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
         }),

@@ -26,8 +26,8 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
 use zot_host::{
-    CommandOutcome, EventPayload, HostEvent, HostHandle, InterceptOutcome, InterceptRequest,
-    ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
+    CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptOutcome,
+    InterceptRequest, ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
 };
 
 /// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
@@ -238,11 +238,12 @@ fn read_stdin() -> Result<Receiver<Input>, CliError> {
     Ok(rx)
 }
 
-/// `error` about `what`, prefixed with `what: ` unless it names `name`
-/// already (`unknown command /x` stays, `extension a exited` does not).
-fn about(what: &str, name: &str, error: String) -> String {
-    if error.contains(name) {
-        error
+/// `error` about `what`, prefixed with `what: ` unless it names the
+/// command or tool already (`unknown command /x` stays, `extension a
+/// exited` does not).
+fn about(what: &str, error: HostError) -> String {
+    if error.is_unknown_name() || matches!(error, HostError::TimedOut { .. }) {
+        error.to_string()
     } else {
         format!("{what}: {error}")
     }
@@ -283,12 +284,12 @@ type Reply = (u64, u64, Done);
 
 /// A reply to one of our requests.
 enum Done {
-    Command(Result<CommandOutcome, String>),
-    List(Result<Snapshot, String>),
-    Tool(Result<ToolOutcome, String>),
-    Intercept(Result<InterceptOutcome, String>),
-    Reload(Result<ReloadReport, String>),
-    Unit(Result<(), String>),
+    Command(Result<CommandOutcome, HostError>),
+    List(Result<Snapshot, HostError>),
+    Tool(Result<ToolOutcome, HostError>),
+    Intercept(Result<InterceptOutcome, HostError>),
+    Reload(Result<ReloadReport, HostError>),
+    Unit(Result<(), HostError>),
     Agent(Result<String, String>),
 }
 
@@ -445,7 +446,10 @@ impl Session {
 
     /// A reply that comes back to the loop tagged with the next job id
     /// and with how many events the host had sent by then.
-    fn reply<T: Send + 'static>(&self, wrap: fn(Result<T, String>) -> Done) -> zot_host::Reply<T> {
+    fn reply<T: Send + 'static>(
+        &self,
+        wrap: fn(Result<T, HostError>) -> Done,
+    ) -> zot_host::Reply<T> {
         let (tx, job, host) = (self.done_tx.clone(), self.next_job + 1, self.host.clone());
         Box::new(move |result| {
             // Runs on the host loop, the only sender of events: exact.
@@ -527,7 +531,7 @@ impl Session {
                     View::Tools => self.out.tools(&snap),
                     View::Extensions => self.out.extensions(&snap),
                 },
-                Err(e) => self.out.error(&e),
+                Err(e) => self.out.error(&e.to_string()),
             },
             (Pending::Tool(name), Done::Tool(r)) => match r {
                 Ok(o) if o.builtin && !o.blocked => {
@@ -539,7 +543,7 @@ impl Session {
                     );
                 }
                 Ok(outcome) => self.out.tool_outcome(&outcome),
-                Err(e) => self.out.error(&about(&format!("/call {name}"), &name, e)),
+                Err(e) => self.out.error(&about(&format!("/call {name}"), e)),
             },
             (Pending::Reload, Done::Reload(r)) => match r {
                 Ok(report) => {
@@ -552,11 +556,11 @@ impl Session {
                         self.out.error(e);
                     }
                 }
-                Err(e) => self.out.error(&e),
+                Err(e) => self.out.error(&e.to_string()),
             },
             (Pending::PanelKey, Done::Unit(r)) => {
                 if let Err(e) = r {
-                    self.out.error(&e);
+                    self.out.error(&e.to_string());
                 }
             }
             (Pending::TurnStart(turn), Done::Intercept(r)) => self.turn_allowed(turn, r),
@@ -567,12 +571,11 @@ impl Session {
         }
     }
 
-    fn command_done(&mut self, name: &str, result: Result<CommandOutcome, String>) {
+    fn command_done(&mut self, name: &str, result: Result<CommandOutcome, HostError>) {
         let o = match result {
             Ok(o) => o,
             Err(e) => {
-                let slash = format!("/{name}");
-                return self.out.error(&about(&slash, &slash, e));
+                return self.out.error(&about(&format!("/{name}"), e));
             }
         };
         if let Some(e) = o.error.as_deref().filter(|e| !e.is_empty()) {

@@ -6,7 +6,7 @@
 use super::agent::Agent;
 use super::render::Tone;
 use super::{Done, Pending, Session, Turn};
-use zot_host::{EventPayload, InterceptOutcome};
+use zot_host::{EventPayload, HostError, InterceptOutcome};
 
 impl Session {
     /// Starts a turn for `prompt`: first the `turn_start` interception.
@@ -33,12 +33,12 @@ impl Session {
     pub(super) fn turn_allowed(
         &mut self,
         mut turn: Turn,
-        result: Result<InterceptOutcome, String>,
+        result: Result<InterceptOutcome, HostError>,
     ) {
         match result {
             Ok(o) if o.block => return self.out.blocked(o.reason.as_deref().unwrap_or("")),
             Ok(_) => {}
-            Err(e) => return self.out.error(&e),
+            Err(e) => return self.out.error(&e.to_string()),
         }
         let payload = EventPayload {
             step: Some(turn.step),
@@ -86,7 +86,7 @@ impl Session {
         &mut self,
         turn: Turn,
         text: String,
-        result: Result<InterceptOutcome, String>,
+        result: Result<InterceptOutcome, HostError>,
     ) {
         let shown = match result {
             Ok(o) if o.block => {
@@ -95,7 +95,7 @@ impl Session {
             }
             Ok(o) => Some(o.replace_text.unwrap_or(text)),
             Err(e) => {
-                self.out.error(&e);
+                self.out.error(&e.to_string());
                 Some(text)
             }
         };
