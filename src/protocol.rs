@@ -1,9 +1,5 @@
 //! Wire frames (SPEC section 2) and the line reader that turns an
 //! extension's stdout into frames.
-//!
-//! Every frame is one JSON object on one `\n`-terminated line. Frames
-//! from the extension are parsed into [`ExtFrame`]; frames to the
-//! extension are built as [`HostFrame`] and serialised once.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,11 +8,8 @@ use std::io::{self, BufRead};
 /// Longest line accepted from an extension; longer lines are discarded.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
-/// Deepest nesting of arrays and objects accepted in one JSON text
-/// (frame, rpc request, manifest). serde_json parses, converts, drops
-/// and serialises values recursively, so unbounded depth would reach
-/// the stack; [`check_depth`] refuses deeper input before any of that.
-/// Real frames nest a few levels; tool schemas and args a dozen or so.
+/// Deepest nesting accepted in one JSON text (frame, rpc request,
+/// manifest): serde_json recurses, so deeper input would reach the stack.
 pub const MAX_DEPTH: usize = 64;
 
 /// Keys a `panel_key` frame may carry.
@@ -40,95 +33,63 @@ pub const PANEL_KEYS: [&str; 14] = [
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// A frame sent by an extension to the host.
+/// A frame sent by an extension to the host; the variants and fields
+/// are the frames of SPEC section 2.
+#[allow(missing_docs)]
 #[derive(Debug, Clone)]
 pub enum ExtFrame {
-    /// Mandatory first frame.
     Hello {
-        /// Extension name; must be non-empty (the manifest's name wins).
         name: String,
-        /// Extension version, used when the manifest has none.
+        /// Used when the manifest has no version.
         version: Option<String>,
-        /// Declared capabilities; parsed but not acted on.
+        /// Parsed (a wrong type drops the frame) but not acted on.
         capabilities: Option<Vec<String>>,
     },
-    /// Adds a slash command.
     RegisterCommand {
-        /// Command name, without the slash.
         name: String,
-        /// One-line help text.
         description: Option<String>,
     },
-    /// Adds an LLM-callable tool.
     RegisterTool {
-        /// Tool name.
         name: String,
-        /// What the tool does, for the model.
         description: Option<String>,
-        /// JSON Schema of the arguments; must be an object when present.
         schema: Option<Value>,
     },
-    /// Declares observed and intercepted lifecycle events.
     Subscribe {
-        /// Events to receive as one-way `event` frames.
         events: Option<Vec<String>>,
-        /// Events to receive as `event_intercept` (interceptable ones only).
         intercept: Option<Vec<String>>,
     },
-    /// All initial registrations are sent.
     Ready,
-    /// Reply to `command_invoked`.
     CommandResponse(CommandResponse),
-    /// Reply to `tool_call`.
     ToolResult {
-        /// Id of the `tool_call` answered.
         id: String,
-        /// Text and image content blocks.
         content: Option<Vec<Value>>,
-        /// Whether the result is an error (default false).
         is_error: Option<bool>,
     },
-    /// Reply to `event_intercept`.
     EventInterceptResponse {
-        /// Id of the `event_intercept` answered.
         id: String,
-        /// Block the event (default false).
         block: Option<bool>,
-        /// Why it was blocked.
         reason: Option<String>,
-        /// `tool_call` only: replacement tool arguments.
         modified_args: Option<Value>,
-        /// `assistant_message` only: replacement text, when non-empty.
         replace_text: Option<String>,
     },
-    /// A note for the user.
     Notify {
-        /// `info`, `success`, `warn` or `error` (default and fallback `info`).
         level: Option<String>,
-        /// The note's text.
         message: String,
     },
-    /// Retract every note this extension pushed.
     ClearNotes,
-    /// Show or update a panel.
     PanelRender(Panel),
-    /// Close a panel.
     PanelClose {
-        /// The panel to close.
         panel_id: String,
     },
-    /// Answer to `shutdown`.
     ShutdownAck,
-    /// Internal, never read from the wire: an MCP server's command left
-    /// its prompt list (SPEC 11).
+    /// Internal, never read from the wire: an MCP server's prompt left
+    /// its list (SPEC 11).
     UnregisterCommand {
-        /// Command name.
         name: String,
     },
     /// Internal, never read from the wire: an MCP server's tool left its
-    /// tool list (SPEC 11).
+    /// list (SPEC 11).
     UnregisterTool {
-        /// Tool name.
         name: String,
     },
 }
@@ -156,53 +117,43 @@ impl ExtFrame {
     }
 }
 
-/// Body of `command_response`.
+/// Body of `command_response` (SPEC section 2).
+#[allow(missing_docs)]
 #[derive(Debug, Clone)]
 pub struct CommandResponse {
-    /// Id of the `command_invoked` answered.
     pub id: String,
     /// `prompt`, `insert`, `display`, `noop` or `open_panel`.
     pub action: Option<String>,
-    /// Text to submit as a user message.
     pub prompt: Option<String>,
-    /// Text for the input line.
     pub insert: Option<String>,
-    /// A one-shot note.
     pub display: Option<String>,
-    /// The panel to open, for `open_panel`.
     pub open_panel: Option<OpenPanel>,
     /// An error to show, whatever the action.
     pub error: Option<String>,
 }
 
 /// `command_response.open_panel`.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct OpenPanel {
-    /// Panel id, chosen by the extension.
     pub id: String,
-    /// Heading line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Body lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<String>>,
-    /// Line shown below the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footer: Option<String>,
 }
 
 /// `panel_render` from an extension.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 pub struct Panel {
-    /// Panel id, chosen by the extension.
     pub panel_id: String,
-    /// Heading line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// Body lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lines: Option<Vec<String>>,
-    /// Line shown below the body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub footer: Option<String>,
 }
@@ -238,79 +189,50 @@ fn is_empty(s: &Option<String>) -> bool {
     s.as_deref().is_none_or(str::is_empty)
 }
 
-/// A frame sent by the host to an extension.
+/// A frame sent by the host to an extension (SPEC section 2).
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostFrame<'a> {
-    /// Answer to `hello`.
     HelloAck {
-        /// Always [`PROTOCOL_VERSION`].
         protocol_version: u32,
-        /// Version of the embedding zot.
         zot_version: &'a str,
-        /// The LLM provider in use.
         provider: &'a str,
-        /// The model in use.
         model: &'a str,
-        /// The user's project directory.
         cwd: &'a str,
-        /// The extension's absolute directory.
         extension_dir: &'a str,
-        /// Where the extension may keep data (its directory too).
         data_dir: &'a str,
     },
-    /// Run a slash command.
     CommandInvoked {
-        /// Request id, echoed by `command_response`.
         id: &'a str,
-        /// Command name, without the slash.
         name: &'a str,
-        /// Text after the command name, trimmed.
         args: &'a str,
     },
-    /// Run a tool.
     ToolCall {
-        /// Request id, echoed by `tool_result`.
         id: &'a str,
-        /// Tool name.
         name: &'a str,
-        /// Tool arguments (`{}` when none).
         args: &'a Value,
     },
-    /// A lifecycle event, one-way.
     Event {
-        /// Event name, e.g. `turn_start`.
         event: &'a str,
-        /// Event fields, flattened into the frame.
         #[serde(flatten)]
         payload: &'a EventPayload,
     },
-    /// A lifecycle event the extension may block or rewrite.
     EventIntercept {
-        /// Request id, echoed by `event_intercept_response`.
         id: &'a str,
-        /// `tool_call`, `turn_start` or `assistant_message`.
         event: &'a str,
-        /// Event fields, flattened into the frame.
         #[serde(flatten)]
         payload: &'a EventPayload,
     },
-    /// A key pressed in a panel the extension opened.
     PanelKey {
-        /// The panel the key was pressed in.
         panel_id: &'a str,
-        /// One of [`PANEL_KEYS`].
         key: &'a str,
-        /// The typed text, for `rune`.
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<&'a str>,
     },
-    /// The user closed a panel.
     PanelClose {
-        /// The panel that was closed.
         panel_id: &'a str,
     },
-    /// Please acknowledge and exit.
     Shutdown,
 }
 
@@ -349,9 +271,7 @@ impl<R: BufRead> LineReader<R> {
     /// The next line, or `None` at end of stream. A final line without
     /// a terminator is still returned.
     pub fn next_line(&mut self) -> io::Result<Option<Line>> {
-        let mut line = Vec::new();
-        let mut seen = 0usize;
-        let mut overflow = false;
+        let (mut line, mut seen) = (Vec::new(), 0usize);
         loop {
             let buf = match self.inner.fill_buf() {
                 Ok(buf) => buf,
@@ -364,26 +284,21 @@ impl<R: BufRead> LineReader<R> {
                 }
                 break;
             }
-            let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => (&buf[..i], i + 1),
-                None => (buf, buf.len()),
-            };
-            let found_newline = done > chunk.len();
+            let newline = buf.iter().position(|&b| b == b'\n');
+            let chunk = &buf[..newline.unwrap_or(buf.len())];
             seen += chunk.len();
-            if !overflow {
-                if seen > self.max {
-                    overflow = true;
-                    line = Vec::new();
-                } else {
-                    line.extend_from_slice(chunk);
-                }
+            if seen <= self.max {
+                line.extend_from_slice(chunk);
+            } else {
+                line = Vec::new();
             }
-            self.inner.consume(done);
-            if found_newline {
+            let used = newline.map_or(buf.len(), |i| i + 1);
+            self.inner.consume(used);
+            if newline.is_some() {
                 break;
             }
         }
-        if overflow {
+        if seen > self.max {
             return Ok(Some(Line::TooLong(seen)));
         }
         if line.last() == Some(&b'\r') {
@@ -526,72 +441,24 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
 mod tests {
     use super::*;
 
-    fn lines(input: &[u8], max: usize) -> Vec<String> {
-        let mut r = LineReader::new(input, max);
-        let mut out = Vec::new();
-        while let Some(l) = r.next_line().unwrap() {
-            out.push(match l {
-                Line::Text(t) => String::from_utf8(t).unwrap(),
-                Line::TooLong(n) => format!("<too long {n}>"),
-            });
-        }
-        out
-    }
-
     #[test]
-    fn strips_crlf_and_bom_and_caps_lines() {
-        let got = lines(b"a\r\n\xEF\xBB\xBFb\nccccccccc\nd", 4);
-        assert_eq!(got, ["a", "b", "<too long 9>", "d"]);
-    }
-
-    #[test]
-    fn parses_every_extension_frame() {
-        let ok = [
-            r#"{"type":"hello","name":"x","extra":1}"#,
-            r#"{"type":"register_command","name":"c"}"#,
-            r#"{"type":"register_tool","name":"t","schema":{"type":"object"}}"#,
-            r#"{"type":"subscribe","events":["turn_end"],"intercept":["tool_call"]}"#,
-            r#"{"type":"ready","x":2}"#,
-            r#"{"type":"command_response","id":"1","action":"display","display":"hi"}"#,
-            r#"{"type":"tool_result","id":"1","content":[]}"#,
-            r#"{"type":"event_intercept_response","id":"1","block":true}"#,
-            r#"{"type":"notify","level":"warn","message":"m"}"#,
-            r#"{"type":"clear_notes"}"#,
-            r#"{"type":"panel_render","panel_id":"p","lines":["a"]}"#,
-            r#"{"type":"panel_close","panel_id":"p"}"#,
-            r#"{"type":"shutdown_ack"}"#,
-            // Fields other frame types use, with other types: ignored here.
+    fn fields_of_other_frame_types_are_ignored() {
+        for line in [
             r#"{"type":"register_tool","name":"t","lines":"x","id":7}"#,
             r#"{"type":"notify","message":"m","title":3}"#,
-        ];
-        for line in ok {
+        ] {
             let frame = parse_ext_frame(line.as_bytes()).unwrap();
             assert!(line.contains(frame.kind()), "{line}");
         }
-        for bad in [
-            "not json",
-            r#"{"name":"x"}"#,
-            r#"{"type":"nope"}"#,
-            r#"{"type":"hello","name":5}"#,
-            r#"[1,2]"#,
-        ] {
-            let err = parse_ext_frame(bad.as_bytes()).unwrap_err();
-            assert!(err.starts_with("dropped frame"), "{err}");
-        }
     }
 
     #[test]
-    fn depth_is_checked_without_recursion() {
+    fn depth_limit_is_exact_and_ignores_brackets_in_strings() {
         let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(check_depth(nest(MAX_DEPTH).as_bytes()).is_ok());
         assert!(check_depth(nest(MAX_DEPTH + 1).as_bytes()).is_err());
-        assert!(check_depth(nest(1_000_000).as_bytes()).is_err());
-        // Brackets in strings, escaped quotes included, do not count.
         let quoted = format!(r#"{{"a":"\"{}"}}"#, "[".repeat(500));
         assert!(check_depth(quoted.as_bytes()).is_ok(), "{quoted}");
-        let deep = format!(r#"{{"type":"notify","message":"m","j":{}}}"#, nest(200));
-        let err = parse_ext_frame(deep.as_bytes()).unwrap_err();
-        assert!(err.contains("nested deeper than 64 levels"), "{err}");
     }
 
     #[test]
