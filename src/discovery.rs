@@ -2,7 +2,7 @@
 //! precedence order (SPEC 3.1).
 
 use crate::manifest::{Manifest, ManifestError, MANIFEST_FILE};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Where an extension was found.
@@ -107,33 +107,23 @@ pub fn scan(root: &Path) -> Vec<PathBuf> {
 
 /// Reads the manifest of one directory (or of a manifest file itself,
 /// for `-e path/to/extension.json`).
-pub fn load(scope: Scope, path: &Path) -> Found {
+fn load(scope: Scope, path: &Path) -> Found {
     let (dir, manifest_path) = if path.is_file() {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         (dir, path.to_path_buf())
     } else {
         (path.to_path_buf(), path.join(MANIFEST_FILE))
     };
-    match Manifest::load(&manifest_path) {
-        Ok(m) => {
-            let status = if m.enabled {
-                Status::Start
-            } else {
-                Status::Disabled
-            };
-            Found {
-                scope,
-                dir,
-                manifest: Some(m),
-                status,
-            }
-        }
-        Err(e) => Found {
-            scope,
-            dir,
-            manifest: None,
-            status: Status::Invalid(e),
-        },
+    let (manifest, status) = match Manifest::load(&manifest_path) {
+        Ok(m) if m.enabled => (Some(m), Status::Start),
+        Ok(m) => (Some(m), Status::Disabled),
+        Err(e) => (None, Status::Invalid(e)),
+    };
+    Found {
+        scope,
+        dir,
+        manifest,
+        status,
     }
 }
 
@@ -158,79 +148,48 @@ pub fn discover(
             found.push(load(Scope::Global, &dir));
         }
     }
-    apply_precedence(&mut found);
-    found
-}
-
-/// Marks every later copy of a name as shadowed by the first one.
-pub fn apply_precedence(found: &mut [Found]) {
-    let mut owners: Vec<(String, PathBuf)> = Vec::new();
-    let mut taken = HashSet::new();
-    for f in found.iter_mut() {
+    let mut owners: HashMap<String, PathBuf> = HashMap::new();
+    for f in &mut found {
         let Some(m) = &f.manifest else { continue };
-        if taken.insert(m.name.clone()) {
-            owners.push((m.name.clone(), f.dir.clone()));
-        } else if let Some((_, by)) = owners.iter().find(|(n, _)| *n == m.name) {
-            f.status = Status::Shadowed { by: by.clone() };
+        match owners.get(&m.name) {
+            Some(by) => f.status = Status::Shadowed { by: by.clone() },
+            None => {
+                owners.insert(m.name.clone(), f.dir.clone());
+            }
         }
     }
+    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn write(dir: &Path, manifest: &str) {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::write(dir.join(MANIFEST_FILE), manifest).unwrap();
-    }
-
     #[test]
-    fn precedence_explicit_project_global() {
+    fn hidden_dirs_are_skipped_and_a_disabled_copy_keeps_its_name() {
         let tmp = std::env::temp_dir().join(format!("zot-disc-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        let home = tmp.join("home");
-        let cwd = tmp.join("proj");
-        write(&tmp.join("dev/a"), r#"{"name":"a","exec":"x"}"#);
-        write(&project_dir(&cwd).join("a"), r#"{"name":"a","exec":"x"}"#);
+        let (home, cwd) = (tmp.join("home"), tmp.join("proj"));
+        let write = |dir: PathBuf, manifest: &str| {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(MANIFEST_FILE), manifest).unwrap();
+        };
+        let disabled = project_dir(&cwd).join("b");
         write(
-            &project_dir(&cwd).join("b"),
+            disabled.clone(),
             r#"{"name":"b","exec":"x","enabled":false}"#,
         );
-        write(&global_dir(&home).join("b"), r#"{"name":"b","exec":"x"}"#);
-        write(&global_dir(&home).join("c"), r#"{"name":"c"}"#);
-        write(&global_dir(&home).join("d"), r#"{"name":"d","exec":"x"}"#);
+        write(global_dir(&home).join("b"), r#"{"name":"b","exec":"x"}"#);
         write(
-            &global_dir(&home).join(".install-1-0"),
+            global_dir(&home).join(".install-1-0"),
             r#"{"name":"d","exec":"x"}"#,
         );
-        let found = discover(&[tmp.join("dev/a")], &cwd, &home, true);
-        let summary: Vec<(Scope, &str)> = found
-            .iter()
-            .map(|f| {
-                let s = match &f.status {
-                    Status::Start => "start",
-                    Status::Disabled => "disabled",
-                    Status::Shadowed { .. } => "shadowed",
-                    Status::Invalid(_) => "invalid",
-                };
-                (f.scope, s)
-            })
-            .collect();
-        use Scope::*;
+        let found = discover(&[], &cwd, &home, true);
+        let status: Vec<&Status> = found.iter().map(|f| &f.status).collect();
         assert_eq!(
-            summary,
-            [
-                (Explicit, "start"),
-                (Project, "shadowed"),
-                (Project, "disabled"),
-                (Global, "shadowed"),
-                (Global, "invalid"),
-                (Global, "start")
-            ]
+            status,
+            [&Status::Disabled, &Status::Shadowed { by: disabled }]
         );
-        let only = discover(&[tmp.join("dev/a")], &cwd, &home, false);
-        assert_eq!(only.len(), 1);
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }
