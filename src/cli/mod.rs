@@ -5,6 +5,7 @@ pub mod ext;
 pub mod mcp;
 pub mod rpc;
 pub mod session;
+pub mod signals;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -21,7 +21,6 @@ use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptRequest, Request, ToolRequest,
@@ -43,9 +42,6 @@ read are answered first (a second Ctrl-C skips that wait).
 /// stdout, at most. A client that stops reading stdout stops being read.
 pub const MAX_IN_FLIGHT: usize = 256;
 
-/// Signals received; the first asks for the graceful stop.
-static SIGNALS: AtomicUsize = AtomicUsize::new(0);
-
 /// A line for stdout from a reply.
 enum Out {
     /// A response, to be written after the first `after` events.
@@ -61,25 +57,20 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // A token per request read and not yet answered on stdout.
     let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(MAX_IN_FLIGHT);
 
-    let on_signal = host.handle();
-    ctrlc::set_handler(move || {
-        let reply: zot_host::Reply<()> = Box::new(|_| {});
-        match SIGNALS.fetch_add(1, Ordering::SeqCst) {
-            0 => {
-                eprintln!(
-                    "zot: signal received, shutting down (again to skip waiting for requests)"
-                );
-                on_signal.submit(Request::Shutdown { reply });
-            }
-            1 => {
-                eprintln!("zot: signal received again, stopping now");
-                on_signal.submit(Request::ShutdownNow { reply });
-            }
-            // Only a stdout nobody reads can still hold us up.
-            _ => std::process::exit(1),
-        }
-    })
-    .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))?;
+    let (graceful, now) = (host.handle(), host.handle());
+    super::signals::stop_on_signal(
+        "zot",
+        move || {
+            graceful.submit(Request::Shutdown {
+                reply: Box::new(|_| {}),
+            })
+        },
+        move || {
+            now.submit(Request::ShutdownNow {
+                reply: Box::new(|_| {}),
+            })
+        },
+    )?;
 
     let handle = host.handle();
     std::thread::Builder::new()

@@ -22,7 +22,7 @@ use zot_host::manifest::{Manifest, MANIFEST_FILE};
 /// `fd::`, `git://`, `http://`, ...) is refused.
 const GIT_SCHEMES: &[&str] = &["https", "ssh", "file"];
 
-/// Set by Ctrl-C / SIGTERM so the copy stops and the scratch dir is removed.
+/// Set by Ctrl-C / SIGTERM / SIGHUP so the copy stops and the scratch dir is removed.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Where the extension comes from.
@@ -42,7 +42,7 @@ pub(super) fn run(ctx: &Ctx, source: &OsStr, force: bool) -> Result<i32, CliErro
     fs::create_dir_all(&root)
         .map_err(|e| failed(format!("cannot create {}: {e}", root.display())))?;
     // Without a handler a Ctrl-C would leave the scratch directory behind.
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    let _ = crate::cli::signals::install(|_| INTERRUPTED.store(true, Ordering::SeqCst));
     let scratch = Scratch::create(&root)?;
     match &source {
         Source::Local(dir) => copy_local(dir, &scratch.path)?,

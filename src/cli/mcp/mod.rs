@@ -14,7 +14,7 @@ mod methods;
 mod server;
 
 use super::{CliError, HostOpts};
-use crossbeam_channel::{Select, Sender};
+use crossbeam_channel::Select;
 use jsonrpc::Incoming;
 use server::Server;
 use std::io::{self, Write};
@@ -62,66 +62,38 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?
     };
 
-    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<&'static str>(4);
-    let on_signal = stop_tx.clone();
-    ctrlc::set_handler(move || {
-        let _ = on_signal.try_send("signal");
-    })
-    .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))?;
+    let (graceful, now) = (server.clone(), host.handle());
+    super::signals::stop_on_signal(
+        "zot mcp",
+        // Behind any request still waiting for startup readiness, so
+        // those are served before the stop.
+        move || {
+            graceful.submit(Request::Shutdown {
+                reply: Box::new(|_| {}),
+            })
+        },
+        move || {
+            now.submit(Request::ShutdownNow {
+                reply: Box::new(|_| {}),
+            })
+        },
+    )?;
 
     let events = host.events().clone();
     let reader = {
         let server = server.clone();
         std::thread::Builder::new()
             .name("zot-mcp-stdin".into())
-            .spawn(move || read_messages(&server, &stop_tx))
+            .spawn(move || read_messages(&server))
             .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?
     };
 
     // Handle events as they come until the host loop ends: it ends only
     // after the graceful stop, so every reply before it is written.
     let mut select = Select::new();
-    let on_event = select.recv(&events);
-    let on_stop = select.recv(&stop_rx);
-    let (mut stopping, mut signals) = (false, 0);
-    loop {
-        let ready = select.ready();
-        if ready == on_event {
-            if server.pump() {
-                break;
-            }
-            continue;
-        }
-        if ready != on_stop {
-            continue;
-        }
-        let Ok(why) = stop_rx.try_recv() else {
-            continue;
-        };
-        if why == "signal" {
-            signals += 1;
-            match signals {
-                1 => diagnostic(
-                    "signal received, shutting down (again to skip waiting for requests)",
-                ),
-                2 => {
-                    diagnostic("signal received again, stopping now");
-                    host.handle().submit(Request::ShutdownNow {
-                        reply: Box::new(|_| {}),
-                    });
-                }
-                // Only a stdout nobody reads can still hold us up.
-                _ => std::process::exit(1),
-            }
-        }
-        if !stopping {
-            stopping = true;
-            // Behind any request still waiting for startup readiness,
-            // so those are served before the stop.
-            server.submit(Request::Shutdown {
-                reply: Box::new(|_| {}),
-            });
-        }
+    select.recv(&events);
+    while !server.pump() {
+        select.ready();
     }
     server.close_listens();
     drop(host);
@@ -131,7 +103,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     Ok(0)
 }
 
-fn read_messages(server: &Server, stop: &Sender<&'static str>) {
+fn read_messages(server: &Server) {
     let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
     loop {
         let line = match lines.next_line() {
@@ -160,7 +132,10 @@ fn read_messages(server: &Server, stop: &Sender<&'static str>) {
             Incoming::Invalid { id, error } => server.respond(&id, Err(error)),
         }
     }
-    let _ = stop.send("eof");
+    // EOF: the graceful stop, as for a signal.
+    server.submit(Request::Shutdown {
+        reply: Box::new(|_| {}),
+    });
 }
 
 /// One line on stderr; a closed stderr is no reason to stop serving.

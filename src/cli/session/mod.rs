@@ -12,15 +12,14 @@
 mod agent;
 mod panel;
 mod render;
-mod signals;
 mod turn;
 
+use super::signals::{self, Signal};
 use super::{CliError, HostOpts};
 use agent::Agent;
 use crossbeam_channel::{select, Receiver, Sender};
 use render::{Out, Tone};
 use serde_json::Value;
-use signals::Signal;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
@@ -32,7 +31,10 @@ use zot_host::{
 
 /// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let signals = signals::install().map_err(CliError::Failed)?;
+    let (signal_tx, signals) = crossbeam_channel::bounded(16);
+    signals::install(move |signal| {
+        let _ = signal_tx.try_send(signal);
+    })?;
     let cwd = super::project_dir(opts.cwd.as_deref())?;
     let host = super::start_host(&opts)?;
     let mut input = read_stdin()?;
