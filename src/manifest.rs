@@ -40,10 +40,9 @@ pub struct Manifest {
 }
 
 /// The protocol an extension speaks on stdin/stdout.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Protocol {
     /// Zot extension frames (the default).
-    #[default]
     Zot,
     /// An MCP server; the host is its client (SPEC 11).
     Mcp,
@@ -60,10 +59,9 @@ impl Protocol {
 }
 
 /// Manifest `restart`: what happens when the extension crashes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restart {
     /// `"on-failure"` (default): started again after a backoff.
-    #[default]
     OnFailure,
     /// `"never"`: stays exited.
     Never,
@@ -71,10 +69,9 @@ pub enum Restart {
 
 /// Manifest `guard_failure`: the outcome of an interception this
 /// extension subscribed to but cannot answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GuardFailure {
     /// `"allow"` (default, as upstream): an absent guard lets it through.
-    #[default]
     Allow,
     /// `"block"`: an absent guard blocks (fails closed).
     Block,
@@ -287,30 +284,6 @@ mod tests {
         for bad in ["", "-a", ".a", "a b", "a/b", "..", &"x".repeat(65), "é"] {
             assert!(!valid_name(bad), "{bad}");
         }
-    }
-
-    #[test]
-    fn optional_fields_and_their_defaults() {
-        let m = Manifest::parse(br#"{"name":"w","exec":"./w","args":["-x"],"zzz":1}"#).unwrap();
-        assert_eq!((m.name.as_str(), m.enabled, m.args.len()), ("w", true, 1));
-        assert_eq!((m.protocol, m.prefix), (Protocol::Zot, None));
-        assert_eq!(
-            (m.restart, m.guard_failure),
-            (Restart::OnFailure, GuardFailure::Allow)
-        );
-        let m = Manifest::parse(
-            br#"{"name":"a","exec":"x","protocol":"mcp","prefix":"gh_","restart":"never","guard_failure":"block"}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            (m.protocol, m.prefix.as_deref(), m.restart, m.guard_failure),
-            (
-                Protocol::Mcp,
-                Some("gh_"),
-                Restart::Never,
-                GuardFailure::Block
-            )
-        );
     }
 
     #[test]
