@@ -86,11 +86,9 @@ pub fn logs_dir(zot_home: &Path) -> PathBuf {
     zot_home.join("logs")
 }
 
-/// Extension directories directly below `root`, sorted by name.
-/// Symlinked directories are followed. A missing root is empty. Hidden
-/// (dot) directories are skipped: `zot ext install`/`remove` work in
-/// `.install-*`/`.old-*`/`.remove-*` scratch directories there, which
-/// must never be started as extensions.
+/// Extension directories directly below `root` (symlinks followed),
+/// sorted by name; none when `root` is missing. Dot directories are
+/// skipped: they are `zot ext install`/`remove` scratch space.
 pub fn scan(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
