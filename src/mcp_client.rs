@@ -53,8 +53,7 @@ pub struct McpOptions {
     pub command_timeout: Duration,
 }
 
-/// What a server lists: tools (registered as tools) and prompts (as
-/// commands).
+/// What a server lists: tools (registered as tools), prompts (as commands).
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Tool = 0,
@@ -69,11 +68,6 @@ impl Kind {
             Kind::Tool => "tool",
             Kind::Prompt => "prompt",
         }
-    }
-
-    /// `tools/list`, `prompts/list`.
-    fn list_method(self) -> String {
-        format!("{}s/list", self.name())
     }
 
     fn call_method(self) -> &'static str {
@@ -280,6 +274,10 @@ impl Adapter {
             .take();
     }
 
+    fn log(&self, line: &str) {
+        self.log.line(line);
+    }
+
     fn report(&self, msg: Inbound) {
         let _ = self.inbound.send(InboundMsg { key: self.key, msg });
     }
@@ -339,7 +337,7 @@ impl Adapter {
             // The probe stays outstanding: a slow server (an SDK still
             // importing) may answer it after all, and that answer wins.
             Some(Waiting::Discover) if st.phase == Phase::Probing => {
-                self.log.line(&format!(
+                self.log(&format!(
                     "server/discover: no answer within {} s; trying the legacy initialize",
                     PROBE_TIMEOUT.as_secs()
                 ));
@@ -349,8 +347,7 @@ impl Adapter {
                 st.waiting.remove(&id);
                 let reason = format!("timed out after {}", human(self.timeout(kind)));
                 let method = kind.call_method();
-                self.log
-                    .line(&format!("{method} request {id} {reason}: cancelled"));
+                self.log(&format!("{method} request {id} {reason}: cancelled"));
                 self.write(&json!({
                     "jsonrpc": "2.0",
                     "method": "notifications/cancelled",
@@ -403,7 +400,7 @@ impl Adapter {
     fn dropped(&self, line: &[u8], why: &str) -> bool {
         let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
         let why = format!("dropped MCP message ({why}): {snippet}");
-        self.log.line(&why);
+        self.log(&why);
         // As for a zot extension's bad line: `zot ext check` names it.
         self.report(Inbound::Unparsed(why));
         true
@@ -416,7 +413,7 @@ impl Adapter {
         if method == "ping" {
             return self.write(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
         }
-        self.log.line(&format!(
+        self.log(&format!(
             "refused the server's {method} request: zot declares no client capabilities"
         ));
         let message = format!("Method not found: {method} (zot declares no client capabilities)");
@@ -438,8 +435,7 @@ impl Adapter {
             "notifications/subscriptions/acknowledged" => {
                 let honored = params.and_then(|p| p.get("notifications"));
                 let honored = honored.map_or_else(|| "{}".into(), Value::to_string);
-                self.log
-                    .line(&format!("subscriptions/listen acknowledged: {honored}"));
+                self.log(&format!("subscriptions/listen acknowledged: {honored}"));
             }
             _ => {}
         }
@@ -448,7 +444,7 @@ impl Adapter {
     fn response(&self, id: &Value, msg: &Value) -> bool {
         let mut st = self.lock();
         let Some(waiting) = id.as_u64().and_then(|n| st.waiting.remove(&n)) else {
-            self.log.line(&format!(
+            self.log(&format!(
                 "dropped a response: id {id} is unknown, cancelled or already answered"
             ));
             return true;
@@ -464,7 +460,7 @@ impl Adapter {
             Waiting::Listen => {
                 let why = result.err();
                 let why = why.unwrap_or_else(|| "closed by the server".into());
-                self.log.line(&format!("subscriptions/listen ended: {why}"));
+                self.log(&format!("subscriptions/listen ended: {why}"));
             }
             Waiting::Page(kind) => self.page(&mut st, kind, result),
             Waiting::Call(kind, host_id) => {
@@ -495,7 +491,7 @@ impl Adapter {
                 Err(e) => e,
                 Ok(_) => format!("{MODERN_VERSION} is not among its supportedVersions"),
             };
-            self.log.line(&format!(
+            self.log(&format!(
                 "server/discover: {why}; using the legacy initialize ({LEGACY_VERSION})"
             ));
             return self.initialize(st);
@@ -514,8 +510,7 @@ impl Adapter {
         .iter()
         .find_map(|at| result.pointer(at)?.as_str())
         .map(str::to_string);
-        self.log
-            .line(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
+        self.log(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
         // The 2026 era announces list changes only on a listen stream.
         let filter =
             json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
@@ -529,8 +524,7 @@ impl Adapter {
             Err(e) => {
                 let why = format!("initialize failed: {e}");
                 if st.waiting.values().any(|w| matches!(w, Waiting::Discover)) {
-                    self.log
-                        .line(&format!("{why}; waiting for the server/discover answer"));
+                    self.log(&format!("{why}; waiting for the server/discover answer"));
                     st.refused_initialize = Some(why);
                     return true;
                 }
@@ -540,8 +534,7 @@ impl Adapter {
         };
         let version = result.get("protocolVersion").and_then(Value::as_str);
         let version = version.unwrap_or("of unknown version");
-        self.log
-            .line(&format!("speaking MCP {version} (initialize)"));
+        self.log(&format!("speaking MCP {version} (initialize)"));
         let server_version = result
             .pointer("/serverInfo/version")
             .and_then(Value::as_str);
@@ -554,7 +547,7 @@ impl Adapter {
     /// The host fails the server with `why` (not the EOF that follows)
     /// and kills its process group.
     fn handshake_failed(&self, why: String) {
-        self.log.line(&why);
+        self.log(&why);
         self.report(Inbound::Failed(why));
     }
 
@@ -572,8 +565,7 @@ impl Adapter {
 
     /// A list changed: fetch it again, or again after the running fetch.
     fn relist(&self, st: &mut State, kind: Kind) {
-        self.log
-            .line(&format!("{}s changed: listing it again", kind.name()));
+        self.log(&format!("{}s changed: listing it again", kind.name()));
         let listing = &mut st.listings[kind as usize];
         if st.phase == Phase::Running && listing.items.is_none() {
             self.list(st, kind, None);
@@ -598,11 +590,12 @@ impl Adapter {
                 json!({})
             }
         };
-        self.request(st, &kind.list_method(), params, Waiting::Page(kind));
+        let method = format!("{}s/list", kind.name());
+        self.request(st, &method, params, Waiting::Page(kind));
     }
 
     fn page(&self, st: &mut State, kind: Kind, result: Result<&Value, String>) {
-        let method = kind.list_method();
+        let method = format!("{}s/list", kind.name());
         let listing = &mut st.listings[kind as usize];
         let Some(items) = listing.items.as_mut() else {
             return;
@@ -610,8 +603,7 @@ impl Adapter {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
-                self.log
-                    .line(&format!("{method}: {e}; keeping what was listed"));
+                self.log(&format!("{method}: {e}; keeping what was listed"));
                 listing.items = None;
                 return self.listed(st);
             }
@@ -621,21 +613,19 @@ impl Adapter {
             .and_then(Value::as_array);
         items.extend(list.into_iter().flatten().cloned());
         let next = result.get("nextCursor").and_then(Value::as_str);
-        let next = next.filter(|c| !c.is_empty()).filter(|c| {
-            let why = if listing.cursors.iter().any(|seen| seen == c) {
-                format!("the server repeated the cursor {c:?}")
-            } else if listing.cursors.len() + 1 >= MAX_PAGES {
-                format!("stopped after {MAX_PAGES} pages")
-            } else {
-                return true;
-            };
+        let stop = match next.filter(|c| !c.is_empty()) {
+            None => None,
+            Some(c) if listing.cursors.iter().any(|seen| seen == c) => {
+                Some(format!("the server repeated the cursor {c:?}"))
+            }
+            Some(_) if listing.cursors.len() + 1 >= MAX_PAGES => {
+                Some(format!("stopped after {MAX_PAGES} pages"))
+            }
+            Some(c) => return self.list(st, kind, Some(c.to_string())),
+        };
+        if let Some(why) = stop {
             let n = items.len();
-            self.log
-                .line(&format!("{method}: {why}; keeping the {n} listed"));
-            false
-        });
-        if let Some(cursor) = next {
-            return self.list(st, kind, Some(cursor.to_string()));
+            self.log(&format!("{method}: {why}; keeping the {n} listed"));
         }
         let items = listing.items.take().unwrap_or_default();
         self.register(st, kind, items);
@@ -662,7 +652,7 @@ impl Adapter {
             capabilities: None,
         }));
         if st.dropped_notes > 0 {
-            self.log.line(&format!(
+            self.log(&format!(
                 "dropped {} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)",
                 st.dropped_notes
             ));
@@ -685,8 +675,7 @@ impl Adapter {
         for item in items {
             let Some(server_name) = item.get("name").and_then(Value::as_str) else {
                 let what = kind.name();
-                self.log
-                    .line(&format!("{what}s/list: skipped a {what} without a name"));
+                self.log(&format!("{what}s/list: skipped a {what} without a name"));
                 continue;
             };
             let name = format!("{}{server_name}", self.opts.prefix);
@@ -861,10 +850,7 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     if kind == Kind::Prompt {
         return command_frame(id, result.map(prompt_text));
     }
-    let (content, is_error) = match result {
-        Ok(r) => tool_content(r),
-        Err(e) => (vec![text_block(e)], true),
-    };
+    let (content, is_error) = result.map_or_else(|e| (vec![text_block(e)], true), tool_content);
     let (content, is_error) = (Some(content), Some(is_error));
     ExtFrame::ToolResult {
         id,
