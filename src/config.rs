@@ -69,7 +69,8 @@ pub struct HostConfig {
     pub timeouts: Timeouts,
     /// Tool names the embedder implements itself; they always win.
     pub builtin_tools: Vec<String>,
-    /// Command names the embedder implements itself; they always win.
+    /// Command names the embedder implements itself (`zot` reserves its
+    /// session's `/help`, `/quit`...); they always win. Default: none.
     pub builtin_commands: Vec<String>,
     /// Bytes that may wait in one extension's stdin queue before further
     /// events to it are dropped (and counted in its log).
@@ -92,9 +93,8 @@ pub struct HostConfig {
 
 impl HostConfig {
     /// Defaults: discovery on, SPEC timeouts, the built-in tools
-    /// `read write edit bash skill` and the session's host commands.
+    /// `read write edit bash skill`, no built-in commands.
     pub fn new(zot_home: PathBuf, cwd: PathBuf) -> HostConfig {
-        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect();
         HostConfig {
             zot_home,
             cwd,
@@ -104,19 +104,8 @@ impl HostConfig {
             provider: String::new(),
             model: String::new(),
             timeouts: Timeouts::default(),
-            builtin_tools: names(&BUILTIN_TOOLS),
-            builtin_commands: names(&[
-                "help",
-                "commands",
-                "tools",
-                "ext",
-                "call",
-                "reload-ext",
-                "clear",
-                "quit",
-                "exit",
-                "key",
-            ]),
+            builtin_tools: BUILTIN_TOOLS.map(String::from).to_vec(),
+            builtin_commands: Vec::new(),
             event_queue_limit: 16 * 1024 * 1024,
             log_rotate_bytes: crate::log::ROTATE_BYTES,
             event_budget: 8 * 1024 * 1024,

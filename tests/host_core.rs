@@ -181,7 +181,10 @@ fn command_owner_is_decided_by_precedence_not_arrival() {
 fn builtin_command_names_win() {
     let t = TempDir::new("builtin");
     let a = ext_dir(&t.join("a"), "a", json!({"register": [command("help")]}));
-    let host = start_ready(config(&t, &[a]));
+    // The embedder reserves its own commands (the library reserves none).
+    let mut cfg = config(&t, &[a]);
+    cfg.builtin_commands = vec!["help".into()];
+    let host = start_ready(cfg);
     assert!(host
         .command("help", "")
         .unwrap_err()

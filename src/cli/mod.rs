@@ -197,6 +197,17 @@ pub fn project_dir(cwd: Option<&std::path::Path>) -> Result<PathBuf, CliError> {
     }
 }
 
+/// A host config with the session's host commands reserved, so every
+/// surface (and `ext check`) treats them the same.
+pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
+    let mut config = zot_host::HostConfig::new(zot_home, cwd);
+    config.builtin_commands = session::HOST_COMMANDS
+        .iter()
+        .flat_map(|(names, ..)| names.iter().map(|n| n.to_string()))
+        .collect();
+    config
+}
+
 /// Starts a host for the session or `zot rpc` from the shared options.
 pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     let zot_home = zot_home()?;
@@ -207,7 +218,7 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
             cwd.display()
         )));
     }
-    let mut config = zot_host::HostConfig::new(zot_home, cwd);
+    let mut config = host_config(zot_home, cwd);
     config.ext_paths = opts.ext_paths.clone();
     config.discover = !opts.no_ext;
     if let Some(t) = opts.tool_timeout {

@@ -29,6 +29,33 @@ use zot_host::{
     InterceptRequest, ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
 };
 
+/// The session's own commands: names, arguments, what they do. `/help`
+/// lists them, and every `zot` surface reserves the names (SPEC 3.7):
+/// an extension command of the same name is ignored.
+pub const HOST_COMMANDS: [(&[&str], &str, &str); 9] = [
+    (&["help"], "", "this list"),
+    (&["commands"], "", "extension commands"),
+    (&["tools"], "", "tools and their arguments"),
+    (&["ext"], "", "extensions: scope, state, pid, error"),
+    (
+        &["call"],
+        " TOOL [JSON]",
+        "run a tool as the model would (event, guards, result)",
+    ),
+    (
+        &["reload-ext"],
+        "",
+        "stop every extension, start them again",
+    ),
+    (
+        &["key"],
+        " [EXT PANEL] KEY [TEXT]",
+        "send a key to the panel; esc (or close) closes it",
+    ),
+    (&["clear"], "", "clear the notes"),
+    (&["quit", "exit"], "", "leave (Ctrl-D too)"),
+];
+
 /// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let (signal_tx, signals) = crossbeam_channel::bounded(16);

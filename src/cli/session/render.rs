@@ -7,6 +7,7 @@
 //! on a terminal without `NO_COLOR`; the prompt and the hints are only
 //! shown when both ends are a terminal.
 
+use super::HOST_COMMANDS;
 use serde_json::Value;
 use std::io::{self, Write};
 use zot_host::protocol::Panel;
@@ -245,7 +246,10 @@ impl Out {
         self.toned(Tone::Bold, "host commands:");
         let rows: Vec<(String, String)> = HOST_COMMANDS
             .iter()
-            .map(|(l, r)| (l.to_string(), r.to_string()))
+            .map(|(names, args, what)| {
+                let names: Vec<String> = names.iter().map(|n| format!("/{n}")).collect();
+                (names.join(", ") + args, what.to_string())
+            })
             .collect();
         self.columns(&rows);
         self.commands(snap);
@@ -290,25 +294,6 @@ impl Out {
         self.columns(&rows);
     }
 }
-
-/// Host commands and what they do, for `/help`.
-const HOST_COMMANDS: [(&str, &str); 9] = [
-    ("/help", "this list"),
-    ("/commands", "extension commands"),
-    ("/tools", "tools and their arguments"),
-    ("/ext", "extensions: scope, state, pid, error"),
-    (
-        "/call TOOL [JSON]",
-        "run a tool as the model would (event, guards, result)",
-    ),
-    ("/reload-ext", "stop every extension, start them again"),
-    (
-        "/key [EXT PANEL] KEY [TEXT]",
-        "send a key to the panel; esc (or close) closes it",
-    ),
-    ("/clear", "clear the notes"),
-    ("/quit, /exit", "leave (Ctrl-D too)"),
-];
 
 fn owned(description: &str, extension: &str) -> String {
     if description.is_empty() {

@@ -61,7 +61,7 @@ pub(super) fn run(
         proc,
         rx,
         report,
-        config: HostConfig::new(PathBuf::new(), opts.cwd.clone()),
+        config: crate::cli::host_config(PathBuf::new(), opts.cwd.clone()),
         name: manifest.name.clone(),
         spawned: t,
         dropped: Vec::new(),
