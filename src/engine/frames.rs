@@ -1,6 +1,6 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
-use super::{later, Engine, Pending, PendingKind, State, EOF_GRACE, MAX_NAMES};
+use super::{later, Engine, Pending, PendingKind, Phase, Run, Stage, EOF_GRACE, MAX_NAMES};
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{CommandResponse, ExtFrame, HostFrame, PROTOCOL_VERSION};
@@ -20,15 +20,17 @@ impl Engine {
             Inbound::Frame(frame) => self.frame(idx, frame, now),
             Inbound::Unparsed(_) => {} // logged by the reader already
             Inbound::Eof => {
-                let ext = &mut self.exts[idx];
-                if !ext.hello && ext.state == State::Starting {
-                    ext.eof_before_hello = Some(later(now, EOF_GRACE));
+                if let Phase::Running(Run {
+                    stage: Stage::AwaitingHello { eof_at, .. },
+                    ..
+                }) = &mut self.exts[idx].phase
+                {
+                    *eof_at = Some(later(now, EOF_GRACE));
                 }
                 self.poll_exit(idx, now)
             }
             Inbound::Failed(why) => {
-                let ext = &self.exts[idx];
-                if !ext.hello && ext.state == State::Starting && ext.stop.is_none() {
+                if matches!(self.exts[idx].stage(), Some(Stage::AwaitingHello { .. })) {
                     self.fail(idx, why, now);
                 }
             }
@@ -44,26 +46,30 @@ impl Engine {
 
     pub(super) fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
         let ext = &mut self.exts[idx];
-        if !ext.hello {
+        let Phase::Running(run) = &mut ext.phase else {
+            return;
+        };
+        match &mut run.stage {
+            Stage::AwaitingHello { .. } => {
+                return match frame {
+                    ExtFrame::Hello { name, .. } if name.trim().is_empty() => {
+                        self.fail(idx, "hello has an empty name".into(), now)
+                    }
+                    ExtFrame::Hello { name, version, .. } => self.hello(idx, &name, version, now),
+                    other => self.fail(
+                        idx,
+                        format!("first frame was `{}`, expected `hello`", other.kind()),
+                        now,
+                    ),
+                };
+            }
             // Failed already, or being stopped before it said hello: its
             // hello would only get an ack after the shutdown frame.
-            if matches!(ext.state, State::Failed(_)) || ext.stop.is_some() {
-                return;
+            Stage::Killed(_) | Stage::Stopping { hello: false, .. } => return,
+            Stage::Registering { ready_at } => {
+                *ready_at = later(now, self.cfg.timeouts.ready_idle);
             }
-            return match frame {
-                ExtFrame::Hello { name, .. } if name.trim().is_empty() => {
-                    self.fail(idx, "hello has an empty name".into(), now)
-                }
-                ExtFrame::Hello { name, version, .. } => self.hello(idx, &name, version, now),
-                other => self.fail(
-                    idx,
-                    format!("first frame was `{}`, expected `hello`", other.kind()),
-                    now,
-                ),
-            };
-        }
-        if ext.state == State::Starting {
-            ext.idle_ready_at = Some(later(now, self.cfg.timeouts.ready_idle));
+            Stage::Ready | Stage::Stopping { hello: true, .. } => {}
         }
         match frame {
             ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
@@ -149,7 +155,9 @@ impl Engine {
                     },
                 );
             }
-            ExtFrame::ShutdownAck if ext.stop.is_some() => ext.close_stdin(),
+            ExtFrame::ShutdownAck if matches!(ext.stage(), Some(Stage::Stopping { .. })) => {
+                ext.close_stdin()
+            }
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
             ExtFrame::UnregisterCommand { name } => self.commands.release(&name, idx),
             ExtFrame::UnregisterTool { name } => self.tools.release(&name, idx),
@@ -202,9 +210,10 @@ impl Engine {
                 ext.name
             ));
         }
-        ext.hello = true;
-        ext.hello_deadline = None;
-        ext.idle_ready_at = Some(later(now, self.cfg.timeouts.ready_idle));
+        if let Phase::Running(run) = &mut ext.phase {
+            let ready_at = later(now, self.cfg.timeouts.ready_idle);
+            run.stage = Stage::Registering { ready_at };
+        }
         if ext.version.is_none() {
             ext.version = version;
         }

@@ -1,8 +1,8 @@
-//! Starting extensions, readiness, exits and stopping (SPEC 3.5, 3.6,
-//! 3.13-3.15).
+//! The moves between an extension's phases: start, hello, ready,
+//! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
 use super::supervise::Supervision;
-use super::{later, Engine, Ext, Goal, PendingKind, Startup, State, Stop};
+use super::{later, End, Engine, Ext, Goal, PendingKind, Phase, Run, Stage, Startup};
 use crate::config::HostConfig;
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
@@ -15,6 +15,15 @@ use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
+impl Phase {
+    pub(super) fn gone(end: End) -> Phase {
+        Phase::Gone {
+            end,
+            restart_at: None,
+        }
+    }
+}
+
 impl Engine {
     pub(super) fn start_all(&mut self, reload: Option<Reply<ReloadReport>>, stopped: usize) {
         let now = Instant::now();
@@ -25,8 +34,7 @@ impl Engine {
             self.cfg.discover,
         );
         let logs = discovery::logs_dir(&self.cfg.zot_home);
-        let mut errors = Vec::new();
-        let mut loaded = 0;
+        let (mut errors, mut loaded) = (Vec::new(), 0);
         for f in found {
             let name = match &f.manifest {
                 Some(m) => m.name.clone(),
@@ -52,15 +60,9 @@ impl Engine {
                 name,
                 version: f.manifest.as_ref().and_then(|m| m.version.clone()),
                 scope: f.scope,
-                dir: f.dir.clone(),
-                state: State::Disabled,
+                dir: f.dir,
+                phase: Phase::gone(End::Disabled),
                 log,
-                proc: None,
-                hello: false,
-                hello_deadline: None,
-                idle_ready_at: None,
-                exit_poll: None,
-                stop: None,
                 events: Vec::new(),
                 event_set: HashSet::new(),
                 intercept: Vec::new(),
@@ -71,30 +73,29 @@ impl Engine {
                 dropping: false,
                 dropped_notes: 0,
                 dropping_notes: false,
-                eof_before_hello: None,
                 out: Vec::new(),
-                manifest: f.manifest.clone(),
+                manifest: f.manifest,
                 supervision: Supervision::default(),
             });
-            match &f.status {
-                Status::Invalid(e) => {
-                    self.exts[idx].state = State::Failed(format!("invalid manifest: {e}"))
-                }
+            let error = match f.status {
+                Status::Invalid(e) => format!("invalid manifest: {e}"),
                 Status::Start => match self.spawn(idx, now) {
-                    Ok(()) => loaded += 1,
-                    Err(e) => self.exts[idx].state = State::Failed(e),
+                    Ok(()) => {
+                        loaded += 1;
+                        continue;
+                    }
+                    Err(e) => e,
                 },
-                _ => {}
-            }
-            let ext = &self.exts[idx];
-            if let State::Failed(e) = &ext.state {
-                ext.log.line(e);
-                errors.push(format!("{}: {e}", ext.name));
-                self.events.send(HostEvent::ExtensionFailed {
-                    extension: ext.name.clone(),
-                    error: e.clone(),
-                });
-            }
+                _ => continue,
+            };
+            let ext = &mut self.exts[idx];
+            ext.log.line(&error);
+            errors.push(format!("{}: {error}", ext.name));
+            self.events.send(HostEvent::ExtensionFailed {
+                extension: ext.name.clone(),
+                error: error.clone(),
+            });
+            ext.phase = Phase::gone(End::Failed(error));
         }
         self.startup = Some(Startup {
             deadline: later(now, self.cfg.timeouts.startup),
@@ -118,7 +119,7 @@ impl Engine {
         };
         let exe = m.resolve_exec(&ext.dir)?;
         let log = &ext.log;
-        let p = match m.protocol {
+        let proc = match m.protocol {
             Protocol::Zot => {
                 let inbound = self.inbound_tx.clone();
                 ExtProcess::spawn(key, &m.name, &exe, &m.args, &ext.dir, log, inbound)
@@ -130,37 +131,40 @@ impl Engine {
             }
         }
         .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        ext.log.line(&format!("started {} (pid {})", m.exec, p.pid));
-        ext.proc = Some(p);
-        ext.state = State::Starting;
-        ext.hello_deadline = Some(later(now, self.cfg.timeouts.hello));
+        ext.log
+            .line(&format!("started {} (pid {})", m.exec, proc.pid));
+        let deadline = later(now, self.cfg.timeouts.hello);
+        ext.phase = Phase::Running(Run {
+            proc,
+            exit_poll: None,
+            stage: Stage::AwaitingHello {
+                deadline,
+                eof_at: None,
+            },
+        });
         self.by_key.retain(|_, i| *i != idx);
         self.by_key.insert(key, idx);
         Ok(())
     }
 
+    /// Ends the startup (or reload) once no extension is loading any
+    /// more, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
-        let Some(st) = &self.startup else { return };
-        let loading = self.exts.iter().any(|e| e.state == State::Starting);
-        if loading && now < st.deadline {
-            return;
-        }
-        let Some(mut st) = self.startup.take() else {
+        let loading = self.exts.iter().any(Ext::loading);
+        let Some(mut st) = self.startup.take_if(|st| !loading || now >= st.deadline) else {
             return;
         };
         let ready: Vec<String> = self
             .exts
             .iter()
-            .filter(|e| e.state == State::Ready)
+            .filter(|e| matches!(e.stage(), Some(Stage::Ready)))
             .map(|e| e.name.clone())
             .collect();
-        for e in self.exts.iter().filter(|e| e.state == State::Starting) {
-            e.log.line(
-                "still loading after the startup grace; its registrations count when they arrive",
-            );
-        }
         for e in &self.exts {
-            if let State::Failed(why) = &e.state {
+            if e.loading() {
+                e.log.line("still loading after the startup grace; its registrations count when they arrive");
+            }
+            if let Some(why) = e.failure() {
                 let line = format!("{}: {why}", e.name);
                 if !st.errors.contains(&line) {
                     st.errors.push(line);
@@ -184,13 +188,17 @@ impl Engine {
         }
     }
 
+    /// A registering extension is ready: it said so (`why` is "ready"),
+    /// or it was silent long enough.
     pub(super) fn mark_ready(&mut self, idx: usize, why: &str, now: Instant) {
         let ext = &mut self.exts[idx];
-        if ext.state != State::Starting {
+        let Phase::Running(run) = &mut ext.phase else {
+            return;
+        };
+        if !matches!(run.stage, Stage::Registering { .. }) {
             return;
         }
-        ext.state = State::Ready;
-        ext.idle_ready_at = None;
+        run.stage = Stage::Ready;
         if ext.supervision.remembered {
             ext.log
                 .line("ready without subscribing to interception again: no longer a guard");
@@ -210,35 +218,39 @@ impl Engine {
         self.check_startup(now);
     }
 
+    /// Its handshake failed (only a process awaiting hello fails): it is
+    /// killed, and its exit awaited.
     pub(super) fn fail(&mut self, idx: usize, reason: String, now: Instant) {
         let ext = &mut self.exts[idx];
+        let Phase::Running(run) = &mut ext.phase else {
+            return;
+        };
         ext.log.line(&format!("failed: {reason}"));
-        ext.state = State::Failed(reason.clone());
-        ext.hello_deadline = None;
-        ext.idle_ready_at = None;
-        if let Some(p) = &ext.proc {
-            p.signal_group(libc::SIGKILL);
-            ext.exit_poll = Some((now, Duration::from_millis(1)));
-        }
+        run.proc.signal_group(libc::SIGKILL);
+        run.exit_poll = Some((now, Duration::from_millis(1)));
+        run.stage = Stage::Killed(reason.clone());
         self.events.send(HostEvent::ExtensionFailed {
             extension: ext.name.clone(),
             error: reason.clone(),
         });
-        let why = HostError::Failed(self.exts[idx].name.clone());
+        let why = HostError::Failed(ext.name.clone());
         self.drop_registrations(idx, why, &format!("failed: {reason}"), now);
         self.check_startup(now);
     }
 
+    /// Reaps the process when it exited, else polls again later (the
+    /// interval doubles up to 50 ms).
     pub(super) fn poll_exit(&mut self, idx: usize, now: Instant) {
-        let ext = &mut self.exts[idx];
-        let Some(p) = &mut ext.proc else { return };
-        match p.try_wait() {
+        let Phase::Running(run) = &mut self.exts[idx].phase else {
+            return;
+        };
+        match run.proc.try_wait() {
             Some(status) => self.exited(idx, status, now),
             None => {
-                let step = ext.exit_poll.map_or(Duration::from_millis(1), |(_, s)| {
+                let step = run.exit_poll.map_or(Duration::from_millis(1), |(_, s)| {
                     (s * 2).min(Duration::from_millis(50))
                 });
-                ext.exit_poll = Some((now + step, step));
+                run.exit_poll = Some((now + step, step));
             }
         }
     }
@@ -249,16 +261,20 @@ impl Engine {
         // dead extension must not claim names (issue 9.10).
         self.by_key.retain(|_, i| *i != idx);
         let ext = &mut self.exts[idx];
-        let Some(p) = ext.proc.take() else { return };
+        if !ext.live() {
+            return;
+        }
+        let gone = Phase::gone(End::Exited(desc.clone()));
+        let Phase::Running(Run { proc, stage, .. }) = std::mem::replace(&mut ext.phase, gone)
+        else {
+            return;
+        };
         ext.out.clear();
         // Whatever the extension left in its group goes with it.
-        if group_alive(p.pid) {
-            signal_group(p.pid, libc::SIGKILL);
+        if group_alive(proc.pid) {
+            signal_group(proc.pid, libc::SIGKILL);
         }
-        p.join_finished();
-        ext.exit_poll = None;
-        ext.hello_deadline = None;
-        ext.idle_ready_at = None;
+        proc.join_finished();
         ext.log.line(&format!("exited ({desc})"));
         if ext.dropped_notes > 0 {
             ext.log.line(&format!(
@@ -272,39 +288,32 @@ impl Engine {
                 ext.dropped_events
             ));
         }
-        let stopping = ext.stop.take().is_some();
         // How this run ended, when that was a crash (SPEC 12): a failed
         // start, a non-zero status or a signal the host did not send.
-        let mut crash = None;
-        match ext.state.clone() {
-            // Stopped (shutdown, reload) before it said hello: not a failure.
-            State::Starting if !ext.hello && stopping => ext.state = State::Exited(desc.clone()),
-            State::Starting if !ext.hello => {
+        let failed = !status.success();
+        let crash = match stage {
+            Stage::Stopping { .. } => None,
+            Stage::AwaitingHello { .. } => {
                 let error = format!("exited before hello ({desc})");
-                if !status.success() {
-                    crash = Some(error.clone());
-                }
-                ext.state = State::Failed(error.clone());
+                ext.phase = Phase::gone(End::Failed(error.clone()));
                 self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
-                    error,
+                    error: error.clone(),
                 });
+                failed.then_some(error)
             }
-            // Its handshake failed and the host killed it.
-            State::Failed(why) => crash = (!stopping).then_some(why),
-            _ => {
-                ext.state = State::Exited(desc.clone());
-                if !stopping && self.goal.is_none() {
-                    self.events.send(HostEvent::ExtensionExited {
-                        extension: ext.name.clone(),
-                        status: desc.clone(),
-                    });
-                    if !status.success() {
-                        crash = Some(desc.clone());
-                    }
-                }
+            Stage::Killed(why) => {
+                ext.phase = Phase::gone(End::Failed(why.clone()));
+                Some(why)
             }
-        }
+            Stage::Registering { .. } | Stage::Ready => {
+                self.events.send(HostEvent::ExtensionExited {
+                    extension: ext.name.clone(),
+                    status: desc.clone(),
+                });
+                failed.then(|| desc.clone())
+            }
+        };
         let guard_why = match &crash {
             Some(how) => format!("crashed: {how}"),
             None => format!("exited: {desc}"),
@@ -368,32 +377,42 @@ impl Engine {
         }
     }
 
+    /// Sends `shutdown` to every running extension and starts its
+    /// signal ladder; `check_stopped` finishes once all are gone.
     pub(super) fn begin_stop(&mut self, goal: Goal) {
         let now = Instant::now();
         self.cancel_restarts();
-        let mut stopped = 0;
-        let line = HostFrame::Shutdown.to_line();
         let reload = matches!(goal, Goal::Reload(..));
+        let line = HostFrame::Shutdown.to_line();
+        let mut stopped = 0;
         for ext in &mut self.exts {
-            if !ext.live() || ext.stop.is_some() {
+            if matches!(ext.stage(), None | Some(Stage::Stopping { .. })) {
                 continue;
             }
             stopped += 1;
             // Queued after every event already emitted to it.
             ext.send(&line);
+            let Phase::Running(run) = &mut ext.phase else {
+                continue;
+            };
             let mut term_at = later(now, self.cfg.timeouts.shutdown_grace);
-            // A reload does not kill an extension mid-start (say, npx
-            // still downloading): it cannot read `shutdown` before it
-            // runs, so its grace counts from its hello deadline.
-            if reload && !ext.hello {
-                term_at = term_at.max(ext.hello_deadline.unwrap_or(term_at));
-            }
-            ext.stop = Some(Stop {
-                term_at: Some(term_at),
-                kill_at: None,
-            });
-            ext.hello_deadline = None;
-            ext.idle_ready_at = None;
+            let hello = match run.stage {
+                // A reload does not kill an extension mid-start (say, npx
+                // still downloading): it cannot read `shutdown` before it
+                // runs, so its grace counts from its hello deadline.
+                Stage::AwaitingHello { deadline, .. } => {
+                    if reload {
+                        term_at = term_at.max(deadline);
+                    }
+                    false
+                }
+                Stage::Killed(_) => false,
+                _ => true,
+            };
+            run.stage = Stage::Stopping {
+                hello,
+                signal: Some((term_at, libc::SIGTERM)),
+            };
         }
         self.goal = Some(match goal {
             Goal::Reload(reply, _) => Goal::Reload(reply, stopped),

@@ -51,19 +51,50 @@ const INBOUND_FRAMES: usize = 256;
 /// register, each; the excess is ignored and logged (issue 9.3).
 pub(crate) const MAX_NAMES: usize = 10_000;
 
-#[derive(Debug, Clone, PartialEq)]
-enum State {
-    Starting,
-    Ready,
-    Failed(String),
-    Exited(String),
-    Disabled,
+/// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
+/// phase owns its deadline; only a running one has a process.
+enum Phase {
+    Running(Run),
+    /// No process: how it ended, and when it restarts after a crash.
+    Gone {
+        end: End,
+        restart_at: Option<Instant>,
+    },
 }
 
-/// Shutdown progress of one extension.
-struct Stop {
-    term_at: Option<Instant>,
-    kill_at: Option<Instant>,
+struct Run {
+    proc: ExtProcess,
+    /// When to check again whether it exited, and the step (it doubles).
+    exit_poll: Option<(Instant, Duration)>,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Failed at `deadline` without `hello`, or at `eof_at` when its
+    /// stdout closed first and it has not exited by then.
+    AwaitingHello {
+        deadline: Instant,
+        eof_at: Option<Instant>,
+    },
+    /// Said hello: ready at `ready_at` (silence) unless `ready` comes first.
+    Registering {
+        ready_at: Instant,
+    },
+    Ready,
+    /// Failed (its handshake) and killed: its exit is awaited.
+    Killed(String),
+    /// Sent `shutdown`; `signal` goes to its group at the time given
+    /// (SIGTERM, then SIGKILL). `hello`: its frames still count.
+    Stopping {
+        hello: bool,
+        signal: Option<(Instant, libc::c_int)>,
+    },
+}
+
+enum End {
+    Disabled,
+    Failed(String),
+    Exited(String),
 }
 
 struct Ext {
@@ -71,14 +102,8 @@ struct Ext {
     version: Option<String>,
     scope: Scope,
     dir: PathBuf,
-    state: State,
+    phase: Phase,
     log: ExtLog,
-    proc: Option<ExtProcess>,
-    hello: bool,
-    hello_deadline: Option<Instant>,
-    idle_ready_at: Option<Instant>,
-    exit_poll: Option<(Instant, Duration)>,
-    stop: Option<Stop>,
     /// Observed events in subscription order, and as a set for lookups.
     events: Vec<String>,
     event_set: HashSet<String>,
@@ -93,31 +118,63 @@ struct Ext {
     /// Notes and panel updates the embedder did not take in time.
     dropped_notes: u64,
     dropping_notes: bool,
-    /// Set on EOF before `hello`: fail then unless it exited.
-    eof_before_hello: Option<Instant>,
     /// Frames queued during this loop iteration.
     out: Vec<u8>,
     /// What it was started from (`None` when invalid): restarts reuse it.
     manifest: Option<Manifest>,
-    /// Crashes, the pending restart, remembered guard subscriptions.
+    /// Crashes and remembered guard subscriptions.
     supervision: Supervision,
 }
 
 impl Ext {
-    fn live(&self) -> bool {
-        self.proc.is_some()
+    fn run(&self) -> Option<&Run> {
+        match &self.phase {
+            Phase::Running(run) => Some(run),
+            Phase::Gone { .. } => None,
+        }
     }
 
-    /// Running, handshaken and not being stopped: may get requests.
+    fn live(&self) -> bool {
+        self.run().is_some()
+    }
+
+    fn stage(&self) -> Option<&Stage> {
+        self.run().map(|r| &r.stage)
+    }
+
+    /// Handshaken and not being stopped: may get requests.
     fn serving(&self) -> bool {
-        self.live() && self.hello && self.stop.is_none() && !matches!(self.state, State::Failed(_))
+        matches!(self.stage(), Some(Stage::Registering { .. } | Stage::Ready))
+    }
+
+    /// Not yet ready and not being stopped.
+    fn loading(&self) -> bool {
+        matches!(
+            self.stage(),
+            Some(Stage::AwaitingHello { .. } | Stage::Registering { .. })
+        )
+    }
+
+    /// Why it failed, while it counts as failed.
+    fn failure(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Running(Run {
+                stage: Stage::Killed(why),
+                ..
+            })
+            | Phase::Gone {
+                end: End::Failed(why),
+                ..
+            } => Some(why),
+            _ => None,
+        }
     }
 
     /// Queues a frame; at the end of the loop iteration it goes to the
     /// pipe (directly, or through the writer thread when the pipe is
     /// full), batched with the others. False when stdin is closed.
     fn send(&mut self, line: &[u8]) -> bool {
-        if !self.proc.as_ref().is_some_and(ExtProcess::writable) {
+        if !self.run().is_some_and(|r| r.proc.writable()) {
             return false;
         }
         self.out.extend_from_slice(line);
@@ -130,21 +187,21 @@ impl Ext {
             return;
         }
         let chunk = std::mem::take(&mut self.out);
-        if let Some(p) = &self.proc {
-            p.send(chunk);
+        if let Some(r) = self.run() {
+            r.proc.send(chunk);
         }
     }
 
     /// Bytes waiting for this extension, queued or not yet handed over.
     fn backlog(&self) -> usize {
-        self.out.len() + self.proc.as_ref().map_or(0, ExtProcess::queued_bytes)
+        self.out.len() + self.run().map_or(0, |r| r.proc.queued_bytes())
     }
 
     /// Closes stdin once everything queued so far is written.
     fn close_stdin(&mut self) {
         self.flush();
-        if let Some(p) = &mut self.proc {
-            p.close_stdin();
+        if let Phase::Running(r) = &mut self.phase {
+            r.proc.close_stdin();
         }
     }
 }
@@ -397,13 +454,6 @@ fn later(now: Instant, d: Duration) -> Instant {
         .unwrap_or(now)
 }
 
-fn min_deadline(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 impl Engine {
     fn snapshot(&self) -> Snapshot {
         let extensions = self
@@ -411,12 +461,17 @@ impl Engine {
             .iter()
             .enumerate()
             .map(|(idx, e)| {
-                let (state, error) = match &e.state {
-                    State::Starting => ("starting", None),
-                    State::Ready => ("ready", None),
-                    State::Failed(why) => ("failed", Some(why.clone())),
-                    State::Exited(how) => ("exited", Some(how.clone())),
-                    State::Disabled => ("disabled", None),
+                let (state, error) = match &e.phase {
+                    Phase::Running(r) => match &r.stage {
+                        Stage::Ready | Stage::Stopping { hello: true, .. } => ("ready", None),
+                        Stage::Killed(why) => ("failed", Some(why.clone())),
+                        _ => ("starting", None),
+                    },
+                    Phase::Gone { end, .. } => match end {
+                        End::Disabled => ("disabled", None),
+                        End::Failed(why) => ("failed", Some(why.clone())),
+                        End::Exited(how) => ("exited", Some(how.clone())),
+                    },
                 };
                 ExtensionInfo {
                     name: e.name.clone(),
@@ -425,7 +480,7 @@ impl Engine {
                     dir: e.dir.clone(),
                     state,
                     error,
-                    pid: e.proc.as_ref().map(|p| p.pid),
+                    pid: e.run().map(|r| r.proc.pid),
                     commands: self.commands.owned_by(idx),
                     tools: self.tools.owned_by(idx),
                     events: e.events.clone(),

@@ -1,7 +1,7 @@
 //! Requests from the embedder: commands, tools, events, panels, and
 //! the interception chain (SPEC 3.9-3.12).
 
-use super::{later, ChainState, Engine, Goal, Pending, PendingKind, State, Then};
+use super::{later, ChainState, Engine, Ext, Goal, Pending, PendingKind, Then};
 use crate::intercept::{Answer, Chain, Step, INTERCEPTABLE};
 use crate::protocol::{EventPayload, HostFrame};
 use crate::types::{CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
@@ -121,9 +121,7 @@ impl Engine {
 
     /// Some extension has not said hello or is still registering.
     pub(super) fn any_starting(&self) -> bool {
-        self.exts
-            .iter()
-            .any(|e| e.state == State::Starting && e.live() && e.stop.is_none())
+        self.exts.iter().any(Ext::loading)
     }
 
     /// Looks the names of parked requests up again once no extension is

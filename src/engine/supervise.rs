@@ -1,14 +1,11 @@
 //! Supervision (SPEC 12): crashed extensions are started again after a
 //! backoff, up to a limit; a guard that cannot answer blocks when its
-//! manifest says `"guard_failure": "block"`.
-//!
-//! Restarts are deadlines of the host loop like any other (no thread
-//! sleeps on them), and shutdown or reload cancels them at once.
+//! manifest says `"guard_failure": "block"`. A pending restart is the
+//! deadline of a gone extension's phase, cancelled by shutdown or reload.
 
-use super::{later, Engine, Ext, State};
+use super::{later, End, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
-use crate::process::ExtProcess;
 use crate::types::{human, HostEvent};
 use std::time::{Duration, Instant};
 
@@ -19,7 +16,7 @@ const MAX_CRASHES: usize = 5;
 /// The backoff doubles per crash, up to this many times its base.
 const MAX_BACKOFF_FACTOR: u32 = 16;
 
-/// One extension's crash history and pending restart.
+/// One extension's crash history.
 #[derive(Debug, Default)]
 pub(super) struct Supervision {
     /// When it crashed, within [`CRASH_WINDOW`].
@@ -27,10 +24,6 @@ pub(super) struct Supervision {
     /// Crashes since it last ran for [`CRASH_WINDOW`] without one: the
     /// backoff grows with it, so a slow crash loop also backs off to 8 s.
     streak: u32,
-    /// When it is started again, while a restart is pending.
-    pub(super) restart_at: Option<Instant>,
-    /// How the crash that the pending restart follows ended it.
-    last_status: String,
     /// Restarts since it was (re)loaded.
     pub(super) restarts: u32,
     /// Its `intercept` list is from its previous run: it has not
@@ -83,29 +76,35 @@ impl Ext {
     /// Whether it is a guard for `event` now: it answers, or it fails
     /// closed while it cannot (a disabled extension is no guard at all).
     pub(super) fn guards(&self, event: &str) -> bool {
+        let disabled = matches!(
+            self.phase,
+            Phase::Gone {
+                end: End::Disabled,
+                ..
+            }
+        );
         self.intercept.iter().any(|e| e == event)
-            && (self.answers_guard() || (self.fails_closed() && self.state != State::Disabled))
+            && (self.answers_guard() || (self.fails_closed() && !disabled))
     }
 
     /// Why it cannot answer an interception now.
     pub(super) fn why_unavailable(&self) -> String {
-        if self.stop.is_some() {
-            return "stopping".into();
-        }
-        if self.supervision.restart_at.is_some() {
-            return format!("restarting after {}", self.supervision.last_status);
-        }
-        if self.live() && !self.proc.as_ref().is_some_and(ExtProcess::writable) {
-            return "stdin closed".into();
-        }
-        if self.live() {
-            // A new run that has not subscribed to interception again yet.
-            return "restarting".into();
-        }
-        match &self.state {
-            State::Failed(why) => format!("failed: {why}"),
-            State::Exited(how) => format!("exited: {how}"),
-            _ => "not running".into(),
+        match &self.phase {
+            Phase::Running(run) => match run.stage {
+                Stage::Stopping { .. } => "stopping".into(),
+                _ if !run.proc.writable() => "stdin closed".into(),
+                // A new run that has not subscribed to interception again yet.
+                _ => "restarting".into(),
+            },
+            Phase::Gone {
+                end: End::Failed(how) | End::Exited(how),
+                restart_at: Some(_),
+            } => format!("restarting after {how}"),
+            Phase::Gone { end, .. } => match end {
+                End::Failed(why) => format!("failed: {why}"),
+                End::Exited(how) => format!("exited: {how}"),
+                End::Disabled => "not running".into(),
+            },
         }
     }
 
@@ -134,42 +133,44 @@ impl Ext {
 }
 
 impl Engine {
-    /// After a crash (SPEC 12): schedules a restart, or gives up after
-    /// the 5th crash within 3 minutes. `status` says how it ended.
+    /// After a crash (SPEC 12), the extension gone: schedules a restart,
+    /// or gives up after the 5th crash within 3 minutes. `status` says
+    /// how it ended.
     pub(super) fn crashed(&mut self, idx: usize, status: &str, now: Instant) {
         let base = self.cfg.timeouts.restart_backoff;
         let ext = &mut self.exts[idx];
-        if ext
+        let never = ext
             .manifest
             .as_ref()
-            .is_none_or(|m| m.restart == Restart::Never)
-        {
-            return ext.log.line(&format!(
-                "crashed ({status}); not restarted: its manifest says \"restart\": \"never\""
-            ));
-        }
-        if self.closing.is_some() {
-            return ext.log.line(&format!(
-                "crashed ({status}); not restarted: the host is shutting down"
-            ));
+            .is_none_or(|m| m.restart == Restart::Never);
+        let refused = if never {
+            Some("its manifest says \"restart\": \"never\"")
+        } else if self.closing.is_some() {
+            Some("the host is shutting down")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return ext
+                .log
+                .line(&format!("crashed ({status}); not restarted: {why}"));
         }
         match ext.supervision.crashed(now, base) {
             AfterCrash::RestartIn(delay) => {
-                ext.log.line(&format!(
-                    "crashed ({status}); restarting in {}",
-                    human(delay)
-                ));
-                ext.supervision.restart_at = Some(later(now, delay));
-                ext.supervision.last_status = status.to_string();
+                let line = format!("crashed ({status}); restarting in {}", human(delay));
+                ext.log.line(&line);
+                if let Phase::Gone { restart_at, .. } = &mut ext.phase {
+                    *restart_at = Some(later(now, delay));
+                }
             }
             AfterCrash::GiveUp => {
                 let reason = format!("crashed {MAX_CRASHES} times in 3 min (last: {status})");
                 ext.log.line(&format!("not restarted again: {reason}"));
-                ext.state = State::Failed(reason.clone());
                 self.events.send(HostEvent::ExtensionFailed {
                     extension: ext.name.clone(),
-                    error: reason,
+                    error: reason.clone(),
                 });
+                ext.phase = Phase::gone(End::Failed(reason));
             }
         }
     }
@@ -179,48 +180,51 @@ impl Engine {
     /// start empty; its guard subscriptions count until it subscribes again.
     pub(super) fn restart(&mut self, idx: usize, now: Instant) {
         let ext = &mut self.exts[idx];
-        ext.supervision.restart_at = None;
-        ext.hello = false;
+        let Phase::Gone {
+            end: End::Failed(status) | End::Exited(status),
+            ..
+        } = &ext.phase
+        else {
+            return;
+        };
+        let status = status.clone();
         ext.events.clear();
         ext.event_set.clear();
         ext.capped.clear();
         ext.out.clear();
         ext.dropped_events = 0;
         ext.dropping = false;
-        ext.eof_before_hello = None;
         ext.supervision.remembered = !ext.intercept.is_empty();
-        let status = ext.supervision.last_status.clone();
         let attempt = ext.supervision.streak;
-        match self.spawn(idx, now) {
-            Ok(()) => {
-                let ext = &mut self.exts[idx];
-                ext.supervision.restarts += 1;
-                ext.log
-                    .line(&format!("restarted (attempt {attempt}: {status})"));
-                self.events.send(HostEvent::ExtensionRestarted {
-                    extension: ext.name.clone(),
-                    attempt,
-                    status,
-                });
-            }
-            Err(e) => {
-                let ext = &mut self.exts[idx];
-                ext.log.line(&format!("not restarted: {e}"));
-                ext.state = State::Failed(e.clone());
-                self.events.send(HostEvent::ExtensionFailed {
-                    extension: ext.name.clone(),
-                    error: e,
-                });
-            }
+        if let Err(e) = self.spawn(idx, now) {
+            let ext = &mut self.exts[idx];
+            ext.log.line(&format!("not restarted: {e}"));
+            self.events.send(HostEvent::ExtensionFailed {
+                extension: ext.name.clone(),
+                error: e.clone(),
+            });
+            ext.phase = Phase::gone(End::Failed(e));
+            return;
         }
+        let ext = &mut self.exts[idx];
+        ext.supervision.restarts += 1;
+        ext.log
+            .line(&format!("restarted (attempt {attempt}: {status})"));
+        self.events.send(HostEvent::ExtensionRestarted {
+            extension: ext.name.clone(),
+            attempt,
+            status,
+        });
     }
 
     /// Shutdown and reload cancel every pending restart at once.
     pub(super) fn cancel_restarts(&mut self) {
         for ext in &mut self.exts {
-            if ext.supervision.restart_at.take().is_some() {
-                ext.log
-                    .line("pending restart cancelled: the host is stopping or reloading");
+            if let Phase::Gone { restart_at, .. } = &mut ext.phase {
+                if restart_at.take().is_some() {
+                    ext.log
+                        .line("pending restart cancelled: the host is stopping or reloading");
+                }
             }
         }
     }

@@ -1,29 +1,43 @@
-//! Deadlines: the next wake-up, timeouts, the shutdown ladder and the
-//! liveness check.
+//! Deadlines: the next wake-up, each phase's deadline, the shutdown
+//! ladder and the liveness check.
 
-use super::{later, min_deadline, Engine, Ext, PendingKind, LIVENESS_EVERY, LIVENESS_IDLE};
-use crate::process::ExtProcess;
+use super::{later, Engine, Ext, PendingKind, Phase, Stage, LIVENESS_EVERY, LIVENESS_IDLE};
 use crate::types::{human, HostError};
 use std::time::{Duration, Instant};
 
+const MS: Duration = Duration::from_millis(1);
+
+impl Ext {
+    /// When its phase next needs the loop.
+    fn deadline(&self) -> Option<Instant> {
+        let run = match &self.phase {
+            Phase::Gone { restart_at, .. } => return *restart_at,
+            Phase::Running(run) => run,
+        };
+        let stage = match run.stage {
+            Stage::AwaitingHello { deadline, eof_at } => {
+                Some(eof_at.map_or(deadline, |e| e.min(deadline)))
+            }
+            Stage::Registering { ready_at } => Some(ready_at),
+            Stage::Stopping { signal, .. } => signal.map(|(at, _)| at),
+            Stage::Ready | Stage::Killed(_) => None,
+        };
+        stage
+            .into_iter()
+            .chain(run.exit_poll.map(|(at, _)| at))
+            .min()
+    }
+}
+
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        let mut next = self.startup.as_ref().map(|s| s.deadline);
-        for e in &self.exts {
-            next = min_deadline(next, e.hello_deadline);
-            next = min_deadline(next, e.idle_ready_at);
-            next = min_deadline(next, e.exit_poll.map(|(at, _)| at));
-            next = min_deadline(next, e.eof_before_hello);
-            next = min_deadline(next, e.supervision.restart_at);
-            if let Some(stop) = &e.stop {
-                next = min_deadline(next, stop.term_at);
-                next = min_deadline(next, stop.kill_at);
-            }
-        }
-        for p in self.pending.values() {
-            next = min_deadline(next, Some(p.deadline));
-        }
-        min_deadline(next, self.liveness_at)
+        let exts = self.exts.iter().filter_map(Ext::deadline);
+        let pending = self.pending.values().map(|p| p.deadline);
+        let startup = self.startup.as_ref().map(|s| s.deadline);
+        exts.chain(pending)
+            .chain(startup)
+            .chain(self.liveness_at)
+            .min()
     }
 
     pub(super) fn tick(&mut self, now: Instant) {
@@ -45,49 +59,56 @@ impl Engine {
         self.check_liveness(now);
     }
 
-    pub(super) fn tick_ext(&mut self, idx: usize, now: Instant) {
+    /// Acts on extension `idx`'s deadline when it is due.
+    fn tick_ext(&mut self, idx: usize, now: Instant) {
         let ext = &mut self.exts[idx];
-        let due = |at: Option<Instant>| at.is_some_and(|t| t <= now);
-        if due(ext.supervision.restart_at) {
-            return self.restart(idx, now);
-        }
-        if due(ext.hello_deadline) {
-            let limit = human(self.cfg.timeouts.hello);
-            return self.fail(idx, format!("no hello within {limit}"), now);
-        }
-        if due(ext.idle_ready_at) {
-            let idle = human(self.cfg.timeouts.ready_idle);
-            return self.mark_ready(
-                idx,
-                &format!("no ready frame: treated as ready after {idle} of silence"),
-                now,
-            );
-        }
-        if due(ext.eof_before_hello) {
-            ext.eof_before_hello = None;
-            if !ext.hello && ext.live() {
+        let run = match &mut ext.phase {
+            Phase::Gone {
+                restart_at: Some(at),
+                ..
+            } if *at <= now => return self.restart(idx, now),
+            Phase::Gone { .. } => return,
+            Phase::Running(run) => run,
+        };
+        let t = &self.cfg.timeouts;
+        match run.stage {
+            Stage::AwaitingHello { deadline, .. } if deadline <= now => {
+                let why = format!("no hello within {}", human(t.hello));
+                return self.fail(idx, why, now);
+            }
+            Stage::AwaitingHello {
+                eof_at: Some(at), ..
+            } if at <= now => {
                 return self.fail(idx, "closed its stdout before hello".into(), now);
             }
+            Stage::Registering { ready_at } if ready_at <= now => {
+                let idle = human(t.ready_idle);
+                let why = format!("no ready frame: treated as ready after {idle} of silence");
+                return self.mark_ready(idx, &why, now);
+            }
+            _ => {}
         }
-        if due(ext.exit_poll.map(|(at, _)| at)) {
+        if run.exit_poll.is_some_and(|(at, _)| at <= now) {
             return self.poll_exit(idx, now);
         }
-        let Some(p) = &ext.proc else { return };
-        let Some(stop) = &mut ext.stop else { return };
-        if due(stop.term_at) {
+        let Stage::Stopping { signal, .. } = &mut run.stage else {
+            return;
+        };
+        let Some((at, sig)) = *signal else { return };
+        if at > now {
+            return;
+        }
+        if sig == libc::SIGTERM {
             ext.log
                 .line("no exit within the shutdown grace: SIGTERM to its process group");
-            p.signal_group(libc::SIGTERM);
-            stop.term_at = None;
-            stop.kill_at = Some(later(now, self.cfg.timeouts.term_grace));
-            ext.exit_poll = Some((now + Duration::from_millis(1), Duration::from_millis(1)));
-        } else if due(stop.kill_at) {
+            *signal = Some((later(now, t.term_grace), libc::SIGKILL));
+        } else {
             ext.log
                 .line("still running after SIGTERM: SIGKILL to its process group");
-            p.signal_group(libc::SIGKILL);
-            stop.kill_at = None;
-            ext.exit_poll = Some((now + Duration::from_millis(1), Duration::from_millis(1)));
+            *signal = None;
         }
+        run.proc.signal_group(sig);
+        run.exit_poll = Some((now + MS, MS));
     }
 
     pub(super) fn expire(&mut self, id: &str, now: Instant) {
@@ -141,20 +162,18 @@ impl Engine {
         } else {
             LIVENESS_EVERY
         };
-        match self.liveness_at {
-            Some(at) if at > now && at <= now + every => {}
-            Some(at) if at > now => self.liveness_at = Some(now + every),
-            Some(_) => {
-                for idx in 0..self.exts.len() {
-                    if let Some(status) =
-                        self.exts[idx].proc.as_mut().and_then(ExtProcess::try_wait)
-                    {
+        if self.liveness_at.is_some_and(|at| at <= now) {
+            for idx in 0..self.exts.len() {
+                if let Phase::Running(run) = &mut self.exts[idx].phase {
+                    if let Some(status) = run.proc.try_wait() {
                         self.exited(idx, status, now);
                     }
                 }
-                self.liveness_at = Some(now + every);
             }
-            None => self.liveness_at = Some(now + every),
+            self.liveness_at = None;
+        }
+        if self.liveness_at.is_none_or(|at| at > now + every) {
+            self.liveness_at = Some(now + every);
         }
     }
 }
