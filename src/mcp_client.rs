@@ -153,7 +153,7 @@ pub struct Adapter {
 
 /// Creates the adapter for a freshly spawned server, starts its timer
 /// thread and sends the `server/discover` probe.
-pub fn start(
+pub(crate) fn start(
     key: u64,
     opts: McpOptions,
     log: ExtLog,
@@ -189,7 +189,7 @@ pub fn start(
 }
 
 /// The reader thread of an MCP server: stdout lines -> [`Adapter::from_server`].
-pub fn read(adapter: &Adapter, stdout: impl Read) {
+pub(crate) fn read(adapter: &Adapter, stdout: impl Read) {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
     loop {
         let line = match lines.next_line() {
@@ -197,7 +197,6 @@ pub fn read(adapter: &Adapter, stdout: impl Read) {
             Ok(Some(Line::TooLong(len))) => {
                 let why = format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes");
                 adapter.log.line(&why);
-                adapter.report(Inbound::Unparsed(why));
                 continue;
             }
             Ok(None) => break,
@@ -401,8 +400,6 @@ impl Adapter {
         let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
         let why = format!("dropped MCP message ({why}): {snippet}");
         self.log(&why);
-        // As for a zot extension's bad line: `zot ext check` names it.
-        self.report(Inbound::Unparsed(why));
         true
     }
 

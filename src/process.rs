@@ -50,13 +50,9 @@ const DRAIN_READS: usize = 64;
 // allocation per frame.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Inbound {
+pub(crate) enum Inbound {
     /// A parsed frame from stdout.
     Frame(ExtFrame),
-    /// A stdout line that is not a frame (or is too long); it was
-    /// dropped and logged. Carries the logged reason, which quotes the
-    /// line's start. The host ignores it; `zot ext check` reports it.
-    Unparsed(String),
     /// stdout reached end of file (or failed); no more frames come.
     Eof,
     /// Writing to stdin failed; the outbox is closed.
@@ -68,7 +64,7 @@ pub enum Inbound {
 
 /// An [`Inbound`] tagged with the extension's unique key.
 #[derive(Debug)]
-pub struct InboundMsg {
+pub(crate) struct InboundMsg {
     /// Which extension (unique across reloads).
     pub key: u64,
     /// What happened.
@@ -76,10 +72,16 @@ pub struct InboundMsg {
 }
 
 /// Bytes queued for an extension's stdin: one or more whole lines.
-pub type OutChunk = Vec<u8>;
+pub(crate) type OutChunk = Vec<u8>;
 
 /// A running extension process and its I/O threads.
-pub struct ExtProcess {
+///
+/// Single writer: only the host loop, which owns it, calls `send`. The
+/// direct write below is in order only because nobody else can write
+/// between its check that nothing is queued and the write itself. It
+/// pays: without it `make bench` measured 25 us instead of 16 us per
+/// round trip and 27 instead of 17 us of CPU.
+pub(crate) struct ExtProcess {
     /// Process id, also the process group id.
     pub pid: u32,
     child: Child,
@@ -542,9 +544,6 @@ fn read_frames(key: u64, stdout: impl Read, log: &ExtLog, inbound: &Sender<Inbou
             Ok(Some(Line::TooLong(len))) => {
                 let why = format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes");
                 log.line(&why);
-                if inbound.send(unparsed(key, why)).is_err() {
-                    return;
-                }
                 continue;
             }
             Ok(None) => break,
@@ -566,25 +565,13 @@ fn read_frames(key: u64, stdout: impl Read, log: &ExtLog, inbound: &Sender<Inbou
                     return; // the host is gone
                 }
             }
-            Err(why) => {
-                log.line(&why);
-                if inbound.send(unparsed(key, why)).is_err() {
-                    return;
-                }
-            }
+            Err(why) => log.line(&why),
         }
     }
     let _ = inbound.send(InboundMsg {
         key,
         msg: Inbound::Eof,
     });
-}
-
-fn unparsed(key: u64, why: String) -> InboundMsg {
-    InboundMsg {
-        key,
-        msg: Inbound::Unparsed(why),
-    }
 }
 
 fn write_lines(

@@ -18,7 +18,6 @@ impl Engine {
         let now = Instant::now();
         match msg.msg {
             Inbound::Frame(frame) => self.frame(idx, frame, now),
-            Inbound::Unparsed(_) => {} // logged by the reader already
             Inbound::Eof => {
                 if let Phase::Running(Run {
                     stage: Stage::AwaitingHello { eof_at, .. },

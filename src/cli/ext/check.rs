@@ -3,10 +3,11 @@
 //! step took.
 //!
 //! It drives the extension with the library's own pieces (manifest
-//! loading and exec resolution, [`ExtProcess`] with its reader and writer
-//! threads, the frame types of `protocol`, the host's default limits), so
-//! what passes here is what the host accepts.
+//! loading and exec resolution, the frame types and parser of `protocol`,
+//! the host's default limits), so what passes here is what the host
+//! accepts.
 
+mod child;
 mod report;
 mod schema;
 mod trial;
@@ -18,7 +19,6 @@ use serde_json::Value;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use zot_host::log::ExtLog;
 use zot_host::manifest::{Manifest, Protocol, MANIFEST_FILE};
 
 const HELP: &str = "\
@@ -125,10 +125,11 @@ fn check(opts: &Opts) -> Report {
     if let Some((manifest, dir, exe)) = check_manifest(opts, &mut report) {
         report.dir = dir.clone();
         let logs = scratch_logs_dir();
-        let log = ExtLog::open(&logs, &manifest.name);
+        let log = zot_host::log::log_path(&logs, &manifest.name);
+        let _ = std::fs::create_dir_all(&logs);
         trial::run(opts, &manifest, &dir, &exe, &log, &mut report);
         if report.count(Status::Fail) > 0 {
-            report.stderr_tail = stderr_tail(&zot_host::log::log_path(&logs, &manifest.name));
+            report.stderr_tail = stderr_tail(&log);
         }
         let _ = std::fs::remove_dir_all(&logs);
     }

@@ -1,18 +1,17 @@
 //! One extension run the way the host runs it, step by step, each step
 //! adding its findings to the report.
 
+use super::child::{Child, Seen};
 use super::report::{human, Report};
 use super::schema::schema_problem;
 use super::{Opts, Probe};
-use crossbeam_channel::Receiver;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 use zot_host::intercept::INTERCEPTABLE;
-use zot_host::log::ExtLog;
 use zot_host::manifest::Manifest;
-use zot_host::process::{describe_status, group_alive, ExtProcess, Inbound, InboundMsg};
+use zot_host::process::{describe_status, group_alive};
 use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::toolresult::map_content;
 use zot_host::{registry, HostConfig, Timeouts};
@@ -38,12 +37,11 @@ pub(super) fn run(
     manifest: &Manifest,
     dir: &Path,
     exe: &Path,
-    log: &ExtLog,
+    log: &Path,
     report: &mut Report,
 ) {
     let t = Instant::now();
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let proc = match ExtProcess::spawn(0, &manifest.name, exe, &manifest.args, dir, log, tx) {
+    let proc = match Child::spawn(exe, &manifest.args, dir, log) {
         Ok(p) => p,
         Err(e) => {
             let f = report.fail(
@@ -59,7 +57,6 @@ pub(super) fn run(
     };
     let mut trial = Trial {
         proc,
-        rx,
         report,
         config: crate::cli::host_config(PathBuf::new(), opts.cwd.clone()),
         name: manifest.name.clone(),
@@ -89,7 +86,6 @@ pub(super) fn run(
         trial.kill();
     }
     trial.stdout_rule();
-    trial.proc.join_finished();
 }
 
 /// What the reader said next. Nearly always a frame, so boxing it would
@@ -107,8 +103,7 @@ enum Next {
 
 /// One extension being checked.
 struct Trial<'a> {
-    proc: ExtProcess,
-    rx: Receiver<InboundMsg>,
+    proc: Child,
     report: &'a mut Report,
     /// The host's defaults: limits, built-in names, `hello_ack` fields.
     config: HostConfig,
@@ -136,23 +131,20 @@ impl Trial<'_> {
     fn next(&mut self, deadline: Instant) -> Next {
         while !self.eof {
             let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(InboundMsg { msg, .. }) = self.rx.recv_timeout(left) else {
+            let Ok(seen) = self.proc.seen.recv_timeout(left) else {
                 return Next::Quiet;
             };
-            match msg {
-                Inbound::Frame(frame) => {
+            match seen {
+                Seen::Frame(frame) => {
                     self.frames += 1;
                     return Next::Frame(frame);
                 }
-                Inbound::Unparsed(why) => {
+                Seen::Dropped(why) => {
                     self.dropped.push((why, Instant::now()));
                     return Next::Dropped;
                 }
-                Inbound::Eof => self.eof = true,
-                Inbound::Failed(why) => {
-                    self.report.fail("hello", self.spawned.elapsed(), why);
-                }
-                Inbound::WriteFailed(e) => {
+                Seen::Eof => self.eof = true,
+                Seen::WriteFailed(e) => {
                     self.report.fail(
                         "stdin",
                         Duration::ZERO,

@@ -1,0 +1,127 @@
+//! The extension under check, started the way the host starts it: in a
+//! process group of its own, stdout read line by line with the host's
+//! frame parser, stderr into its log. A reader and a writer thread keep
+//! the check from blocking on a stuck pipe; the group is killed when the
+//! check is done with it, so nothing the extension started is left.
+
+use crossbeam_channel::{Receiver, Sender};
+use std::fs::File;
+use std::io::{self, BufReader, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{ChildStdout, Command, ExitStatus, Stdio};
+use std::thread;
+use zot_host::process::{group_alive, signal_group};
+use zot_host::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
+
+/// What the reader and writer threads saw. Nearly always a frame, so
+/// boxing it would only add an allocation per frame.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Seen {
+    Frame(ExtFrame),
+    /// A stdout line that is not a frame, and why.
+    Dropped(String),
+    /// stdout ended.
+    Eof,
+    WriteFailed(String),
+}
+
+pub(super) struct Child {
+    /// Process id, also the process group id.
+    pub pid: u32,
+    child: std::process::Child,
+    stdin: Option<Sender<Vec<u8>>>,
+    pub seen: Receiver<Seen>,
+}
+
+impl Child {
+    /// Starts `exe args` in `dir`, its stderr going to the file `log`.
+    pub fn spawn(exe: &Path, args: &[String], dir: &Path, log: &Path) -> io::Result<Child> {
+        let stderr = File::create(log).map_or_else(|_| Stdio::inherit(), Stdio::from);
+        let mut child = Command::new(exe)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .process_group(0)
+            .spawn()?;
+        let pipes = (child.stdin.take(), child.stdout.take());
+        let (tx, seen) = crossbeam_channel::unbounded();
+        let (to_stdin, outbox) = crossbeam_channel::unbounded::<Vec<u8>>();
+        // From here on, dropping it kills the group.
+        let checked = Child {
+            pid: child.id(),
+            child,
+            stdin: Some(to_stdin),
+            seen,
+        };
+        let (Some(mut stdin), Some(stdout)) = pipes else {
+            return Err(io::Error::other("child pipes missing"));
+        };
+        let failed = tx.clone();
+        thread::Builder::new()
+            .name("zot-check-write".into())
+            .spawn(move || {
+                for chunk in outbox {
+                    if let Err(e) = stdin.write_all(&chunk) {
+                        let _ = failed.send(Seen::WriteFailed(e.to_string()));
+                        return;
+                    }
+                }
+            })?;
+        thread::Builder::new()
+            .name("zot-check-read".into())
+            .spawn(move || read(stdout, &tx))?;
+        Ok(checked)
+    }
+
+    /// Queues `line` for stdin; false once stdin is closed.
+    pub fn send(&self, line: Vec<u8>) -> bool {
+        self.stdin.as_ref().is_some_and(|s| s.send(line).is_ok())
+    }
+
+    /// Closes stdin once every queued line is written.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// The exit status, once the process has exited (reaps it).
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    pub fn signal_group(&self, signal: i32) {
+        signal_group(self.pid, signal);
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if group_alive(self.pid) {
+            signal_group(self.pid, libc::SIGKILL);
+            let _ = self.child.try_wait();
+        }
+    }
+}
+
+fn read(stdout: ChildStdout, seen: &Sender<Seen>) {
+    let mut lines = LineReader::new(BufReader::new(stdout), MAX_LINE);
+    loop {
+        let next = match lines.next_line() {
+            Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => continue,
+            Ok(Some(Line::Text(line))) => match parse_ext_frame(&line) {
+                Ok(frame) => Seen::Frame(frame),
+                Err(why) => Seen::Dropped(why),
+            },
+            Ok(Some(Line::TooLong(len))) => Seen::Dropped(format!(
+                "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
+            )),
+            Ok(None) | Err(_) => break,
+        };
+        if seen.send(next).is_err() {
+            return;
+        }
+    }
+    let _ = seen.send(Seen::Eof);
+}
