@@ -94,8 +94,7 @@ struct Listing {
     items: Option<Vec<Value>>,
     /// A change was announced while this listing ran: list again after.
     again: bool,
-    /// The cursors followed so far: a server that hands one out again
-    /// would have the host list forever.
+    /// The cursors followed so far (one handed out again ends the list).
     cursors: Vec<String>,
 }
 
@@ -385,7 +384,7 @@ impl Adapter {
             Err(e) => return self.dropped(line, &e),
         };
         let id = msg.get("id").filter(|id| !id.is_null());
-        match (msg.get("method").and_then(Value::as_str), id) {
+        match (msg["method"].as_str(), id) {
             (Some(method), Some(id)) => self.server_request(method, id),
             (Some(method), None) => self.notification(method, msg.get("params")),
             (None, Some(id)) => return self.response(id, &msg),
@@ -469,29 +468,26 @@ impl Adapter {
     }
 
     fn discovered(&self, st: &mut State, result: Result<&Value, String>) {
-        let late = st.phase == Phase::Initializing;
-        if st.phase != Phase::Probing && !late {
-            return;
-        }
         let modern = result.as_ref().ok().and_then(|r| {
             let supported = r.get("supportedVersions")?.as_array()?;
             supported.iter().any(|v| v == MODERN_VERSION).then_some(*r)
         });
-        let Some(result) = modern else {
-            if let Some(why) = st.refused_initialize.take() {
-                return self.handshake_failed(why);
+        let result = match (modern, &st.phase) {
+            (Some(r), Phase::Probing | Phase::Initializing) => r,
+            (None, Phase::Probing) => {
+                let not_listed = || format!("{MODERN_VERSION} is not among its supportedVersions");
+                let why = result.err().unwrap_or_else(not_listed);
+                self.log(&format!(
+                    "server/discover: {why}; using the legacy initialize ({LEGACY_VERSION})"
+                ));
+                return self.initialize(st);
             }
-            if late {
-                return; // initialize is on its way already
-            }
-            let why = match result {
-                Err(e) => e,
-                Ok(_) => format!("{MODERN_VERSION} is not among its supportedVersions"),
-            };
-            self.log(&format!(
-                "server/discover: {why}; using the legacy initialize ({LEGACY_VERSION})"
-            ));
-            return self.initialize(st);
+            // Initialize is on its way already, unless it failed.
+            (None, Phase::Initializing) => match st.refused_initialize.take() {
+                Some(why) => return self.handshake_failed(why),
+                None => return,
+            },
+            _ => return,
         };
         // Its answer to initialize (an error from a 2026-only server) no
         // longer matters.
@@ -500,13 +496,11 @@ impl Adapter {
         st.modern = true;
         // The official SDKs put the identity in `_meta`; the
         // specification page shows a `serverInfo` field: take either.
-        st.server_version = [
-            "/_meta/io.modelcontextprotocol~1serverInfo/version",
-            "/serverInfo/version",
-        ]
-        .iter()
-        .find_map(|at| result.pointer(at)?.as_str())
-        .map(str::to_string);
+        let at = |pointer| result.pointer(pointer).and_then(Value::as_str);
+        let version = at("/_meta/io.modelcontextprotocol~1serverInfo/version");
+        st.server_version = version
+            .or_else(|| at("/serverInfo/version"))
+            .map(Into::into);
         self.log(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
         // The 2026 era announces list changes only on a listen stream.
         let filter =
@@ -529,13 +523,11 @@ impl Adapter {
                 return false;
             }
         };
-        let version = result.get("protocolVersion").and_then(Value::as_str);
-        let version = version.unwrap_or("of unknown version");
+        let version = result["protocolVersion"]
+            .as_str()
+            .unwrap_or("of unknown version");
         self.log(&format!("speaking MCP {version} (initialize)"));
-        let server_version = result
-            .pointer("/serverInfo/version")
-            .and_then(Value::as_str);
-        st.server_version = server_version.map(str::to_string);
+        st.server_version = result["serverInfo"]["version"].as_str().map(Into::into);
         self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         self.list_all(st, result.get("capabilities"));
         true
@@ -609,7 +601,7 @@ impl Adapter {
             .get(format!("{}s", kind.name()))
             .and_then(Value::as_array);
         items.extend(list.into_iter().flatten().cloned());
-        let next = result.get("nextCursor").and_then(Value::as_str);
+        let next = result["nextCursor"].as_str();
         let stop = match next.filter(|c| !c.is_empty()) {
             None => None,
             Some(c) if listing.cursors.iter().any(|seen| seen == c) => {
@@ -670,14 +662,16 @@ impl Adapter {
     fn register(&self, st: &mut State, kind: Kind, items: Vec<Value>) {
         let mut now = BTreeMap::new();
         for item in items {
-            let Some(server_name) = item.get("name").and_then(Value::as_str) else {
+            let Some(server_name) = item["name"].as_str() else {
                 let what = kind.name();
                 self.log(&format!("{what}s/list: skipped a {what} without a name"));
                 continue;
             };
             let name = format!("{}{server_name}", self.opts.prefix);
-            let description =
-                text_field(&item, "description").or_else(|| text_field(&item, "title"));
+            let text = |key: &str| item[key].as_str().filter(|s| !s.is_empty());
+            let description = text("description")
+                .or_else(|| text("title"))
+                .map(Into::into);
             self.emit(
                 st,
                 match kind {
@@ -781,35 +775,28 @@ fn human(d: Duration) -> String {
     }
 }
 
-fn text_field(v: &Value, key: &str) -> Option<String> {
-    let text = v.get(key).and_then(Value::as_str);
-    text.filter(|s| !s.is_empty()).map(str::to_string)
-}
-
 fn text_block(text: String) -> Value {
     json!({"type": "text", "text": text})
 }
 
 /// `MCP error -32602: Invalid params`.
 fn describe_error(e: &Value) -> String {
-    let message = e.get("message").and_then(Value::as_str);
+    let message = e["message"].as_str();
     let message = message.unwrap_or("(no message)");
-    match e.get("code").and_then(Value::as_i64) {
+    match e["code"].as_i64() {
         Some(code) => format!("MCP error {code}: {message}"),
         None => format!("MCP error: {message}"),
     }
 }
 
-/// A final result, or why it is not: a 2026-07-28 server that needs
-/// input first (`input_required`) asks for sampling, elicitation or
-/// roots, none of which zot provides (the 2026 form of the server
-/// requests refused with -32601).
+/// A final result, or why not: a 2026-07-28 `input_required` result asks
+/// for sampling, elicitation or roots, which zot does not provide.
 fn complete(result: &Value) -> Result<&Value, String> {
-    let kind = result.get("resultType").and_then(Value::as_str);
+    let kind = result["resultType"].as_str();
     let Some(kind) = kind.filter(|k| *k != "complete") else {
         return Ok(result);
     };
-    let requests = result.get("inputRequests").and_then(Value::as_object);
+    let requests = result["inputRequests"].as_object();
     let methods = requests.into_iter().flat_map(|r| r.values());
     let wanted: Vec<&str> = methods.filter_map(|r| r.get("method")?.as_str()).collect();
     let wanted = if wanted.is_empty() {
@@ -834,7 +821,7 @@ fn note_from_log(params: &Value) -> Option<ExtFrame> {
         Some(other) => other.to_string(),
         None => String::new(),
     };
-    let message = match params.get("logger").and_then(Value::as_str) {
+    let message = match params["logger"].as_str() {
         Some(logger) if !logger.is_empty() => format!("{logger}: {data}"),
         _ => data,
     };
@@ -859,7 +846,7 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
 /// A `tools/call` result as zot content blocks and `is_error` (SPEC 11).
 fn tool_content(result: &Value) -> (Vec<Value>, bool) {
     let is_error = result["isError"].as_bool().unwrap_or(false);
-    let blocks = result.get("content").and_then(Value::as_array);
+    let blocks = result["content"].as_array();
     let mut content: Vec<Value> = blocks.into_iter().flatten().map(map_block).collect();
     if let (true, Some(structured)) = (content.is_empty(), result.get("structuredContent")) {
         content.push(text_block(structured.to_string()));
@@ -889,7 +876,7 @@ fn map_block(block: &Value) -> Value {
 /// A `prompts/get` result as the text of a `prompt` action: its user
 /// messages' text, joined by blank lines.
 fn prompt_text(result: &Value) -> String {
-    let messages = result.get("messages").and_then(Value::as_array);
+    let messages = result["messages"].as_array();
     let texts: Vec<&str> = messages
         .into_iter()
         .flatten()
@@ -919,11 +906,9 @@ fn command_frame(id: String, answer: Result<String, String>) -> ExtFrame {
     })
 }
 
-/// The arguments of `/name args` for a prompt declaring `declared`
-/// (name, required) (SPEC 11): a JSON object; else nothing for a prompt
-/// without arguments, the whole text for one with a single argument,
-/// `key=value` pairs (values may be double-quoted) for several. Required
-/// arguments are checked here: servers report them badly.
+/// The arguments of `/name args` for a prompt `declared` (name, required)
+/// as SPEC 11 says; required ones are checked here (servers report them
+/// badly).
 fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<String, Value>, String> {
     let args = args.trim();
     let mut map = Map::new();
