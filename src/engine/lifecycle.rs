@@ -3,7 +3,6 @@
 
 use super::supervise::Supervision;
 use super::{later, End, Engine, Ext, Goal, PendingKind, Phase, Run, Stage, Startup};
-use crate::config::HostConfig;
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
@@ -34,7 +33,7 @@ impl Engine {
             self.cfg.discover,
         );
         let logs = discovery::logs_dir(&self.cfg.zot_home);
-        let (mut errors, mut loaded) = (Vec::new(), 0);
+        let mut loaded = 0;
         for f in found {
             let name = match &f.manifest {
                 Some(m) => m.name.clone(),
@@ -88,21 +87,14 @@ impl Engine {
                 },
                 _ => continue,
             };
-            let ext = &mut self.exts[idx];
-            ext.log.line(&error);
-            errors.push(format!("{}: {error}", ext.name));
-            self.events.send(HostEvent::ExtensionFailed {
-                extension: ext.name.clone(),
-                error: error.clone(),
-            });
-            ext.phase = Phase::gone(End::Failed(error));
+            self.exts[idx].log.line(&error);
+            self.failed(idx, error);
         }
         self.startup = Some(Startup {
             deadline: later(now, self.cfg.timeouts.startup),
             reload,
             stopped,
             loaded,
-            errors,
         });
         self.check_startup(now);
     }
@@ -126,7 +118,13 @@ impl Engine {
             }
             Protocol::Mcp => {
                 let inbound = self.mcp_inbound_tx.clone();
-                let opts = mcp_options(m, &self.cfg);
+                let opts = McpOptions {
+                    name: m.name.clone(),
+                    prefix: m.prefix.clone().unwrap_or_default(),
+                    client_version: self.cfg.zot_version.clone(),
+                    tool_timeout: self.cfg.timeouts.tool,
+                    command_timeout: self.cfg.timeouts.command,
+                };
                 ExtProcess::spawn_mcp(key, &m.name, &exe, &m.args, &ext.dir, log, inbound, opts)
             }
         }
@@ -151,7 +149,7 @@ impl Engine {
     /// more, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
         let loading = self.exts.iter().any(Ext::loading);
-        let Some(mut st) = self.startup.take_if(|st| !loading || now >= st.deadline) else {
+        let Some(st) = self.startup.take_if(|st| !loading || now >= st.deadline) else {
             return;
         };
         let ready: Vec<String> = self
@@ -160,15 +158,13 @@ impl Engine {
             .filter(|e| matches!(e.stage(), Some(Stage::Ready)))
             .map(|e| e.name.clone())
             .collect();
+        let mut errors = Vec::new();
         for e in &self.exts {
             if e.loading() {
                 e.log.line("still loading after the startup grace; its registrations count when they arrive");
             }
             if let Some(why) = e.failure() {
-                let line = format!("{}: {why}", e.name);
-                if !st.errors.contains(&line) {
-                    st.errors.push(line);
-                }
+                errors.push(format!("{}: {why}", e.name));
             }
         }
         if !self.announced {
@@ -183,7 +179,7 @@ impl Engine {
                 stopped: st.stopped,
                 loaded: st.loaded,
                 ready: ready.len(),
-                errors: st.errors,
+                errors,
             }));
         }
     }
@@ -236,6 +232,16 @@ impl Engine {
         let why = HostError::Failed(ext.name.clone());
         self.drop_registrations(idx, why, &format!("failed: {reason}"), now);
         self.check_startup(now);
+    }
+
+    /// Extension `idx` failed for good (until a reload).
+    pub(super) fn failed(&mut self, idx: usize, error: String) {
+        let ext = &mut self.exts[idx];
+        self.events.send(HostEvent::ExtensionFailed {
+            extension: ext.name.clone(),
+            error: error.clone(),
+        });
+        ext.phase = Phase::gone(End::Failed(error));
     }
 
     /// Reaps the process when it exited, else polls again later (the
@@ -295,11 +301,7 @@ impl Engine {
             Stage::Stopping { .. } => None,
             Stage::AwaitingHello { .. } => {
                 let error = format!("exited before hello ({desc})");
-                ext.phase = Phase::gone(End::Failed(error.clone()));
-                self.events.send(HostEvent::ExtensionFailed {
-                    extension: ext.name.clone(),
-                    error: error.clone(),
-                });
+                self.failed(idx, error.clone());
                 failed.then_some(error)
             }
             Stage::Killed(why) => {
@@ -455,20 +457,7 @@ impl Engine {
             None => {}
         }
     }
-}
 
-/// How the MCP server of manifest `m` is run (SPEC 11).
-fn mcp_options(m: &crate::manifest::Manifest, cfg: &HostConfig) -> McpOptions {
-    McpOptions {
-        name: m.name.clone(),
-        prefix: m.prefix.clone().unwrap_or_default(),
-        client_version: cfg.zot_version.clone(),
-        tool_timeout: cfg.timeouts.tool,
-        command_timeout: cfg.timeouts.command,
-    }
-}
-
-impl Engine {
     /// Starts the graceful stop once every accepted request is answered
     /// (SPEC 3.14): pending commands, tools and chains, requests held
     /// for startup and names waiting for slow starters. Run only from

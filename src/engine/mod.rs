@@ -277,7 +277,6 @@ struct Startup {
     reload: Option<Reply<ReloadReport>>,
     stopped: usize,
     loaded: usize,
-    errors: Vec<String>,
 }
 
 struct Engine {

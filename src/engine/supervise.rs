@@ -31,18 +31,11 @@ pub(super) struct Supervision {
     pub(super) remembered: bool,
 }
 
-/// What a crash leads to.
-#[derive(Debug, PartialEq)]
-enum AfterCrash {
-    RestartIn(Duration),
-    GiveUp,
-}
-
 impl Supervision {
-    /// Records a crash at `now`: a restart after a backoff that doubles
-    /// per crash in a row (capped), or giving up at the 5th crash
-    /// within the window.
-    fn crashed(&mut self, now: Instant, base: Duration) -> AfterCrash {
+    /// Records a crash at `now`: the backoff before the restart, which
+    /// doubles per crash in a row (capped), or `None` at the 5th crash
+    /// within the window: give up.
+    fn crashed(&mut self, now: Instant, base: Duration) -> Option<Duration> {
         let recent = |t: &Instant| now.saturating_duration_since(*t) < CRASH_WINDOW;
         if !self.crashes.last().is_some_and(recent) {
             self.streak = 0;
@@ -51,12 +44,12 @@ impl Supervision {
         self.crashes.push(now);
         self.streak = self.streak.saturating_add(1);
         if self.crashes.len() >= MAX_CRASHES {
-            return AfterCrash::GiveUp;
+            return None;
         }
         let factor = 1u32
             .checked_shl(self.streak - 1)
             .map_or(MAX_BACKOFF_FACTOR, |f| f.min(MAX_BACKOFF_FACTOR));
-        AfterCrash::RestartIn(base.saturating_mul(factor))
+        Some(base.saturating_mul(factor))
     }
 }
 
@@ -156,21 +149,17 @@ impl Engine {
                 .line(&format!("crashed ({status}); not restarted: {why}"));
         }
         match ext.supervision.crashed(now, base) {
-            AfterCrash::RestartIn(delay) => {
+            Some(delay) => {
                 let line = format!("crashed ({status}); restarting in {}", human(delay));
                 ext.log.line(&line);
                 if let Phase::Gone { restart_at, .. } = &mut ext.phase {
                     *restart_at = Some(later(now, delay));
                 }
             }
-            AfterCrash::GiveUp => {
+            None => {
                 let reason = format!("crashed {MAX_CRASHES} times in 3 min (last: {status})");
                 ext.log.line(&format!("not restarted again: {reason}"));
-                self.events.send(HostEvent::ExtensionFailed {
-                    extension: ext.name.clone(),
-                    error: reason.clone(),
-                });
-                ext.phase = Phase::gone(End::Failed(reason));
+                self.failed(idx, reason);
             }
         }
     }
@@ -197,14 +186,8 @@ impl Engine {
         ext.supervision.remembered = !ext.intercept.is_empty();
         let attempt = ext.supervision.streak;
         if let Err(e) = self.spawn(idx, now) {
-            let ext = &mut self.exts[idx];
-            ext.log.line(&format!("not restarted: {e}"));
-            self.events.send(HostEvent::ExtensionFailed {
-                extension: ext.name.clone(),
-                error: e.clone(),
-            });
-            ext.phase = Phase::gone(End::Failed(e));
-            return;
+            self.exts[idx].log.line(&format!("not restarted: {e}"));
+            return self.failed(idx, e);
         }
         let ext = &mut self.exts[idx];
         ext.supervision.restarts += 1;
@@ -234,45 +217,33 @@ impl Engine {
 mod tests {
     use super::*;
 
-    const BASE: Duration = Duration::from_millis(500);
-
-    fn ms(m: u64) -> AfterCrash {
-        AfterCrash::RestartIn(Duration::from_millis(m))
-    }
-
     #[test]
-    fn backoff_doubles_then_gives_up_at_the_fifth_crash_in_the_window() {
-        let mut s = Supervision::default();
-        let t0 = Instant::now();
-        let after: Vec<AfterCrash> = (0..5).map(|i| s.crashed(t0 + BASE * i, BASE)).collect();
+    fn backoff_doubles_to_a_cap_and_gives_up_at_the_fifth_crash_in_the_window() {
+        let (t0, base) = (Instant::now(), Duration::from_millis(500));
+        let after = |s: &mut Supervision, at: Duration| {
+            s.crashed(t0 + at, base).map(|d| d.as_millis() as u64)
+        };
+        let mut fast = Supervision::default();
+        let fast: Vec<_> = (0..5).map(|i| after(&mut fast, base * i)).collect();
+        assert_eq!(fast, [Some(500), Some(1000), Some(2000), Some(4000), None]);
+        // One crash a minute is never 5 within 3 minutes; after 3 quiet
+        // minutes (the last crash at 6, the next at 9) it starts over.
+        let mut slow = Supervision::default();
+        let minutes = [0, 1, 2, 3, 4, 5, 6, 9];
+        let slow = minutes.map(|m| after(&mut slow, Duration::from_secs(60 * m)));
+        let capped = Some(8000);
         assert_eq!(
-            after,
-            [ms(500), ms(1000), ms(2000), ms(4000), AfterCrash::GiveUp]
-        );
-    }
-
-    #[test]
-    fn a_slow_crash_loop_backs_off_to_the_cap_and_never_gives_up() {
-        let mut s = Supervision::default();
-        let t0 = Instant::now();
-        // One crash a minute: never 5 within 3 minutes.
-        let after: Vec<AfterCrash> = (0..7)
-            .map(|i| s.crashed(t0 + Duration::from_secs(60 * i), BASE))
-            .collect();
-        assert_eq!(
-            after,
+            slow,
             [
-                ms(500),
-                ms(1000),
-                ms(2000),
-                ms(4000),
-                ms(8000),
-                ms(8000),
-                ms(8000)
+                Some(500),
+                Some(1000),
+                Some(2000),
+                Some(4000),
+                capped,
+                capped,
+                capped,
+                Some(500)
             ]
         );
-        // After 3 quiet minutes the backoff starts over.
-        let quiet = t0 + Duration::from_secs(60 * 6) + CRASH_WINDOW;
-        assert_eq!(s.crashed(quiet, BASE), ms(500));
     }
 }
