@@ -10,14 +10,15 @@
 //! through the host's graceful shutdown.
 
 mod agent;
+mod jobs;
 mod panel;
 mod render;
 mod turn;
 
 use super::signals::{self, Signal};
 use super::{CliError, HostOpts};
-use agent::Agent;
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{select, Receiver};
+use jobs::{Job, Jobs, Reply};
 use render::{Out, Tone};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
@@ -26,7 +27,7 @@ use std::path::PathBuf;
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
 use zot_host::{
     CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptOutcome,
-    InterceptRequest, ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
+    InterceptRequest, ReloadReport, Request, ToolOutcome, ToolRequest,
 };
 
 /// The session's own commands: names, arguments, what they do. `/help`
@@ -68,24 +69,20 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let out = Out::new(color, tty && io::stdin().is_terminal());
-    let (done_tx, done) = crossbeam_channel::unbounded();
+    let (jobs, done) = Jobs::new();
     let mut s = Session {
         host: host.handle(),
         out,
         agent_cmd: opts.agent_cmd.clone(),
         cwd,
-        done_tx,
-        events_taken: 0,
+        jobs,
         held: VecDeque::new(),
-        next_job: 0,
-        current: None,
+        events_taken: 0,
         queue: Lines::default(),
         ready: false,
         eof: false,
-        quit: false,
-        hurry: false,
+        leave: None,
         armed: false,
-        session_started: false,
         step: 0,
         notes: HashMap::new(),
         panels: Vec::new(),
@@ -151,7 +148,8 @@ impl Session {
         signals: &Receiver<Signal>,
     ) {
         self.queue.clear();
-        if self.hurry || matches!(self.current, Some((_, Pending::Agent(..)))) {
+        let hurry = self.leave == Some(Leave::Now);
+        if hurry || matches!(self.jobs.current(), Some(Job::Turn(Some(_)))) {
             self.cancel(false);
         }
         let (stopped_tx, stopped) = crossbeam_channel::bounded(2);
@@ -166,8 +164,8 @@ impl Session {
                 Request::Shutdown { reply }
             });
         };
-        stop(self.hurry, &self.host);
-        let mut hurried = self.hurry;
+        stop(hurry, &self.host);
+        let mut hurried = hurry;
         loop {
             select! {
                 recv(stopped) -> _ => return,
@@ -287,39 +285,13 @@ enum View {
     Extensions,
 }
 
-/// A turn (SPEC 6): one prompt through interception, agent, interception.
-struct Turn {
-    prompt: String,
-    step: u64,
-    /// `turn_start` went out, so `turn_end` must follow.
-    started: bool,
-}
-
-/// The work the session waits for.
-enum Pending {
-    Command(String),
-    List(View),
-    Tool(String),
-    Reload,
-    PanelKey,
-    TurnStart(Turn),
-    Agent(Turn, Agent),
-    Message(Turn, String),
-}
-
-/// A reply as the loop gets it: (job, events the host had sent when it
-/// replied, the reply).
-type Reply = (u64, u64, Done);
-
-/// A reply to one of our requests.
-enum Done {
-    Command(Result<CommandOutcome, HostError>),
-    List(Result<Snapshot, HostError>),
-    Tool(Result<ToolOutcome, HostError>),
-    Intercept(Result<InterceptOutcome, HostError>),
-    Reload(Result<ReloadReport, HostError>),
-    Unit(Result<(), HostError>),
-    Agent(Result<String, String>),
+/// Why the session ends before its input does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Leave {
+    /// `/quit`: what is running finishes first.
+    Graceful,
+    /// A second Ctrl-C: the shutdown does not wait for requests.
+    Now,
 }
 
 struct Session {
@@ -327,25 +299,21 @@ struct Session {
     out: Out,
     agent_cmd: Option<String>,
     cwd: PathBuf,
-    /// Replies: (job, events the host had sent when it replied, reply).
-    done_tx: Sender<Reply>,
+    /// The work the session waits for.
+    jobs: Jobs,
     /// Replies received and not yet handled: they wait for host events.
     held: VecDeque<Reply>,
     /// Host events taken so far; with the count a reply carries, events
     /// and replies come out in the order the host produced them.
     events_taken: u64,
-    next_job: u64,
-    current: Option<(u64, Pending)>,
     queue: Lines,
     /// Startup readiness reached: input is held until then.
     ready: bool,
     eof: bool,
-    quit: bool,
-    /// Quit by a second Ctrl-C: the shutdown does not wait for requests.
-    hurry: bool,
+    leave: Option<Leave>,
     /// The next Ctrl-C exits.
     armed: bool,
-    session_started: bool,
+    /// Turns started; the first also emits `session_start`.
     step: u64,
     /// Notes shown and not retracted, counted per extension (`clear_notes`
     /// and `/clear` retract them): a count, so a flood costs no memory.
@@ -358,11 +326,11 @@ struct Session {
 
 impl Session {
     fn finished(&self) -> bool {
-        self.quit || (self.eof && self.current.is_none() && self.queue.is_empty())
+        self.leave.is_some() || (self.eof && !self.jobs.busy() && self.queue.is_empty())
     }
 
     fn out_prompt(&mut self) {
-        if self.ready && self.current.is_none() && self.queue.is_empty() && !self.eof {
+        if self.ready && !self.jobs.busy() && self.queue.is_empty() && !self.eof {
             self.out.prompt();
         }
     }
@@ -382,7 +350,7 @@ impl Session {
     }
 
     fn run_queue(&mut self) {
-        while self.ready && self.current.is_none() && !self.quit {
+        while self.ready && !self.jobs.busy() && self.leave.is_none() {
             let Some(line) = self.queue.pop_front() else {
                 break;
             };
@@ -416,31 +384,36 @@ impl Session {
             "ext" => self.list(View::Extensions),
             "call" => self.call(args),
             "reload-ext" => {
-                let reply = self.reply(Done::Reload);
-                self.submit(Pending::Reload, Request::Reload { reply });
+                let request = |reply| Request::Reload { reply };
+                self.submit(Job::Reload, request, Session::reloaded);
             }
             "clear" => {
                 let n: u64 = self.notes.drain().map(|(_, n)| n).sum();
                 self.out.line(&format!("notes cleared ({n} removed)"));
             }
-            "quit" | "exit" => self.quit = true,
+            "quit" | "exit" => self.leave = Some(Leave::Graceful),
             "key" => self.key(args),
             "" => self.out.error("empty command (/help lists them)"),
             _ => {
-                let reply = self.reply(Done::Command);
-                let request = Request::Command {
-                    name: name.to_string(),
-                    args: args.to_string(),
-                    reply,
-                };
-                self.submit(Pending::Command(name.to_string()), request);
+                let (name, args) = (name.to_string(), args.to_string());
+                let shown = name.clone();
+                let request = |reply| Request::Command { name, args, reply };
+                self.submit(Job::Request, request, move |s, r| s.command_done(&shown, r));
             }
         }
     }
 
     fn list(&mut self, view: View) {
-        let reply = self.reply(Done::List);
-        self.submit(Pending::List(view), Request::List { reply });
+        let request = |reply| Request::List { reply };
+        self.submit(Job::Request, request, move |s, r| match r {
+            Ok(snap) => match view {
+                View::Help => s.out.help(&snap),
+                View::Commands => s.out.commands(&snap),
+                View::Tools => s.out.tools(&snap),
+                View::Extensions => s.out.extensions(&snap),
+            },
+            Err(e) => s.out.error(&e.to_string()),
+        });
     }
 
     /// `/call TOOL [JSON]`.
@@ -458,34 +431,21 @@ impl Session {
         };
         // Built-in tools go through the same pipeline (event, guards);
         // the outcome says so, and this session does not run them.
-        let reply = self.reply(Done::Tool);
-        let request = Request::Tool {
-            call: ToolRequest {
-                name: name.to_string(),
-                args,
-                tool_id: None,
-            },
+        let call = ToolRequest {
+            name: name.to_string(),
+            args,
+            tool_id: None,
+        };
+        let request = |reply| Request::Tool {
+            call,
             pipeline: true,
             reply,
         };
-        self.submit(Pending::Tool(name.to_string()), request);
+        let name = name.to_string();
+        self.submit(Job::Request, request, move |s, r| s.tool_done(&name, r));
     }
 
     // ----- requests and replies -------------------------------------
-
-    /// A reply that comes back to the loop tagged with the next job id
-    /// and with how many events the host had sent by then.
-    fn reply<T: Send + 'static>(
-        &self,
-        wrap: fn(Result<T, HostError>) -> Done,
-    ) -> zot_host::Reply<T> {
-        let (tx, job, host) = (self.done_tx.clone(), self.next_job + 1, self.host.clone());
-        Box::new(move |result| {
-            // Runs on the host loop, the only sender of events: exact.
-            let after = host.events_sent();
-            let _ = tx.send((job, after, wrap(result)));
-        })
-    }
 
     /// A host event, in its place among the replies (SPEC 3.17): every
     /// reply the host sent before it is waiting already and goes first;
@@ -502,33 +462,53 @@ impl Session {
     /// now (the host sent them before the reply, so they are there),
     /// otherwise it and the replies after it stay held.
     fn replies(&mut self, events: Option<&Receiver<HostEvent>>) {
-        while let Some((job, after, done)) = self.held.pop_front() {
-            while self.events_taken < after {
+        while let Some(reply) = self.held.pop_front() {
+            while self.events_taken < reply.after {
                 match events.map(Receiver::recv) {
                     Some(Ok(event)) => self.on_event(event),
                     Some(Err(_)) => break,
-                    None => return self.held.push_front((job, after, done)),
+                    None => return self.held.push_front(reply),
                 }
             }
-            self.on_done(job, done);
+            if let Some(then) = self.jobs.finish(reply) {
+                then(self);
+            }
         }
     }
 
-    /// Sends `request` (built with [`Session::reply`]) and waits for it.
-    fn submit(&mut self, pending: Pending, request: Request) {
-        self.next_job += 1;
-        self.current = Some((self.next_job, pending));
-        self.host.submit(request);
+    /// Sends the request `make` builds around its reply, and waits for
+    /// it as `job`; `then` gets the answer unless the job is cancelled
+    /// first.
+    fn submit<T: Send + 'static>(
+        &mut self,
+        job: Job,
+        make: impl FnOnce(zot_host::Reply<T>) -> Request,
+        then: impl FnOnce(&mut Session, Result<T, HostError>) + Send + 'static,
+    ) {
+        let (id, back) = self.jobs.next();
+        let host = self.host.clone();
+        let reply: zot_host::Reply<T> = Box::new(move |result| {
+            // Runs on the host loop, the only sender of events: exact.
+            back.send(host.events_sent(), move |s| then(s, result));
+        });
+        self.jobs.begin(id, job);
+        self.host.submit(make(reply));
     }
 
-    /// Asks the guards about `event` and waits for their verdict.
-    fn intercept(&mut self, pending: Pending, event: &str, payload: EventPayload) {
-        let reply = self.reply(Done::Intercept);
+    /// Asks the guards about `event`; `then` gets their verdict.
+    fn intercept(
+        &mut self,
+        job: Job,
+        event: &str,
+        payload: EventPayload,
+        then: impl FnOnce(&mut Session, Result<InterceptOutcome, HostError>) + Send + 'static,
+    ) {
         let request = InterceptRequest {
             event: event.to_string(),
             payload,
         };
-        self.submit(pending, Request::Intercept { request, reply });
+        let make = |reply| Request::Intercept { request, reply };
+        self.submit(job, make, then);
     }
 
     /// Emits a lifecycle event; requests run in order, so it reaches
@@ -541,62 +521,41 @@ impl Session {
         });
     }
 
-    fn on_done(&mut self, job: u64, done: Done) {
-        match &self.current {
-            Some((id, _)) if *id == job => {}
-            _ => return, // cancelled meanwhile
+    fn tool_done(&mut self, name: &str, result: Result<ToolOutcome, HostError>) {
+        match result {
+            Ok(o) if o.builtin && !o.blocked => {
+                let args = o.args.unwrap_or_default();
+                self.out.text(
+                    "allowed: ",
+                    Tone::Green,
+                    &format!("{name} {args} (built-in tool: this session does not run it)"),
+                );
+            }
+            Ok(outcome) => self.out.tool_outcome(&outcome),
+            Err(e) => self.out.error(&about(&format!("/call {name}"), e)),
         }
-        let Some((_, pending)) = self.current.take() else {
-            return;
-        };
-        match (pending, done) {
-            (Pending::Command(name), Done::Command(r)) => {
-                self.command_done(&name, r);
-            }
-            (Pending::List(view), Done::List(r)) => match r {
-                Ok(snap) => match view {
-                    View::Help => self.out.help(&snap),
-                    View::Commands => self.out.commands(&snap),
-                    View::Tools => self.out.tools(&snap),
-                    View::Extensions => self.out.extensions(&snap),
-                },
-                Err(e) => self.out.error(&e.to_string()),
-            },
-            (Pending::Tool(name), Done::Tool(r)) => match r {
-                Ok(o) if o.builtin && !o.blocked => {
-                    let args = o.args.unwrap_or_default();
-                    self.out.text(
-                        "allowed: ",
-                        Tone::Green,
-                        &format!("{name} {args} (built-in tool: this session does not run it)"),
-                    );
-                }
-                Ok(outcome) => self.out.tool_outcome(&outcome),
-                Err(e) => self.out.error(&about(&format!("/call {name}"), e)),
-            },
-            (Pending::Reload, Done::Reload(r)) => match r {
-                Ok(report) => {
-                    self.panels.clear();
-                    self.out.line(&format!(
-                        "reloaded: {} stopped, {} loaded ({} ready)",
-                        report.stopped, report.loaded, report.ready
-                    ));
-                    for e in &report.errors {
-                        self.out.error(e);
-                    }
-                }
-                Err(e) => self.out.error(&e.to_string()),
-            },
-            (Pending::PanelKey, Done::Unit(r)) => {
-                if let Err(e) = r {
-                    self.out.error(&e.to_string());
+    }
+
+    fn reloaded(&mut self, result: Result<ReloadReport, HostError>) {
+        match result {
+            Ok(report) => {
+                self.panels.clear();
+                self.out.line(&format!(
+                    "reloaded: {} stopped, {} loaded ({} ready)",
+                    report.stopped, report.loaded, report.ready
+                ));
+                for e in &report.errors {
+                    self.out.error(e);
                 }
             }
-            (Pending::TurnStart(turn), Done::Intercept(r)) => self.turn_allowed(turn, r),
-            (Pending::Agent(turn, _), Done::Agent(r)) => self.agent_done(turn, r),
-            (Pending::Message(turn, text), Done::Intercept(r)) => self.message_done(turn, text, r),
-            // Each pending kind is only ever paired with its own reply.
-            (_, _) => self.out.error("internal: mismatched reply"),
+            Err(e) => self.out.error(&e.to_string()),
+        }
+    }
+
+    /// The answer to a request that only says whether it worked.
+    fn done(&mut self, result: Result<(), HostError>) {
+        if let Err(e) = result {
+            self.out.error(&e.to_string());
         }
     }
 
@@ -647,12 +606,11 @@ impl Session {
     fn on_interrupt(&mut self) {
         self.out.interrupted();
         if self.armed {
-            self.quit = true;
-            self.hurry = true;
+            self.leave = Some(Leave::Now);
             return;
         }
         self.armed = true;
-        if self.current.is_some() || !self.queue.is_empty() {
+        if self.jobs.busy() || !self.queue.is_empty() {
             self.cancel(true);
         } else {
             self.out.line("(Ctrl-C again to exit)");
@@ -663,16 +621,14 @@ impl Session {
     fn cancel(&mut self, say: bool) {
         self.queue.clear();
         self.insert = None;
-        let Some((_, pending)) = self.current.take() else {
+        let Some(job) = self.jobs.cancel() else {
             return;
         };
-        match pending {
-            Pending::Agent(turn, agent) => {
+        if let Job::Turn(agent) = job {
+            if let Some(agent) = agent {
                 agent.kill();
-                self.end_turn(&turn, "cancelled", None);
             }
-            Pending::Message(turn, _) => self.end_turn(&turn, "cancelled", None),
-            _ => {}
+            self.end_turn("cancelled", None);
         }
         if say {
             self.out.line("cancelled");
@@ -719,7 +675,7 @@ impl Session {
             } => self.close_panel(&extension, &panel_id),
             HostEvent::Registered { extension } => {
                 // During /reload-ext the report counts it.
-                if !matches!(self.current, Some((_, Pending::Reload))) {
+                if !matches!(self.jobs.current(), Some(Job::Reload)) {
                     self.out.line(&format!("registered: {extension}"))
                 }
             }
@@ -730,7 +686,7 @@ impl Session {
             }
             HostEvent::ExtensionFailed { extension, error } => {
                 self.panels.retain(|(e, _)| *e != extension);
-                if matches!(self.current, Some((_, Pending::Reload))) {
+                if matches!(self.jobs.current(), Some(Job::Reload)) {
                     return; // the reload's report lists it
                 }
                 self.out

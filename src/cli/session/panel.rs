@@ -2,7 +2,7 @@
 //! by the extension's `panel_render` while open, shown as boxed blocks,
 //! driven with `/key`. Esc closes the panel, as in upstream's UI.
 
-use super::{Done, Pending, Session};
+use super::{Job, Session};
 use std::io::Write;
 use zot_host::protocol::{Panel, PANEL_KEYS};
 use zot_host::Request;
@@ -55,13 +55,12 @@ impl Session {
             // the extension, as upstream's UI does.
             "close" | "esc" => {
                 self.close_panel(&ext, &panel);
-                let reply = self.reply(Done::Unit);
-                let request = Request::PanelClose {
+                let request = |reply| Request::PanelClose {
                     extension: ext,
                     panel_id: panel,
                     reply,
                 };
-                return self.submit(Pending::PanelKey, request);
+                return self.submit(Job::Request, request, Session::done);
             }
             k if PANEL_KEYS.contains(&k) => (k, (!text.is_empty()).then(|| text.to_string())),
             k if k.chars().count() == 1 => ("rune", Some(k.to_string())),
@@ -72,15 +71,14 @@ impl Session {
                 ))
             }
         };
-        let reply = self.reply(Done::Unit);
-        let request = Request::PanelKey {
+        let request = |reply| Request::PanelKey {
             extension: ext,
             panel_id: panel,
             key: key.to_string(),
             text,
             reply,
         };
-        self.submit(Pending::PanelKey, request);
+        self.submit(Job::Request, request, Session::done);
     }
 
     /// `open panels: EXT PANEL, ...`, or that there are none.

@@ -1,0 +1,116 @@
+//! The session's jobs: the one request (or agent command) it waits
+//! for, by id, and the replies that come back for it.
+//!
+//! A reply carries its own continuation, made with the request and
+//! typed for it, so an answer can only reach the code written for that
+//! request. Replies come back on one channel tagged with their job id;
+//! one whose job is no longer current (cancelled meanwhile) is dropped.
+//! The table keeps only what the rest of the session must know about
+//! the current job: what cancelling it undoes, and whether it is a
+//! reload.
+
+use super::agent::Agent;
+use super::Session;
+use crossbeam_channel::{Receiver, Sender};
+
+/// What the current job is, apart from what its reply does.
+pub enum Job {
+    /// A request: cancelling it undoes nothing.
+    Request,
+    /// `/reload-ext`: its report lists what registers or fails meanwhile.
+    Reload,
+    /// A step of a turn whose `turn_start` went out: cancelling it ends
+    /// the turn, and kills the agent command when that is the step.
+    Turn(Option<Agent>),
+}
+
+/// What a reply does on the loop, with the answer inside.
+pub type Then = Box<dyn FnOnce(&mut Session) + Send>;
+
+/// A reply on its way back to the session loop.
+pub struct Reply {
+    job: u64,
+    /// Host events sent when the host replied: they are handled first.
+    pub after: u64,
+    then: Then,
+}
+
+/// The way back for one job's reply.
+pub struct Back {
+    job: u64,
+    tx: Sender<Reply>,
+}
+
+impl Back {
+    /// Sends the reply: `then` runs on the loop, after the first `after`
+    /// host events, if the job is still current.
+    pub fn send(self, after: u64, then: impl FnOnce(&mut Session) + Send + 'static) {
+        let then = Box::new(then);
+        let _ = self.tx.send(Reply {
+            job: self.job,
+            after,
+            then,
+        });
+    }
+}
+
+/// At most one job at a time (lines typed meanwhile wait), by id.
+pub struct Jobs {
+    tx: Sender<Reply>,
+    last: u64,
+    current: Option<(u64, Job)>,
+}
+
+impl Jobs {
+    /// The table, and where the replies arrive.
+    pub fn new() -> (Jobs, Receiver<Reply>) {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let jobs = Jobs {
+            tx,
+            last: 0,
+            current: None,
+        };
+        (jobs, rx)
+    }
+
+    /// A new job id and the way back for its reply; [`Jobs::begin`]
+    /// makes it current once it is under way.
+    pub fn next(&mut self) -> (u64, Back) {
+        self.last += 1;
+        let back = Back {
+            job: self.last,
+            tx: self.tx.clone(),
+        };
+        (self.last, back)
+    }
+
+    /// Job `id` is the one the session now waits for.
+    pub fn begin(&mut self, id: u64, job: Job) {
+        self.current = Some((id, job));
+    }
+
+    pub fn current(&self) -> Option<&Job> {
+        self.current.as_ref().map(|(_, job)| job)
+    }
+
+    pub fn busy(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Stops waiting: a reply that still comes is dropped.
+    pub fn cancel(&mut self) -> Option<Job> {
+        self.current.take().map(|(_, job)| job)
+    }
+
+    /// What `reply` does, if its job is the current one (which it then
+    /// no longer is); None for a job cancelled meanwhile.
+    pub fn finish(&mut self, reply: Reply) -> Option<Then> {
+        match self.current {
+            Some((id, _)) if id == reply.job => {
+                self.current = None;
+                Some(reply.then)
+            }
+            _ => None,
+        }
+    }
+}
