@@ -78,16 +78,13 @@ pub struct HostConfig {
     /// Size at which an extension's log is rotated to `.log.1`, at start
     /// and while it runs; its logs stay under twice this on disk.
     pub log_rotate_bytes: u64,
-    /// Bytes of notes and panel updates that may wait in
-    /// [`Host::events`](crate::Host::events) for the embedder to take them; beyond it they are
-    /// dropped, counted, and reported by [`HostEvent::EventsDropped`](crate::HostEvent::EventsDropped).
+    /// Bytes of notes and panel updates that may wait in `Host::events`;
+    /// beyond it they are dropped and counted (`HostEvent::EventsDropped`).
     pub event_budget: usize,
-    /// How long the loop thread, and a caller blocked in a [`Host`](crate::Host)
-    /// call, keep polling (yielding the CPU between polls) for the next
-    /// message before they sleep. Messages come in bursts, and waking a
-    /// sleeping thread costs tens of microseconds; the spin buys that
-    /// latency with CPU time. `Duration::ZERO` never spins: for battery
-    /// and embedded use, where CPU matters more. Default 50 µs.
+    /// How long the loop, and a caller blocked in a `Host` call, poll
+    /// for the next message (yielding between polls) before they sleep:
+    /// waking a sleeping thread costs tens of µs, bought here with CPU.
+    /// `Duration::ZERO` never spins (battery, embedded use). Default 50 µs.
     pub spin_before_sleep: Duration,
 }
 
