@@ -1,12 +1,11 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
-use super::{later, Engine, Pending, PendingKind, Phase, Run, Stage, EOF_GRACE, MAX_NAMES};
+use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, MAX_NAMES};
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
-use crate::protocol::{CommandResponse, ExtFrame, HostFrame, PROTOCOL_VERSION};
+use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
 use crate::registry::{self, Claimed};
-use crate::toolresult::map_content;
-use crate::types::{CommandOutcome, HostEvent, ToolOutcome};
+use crate::types::HostEvent;
 use serde_json::Value;
 use std::time::Instant;
 
@@ -99,21 +98,11 @@ impl Engine {
                 modified_args,
                 replace_text,
             } => {
-                let Some((chain, pos)) = self.take_guard(idx, &id) else {
-                    return;
+                let block = block.unwrap_or(false);
+                let answer = |event: &str, guard: &str| {
+                    answer_from(event, block, reason, modified_args, replace_text, guard)
                 };
-                let Some(state) = self.chains.get(&chain) else {
-                    return;
-                };
-                let answer = answer_from(
-                    &state.chain.event,
-                    block.unwrap_or(false),
-                    reason,
-                    modified_args,
-                    replace_text,
-                    &self.exts[idx].name,
-                );
-                self.answer_guard(chain, pos, answer, now);
+                self.intercept_response(idx, &id, answer, now);
             }
             ExtFrame::Notify { level, message } => {
                 let level = match level.as_deref() {
@@ -344,93 +333,5 @@ impl Engine {
                 "cannot intercept {first:?}{more}: only tool_call, turn_start and assistant_message"
             ));
         }
-    }
-
-    /// Removes the pending request `id` when it belongs to extension `idx`.
-    pub(super) fn take_pending(&mut self, idx: usize, id: &str, frame: &str) -> Option<Pending> {
-        match self.pending.remove(id) {
-            Some(p) if p.ext == idx => Some(p),
-            other => {
-                if let Some(p) = other {
-                    self.pending.insert(id.to_string(), p);
-                }
-                self.exts[idx].log.line(&format!(
-                    "dropped {frame}: id {id:?} is unknown, expired or already answered"
-                ));
-                None
-            }
-        }
-    }
-
-    pub(super) fn take_guard(&mut self, idx: usize, id: &str) -> Option<(u64, usize)> {
-        match self.take_pending(idx, id, "event_intercept_response")? {
-            Pending {
-                kind: PendingKind::Guard { chain, pos },
-                ..
-            } => Some((chain, pos)),
-            other => {
-                self.pending.insert(id.to_string(), other);
-                self.exts[idx].log.line(&format!(
-                    "dropped event_intercept_response: id {id:?} is not an intercept"
-                ));
-                None
-            }
-        }
-    }
-
-    pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
-        let Some(p) = self.take_pending(idx, &r.id, "command_response") else {
-            return;
-        };
-        let PendingKind::Command { reply, .. } = p.kind else {
-            self.pending.insert(r.id.clone(), p);
-            return self.exts[idx]
-                .log
-                .line("dropped command_response: its id is not a command");
-        };
-        let mut action = r.action.unwrap_or_default();
-        let mut error = r.error.filter(|e| !e.is_empty());
-        if !matches!(
-            action.as_str(),
-            "prompt" | "insert" | "display" | "noop" | "open_panel"
-        ) {
-            let why = format!("unknown action {action:?}");
-            self.exts[idx].log.line(&format!("command_response: {why}"));
-            error.get_or_insert(why);
-            action = "noop".into();
-        }
-        reply(Ok(CommandOutcome {
-            extension: self.exts[idx].name.clone(),
-            action,
-            prompt: r.prompt,
-            insert: r.insert,
-            display: r.display,
-            open_panel: r.open_panel,
-            error,
-        }));
-    }
-
-    pub(super) fn tool_result(
-        &mut self,
-        idx: usize,
-        id: &str,
-        content: Option<Vec<Value>>,
-        is_error: bool,
-    ) {
-        let Some(p) = self.take_pending(idx, id, "tool_result") else {
-            return;
-        };
-        let PendingKind::Tool { reply, .. } = p.kind else {
-            self.pending.insert(id.to_string(), p);
-            return self.exts[idx]
-                .log
-                .line("dropped tool_result: its id is not a tool call");
-        };
-        reply(Ok(ToolOutcome {
-            extension: self.exts[idx].name.clone(),
-            content: map_content(content.unwrap_or_default()),
-            is_error,
-            ..Default::default()
-        }));
     }
 }

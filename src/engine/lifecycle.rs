@@ -2,7 +2,7 @@
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
 use super::supervise::Supervision;
-use super::{later, End, Engine, Ext, Goal, PendingKind, Phase, Run, Stage, Startup};
+use super::{later, End, Engine, Ext, Goal, Phase, Run, Stage, Startup};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
@@ -347,33 +347,16 @@ impl Engine {
         self.tools.remove_rank(idx);
         self.exts[idx].claimed_commands = 0;
         self.exts[idx].claimed_tools = 0;
-        let ids: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.ext == idx && !matches!(p.kind, PendingKind::Guard { .. }))
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            if let Some(p) = self.pending.remove(&id) {
-                p.kind.fail(why.clone());
-            }
+        for (chain, pos) in self.pending.fail_ext(idx, &why) {
+            let answer = self.exts[idx].unavailable(guard_why);
+            self.answer_guard(chain, pos, answer, now);
         }
-        self.release_guards(idx, guard_why, now);
     }
 
     /// Every intercept waiting on extension `idx` is answered as
     /// unavailable (`why`): allow, or block for a guard that fails closed.
     pub(super) fn release_guards(&mut self, idx: usize, why: &str, now: Instant) {
-        let guards: Vec<(String, u64, usize)> = self
-            .pending
-            .iter()
-            .filter_map(|(id, p)| match p.kind {
-                PendingKind::Guard { chain, pos } if p.ext == idx => Some((id.clone(), chain, pos)),
-                _ => None,
-            })
-            .collect();
-        for (id, chain, pos) in guards {
-            self.pending.remove(&id);
+        for (chain, pos) in self.pending.take_guards(idx) {
             let answer = self.exts[idx].unavailable(why);
             self.answer_guard(chain, pos, answer, now);
         }
@@ -440,13 +423,9 @@ impl Engine {
                 self.done = true;
             }
             Some(Goal::Reload(reply, stopped)) => {
-                for (_, p) in self.pending.drain() {
-                    p.kind.fail(HostError::Reloaded);
-                }
+                self.pending.fail_all(&HostError::Reloaded);
                 for (_, chain) in self.chains.drain() {
-                    if let Some(then) = chain.then {
-                        then.fail(HostError::Reloaded);
-                    }
+                    chain.then.fail(HostError::Reloaded);
                 }
                 self.commands.clear();
                 self.tools.clear();
@@ -492,13 +471,9 @@ impl Engine {
                 other => other.fail(HostError::Cancelled),
             }
         }
-        for (_, p) in self.pending.drain() {
-            p.kind.fail(HostError::Cancelled);
-        }
+        self.pending.fail_all(&HostError::Cancelled);
         for (_, chain) in self.chains.drain() {
-            if let Some(then) = chain.then {
-                then.fail(HostError::Cancelled);
-            }
+            chain.then.fail(HostError::Cancelled);
         }
         if let Some(reload) = self.startup.as_mut().and_then(|s| s.reload.take()) {
             reload(Err(HostError::Cancelled));

@@ -8,23 +8,25 @@
 mod embedder;
 mod frames;
 mod lifecycle;
+mod pending;
 mod requests;
 mod supervise;
 mod time;
 
 use crate::config::HostConfig;
 use crate::discovery::Scope;
-use crate::intercept::{Chain, InterceptOutcome};
+use crate::intercept::Chain;
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::process::{ExtProcess, InboundMsg};
 use crate::registry::Registry;
 use crate::types::{
-    CommandInfo, CommandOutcome, ExtensionInfo, HostError, HostEvent, ReadyLatch, ReloadReport,
-    Reply, Request, Snapshot, ToolInfo, ToolOutcome,
+    CommandInfo, ExtensionInfo, HostEvent, ReadyLatch, ReloadReport, Reply, Request, Snapshot,
+    ToolInfo,
 };
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
+use pending::{Pending, Waiter};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -206,65 +208,14 @@ impl Ext {
     }
 }
 
-enum PendingKind {
-    Command {
-        name: String,
-        reply: Reply<CommandOutcome>,
-    },
-    Tool {
-        name: String,
-        reply: Reply<ToolOutcome>,
-    },
-    Guard {
-        chain: u64,
-        pos: usize,
-    },
-}
-
-impl PendingKind {
-    /// Answers a command or tool request with an error; a guard's
-    /// answer is the chain's business.
-    fn fail(self, error: HostError) {
-        match self {
-            PendingKind::Command { reply, .. } => reply(Err(error)),
-            PendingKind::Tool { reply, .. } => reply(Err(error)),
-            PendingKind::Guard { .. } => {}
-        }
-    }
-}
-
-struct Pending {
-    ext: usize,
-    deadline: Instant,
-    kind: PendingKind,
-}
-
-/// What happens when a chain is decided.
-enum Then {
-    Reply(Reply<InterceptOutcome>),
-    Tool {
-        name: String,
-        reply: Reply<ToolOutcome>,
-    },
-    /// A built-in tool: the verdict and the final args go back.
-    Builtin(Reply<ToolOutcome>),
-}
-
-impl Then {
-    /// Answers whoever waits on the chain with an error.
-    fn fail(self, error: HostError) {
-        match self {
-            Then::Reply(reply) => reply(Err(error)),
-            Then::Tool { reply, .. } | Then::Builtin(reply) => reply(Err(error)),
-        }
-    }
-}
-
 struct ChainState {
     chain: Chain,
     guards: Vec<usize>,
+    /// The request id each guard was asked under, while it owes an answer.
     ids: Vec<Option<String>>,
-    then: Option<Then>,
+    /// Who gets the outcome: `Waiter::Intercept`, or `Waiter::Tool` to
+    /// run the tool after the chain.
+    then: Waiter,
 }
 
 enum Goal {
@@ -292,8 +243,7 @@ struct Engine {
     exts: Vec<Ext>,
     by_key: HashMap<u64, usize>,
     next_key: u64,
-    next_id: u64,
-    pending: HashMap<String, Pending>,
+    pending: Pending,
     chains: HashMap<u64, ChainState>,
     next_chain: u64,
     commands: Registry<String>,
@@ -365,8 +315,7 @@ pub(crate) fn run(
         exts: Vec::new(),
         by_key: HashMap::new(),
         next_key: 0,
-        next_id: 0,
-        pending: HashMap::new(),
+        pending: Pending::default(),
         chains: HashMap::new(),
         next_chain: 0,
         commands: Registry::default(),

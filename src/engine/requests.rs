@@ -1,18 +1,20 @@
 //! Requests from the embedder: commands, tools, events, panels, and
-//! the interception chain (SPEC 3.9-3.12).
+//! the interception chain (SPEC 3.9-3.12). Each exchange with an
+//! extension is here whole: the request frame, its answer, its timeout.
 
-use super::{later, ChainState, Engine, Ext, Goal, Pending, PendingKind, Then};
+use super::pending::{Kind, Waiter};
+use super::{later, ChainState, Engine, Ext, Goal};
 use crate::intercept::{Answer, Chain, Step, INTERCEPTABLE};
-use crate::protocol::{EventPayload, HostFrame};
-use crate::types::{CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
-use serde_json::Value;
+use crate::protocol::{CommandResponse, EventPayload, HostFrame};
+use crate::toolresult::map_content;
+use crate::types::{human, CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
+use serde_json::{json, Value};
 use std::time::Instant;
 
 impl Engine {
     /// Admits a request from the embedder: held during startup, refused
     /// once a shutdown began, else run.
     pub(super) fn request(&mut self, req: Request) {
-        let now = Instant::now();
         if let Request::ShutdownNow { reply } = req {
             return self.shutdown_now(reply);
         }
@@ -22,9 +24,8 @@ impl Engine {
         // Until (re)started extensions are ready their registries are
         // incomplete: hold every request, in order, rather than fail it
         // or answer from half a registry. Startup is bounded by its
-        // grace, so a held shutdown waits little. Requests that arrive
-        // after startup but before the held ones are replayed queue
-        // behind them: a `shutdown` must not overtake what came first.
+        // grace, so a held shutdown waits little. Later requests queue
+        // behind the held ones: a `shutdown` must not overtake them.
         if self.starting() || !self.deferred.is_empty() {
             return self.deferred.push(req);
         }
@@ -34,14 +35,14 @@ impl Engine {
                 (Some(replies), _) | (None, Some(Goal::Shutdown(replies))) => replies.push(reply),
                 _ => reply(Ok(())),
             },
-            // Accepted requests finish first (check_drained).
+            // Accepted requests finish first (check_drained); restarts
+            // are cancelled at once (SPEC 12).
             Request::Shutdown { reply } => {
-                // At once, not when the accepted requests are done (SPEC 12).
                 self.cancel_restarts();
                 self.closing = Some(vec![reply]);
             }
             req if stopping => req.fail(HostError::ShuttingDown),
-            req => self.execute(req, true, now),
+            req => self.execute(req, true, Instant::now()),
         }
     }
 
@@ -54,7 +55,7 @@ impl Engine {
             return self.parked.push((deadline, req));
         }
         match req {
-            Request::Command { name, args, reply } => self.invoke_command(&name, &args, reply, now),
+            Request::Command { name, args, reply } => self.invoke_command(name, &args, reply, now),
             Request::Tool {
                 call,
                 pipeline,
@@ -64,7 +65,8 @@ impl Engine {
                 if !INTERCEPTABLE.contains(&request.event.as_str()) {
                     return reply(Err(HostError::NotInterceptable(request.event)));
                 }
-                self.start_chain(&request.event, request.payload, Then::Reply(reply), now);
+                let then = Waiter::Intercept(reply);
+                self.start_chain(&request.event, request.payload, then, now);
             }
             Request::Emit {
                 event,
@@ -78,26 +80,22 @@ impl Engine {
                 text,
                 reply,
             } => {
+                let text = text.as_deref();
                 let frame = HostFrame::PanelKey {
                     panel_id: &panel_id,
                     key: &key,
-                    text: text.as_deref(),
+                    text,
                 };
-                reply(self.send_to(&extension, frame.to_line()));
+                reply(self.send_to(&extension, frame))
             }
             Request::PanelClose {
                 extension,
                 panel_id,
                 reply,
-            } => reply(
-                self.send_to(
-                    &extension,
-                    HostFrame::PanelClose {
-                        panel_id: &panel_id,
-                    }
-                    .to_line(),
-                ),
-            ),
+            } => {
+                let panel_id = &panel_id;
+                reply(self.send_to(&extension, HostFrame::PanelClose { panel_id }))
+            }
             Request::List { reply } => reply(Ok(self.snapshot())),
             Request::Reload { reply } => self.begin_stop(Goal::Reload(reply, 0)),
             Request::Shutdown { reply } => self.begin_stop(Goal::Shutdown(vec![reply])),
@@ -165,143 +163,221 @@ impl Engine {
         }
     }
 
-    pub(super) fn send_to(&mut self, extension: &str, line: Vec<u8>) -> Result<(), HostError> {
+    /// Sends a frame that expects no answer (panels).
+    fn send_to(&mut self, extension: &str, frame: HostFrame) -> Result<(), HostError> {
         let ext = self
             .exts
             .iter_mut()
             .find(|e| e.name == extension && e.serving())
             .ok_or_else(|| HostError::NoSuchExtension(extension.to_string()))?;
-        if ext.send(&line) {
+        if ext.send(&frame.to_line()) {
             Ok(())
         } else {
             Err(HostError::NotServing(extension.to_string()))
         }
     }
 
-    pub(super) fn next_id(&mut self) -> String {
-        self.next_id += 1;
-        self.next_id.to_string()
-    }
-
-    pub(super) fn invoke_command(
-        &mut self,
-        name: &str,
-        args: &str,
-        reply: Reply<CommandOutcome>,
-        now: Instant,
-    ) {
-        if self.cfg.builtin_commands.iter().any(|b| b == name) {
-            return reply(Err(HostError::HostCommand(name.to_string())));
-        }
-        let Some(idx) = self.commands.owner(name).map(|c| c.rank) else {
-            return reply(Err(HostError::UnknownCommand(name.to_string())));
-        };
-        let id = self.next_id();
-        let line = HostFrame::CommandInvoked {
-            id: &id,
-            name,
-            args: args.trim(),
-        }
-        .to_line();
-        let kind = PendingKind::Command {
-            name: name.to_string(),
-            reply,
-        };
-        self.send_request(idx, id, &line, later(now, self.cfg.timeouts.command), kind);
-    }
-
-    /// Sends a request frame and records it as pending until `deadline`;
-    /// fails it at once when the extension cannot take it.
-    pub(super) fn send_request(
+    /// Sends request frame `line` to extension `idx` and registers
+    /// `waiter` for its answer until `deadline`. When the extension
+    /// cannot take it, fails the waiter and returns false.
+    fn send_request(
         &mut self,
         idx: usize,
         id: String,
         line: &[u8],
         deadline: Instant,
-        kind: PendingKind,
-    ) {
+        waiter: Waiter,
+    ) -> bool {
         let ext = &mut self.exts[idx];
-        if !ext.serving() || !ext.send(line) {
-            return kind.fail(HostError::NotServing(ext.name.clone()));
+        let able = match waiter {
+            Waiter::Guard { .. } => ext.answers_guard(),
+            _ => ext.serving(),
+        };
+        if able && ext.send(line) {
+            self.pending.register(id, idx, deadline, waiter);
+            return true;
         }
-        self.pending.insert(
-            id,
-            Pending {
-                ext: idx,
-                deadline,
-                kind,
-            },
-        );
+        waiter.fail(HostError::NotServing(ext.name.clone()));
+        false
     }
 
-    pub(super) fn call_tool(
+    /// Takes the request an answer of `kind` names, or logs why the
+    /// answer (in `frame`) is dropped.
+    fn take_answer(&mut self, idx: usize, id: &str, kind: Kind, frame: &str) -> Option<Waiter> {
+        self.pending
+            .take(idx, id, kind)
+            .map_err(|why| self.exts[idx].log.line(&format!("dropped {frame}: {why}")))
+            .ok()
+    }
+
+    // ----- command_invoked / command_response ----------------------
+
+    fn invoke_command(
+        &mut self,
+        name: String,
+        args: &str,
+        reply: Reply<CommandOutcome>,
+        now: Instant,
+    ) {
+        if self.cfg.builtin_commands.contains(&name) {
+            return reply(Err(HostError::HostCommand(name)));
+        }
+        let Some(idx) = self.commands.owner(&name).map(|c| c.rank) else {
+            return reply(Err(HostError::UnknownCommand(name)));
+        };
+        let id = self.pending.new_id();
+        let args = args.trim();
+        let line = HostFrame::CommandInvoked {
+            id: &id,
+            name: &name,
+            args,
+        }
+        .to_line();
+        let deadline = later(now, self.cfg.timeouts.command);
+        self.send_request(idx, id, &line, deadline, Waiter::Command { name, reply });
+    }
+
+    pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
+        let answer = self.take_answer(idx, &r.id, Kind::Command, "command_response");
+        let Some(Waiter::Command { reply, .. }) = answer else {
+            return;
+        };
+        let mut action = r.action.unwrap_or_default();
+        let mut error = r.error.filter(|e| !e.is_empty());
+        if !matches!(
+            action.as_str(),
+            "prompt" | "insert" | "display" | "noop" | "open_panel"
+        ) {
+            let why = format!("unknown action {action:?}");
+            self.exts[idx].log.line(&format!("command_response: {why}"));
+            error.get_or_insert(why);
+            action = "noop".into();
+        }
+        reply(Ok(CommandOutcome {
+            extension: self.exts[idx].name.clone(),
+            action,
+            prompt: r.prompt,
+            insert: r.insert,
+            display: r.display,
+            open_panel: r.open_panel,
+            error,
+        }));
+    }
+
+    // ----- tool_call / tool_result ----------------------------------
+
+    fn call_tool(
         &mut self,
         call: ToolRequest,
         pipeline: bool,
         reply: Reply<ToolOutcome>,
         now: Instant,
     ) {
-        let builtin = self.cfg.builtin_tools.contains(&call.name);
+        let name = call.name;
+        let builtin = self.cfg.builtin_tools.contains(&name);
         if builtin && !pipeline {
-            return reply(Err(HostError::BuiltInTool(call.name)));
+            return reply(Err(HostError::BuiltInTool(name)));
         }
-        if !builtin && self.tools.owner(&call.name).is_none() {
-            return reply(Err(HostError::UnknownTool(call.name)));
+        if !builtin && self.tools.owner(&name).is_none() {
+            return reply(Err(HostError::UnknownTool(name)));
         }
         let args = if call.args.is_null() {
-            Value::Object(Default::default())
+            json!({})
         } else {
             call.args
         };
         if !pipeline {
-            return self.dispatch_tool(&call.name, args, reply, now);
+            return self.dispatch_tool(name, args, reply, now);
         }
         let tool_id = call
             .tool_id
-            .unwrap_or_else(|| format!("call-{}", self.next_id + 1));
+            .unwrap_or_else(|| format!("call-{}", self.pending.upcoming()));
         let payload = EventPayload {
             tool_id: Some(tool_id),
-            tool_name: Some(call.name.clone()),
+            tool_name: Some(name.clone()),
             tool_args: Some(args),
             ..Default::default()
         };
         self.emit("tool_call", &payload);
         // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
         // gets the same event and guards; the embedder then runs it.
-        let then = if builtin {
-            Then::Builtin(reply)
-        } else {
-            Then::Tool {
-                name: call.name,
-                reply,
-            }
-        };
-        self.start_chain("tool_call", payload, then, now);
+        self.start_chain("tool_call", payload, Waiter::Tool { name, reply }, now);
     }
 
-    pub(super) fn dispatch_tool(
+    fn dispatch_tool(
         &mut self,
-        name: &str,
+        name: String,
         args: Value,
         reply: Reply<ToolOutcome>,
         now: Instant,
     ) {
-        let Some(idx) = self.tools.owner(name).map(|c| c.rank) else {
-            return reply(Err(HostError::UnknownTool(name.to_string())));
+        let Some(idx) = self.tools.owner(&name).map(|c| c.rank) else {
+            return reply(Err(HostError::UnknownTool(name)));
         };
-        let id = self.next_id();
+        let id = self.pending.new_id();
         let line = HostFrame::ToolCall {
             id: &id,
-            name,
+            name: &name,
             args: &args,
         }
         .to_line();
-        let kind = PendingKind::Tool {
-            name: name.to_string(),
-            reply,
-        };
-        self.send_request(idx, id, &line, later(now, self.cfg.timeouts.tool), kind);
+        let deadline = later(now, self.cfg.timeouts.tool);
+        self.send_request(idx, id, &line, deadline, Waiter::Tool { name, reply });
     }
+
+    pub(super) fn tool_result(
+        &mut self,
+        idx: usize,
+        id: &str,
+        content: Option<Vec<Value>>,
+        is_error: bool,
+    ) {
+        let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, Kind::Tool, "tool_result")
+        else {
+            return;
+        };
+        reply(Ok(ToolOutcome {
+            extension: self.exts[idx].name.clone(),
+            content: map_content(content.unwrap_or_default()),
+            is_error,
+            ..Default::default()
+        }));
+    }
+
+    /// Answers the requests whose time is up: a command or tool call
+    /// with an error, a guard as unavailable.
+    pub(super) fn expire(&mut self, now: Instant) {
+        for (idx, waiter) in self.pending.expired(now) {
+            let ext = &self.exts[idx];
+            let (log, request, limit) = match &waiter {
+                Waiter::Command { name, .. } => (
+                    format!("no command_response for /{name}"),
+                    format!("/{name}"),
+                    self.cfg.timeouts.command,
+                ),
+                Waiter::Tool { name, .. } => (
+                    format!("no tool_result for {name}"),
+                    format!("tool {name}"),
+                    self.cfg.timeouts.tool,
+                ),
+                Waiter::Guard { chain, pos } => {
+                    let limit = human(self.cfg.timeouts.intercept);
+                    let answer = ext.unavailable(&format!("no answer within {limit}"));
+                    self.answer_guard(*chain, *pos, answer, now);
+                    continue;
+                }
+                Waiter::Intercept(_) => continue,
+            };
+            ext.log.line(&format!("{log} within {}", human(limit)));
+            waiter.fail(HostError::TimedOut {
+                extension: ext.name.clone(),
+                request,
+                limit,
+            });
+        }
+    }
+
+    // ----- events ----------------------------------------------------
 
     /// Queues `event` to every subscriber; returns their names.
     pub(super) fn emit(&mut self, event: &str, payload: &EventPayload) -> Vec<String> {
@@ -336,67 +412,76 @@ impl Engine {
         delivered
     }
 
-    pub(super) fn start_chain(
-        &mut self,
-        event: &str,
-        payload: EventPayload,
-        then: Then,
-        now: Instant,
-    ) {
+    // ----- event_intercept / event_intercept_response ---------------
+
+    fn start_chain(&mut self, event: &str, payload: EventPayload, then: Waiter, now: Instant) {
         let guards: Vec<usize> = (0..self.exts.len())
             .filter(|&i| self.exts[i].guards(event))
             .collect();
         let n = guards.len();
         let id = self.next_chain;
         self.next_chain += 1;
-        self.chains.insert(
-            id,
-            ChainState {
-                chain: Chain::new(event, payload, n),
-                guards,
-                ids: vec![None; n],
-                then: Some(then),
-            },
-        );
+        let state = ChainState {
+            chain: Chain::new(event, payload, n),
+            guards,
+            ids: vec![None; n],
+            then,
+        };
+        self.chains.insert(id, state);
         self.ask(id, 0..n, now);
         self.drive(id, now);
     }
 
     /// Sends `event_intercept` to the guards at `positions` with the
     /// chain's current value; one deadline for the whole round.
-    pub(super) fn ask(&mut self, chain: u64, positions: std::ops::Range<usize>, now: Instant) {
+    fn ask(&mut self, chain: u64, positions: std::ops::Range<usize>, now: Instant) {
         let deadline = later(now, self.cfg.timeouts.intercept);
         for pos in positions {
-            let id = self.next_id();
             let Some(state) = self.chains.get_mut(&chain) else {
                 return;
             };
             if let Some(old) = state.ids[pos].take() {
-                self.pending.remove(&old);
+                self.pending.cancel(&old);
             }
             let idx = state.guards[pos];
+            let id = self.pending.new_id();
             let line = HostFrame::EventIntercept {
                 id: &id,
                 event: &state.chain.event,
                 payload: &state.chain.payload,
             }
             .to_line();
-            let ext = &mut self.exts[idx];
-            if ext.answers_guard() && ext.send(&line) {
-                state.ids[pos] = Some(id.clone());
-                self.pending.insert(
-                    id,
-                    Pending {
-                        ext: idx,
-                        deadline,
-                        kind: PendingKind::Guard { chain, pos },
-                    },
-                );
-            } else {
+            let waiter = Waiter::Guard { chain, pos };
+            if self.send_request(idx, id.clone(), &line, deadline, waiter) {
+                if let Some(state) = self.chains.get_mut(&chain) {
+                    state.ids[pos] = Some(id);
+                }
+            } else if let Some(state) = self.chains.get_mut(&chain) {
+                let ext = &self.exts[idx];
                 state
                     .chain
                     .answer(pos, ext.unavailable(&ext.why_unavailable()));
             }
+        }
+    }
+
+    /// An `event_intercept_response`: `answer` makes the guard's answer
+    /// from the event and the guard's name.
+    pub(super) fn intercept_response(
+        &mut self,
+        idx: usize,
+        id: &str,
+        answer: impl FnOnce(&str, &str) -> Answer,
+        now: Instant,
+    ) {
+        let frame = "event_intercept_response";
+        let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, Kind::Intercept, frame)
+        else {
+            return;
+        };
+        if let Some(state) = self.chains.get(&chain) {
+            let answer = answer(&state.chain.event, &self.exts[idx].name);
+            self.answer_guard(chain, pos, answer, now);
         }
     }
 
@@ -410,60 +495,58 @@ impl Engine {
         }
     }
 
-    pub(super) fn drive(&mut self, chain: u64, now: Instant) {
+    fn drive(&mut self, chain: u64, now: Instant) {
         loop {
             let Some(state) = self.chains.get_mut(&chain) else {
                 return;
             };
-            match state.chain.advance() {
+            let outcome = match state.chain.advance() {
                 Step::Wait => return,
-                Step::Ask(range) => self.ask(chain, range, now),
-                Step::Done(outcome) => {
-                    let Some(mut state) = self.chains.remove(&chain) else {
-                        return;
-                    };
-                    for id in state.ids.iter().flatten() {
-                        self.pending.remove(id);
-                    }
-                    let args = state.chain.payload.tool_args.take();
-                    match state.then.take() {
-                        Some(Then::Reply(reply)) => reply(Ok(outcome)),
-                        Some(Then::Builtin(reply)) => reply(Ok(ToolOutcome {
-                            is_error: outcome.block,
-                            blocked: outcome.block,
-                            reason: outcome.reason.filter(|_| outcome.block),
-                            builtin: true,
-                            args: Some(args.unwrap_or_else(|| Value::Object(Default::default()))),
-                            ..Default::default()
-                        })),
-                        Some(Then::Tool { name, reply }) => {
-                            if outcome.block {
-                                let reason = outcome.reason.unwrap_or_default();
-                                let extension = self
-                                    .tools
-                                    .owner(&name)
-                                    .map_or_else(String::new, |c| self.exts[c.rank].name.clone());
-                                reply(Ok(ToolOutcome {
-                                    extension,
-                                    content: vec![
-                                        serde_json::json!({"type": "text", "text": reason}),
-                                    ],
-                                    is_error: true,
-                                    blocked: true,
-                                    reason: Some(reason),
-                                    ..Default::default()
-                                }));
-                            } else {
-                                let args =
-                                    args.unwrap_or_else(|| Value::Object(Default::default()));
-                                self.dispatch_tool(&name, args, reply, now);
-                            }
-                        }
-                        None => {}
-                    }
-                    return;
+                Step::Ask(range) => {
+                    self.ask(chain, range, now);
+                    continue;
                 }
+                Step::Done(outcome) => outcome,
+            };
+            let Some(mut state) = self.chains.remove(&chain) else {
+                return;
+            };
+            for id in state.ids.iter().flatten() {
+                self.pending.cancel(id);
             }
+            let args = state.chain.payload.tool_args.take().unwrap_or(json!({}));
+            let (name, reply) = match state.then {
+                Waiter::Intercept(reply) => return reply(Ok(outcome)),
+                Waiter::Tool { name, reply } => (name, reply),
+                _ => return,
+            };
+            if self.cfg.builtin_tools.contains(&name) {
+                // The verdict and the final args go back: the embedder runs it.
+                return reply(Ok(ToolOutcome {
+                    is_error: outcome.block,
+                    blocked: outcome.block,
+                    reason: outcome.reason.filter(|_| outcome.block),
+                    builtin: true,
+                    args: Some(args),
+                    ..Default::default()
+                }));
+            }
+            if !outcome.block {
+                return self.dispatch_tool(name, args, reply, now);
+            }
+            let reason = outcome.reason.unwrap_or_default();
+            let extension = self
+                .tools
+                .owner(&name)
+                .map_or_else(String::new, |c| self.exts[c.rank].name.clone());
+            return reply(Ok(ToolOutcome {
+                extension,
+                content: vec![json!({"type": "text", "text": reason})],
+                is_error: true,
+                blocked: true,
+                reason: Some(reason),
+                ..Default::default()
+            }));
         }
     }
 }

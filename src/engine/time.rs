@@ -1,8 +1,8 @@
 //! Deadlines: the next wake-up, each phase's deadline, the shutdown
 //! ladder and the liveness check.
 
-use super::{later, Engine, Ext, PendingKind, Phase, Stage, LIVENESS_EVERY, LIVENESS_IDLE};
-use crate::types::{human, HostError};
+use super::{later, Engine, Ext, Phase, Stage, LIVENESS_EVERY, LIVENESS_IDLE};
+use crate::types::human;
 use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);
@@ -32,7 +32,7 @@ impl Ext {
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         let exts = self.exts.iter().filter_map(Ext::deadline);
-        let pending = self.pending.values().map(|p| p.deadline);
+        let pending = self.pending.next_deadline();
         let startup = self.startup.as_ref().map(|s| s.deadline);
         exts.chain(pending)
             .chain(startup)
@@ -44,15 +44,7 @@ impl Engine {
         for idx in 0..self.exts.len() {
             self.tick_ext(idx, now);
         }
-        let expired: Vec<String> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in expired {
-            self.expire(&id, now);
-        }
+        self.expire(now);
         if self.startup.as_ref().is_some_and(|s| s.deadline <= now) {
             self.check_startup(now);
         }
@@ -109,44 +101,6 @@ impl Engine {
         }
         run.proc.signal_group(sig);
         run.exit_poll = Some((now + MS, MS));
-    }
-
-    pub(super) fn expire(&mut self, id: &str, now: Instant) {
-        let Some(p) = self.pending.remove(id) else {
-            return;
-        };
-        let ext = &self.exts[p.ext];
-        match p.kind {
-            PendingKind::Command { name, reply } => {
-                let limit = self.cfg.timeouts.command;
-                ext.log.line(&format!(
-                    "no command_response for /{name} within {}",
-                    human(limit)
-                ));
-                reply(Err(HostError::TimedOut {
-                    extension: ext.name.clone(),
-                    request: format!("/{name}"),
-                    limit,
-                }));
-            }
-            PendingKind::Tool { name, reply } => {
-                let limit = self.cfg.timeouts.tool;
-                ext.log.line(&format!(
-                    "no tool_result for {name} within {}",
-                    human(limit)
-                ));
-                reply(Err(HostError::TimedOut {
-                    extension: ext.name.clone(),
-                    request: format!("tool {name}"),
-                    limit,
-                }));
-            }
-            PendingKind::Guard { chain, pos } => {
-                let limit = human(self.cfg.timeouts.intercept);
-                let answer = ext.unavailable(&format!("no answer within {limit}"));
-                self.answer_guard(chain, pos, answer, now);
-            }
-        }
     }
 
     /// While requests wait, check now and then that their extensions
