@@ -10,11 +10,11 @@
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{check_depth, CommandResponse, ExtFrame, Line, LineReader, MAX_LINE};
+use crate::protocol::{check_depth, CommandResponse, ExtFrame};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::io::{self, BufReader, Read};
+use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
@@ -185,30 +185,6 @@ pub(crate) fn start(
     );
     adapter.after(PROBE_TIMEOUT, id);
     Ok(adapter)
-}
-
-/// The reader thread of an MCP server: stdout lines -> [`Adapter::from_server`].
-pub(crate) fn read(adapter: &Adapter, stdout: impl Read) {
-    let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
-    loop {
-        let line = match lines.next_line() {
-            Ok(Some(Line::Text(line))) => line,
-            Ok(Some(Line::TooLong(len))) => {
-                let why = format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes");
-                adapter.log.line(&why);
-                continue;
-            }
-            Ok(None) => break,
-            Err(e) => {
-                adapter.log.line(&format!("reading stdout failed: {e}"));
-                break;
-            }
-        };
-        if !line.iter().all(u8::is_ascii_whitespace) && !adapter.from_server(&line) {
-            break;
-        }
-    }
-    adapter.report(Inbound::Eof);
 }
 
 fn run_timer(adapter: &Weak<Adapter>, rx: &Receiver<(Instant, u64)>) {
@@ -708,7 +684,7 @@ impl Adapter {
     }
 
     /// Handles a chunk of frames the host loop wrote for this extension.
-    pub fn from_host(&self, chunk: &[u8]) -> bool {
+    pub fn from_host(&self, chunk: &[u8]) {
         for line in chunk.split(|&b| b == b'\n') {
             let Ok(frame) = serde_json::from_slice::<Value>(line) else {
                 continue; // the host's own frames always parse
@@ -725,7 +701,6 @@ impl Adapter {
                 _ => {}
             }
         }
-        true
     }
 
     /// `tools/call` for the host's `tool_call`, `prompts/get` for its

@@ -211,10 +211,22 @@ impl ExtProcess {
                         pipe: stdout,
                         stop: &stop,
                     };
-                    match adapter {
-                        Some(a) => mcp_client::read(&a, stdout),
-                        None => read_frames(key, stdout, &log, &inbound),
-                    }
+                    // False: stop reading (the host is gone, or the MCP
+                    // handshake failed).
+                    let handle = |line: &[u8]| match &adapter {
+                        Some(a) => a.from_server(line),
+                        None => match parse_ext_frame(line) {
+                            Ok(frame) => {
+                                let msg = Inbound::Frame(frame);
+                                inbound.send(InboundMsg { key, msg }).is_ok()
+                            }
+                            Err(why) => {
+                                log.line(&why);
+                                true
+                            }
+                        },
+                    };
+                    read_lines(key, stdout, &log, &inbound, handle);
                 })
         });
         spawned.push({
@@ -268,7 +280,8 @@ impl ExtProcess {
             return false;
         };
         if let Some(mcp) = &self.mcp {
-            return mcp.from_host(&chunk);
+            mcp.from_host(&chunk);
+            return true;
         }
         // Acquire pairs with the writer's Release: zero means every
         // earlier byte is in the pipe, so writing now keeps the order.
@@ -536,7 +549,15 @@ pub fn describe_status(status: ExitStatus) -> String {
     }
 }
 
-fn read_frames(key: u64, stdout: impl Read, log: &ExtLog, inbound: &Sender<InboundMsg>) {
+/// Hands each stdout line to `handle` until it returns false or stdout
+/// ends (lines too long to keep are logged and skipped), then says so.
+fn read_lines(
+    key: u64,
+    stdout: impl Read,
+    log: &ExtLog,
+    inbound: &Sender<InboundMsg>,
+    mut handle: impl FnMut(&[u8]) -> bool,
+) {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
     loop {
         let line = match lines.next_line() {
@@ -552,20 +573,8 @@ fn read_frames(key: u64, stdout: impl Read, log: &ExtLog, inbound: &Sender<Inbou
                 break;
             }
         };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match parse_ext_frame(&line) {
-            Ok(frame) => {
-                let msg = InboundMsg {
-                    key,
-                    msg: Inbound::Frame(frame),
-                };
-                if inbound.send(msg).is_err() {
-                    return; // the host is gone
-                }
-            }
-            Err(why) => log.line(&why),
+        if !line.iter().all(u8::is_ascii_whitespace) && !handle(&line) {
+            break;
         }
     }
     let _ = inbound.send(InboundMsg {
