@@ -1,10 +1,6 @@
-//! The embedder's view of the host: [`Host`] and [`HostHandle`], the
-//! blocking convenience calls that send requests to the loop thread and
-//! wait for replies.
-//!
-//! All work happens on one loop thread (see `engine`); this module only
-//! starts it, sends it requests and waits for replies. The data it
-//! exchanges with the loop lives in `config` and `types`.
+//! The embedder's view of the host: [`Host`] starts the loop thread
+//! (`engine`), [`HostHandle`] sends it requests; the blocking calls wait
+//! for the replies. What they exchange lives in `config` and `types`.
 
 use crate::config::HostConfig;
 use crate::engine;
@@ -80,7 +76,6 @@ impl HostHandle {
 pub struct Host {
     handle: HostHandle,
     events: Receiver<HostEvent>,
-    ready: Arc<ReadyLatch>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -90,23 +85,19 @@ impl Host {
     pub fn start(config: HostConfig) -> io::Result<Host> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
-        let ready = Arc::new(ReadyLatch::default());
-        let latch = ready.clone();
-        let events_sent = Arc::new(AtomicU64::new(0));
-        let sent = events_sent.clone();
-        let spin = config.spin_before_sleep;
+        let handle = HostHandle {
+            tx,
+            ready: Arc::default(),
+            events_sent: Arc::default(),
+            spin: config.spin_before_sleep,
+        };
+        let (sent, latch) = (handle.events_sent.clone(), handle.ready.clone());
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
             .spawn(move || engine::run(config, rx, event_tx, sent, latch))?;
         Ok(Host {
-            handle: HostHandle {
-                tx,
-                ready: ready.clone(),
-                events_sent,
-                spin,
-            },
+            handle,
             events,
-            ready,
             thread: Some(thread),
         })
     }
@@ -128,7 +119,7 @@ impl Host {
     /// Blocks until every extension is ready or failed, or the startup
     /// grace ran out; returns the names of the ready ones.
     pub fn wait_ready(&self) -> Vec<String> {
-        self.ready.wait()
+        self.handle.wait_ready()
     }
 
     /// Runs a slash command (name without `/`).
@@ -143,20 +134,21 @@ impl Host {
     /// tool nothing runs after the chain: the outcome has `builtin` set
     /// and the final `args` (SPEC 7).
     pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
-        self.handle.call(|reply| Request::Tool {
-            call,
-            pipeline: true,
-            reply,
-        })
+        self.tool(call, true)
     }
 
     /// Runs a tool directly, without event or interception.
     pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
-        self.handle.call(|reply| Request::Tool {
+        self.tool(call, false)
+    }
+
+    fn tool(&self, call: ToolRequest, pipeline: bool) -> Result<ToolOutcome, HostError> {
+        let request = |reply| Request::Tool {
             call,
-            pipeline: false,
+            pipeline,
             reply,
-        })
+        };
+        self.handle.call(request)
     }
 
     /// Asks the guards about an event the embedder is about to act on.

@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Fixed cost counted per event, beyond its strings.
+/// Fixed cost counted per event, beyond its JSON.
 const EVENT_OVERHEAD: usize = 64;
 
 pub(super) struct EventQueue {
@@ -45,19 +45,15 @@ impl EventQueue {
 
     /// Forgets the events the embedder has taken.
     fn settle(&mut self) {
-        let left = self.tx.len();
-        while self.sizes.len() > left {
-            if let Some(n) = self.sizes.pop_front() {
-                self.waiting -= n;
-            }
-        }
+        let taken = self.sizes.len().saturating_sub(self.tx.len());
+        self.waiting -= self.sizes.drain(..taken).sum::<usize>();
     }
 
     /// Sends a lifecycle event: never dropped.
     pub(super) fn send(&mut self, event: HostEvent) {
         self.settle();
         self.report_drops();
-        self.push(event);
+        self.push(weight(&event), event);
     }
 
     /// Sends a note or panel update unless the budget is spent; false
@@ -72,7 +68,7 @@ impl EventQueue {
             return false;
         }
         self.report_drops();
-        self.push(event);
+        self.push(size, event);
         true
     }
 
@@ -80,12 +76,11 @@ impl EventQueue {
     pub(super) fn report_drops(&mut self) {
         if self.dropped > 0 {
             let count = std::mem::take(&mut self.dropped);
-            self.push(HostEvent::EventsDropped { count });
+            self.push(EVENT_OVERHEAD, HostEvent::EventsDropped { count });
         }
     }
 
-    fn push(&mut self, event: HostEvent) {
-        let size = weight(&event);
+    fn push(&mut self, size: usize, event: HostEvent) {
         if self.tx.send(event).is_ok() {
             self.sent.fetch_add(1, Ordering::SeqCst);
             self.sizes.push_back(size);
@@ -94,40 +89,21 @@ impl EventQueue {
     }
 }
 
-/// About the bytes an event holds.
+/// About the bytes an event holds: its JSON, counted without building it.
 fn weight(event: &HostEvent) -> usize {
-    let strings = match event {
-        HostEvent::Notify {
-            extension,
-            level,
-            message,
-        } => extension.len() + level.len() + message.len(),
-        HostEvent::PanelRender { panel, extension } => {
-            extension.len()
-                + panel.panel_id.len()
-                + panel.title.as_ref().map_or(0, String::len)
-                + panel.footer.as_ref().map_or(0, String::len)
-                + panel
-                    .lines
-                    .as_ref()
-                    .map_or(0, |lines| lines.iter().map(|l| l.len() + 24).sum::<usize>())
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
         }
-        HostEvent::PanelClose {
-            panel_id,
-            extension,
-        } => panel_id.len() + extension.len(),
-        HostEvent::ClearNotes { extension } | HostEvent::Registered { extension } => {
-            extension.len()
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
         }
-        HostEvent::ExtensionExited { extension, status } => extension.len() + status.len(),
-        HostEvent::ExtensionFailed { extension, error } => extension.len() + error.len(),
-        HostEvent::ExtensionRestarted {
-            extension, status, ..
-        } => extension.len() + status.len(),
-        HostEvent::Ready { extensions } => extensions.iter().map(String::len).sum(),
-        HostEvent::EventsDropped { .. } => 0,
-    };
-    EVENT_OVERHEAD + strings
+    }
+    let mut count = Count(EVENT_OVERHEAD);
+    let _ = serde_json::to_writer(&mut count, event);
+    count.0
 }
 
 #[cfg(test)]

@@ -72,13 +72,13 @@ impl Engine {
         match frame {
             ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
             ExtFrame::RegisterCommand { name, description } => {
-                self.register_command(idx, &name, description.unwrap_or_default())
+                self.register(idx, false, &name, description.unwrap_or_default(), None)
             }
             ExtFrame::RegisterTool {
                 name,
                 description,
                 schema,
-            } => self.register_tool(idx, &name, description.unwrap_or_default(), schema),
+            } => self.register(idx, true, &name, description.unwrap_or_default(), schema),
             ExtFrame::Subscribe { events, intercept } => self.subscribe(
                 idx,
                 events.unwrap_or_default(),
@@ -105,8 +105,8 @@ impl Engine {
                 self.intercept_response(idx, &id, answer, now);
             }
             ExtFrame::Notify { level, message } => {
-                let level = match level.as_deref() {
-                    Some(l @ ("info" | "success" | "warn" | "error")) => l.to_string(),
+                let level = match level {
+                    Some(l) if ["info", "success", "warn", "error"].contains(&l.as_str()) => l,
                     None => "info".to_string(),
                     Some(other) => {
                         ext.log.line(&format!(
@@ -115,33 +115,23 @@ impl Engine {
                         "info".to_string()
                     }
                 };
-                let extension = ext.name.clone();
-                self.offer_event(
-                    idx,
-                    HostEvent::Notify {
-                        extension,
-                        level,
-                        message,
-                    },
-                );
+                self.offer_event(idx, |extension| HostEvent::Notify {
+                    extension,
+                    level,
+                    message,
+                });
             }
             ExtFrame::ClearNotes => {
-                let extension = ext.name.clone();
-                self.offer_event(idx, HostEvent::ClearNotes { extension });
+                self.offer_event(idx, |extension| HostEvent::ClearNotes { extension })
             }
             ExtFrame::PanelRender(panel) => {
-                let extension = ext.name.clone();
-                self.offer_event(idx, HostEvent::PanelRender { panel, extension });
+                self.offer_event(idx, |extension| HostEvent::PanelRender { panel, extension })
             }
             ExtFrame::PanelClose { panel_id } => {
-                let extension = ext.name.clone();
-                self.offer_event(
-                    idx,
-                    HostEvent::PanelClose {
-                        panel_id,
-                        extension,
-                    },
-                );
+                self.offer_event(idx, |extension| HostEvent::PanelClose {
+                    panel_id,
+                    extension,
+                })
             }
             ExtFrame::ShutdownAck if matches!(ext.stage(), Some(Stage::Stopping { .. })) => {
                 ext.close_stdin()
@@ -154,40 +144,23 @@ impl Engine {
 
     /// Offers a note or panel update of extension `idx` to the embedder;
     /// what the budget refuses is counted in that extension's log.
-    fn offer_event(&mut self, idx: usize, event: HostEvent) {
-        let taken = self.events.offer(event);
+    fn offer_event(&mut self, idx: usize, event: impl FnOnce(String) -> HostEvent) {
         let ext = &mut self.exts[idx];
+        let taken = self.events.offer(event(ext.name.clone()));
         if !taken {
             ext.dropped_notes += 1;
-            if !ext.dropping_notes {
-                ext.dropping_notes = true;
+            if !std::mem::replace(&mut ext.dropping_notes, true) {
                 ext.log.line(&format!(
                     "the embedder is not taking events: dropping notes and panel updates (over {} bytes wait)",
                     self.cfg.event_budget
                 ));
             }
-        } else if ext.dropping_notes {
-            ext.dropping_notes = false;
+        } else if std::mem::take(&mut ext.dropping_notes) {
             ext.log.line(&format!(
                 "the embedder takes events again; {} notes and panel updates dropped so far",
                 ext.dropped_notes
             ));
         }
-    }
-
-    /// Whether extension `idx` may claim one more name of `kind`; logs
-    /// the first refusal.
-    fn within_cap(&mut self, idx: usize, kind: &'static str, claimed: usize) -> bool {
-        if claimed < MAX_NAMES {
-            return true;
-        }
-        let ext = &mut self.exts[idx];
-        if ext.capped.insert(kind) {
-            ext.log.line(&format!(
-                "more than {MAX_NAMES} {kind}s registered: the rest are ignored"
-            ));
-        }
-        false
     }
 
     pub(super) fn hello(&mut self, idx: usize, name: &str, version: Option<String>, now: Instant) {
@@ -219,40 +192,23 @@ impl Engine {
         ext.send(&line);
     }
 
-    pub(super) fn register_command(&mut self, idx: usize, name: &str, description: String) {
-        let ext = &self.exts[idx];
-        if !registry::valid_name(name) {
-            return ext.log.line(&format!(
-                "rejected command {name:?}: names must be non-empty without whitespace"
-            ));
-        }
-        if self.cfg.builtin_commands.iter().any(|b| b == name) {
-            return ext.log.line(&format!(
-                "command /{name} is shadowed by the built-in command"
-            ));
-        }
-        let new = !self.commands.claimed_by(name, idx);
-        if new && !self.within_cap(idx, "command", self.exts[idx].claimed_commands) {
-            return;
-        }
-        let claimed = self.commands.claim(name, idx, description);
-        if new {
-            self.exts[idx].claimed_commands += 1;
-        }
-        self.log_claim("command /", name, idx, claimed);
-    }
-
-    pub(super) fn register_tool(
+    /// A `register_command`, or with `tool` a `register_tool`.
+    fn register(
         &mut self,
         idx: usize,
+        tool: bool,
         name: &str,
         description: String,
         schema: Option<Value>,
     ) {
-        let ext = &self.exts[idx];
+        let (kind, shown, builtin) = match tool {
+            true => ("tool", name.to_string(), &self.cfg.builtin_tools),
+            false => ("command", format!("/{name}"), &self.cfg.builtin_commands),
+        };
+        let ext = &mut self.exts[idx];
         if !registry::valid_name(name) {
             return ext.log.line(&format!(
-                "rejected tool {name:?}: names must be non-empty without whitespace"
+                "rejected {kind} {name:?}: names must be non-empty without whitespace"
             ));
         }
         if schema.as_ref().is_some_and(|s| !s.is_object()) {
@@ -260,32 +216,40 @@ impl Engine {
                 "rejected tool {name:?}: `schema` must be a JSON object"
             ));
         }
-        if self.cfg.builtin_tools.iter().any(|b| b == name) {
-            return ext
-                .log
-                .line(&format!("tool {name} is shadowed by the built-in tool"));
+        if builtin.iter().any(|b| b == name) {
+            return ext.log.line(&format!(
+                "{kind} {shown} is shadowed by the built-in {kind}"
+            ));
         }
-        let new = !self.tools.claimed_by(name, idx);
-        if new && !self.within_cap(idx, "tool", self.exts[idx].claimed_tools) {
-            return;
+        let (names, count) = match tool {
+            true => (&mut self.tools, &mut ext.claimed_tools),
+            false => (&mut self.commands, &mut ext.claimed_commands),
+        };
+        if !names.claimed_by(name, idx) {
+            if *count >= MAX_NAMES {
+                if ext.capped.insert(kind) {
+                    ext.log.line(&format!(
+                        "more than {MAX_NAMES} {kind}s registered: the rest are ignored"
+                    ));
+                }
+                return;
+            }
+            *count += 1;
         }
-        let claimed = self.tools.claim(name, idx, (description, schema));
-        if new {
-            self.exts[idx].claimed_tools += 1;
-        }
-        self.log_claim("tool ", name, idx, claimed);
+        let claimed = names.claim(name, idx, (description, schema));
+        self.log_claim(&format!("{kind} {shown}"), idx, claimed);
     }
 
-    pub(super) fn log_claim(&self, what: &str, name: &str, idx: usize, claimed: Claimed) {
+    fn log_claim(&self, what: &str, idx: usize, claimed: Claimed) {
         match claimed {
             Claimed::Shadowed { by } => self.exts[idx].log.line(&format!(
-                "{what}{name} is shadowed by extension {} (higher precedence)",
+                "{what} is shadowed by extension {} (higher precedence)",
                 self.exts[by].name
             )),
             Claimed::Owner {
                 displaced: Some(other),
             } => self.exts[other].log.line(&format!(
-                "{what}{name} is now shadowed by extension {} (higher precedence)",
+                "{what} is now shadowed by extension {} (higher precedence)",
                 self.exts[idx].name
             )),
             Claimed::Owner { displaced: None } => {}

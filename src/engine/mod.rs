@@ -246,7 +246,8 @@ struct Engine {
     pending: Pending,
     chains: HashMap<u64, ChainState>,
     next_chain: u64,
-    commands: Registry<String>,
+    /// Description and, for tools, the schema of the args.
+    commands: Registry<(String, Option<Value>)>,
     tools: Registry<(String, Option<Value>)>,
     startup: Option<Startup>,
     announced: bool,
@@ -341,23 +342,17 @@ pub(crate) fn run(
         poll_briefly(engine.cfg.spin_before_sleep, || {
             !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty()
         });
-        let timeout = engine
-            .next_deadline()
-            .map(|d| d.saturating_duration_since(Instant::now()));
         // `default(timeout)` rather than an `after()` channel: no
-        // allocation per wake-up on the hot path.
-        let woke = match timeout {
-            Some(t) => select! {
-                recv(inbound) -> msg => Wake::Inbound(msg.ok()),
-                recv(mcp_inbound) -> msg => Wake::Inbound(msg.ok()),
-                recv(requests) -> req => Wake::Request(req.ok()),
-                default(t) => Wake::Timer,
-            },
-            None => select! {
-                recv(inbound) -> msg => Wake::Inbound(msg.ok()),
-                recv(mcp_inbound) -> msg => Wake::Inbound(msg.ok()),
-                recv(requests) -> req => Wake::Request(req.ok()),
-            },
+        // allocation per wake-up on the hot path. `Duration::MAX` (no
+        // deadline) makes crossbeam block without a timeout.
+        let timeout = engine.next_deadline().map_or(Duration::MAX, |d| {
+            d.saturating_duration_since(Instant::now())
+        });
+        let woke = select! {
+            recv(inbound) -> msg => Wake::Inbound(msg.ok()),
+            recv(mcp_inbound) -> msg => Wake::Inbound(msg.ok()),
+            recv(requests) -> req => Wake::Request(req.ok()),
+            default(timeout) => Wake::Timer,
         };
         match woke {
             // The engine holds an inbound sender, so that never disconnects.
@@ -442,7 +437,7 @@ impl Engine {
             .owners()
             .map(|(name, c)| CommandInfo {
                 name: name.to_string(),
-                description: c.info.clone(),
+                description: c.info.0.clone(),
                 extension: self.exts[c.rank].name.clone(),
             })
             .collect();

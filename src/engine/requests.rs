@@ -390,16 +390,14 @@ impl Engine {
             }
             if ext.backlog() > limit {
                 ext.dropped_events += 1;
-                if !ext.dropping {
-                    ext.dropping = true;
+                if !std::mem::replace(&mut ext.dropping, true) {
                     ext.log.line(&format!(
                         "not reading its stdin: dropping events (queue over {limit} bytes)"
                     ));
                 }
                 continue;
             }
-            if ext.dropping {
-                ext.dropping = false;
+            if std::mem::take(&mut ext.dropping) {
                 ext.log.line(&format!(
                     "reading again; {} events dropped so far",
                     ext.dropped_events
