@@ -267,13 +267,10 @@ impl Engine {
         // dead extension must not claim names (issue 9.10).
         self.by_key.retain(|_, i| *i != idx);
         let ext = &mut self.exts[idx];
-        if !ext.live() {
-            return;
-        }
         let gone = Phase::gone(End::Exited(desc.clone()));
         let Phase::Running(Run { proc, stage, .. }) = std::mem::replace(&mut ext.phase, gone)
         else {
-            return;
+            unreachable!("only a running extension exits");
         };
         ext.out.clear();
         // Whatever the extension left in its group goes with it.
@@ -316,10 +313,10 @@ impl Engine {
                 failed.then(|| desc.clone())
             }
         };
-        let guard_why = match &crash {
-            Some(how) => format!("crashed: {how}"),
-            None => format!("exited: {desc}"),
-        };
+        let guard_why = crash.as_ref().map_or_else(
+            || format!("exited: {desc}"),
+            |how| format!("crashed: {how}"),
+        );
         if let Some(how) = crash {
             self.crashed(idx, &how, now);
         }
@@ -380,20 +377,15 @@ impl Engine {
             let Phase::Running(run) = &mut ext.phase else {
                 continue;
             };
-            let mut term_at = later(now, self.cfg.timeouts.shutdown_grace);
-            let hello = match run.stage {
+            let grace = later(now, self.cfg.timeouts.shutdown_grace);
+            let term_at = match run.stage {
                 // A reload does not kill an extension mid-start (say, npx
                 // still downloading): it cannot read `shutdown` before it
                 // runs, so its grace counts from its hello deadline.
-                Stage::AwaitingHello { deadline, .. } => {
-                    if reload {
-                        term_at = term_at.max(deadline);
-                    }
-                    false
-                }
-                Stage::Killed(_) => false,
-                _ => true,
+                Stage::AwaitingHello { deadline, .. } if reload => grace.max(deadline),
+                _ => grace,
             };
+            let hello = !matches!(run.stage, Stage::AwaitingHello { .. } | Stage::Killed(_));
             run.stage = Stage::Stopping {
                 hello,
                 signal: Some((term_at, libc::SIGTERM)),

@@ -136,17 +136,14 @@ impl Engine {
             .manifest
             .as_ref()
             .is_none_or(|m| m.restart == Restart::Never);
-        let refused = if never {
-            Some("its manifest says \"restart\": \"never\"")
-        } else if self.closing.is_some() {
-            Some("the host is shutting down")
-        } else {
-            None
-        };
-        if let Some(why) = refused {
-            return ext
-                .log
-                .line(&format!("crashed ({status}); not restarted: {why}"));
+        if never || self.closing.is_some() {
+            let why = if never {
+                r#"its manifest says "restart": "never""#
+            } else {
+                "the host is shutting down"
+            };
+            let line = format!("crashed ({status}); not restarted: {why}");
+            return ext.log.line(&line);
         }
         match ext.supervision.crashed(now, base) {
             Some(delay) => {
