@@ -1,27 +1,19 @@
-//! Kills extension process groups when the host process dies (SPEC
-//! 3.14: if the host dies, by SIGKILL or abort, its extensions do not
-//! outlive it).
-//!
-//! `PR_SET_PDEATHSIG` (set in `process.rs`) takes each extension down
-//! with the host, but not what the extension started in its process
-//! group. For those, one small `sh` process per host process holds the
-//! read end of a pipe whose write end only the host has (close-on-exec,
-//! so no extension inherits it). The host tells it each group id when
-//! the group is created and when it is gone; when the host dies,
-//! however it dies, the kernel closes the write end, the watchdog reads
-//! end of file and sends SIGKILL to every group still listed.
-//!
-//! The watchdog runs in its own process group, so a Ctrl-C at the
-//! terminal (sent to the host's group) does not reach it. Where `sh`
-//! cannot be started, only the extensions themselves are covered.
+//! Kills extension process groups when the host dies, however it dies
+//! (SPEC 3.14). `PR_SET_PDEATHSIG` takes each extension down with the
+//! host, but not what it started in its group. For those, one `sh` per
+//! host process, in a group of its own (out of a terminal Ctrl-C's
+//! reach), reads group ids from a pipe whose write end only the host
+//! holds (close-on-exec). When the host dies the kernel closes that end,
+//! and the watchdog sends SIGKILL to every group still listed. Without
+//! `sh`, only the extensions themselves are covered.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 
-/// Keeps a space-separated list of group ids; at end of input kills
-/// them. `+ N` adds a group, `- N` removes it.
+/// `+ N` adds group N to a space-separated list, `- N` removes it; at end
+/// of input every listed group is killed.
 const SCRIPT: &str = r#"trap '' INT HUP TERM
 l=' '
 while read -r op pg; do
@@ -42,8 +34,8 @@ pub fn guard(pgid: u32) {
     tell(&format!("+ {pgid}\n"));
 }
 
-/// The group `pgid` is gone (or dying): forget it, so a later group
-/// that reuses the id is never touched.
+/// The group `pgid` is gone: forget it, so a later group that reuses the
+/// id is never touched.
 pub fn release(pgid: u32) {
     tell(&format!("- {pgid}\n"));
 }
@@ -68,8 +60,7 @@ fn start() -> Option<ChildStdin> {
         .process_group(0)
         .spawn();
     match started {
-        // The child is never waited for: it lives as long as this
-        // process and exits right after it.
+        // Never waited for: it exits right after this process.
         Ok(mut child) => child.stdin.take(),
         Err(e) => {
             eprintln!("zot: cannot start the extension watchdog (/bin/sh): {e}");

@@ -43,7 +43,7 @@ impl Engine {
                     .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
             };
             if let Status::Shadowed { by } = &f.status {
-                ExtLog::open_with_limit(&logs, &name, self.cfg.log_rotate_bytes).line(&format!(
+                ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes).line(&format!(
                     "not started: {} is shadowed by {}",
                     f.dir.display(),
                     by.display()
@@ -52,7 +52,7 @@ impl Engine {
             }
             let log = match f.status {
                 Status::Invalid(_) => ExtLog::stderr(&name),
-                _ => ExtLog::open_with_limit(&logs, &name, self.cfg.log_rotate_bytes),
+                _ => ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes),
             };
             let idx = self.exts.len();
             self.exts.push(Ext {
@@ -110,14 +110,9 @@ impl Engine {
             return Err("no valid manifest".into());
         };
         let exe = m.resolve_exec(&ext.dir)?;
-        let log = &ext.log;
-        let proc = match m.protocol {
-            Protocol::Zot => {
-                let inbound = self.inbound_tx.clone();
-                ExtProcess::spawn(key, &m.name, &exe, &m.args, &ext.dir, log, inbound)
-            }
+        let (inbound, mcp) = match m.protocol {
+            Protocol::Zot => (self.inbound_tx.clone(), None),
             Protocol::Mcp => {
-                let inbound = self.mcp_inbound_tx.clone();
                 let opts = McpOptions {
                     name: m.name.clone(),
                     prefix: m.prefix.clone().unwrap_or_default(),
@@ -125,10 +120,11 @@ impl Engine {
                     tool_timeout: self.cfg.timeouts.tool,
                     command_timeout: self.cfg.timeouts.command,
                 };
-                ExtProcess::spawn_mcp(key, &m.name, &exe, &m.args, &ext.dir, log, inbound, opts)
+                (self.mcp_inbound_tx.clone(), Some(opts))
             }
-        }
-        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        };
+        let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, mcp)
+            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         ext.log
             .line(&format!("started {} (pid {})", m.exec, proc.pid));
         let deadline = later(now, self.cfg.timeouts.hello);
