@@ -373,8 +373,7 @@ impl Adapter {
 
     fn dropped(&self, line: &[u8], why: &str) -> bool {
         let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
-        let why = format!("dropped MCP message ({why}): {snippet}");
-        self.log(&why);
+        self.log(&format!("dropped MCP message ({why}): {snippet}"));
         true
     }
 
@@ -398,9 +397,7 @@ impl Adapter {
         match method {
             "notifications/message" => match params.and_then(note_from_log) {
                 Some(note) => self.emit(&mut st, note),
-                None => self
-                    .log
-                    .line("dropped notifications/message without a level"),
+                None => self.log("dropped notifications/message without a level"),
             },
             "notifications/tools/list_changed" => self.relist(&mut st, Kind::Tool),
             "notifications/prompts/list_changed" => self.relist(&mut st, Kind::Prompt),
