@@ -47,12 +47,22 @@ impl Waiter {
     }
 }
 
-/// What an answer answers: the frame it must come in.
+/// What a request is, by the frame that must answer it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) enum Kind {
     Command,
     Tool,
     Intercept,
+}
+
+impl Kind {
+    pub(super) fn answer(self) -> &'static str {
+        match self {
+            Kind::Command => "command_response",
+            Kind::Tool => "tool_result",
+            Kind::Intercept => "event_intercept_response",
+        }
+    }
 }
 
 struct Entry {
@@ -97,8 +107,8 @@ impl Pending {
                 Ok(e.remove().waiter)
             }
             Slot::Occupied(e) if e.get().ext == ext => Err(format!(
-                "id {id:?} is a {:?} request, not a {kind:?} one",
-                e.get().waiter.kind()
+                "id {id:?} expects a {}",
+                e.get().waiter.kind().answer()
             )),
             _ => Err(format!("id {id:?} is unknown, expired or already answered")),
         }

@@ -202,12 +202,11 @@ impl Engine {
     }
 
     /// Takes the request an answer of `kind` names, or logs why the
-    /// answer (in `frame`) is dropped.
-    fn take_answer(&mut self, idx: usize, id: &str, kind: Kind, frame: &str) -> Option<Waiter> {
-        self.pending
-            .take(idx, id, kind)
-            .map_err(|why| self.exts[idx].log.line(&format!("dropped {frame}: {why}")))
-            .ok()
+    /// answer is dropped.
+    fn take_answer(&mut self, idx: usize, id: &str, kind: Kind) -> Option<Waiter> {
+        let log = &self.exts[idx].log;
+        let dropped = |why| log.line(&format!("dropped {}: {why}", kind.answer()));
+        self.pending.take(idx, id, kind).map_err(dropped).ok()
     }
 
     // ----- command_invoked / command_response ----------------------
@@ -238,8 +237,8 @@ impl Engine {
     }
 
     pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
-        let answer = self.take_answer(idx, &r.id, Kind::Command, "command_response");
-        let Some(Waiter::Command { reply, .. }) = answer else {
+        let Some(Waiter::Command { reply, .. }) = self.take_answer(idx, &r.id, Kind::Command)
+        else {
             return;
         };
         let mut action = r.action.unwrap_or_default();
@@ -332,8 +331,7 @@ impl Engine {
         content: Option<Vec<Value>>,
         is_error: bool,
     ) {
-        let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, Kind::Tool, "tool_result")
-        else {
+        let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, Kind::Tool) else {
             return;
         };
         reply(Ok(ToolOutcome {
@@ -472,9 +470,7 @@ impl Engine {
         answer: impl FnOnce(&str, &str) -> Answer,
         now: Instant,
     ) {
-        let frame = "event_intercept_response";
-        let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, Kind::Intercept, frame)
-        else {
+        let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, Kind::Intercept) else {
             return;
         };
         if let Some(state) = self.chains.get(&chain) {
