@@ -91,6 +91,10 @@ pub fn config(home: &TempDir, exts: &[PathBuf]) -> HostConfig {
     cfg.model = "test-model".into();
     cfg.timeouts.shutdown_grace = Duration::from_millis(500);
     cfg.timeouts.term_grace = Duration::from_millis(500);
+    // Startup ends when every extension is settled; a starved machine can
+    // outlast the 3 s default before a fixture even runs. Tests about the
+    // grace itself set their own.
+    cfg.timeouts.startup = DEADLINE;
     cfg
 }
 
