@@ -570,9 +570,7 @@ impl Adapter {
                 return self.listed(st);
             }
         };
-        let list = result
-            .get(format!("{}s", kind.name()))
-            .and_then(Value::as_array);
+        let list = result[format!("{}s", kind.name())].as_array();
         items.extend(list.into_iter().flatten().cloned());
         let next = result["nextCursor"].as_str();
         let stop = match next.filter(|c| !c.is_empty()) {
@@ -662,10 +660,9 @@ impl Adapter {
             let args = item["arguments"].as_array().into_iter().flatten();
             let args = args.filter_map(|a| {
                 let required = a["required"].as_bool().unwrap_or(false);
-                Some((a.get("name")?.as_str()?.to_string(), required))
+                Some((a["name"].as_str()?.to_string(), required))
             });
-            let server_name = server_name.to_string();
-            let args = args.collect();
+            let (server_name, args) = (server_name.to_string(), args.collect());
             now.insert(name, Entry { server_name, args });
         }
         let before = std::mem::replace(&mut st.registered[kind as usize], now);
@@ -686,7 +683,7 @@ impl Adapter {
             let Ok(frame) = serde_json::from_slice::<Value>(line) else {
                 continue; // the host's own frames always parse
             };
-            let str_of = |key: &str| frame.get(key).and_then(Value::as_str).unwrap_or("");
+            let str_of = |key: &str| frame[key].as_str().unwrap_or("");
             let (id, name, args) = (str_of("id"), str_of("name"), frame.get("args"));
             match str_of("type") {
                 "tool_call" => self.call(Kind::Tool, id, name, args),
@@ -753,8 +750,7 @@ fn text_block(text: String) -> Value {
 
 /// `MCP error -32602: Invalid params`.
 fn describe_error(e: &Value) -> String {
-    let message = e["message"].as_str();
-    let message = message.unwrap_or("(no message)");
+    let message = e["message"].as_str().unwrap_or("(no message)");
     match e["code"].as_i64() {
         Some(code) => format!("MCP error {code}: {message}"),
         None => format!("MCP error: {message}"),
