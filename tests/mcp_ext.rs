@@ -269,12 +269,17 @@ fn everything_server_tools_prompts_and_notes_through_rpc() {
     );
     assert!(["info", "warn", "error"].contains(&note["level"].as_str().unwrap_or_default()));
 
-    // It announced a list change after `initialized`: the host listed again.
+    // A legacy server: it refuses server/discover and the host falls
+    // back to initialize; when node starts slower than the 3 s probe
+    // limit (a busy machine), the host falls back at that limit instead.
     let log = log_of(&t, "everything");
+    let refused = log.contains("using the legacy initialize (2025-11-25)");
+    let slow = log.contains("server/discover: no answer within 3 s; trying the legacy initialize");
     assert!(
-        log.contains("using the legacy initialize (2025-11-25)"),
+        (refused || slow) && log.contains("speaking MCP 2025-11-25 (initialize)"),
         "{log}"
     );
+    // It announced a list change after `initialized`: the host listed again.
     assert!(log.contains("tools changed: listing it again"), "{log}");
 
     // Shutdown: stdin closed, the server exits, nothing is left running.
