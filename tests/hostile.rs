@@ -181,7 +181,15 @@ fn reloads_leak_no_fds_or_threads() {
     let pid_file = t.join("escaped");
     let _cleanup = KillListed(pid_file.clone());
     let ext = script_ext(&t, "leaky", "setsid.sh", &[&pid_file]);
-    let mut rpc = Rpc::start(&t, &[ext]);
+    // A reload reports the extensions ready when its startup grace ends:
+    // a generous grace, so that a starved machine cannot end it before
+    // leaky's `ready` (the subject is leaks, not the grace).
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--startup-timeout", "60", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext);
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
     rpc.until("the ready event", |v| v["type"] == "ready");
     let zot = rpc.child.id();
     let mut reload = |n: usize| {
