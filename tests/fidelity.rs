@@ -275,10 +275,12 @@ fn builtin_tool_over_rpc_runs_the_event_and_the_guards() {
                "guard": {"block_if": "rm -rf", "reason": "dangerous",
                          "modify_args": {"command": "ls -l"}}}),
     );
+    // The guard must be subscribed when the calls run: a generous startup
+    // grace, so a starved machine cannot end it before the guard is ready.
     let lines = rpc_lines(
         &t,
         &[&guard],
-        &[],
+        &["--startup-timeout", "60"],
         "{\"type\":\"tool_call\",\"id\":\"1\",\"name\":\"bash\",\"args\":{\"command\":\"ls\"}}\n\
          {\"type\":\"tool_call\",\"id\":\"2\",\"name\":\"bash\",\"args\":{\"command\":\"rm -rf /\"}}\n",
     );
@@ -527,8 +529,11 @@ fn registrations_beyond_the_cap_are_ignored_and_logged() {
     let names: Vec<String> = (0..10_005).map(|i| format!("c{i}")).collect();
     let ext = sdk_ext(&t.join("many"), "many", json!({"commands": names}));
     let mut cfg = config(&t, &[ext]);
-    // It sends `ready`: keep the legacy watchdog out of a loaded run.
+    // It sends `ready`: keep the legacy watchdog out of a loaded run, and
+    // let startup wait for it (10,005 registrations can outlast the 3 s
+    // grace on a busy machine; the subject is the cap).
     cfg.timeouts.ready_idle = Duration::from_secs(10);
+    cfg.timeouts.startup = DEADLINE;
     let host = start(cfg);
     let list = host.list().expect("list");
     assert_eq!(list.commands.len(), 10_000);
