@@ -190,7 +190,11 @@ impl ExtProcess {
                 pipe: stdout,
                 stop: &stop,
             };
-            read_lines(key, stdout, log, inbound, handle);
+            read_lines(stdout, log, handle);
+            let _ = inbound.send(InboundMsg {
+                key,
+                msg: Inbound::Eof,
+            });
         })?;
         let (queued, stop) = (self.queued.clone(), stop_rx.clone());
         start_thread("write", name, 64 * 1024, move || {
@@ -268,7 +272,7 @@ impl ExtProcess {
     /// Stops the I/O threads (a pipe held open by an escaped grandchild
     /// must not keep them) and gives the stderr pump a bounded moment to
     /// copy what is left, so the log is complete for whoever reads it next.
-    pub fn join_finished(mut self) {
+    pub fn finish(mut self) {
         self.close_stdin();
         self.stop = None;
         if let Some(done) = self.log_done.take() {
@@ -371,14 +375,8 @@ impl Read for StopRead<'_> {
 }
 
 /// Hands each stdout line to `handle` until it returns false or stdout
-/// ends (lines too long to keep are logged and skipped), then says so.
-fn read_lines(
-    key: u64,
-    stdout: impl Read,
-    log: &ExtLog,
-    inbound: &Sender<InboundMsg>,
-    mut handle: impl FnMut(&[u8]) -> bool,
-) {
+/// ends; lines too long to keep are logged and skipped.
+fn read_lines(stdout: impl Read, log: &ExtLog, mut handle: impl FnMut(&[u8]) -> bool) {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
     loop {
         match lines.next_line() {
@@ -395,8 +393,6 @@ fn read_lines(
             }
         }
     }
-    let msg = Inbound::Eof;
-    let _ = inbound.send(InboundMsg { key, msg });
 }
 
 /// Copies the child's stderr into its log until EOF or the stop; after

@@ -273,7 +273,7 @@ impl Engine {
         if group_alive(proc.pid) {
             signal_group(proc.pid, libc::SIGKILL);
         }
-        proc.join_finished();
+        proc.finish();
         ext.log.line(&format!("exited ({desc})"));
         if ext.dropped_notes > 0 {
             ext.log.line(&format!(
