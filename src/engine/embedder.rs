@@ -119,22 +119,6 @@ mod tests {
     }
 
     #[test]
-    fn drops_beyond_the_budget_and_reports_the_count() {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let mut q = EventQueue::new(tx, 1000, Arc::default());
-        assert!(q.offer(note(500)));
-        assert!(!q.offer(note(500)));
-        assert!(!q.offer(note(500)));
-        assert_eq!(rx.try_iter().count(), 1);
-        // The embedder took what waited: room again, and the count first.
-        assert!(q.offer(note(10)));
-        let next: Vec<HostEvent> = rx.try_iter().collect();
-        assert_eq!(next.len(), 2);
-        assert_eq!(next[0], HostEvent::EventsDropped { count: 2 });
-        assert!(matches!(next[1], HostEvent::Notify { .. }));
-    }
-
-    #[test]
     fn lifecycle_events_always_pass() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut q = EventQueue::new(tx, 10, Arc::default());

@@ -37,7 +37,7 @@ impl Engine {
                 ext.log.line(&format!("cannot write to stdin: {e}"));
                 ext.out.clear();
                 ext.close_stdin();
-                self.release_guards(idx, "stdin closed", now);
+                self.release(idx, None, "stdin closed", now);
             }
         }
     }
@@ -148,17 +148,15 @@ impl Engine {
         let ext = &mut self.exts[idx];
         let taken = self.events.offer(event(ext.name.clone()));
         if !taken {
-            ext.dropped_notes += 1;
-            if !std::mem::replace(&mut ext.dropping_notes, true) {
+            if ext.dropped_notes.count() {
                 ext.log.line(&format!(
                     "the embedder is not taking events: dropping notes and panel updates (over {} bytes wait)",
                     self.cfg.event_budget
                 ));
             }
-        } else if std::mem::take(&mut ext.dropping_notes) {
+        } else if let Some(total) = ext.dropped_notes.end() {
             ext.log.line(&format!(
-                "the embedder takes events again; {} notes and panel updates dropped so far",
-                ext.dropped_notes
+                "the embedder takes events again; {total} notes and panel updates dropped so far"
             ));
         }
     }
@@ -221,20 +219,20 @@ impl Engine {
                 "{kind} {shown} is shadowed by the built-in {kind}"
             ));
         }
-        let (names, count) = match tool {
-            true => (&mut self.tools, &mut ext.claimed_tools),
-            false => (&mut self.commands, &mut ext.claimed_commands),
+        let (names, claims) = match tool {
+            true => (&mut self.tools, &mut ext.tools_claimed),
+            false => (&mut self.commands, &mut ext.commands_claimed),
         };
         if !names.claimed_by(name, idx) {
-            if *count >= MAX_NAMES {
-                if ext.capped.insert(kind) {
+            if claims.count >= MAX_NAMES {
+                if !std::mem::replace(&mut claims.capped, true) {
                     ext.log.line(&format!(
                         "more than {MAX_NAMES} {kind}s registered: the rest are ignored"
                     ));
                 }
                 return;
             }
-            *count += 1;
+            claims.count += 1;
         }
         let claimed = names.claim(name, idx, (description, schema));
         self.log_claim(&format!("{kind} {shown}"), idx, claimed);

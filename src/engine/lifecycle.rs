@@ -2,7 +2,7 @@
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
 use super::supervise::Supervision;
-use super::{later, End, Engine, Ext, Goal, Phase, Run, Stage, Startup};
+use super::{later, Claims, Drops, End, Engine, Ext, Goal, Phase, Run, Stage, Startup};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
@@ -65,13 +65,10 @@ impl Engine {
                 events: Vec::new(),
                 event_set: HashSet::new(),
                 intercept: Vec::new(),
-                claimed_commands: 0,
-                claimed_tools: 0,
-                capped: HashSet::new(),
-                dropped_events: 0,
-                dropping: false,
-                dropped_notes: 0,
-                dropping_notes: false,
+                commands_claimed: Claims::default(),
+                tools_claimed: Claims::default(),
+                dropped_events: Drops::default(),
+                dropped_notes: Drops::default(),
                 out: Vec::new(),
                 manifest: f.manifest,
                 supervision: Supervision::default(),
@@ -144,7 +141,7 @@ impl Engine {
     /// Ends the startup (or reload) once no extension is loading any
     /// more, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
-        let loading = self.exts.iter().any(Ext::loading);
+        let loading = self.any_starting();
         let Some(st) = self.startup.take_if(|st| !loading || now >= st.deadline) else {
             return;
         };
@@ -275,16 +272,15 @@ impl Engine {
         }
         proc.finish();
         ext.log.line(&format!("exited ({desc})"));
-        if ext.dropped_notes > 0 {
+        let (notes, events) = (ext.dropped_notes.total, ext.dropped_events.total);
+        if notes > 0 {
             ext.log.line(&format!(
-                "{} notes and panel updates dropped in total: the embedder did not take them",
-                ext.dropped_notes
+                "{notes} notes and panel updates dropped in total: the embedder did not take them"
             ));
         }
-        if ext.dropped_events > 0 {
+        if events > 0 {
             ext.log.line(&format!(
-                "dropped {} events in total: its queue was full",
-                ext.dropped_events
+                "dropped {events} events in total: its queue was full"
             ));
         }
         // How this run ended, when that was a crash (SPEC 12): a failed
@@ -338,18 +334,22 @@ impl Engine {
         // must go to the next registrant, not to this extension.
         self.commands.remove_rank(idx);
         self.tools.remove_rank(idx);
-        self.exts[idx].claimed_commands = 0;
-        self.exts[idx].claimed_tools = 0;
-        for (chain, pos) in self.pending.fail_ext(idx, &why) {
-            let answer = self.exts[idx].unavailable(guard_why);
-            self.answer_guard(chain, pos, answer, now);
-        }
+        self.exts[idx].commands_claimed = Claims::default();
+        self.exts[idx].tools_claimed = Claims::default();
+        self.release(idx, Some(&why), guard_why, now);
     }
 
-    /// Every intercept waiting on extension `idx` is answered as
-    /// unavailable (`why`): allow, or block for a guard that fails closed.
-    pub(super) fn release_guards(&mut self, idx: usize, why: &str, now: Instant) {
-        for (chain, pos) in self.pending.take_guards(idx) {
+    /// Answers the interceptions extension `idx` owes as unavailable
+    /// (`why`): allow, or block for a guard that fails closed; with an
+    /// `error`, its commands and tool calls fail with it.
+    pub(super) fn release(
+        &mut self,
+        idx: usize,
+        error: Option<&HostError>,
+        why: &str,
+        now: Instant,
+    ) {
+        for (chain, pos) in self.pending.fail_ext(idx, error) {
             let answer = self.exts[idx].unavailable(why);
             self.answer_guard(chain, pos, answer, now);
         }

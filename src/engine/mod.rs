@@ -1,9 +1,6 @@
-//! The host loop: one thread that owns every extension, every pending
-//! request and every deadline, and `select!`s over the extensions'
-//! inbound channel and the embedder's requests (SPEC section 3).
-//!
-//! This file holds the state and the loop; `lifecycle`, `frames`,
-//! `requests` and `time` each add the methods of one concern.
+//! The host loop: one thread that owns every extension, pending request
+//! and deadline, and `select!`s over the extensions' frames and the
+//! embedder's requests (SPEC 3). The other files add one concern each.
 
 mod embedder;
 mod frames;
@@ -110,22 +107,47 @@ struct Ext {
     events: Vec<String>,
     event_set: HashSet<String>,
     intercept: Vec<String>,
-    /// Names claimed in the registries, against [`MAX_NAMES`].
-    claimed_commands: usize,
-    claimed_tools: usize,
-    /// Its cap was hit (logged once per kind).
-    capped: HashSet<&'static str>,
-    dropped_events: u64,
-    dropping: bool,
+    commands_claimed: Claims,
+    tools_claimed: Claims,
+    /// Events its full stdin queue did not take.
+    dropped_events: Drops,
     /// Notes and panel updates the embedder did not take in time.
-    dropped_notes: u64,
-    dropping_notes: bool,
+    dropped_notes: Drops,
     /// Frames queued during this loop iteration.
     out: Vec<u8>,
     /// What it was started from (`None` when invalid): restarts reuse it.
     manifest: Option<Manifest>,
     /// Crashes and remembered guard subscriptions.
     supervision: Supervision,
+}
+
+/// Names one extension claimed in a registry, against [`MAX_NAMES`].
+#[derive(Default)]
+struct Claims {
+    count: usize,
+    /// The cap was hit (logged once).
+    capped: bool,
+}
+
+/// Messages dropped for one extension, logged when a streak of drops
+/// begins and ends, and in total at its exit.
+#[derive(Default)]
+struct Drops {
+    total: u64,
+    streak: bool,
+}
+
+impl Drops {
+    /// Counts a drop: true when it begins a streak.
+    fn count(&mut self) -> bool {
+        self.total += 1;
+        !std::mem::replace(&mut self.streak, true)
+    }
+
+    /// Ends a streak: the total so far, when one was running.
+    fn end(&mut self) -> Option<u64> {
+        std::mem::take(&mut self.streak).then_some(self.total)
+    }
 }
 
 impl Ext {
@@ -172,9 +194,8 @@ impl Ext {
         }
     }
 
-    /// Queues a frame; at the end of the loop iteration it goes to the
-    /// pipe (directly, or through the writer thread when the pipe is
-    /// full), batched with the others. False when stdin is closed.
+    /// Queues a frame, written batched at the end of the loop iteration.
+    /// False when stdin is closed.
     fn send(&mut self, line: &[u8]) -> bool {
         if !self.run().is_some_and(|r| r.proc.writable()) {
             return false;
@@ -333,18 +354,12 @@ pub(crate) fn run(
     engine.start_all(None, 0);
     let mut requests = requests;
     while !engine.done {
-        // Poll briefly before sleeping: the next frame or request usually
-        // follows within microseconds, and a sleeping loop costs more to
-        // wake than that (tens of microseconds across CPUs, and senders
-        // that wake it can be preempted while holding the channel's
-        // waker lock). Yielding keeps a single CPU usable; after
-        // `spin_before_sleep` of silence the loop sleeps in select!.
+        // The next frame or request usually follows within microseconds,
+        // and waking a sleeping loop costs more (tens of µs across CPUs).
         poll_briefly(engine.cfg.spin_before_sleep, || {
             !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty()
         });
-        // `default(timeout)` rather than an `after()` channel: no
-        // allocation per wake-up on the hot path. `Duration::MAX` (no
-        // deadline) makes crossbeam block without a timeout.
+        // Not an `after()` channel: no allocation per wake-up.
         let timeout = engine.next_deadline().map_or(Duration::MAX, |d| {
             d.saturating_duration_since(Instant::now())
         });

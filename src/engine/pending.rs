@@ -38,29 +38,12 @@ impl Waiter {
         }
     }
 
-    fn kind(&self) -> Kind {
+    /// The frame that answers the request.
+    fn answer(&self) -> &'static str {
         match self {
-            Waiter::Command { .. } => Kind::Command,
-            Waiter::Tool { .. } => Kind::Tool,
-            Waiter::Intercept(_) | Waiter::Guard { .. } => Kind::Intercept,
-        }
-    }
-}
-
-/// What a request is, by the frame that must answer it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Kind {
-    Command,
-    Tool,
-    Intercept,
-}
-
-impl Kind {
-    pub(super) fn answer(self) -> &'static str {
-        match self {
-            Kind::Command => "command_response",
-            Kind::Tool => "tool_result",
-            Kind::Intercept => "event_intercept_response",
+            Waiter::Command { .. } => "command_response",
+            Waiter::Tool { .. } => "tool_result",
+            Waiter::Intercept(_) | Waiter::Guard { .. } => "event_intercept_response",
         }
     }
 }
@@ -99,17 +82,16 @@ impl Pending {
         self.entries.insert(id, entry);
     }
 
-    /// Takes request `id` when extension `ext` owes it an answer of
-    /// `kind`; else leaves the table as it was and says why not.
-    pub(super) fn take(&mut self, ext: usize, id: &str, kind: Kind) -> Result<Waiter, String> {
+    /// Takes request `id` when extension `ext` owes it an `answer` frame;
+    /// else leaves the table as it was and says why not.
+    pub(super) fn take(&mut self, ext: usize, id: &str, answer: &str) -> Result<Waiter, String> {
         match self.entries.entry(id.to_string()) {
-            Slot::Occupied(e) if e.get().ext == ext && e.get().waiter.kind() == kind => {
+            Slot::Occupied(e) if e.get().ext == ext && e.get().waiter.answer() == answer => {
                 Ok(e.remove().waiter)
             }
-            Slot::Occupied(e) if e.get().ext == ext => Err(format!(
-                "id {id:?} expects a {}",
-                e.get().waiter.kind().answer()
-            )),
+            Slot::Occupied(e) if e.get().ext == ext => {
+                Err(format!("id {id:?} expects a {}", e.get().waiter.answer()))
+            }
             _ => Err(format!("id {id:?} is unknown, expired or already answered")),
         }
     }
@@ -127,27 +109,21 @@ impl Pending {
             .collect()
     }
 
-    /// Fails every command and tool call extension `ext` owes with
-    /// `error`; returns the guard answers it owes, for their chains.
-    pub(super) fn fail_ext(&mut self, ext: usize, error: &HostError) -> Vec<(u64, usize)> {
+    /// Takes the guard answers extension `ext` owes, for their chains;
+    /// with an `error`, also fails every command and tool call it owes.
+    pub(super) fn fail_ext(&mut self, ext: usize, error: Option<&HostError>) -> Vec<(u64, usize)> {
         let mut guards = Vec::new();
-        for e in self.take_where(|e| e.ext == ext) {
-            match e.waiter {
-                Waiter::Guard { chain, pos } => guards.push((chain, pos)),
-                other => other.fail(error.clone()),
+        let owed = |e: &Entry| {
+            e.ext == ext && (error.is_some() || matches!(e.waiter, Waiter::Guard { .. }))
+        };
+        for e in self.take_where(owed) {
+            match (e.waiter, error) {
+                (Waiter::Guard { chain, pos }, _) => guards.push((chain, pos)),
+                (other, Some(error)) => other.fail(error.clone()),
+                (_, None) => {}
             }
         }
         guards
-    }
-
-    /// Takes the guard answers extension `ext` owes.
-    pub(super) fn take_guards(&mut self, ext: usize) -> Vec<(u64, usize)> {
-        self.take_where(|e| e.ext == ext && matches!(e.waiter, Waiter::Guard { .. }))
-            .filter_map(|e| match e.waiter {
-                Waiter::Guard { chain, pos } => Some((chain, pos)),
-                _ => None,
-            })
-            .collect()
     }
 
     /// Fails every request (a reload, a shutdown that does not wait).

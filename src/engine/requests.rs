@@ -2,7 +2,7 @@
 //! the interception chain (SPEC 3.9-3.12). Each exchange with an
 //! extension is here whole: the request frame, its answer, its timeout.
 
-use super::pending::{Kind, Waiter};
+use super::pending::Waiter;
 use super::{later, ChainState, Engine, Ext, Goal};
 use crate::intercept::{Answer, Chain, Step, INTERCEPTABLE};
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
@@ -201,12 +201,12 @@ impl Engine {
         false
     }
 
-    /// Takes the request an answer of `kind` names, or logs why the
+    /// Takes the request an `answer` frame names, or logs why the
     /// answer is dropped.
-    fn take_answer(&mut self, idx: usize, id: &str, kind: Kind) -> Option<Waiter> {
+    fn take_answer(&mut self, idx: usize, id: &str, answer: &str) -> Option<Waiter> {
         let log = &self.exts[idx].log;
-        let dropped = |why| log.line(&format!("dropped {}: {why}", kind.answer()));
-        self.pending.take(idx, id, kind).map_err(dropped).ok()
+        let dropped = |why| log.line(&format!("dropped {answer}: {why}"));
+        self.pending.take(idx, id, answer).map_err(dropped).ok()
     }
 
     // ----- command_invoked / command_response ----------------------
@@ -237,7 +237,7 @@ impl Engine {
     }
 
     pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
-        let Some(Waiter::Command { reply, .. }) = self.take_answer(idx, &r.id, Kind::Command)
+        let Some(Waiter::Command { reply, .. }) = self.take_answer(idx, &r.id, "command_response")
         else {
             return;
         };
@@ -331,7 +331,7 @@ impl Engine {
         content: Option<Vec<Value>>,
         is_error: bool,
     ) {
-        let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, Kind::Tool) else {
+        let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, "tool_result") else {
             return;
         };
         reply(Ok(ToolOutcome {
@@ -387,19 +387,16 @@ impl Engine {
                 continue;
             }
             if ext.backlog() > limit {
-                ext.dropped_events += 1;
-                if !std::mem::replace(&mut ext.dropping, true) {
+                if ext.dropped_events.count() {
                     ext.log.line(&format!(
                         "not reading its stdin: dropping events (queue over {limit} bytes)"
                     ));
                 }
                 continue;
             }
-            if std::mem::take(&mut ext.dropping) {
-                ext.log.line(&format!(
-                    "reading again; {} events dropped so far",
-                    ext.dropped_events
-                ));
+            if let Some(total) = ext.dropped_events.end() {
+                ext.log
+                    .line(&format!("reading again; {total} events dropped so far"));
             }
             if ext.send(&line) {
                 delivered.push(ext.name.clone());
@@ -470,7 +467,9 @@ impl Engine {
         answer: impl FnOnce(&str, &str) -> Answer,
         now: Instant,
     ) {
-        let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, Kind::Intercept) else {
+        let Some(Waiter::Guard { chain, pos }) =
+            self.take_answer(idx, id, "event_intercept_response")
+        else {
             return;
         };
         if let Some(state) = self.chains.get(&chain) {

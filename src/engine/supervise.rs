@@ -3,7 +3,7 @@
 //! manifest says `"guard_failure": "block"`. A pending restart is the
 //! deadline of a gone extension's phase, cancelled by shutdown or reload.
 
-use super::{later, End, Engine, Ext, Phase, Stage};
+use super::{later, Drops, End, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
 use crate::types::{human, HostEvent};
@@ -176,10 +176,8 @@ impl Engine {
         let status = status.clone();
         ext.events.clear();
         ext.event_set.clear();
-        ext.capped.clear();
         ext.out.clear();
-        ext.dropped_events = 0;
-        ext.dropping = false;
+        ext.dropped_events = Drops::default();
         ext.supervision.remembered = !ext.intercept.is_empty();
         let attempt = ext.supervision.streak;
         if let Err(e) = self.spawn(idx, now) {
