@@ -13,14 +13,13 @@ use crate::mcp_client::{self, Adapter, McpOptions};
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, Sender};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -75,9 +74,8 @@ pub(crate) struct ExtProcess {
     pub pid: u32,
     child: Child,
     outbox: Option<Sender<OutChunk>>,
-    /// A second, non-blocking description of the stdin pipe, written
-    /// directly while the writer thread is idle (saves a thread hand-off
-    /// per request). `None` for an MCP server or where it cannot be opened.
+    /// The stdin pipe, written directly while the writer thread is idle
+    /// (saves a thread hand-off per request). `None` for an MCP server.
     direct: Option<File>,
     /// Bytes handed to the writer thread and not yet written.
     queued: Arc<AtomicUsize>,
@@ -158,6 +156,10 @@ impl ExtProcess {
         let stop_rx = Arc::new(stop_rx);
         let (tx, rx) = crossbeam_channel::unbounded();
         self.outbox = Some(tx.clone());
+        let stdin = File::from(OwnedFd::from(stdin));
+        // Non-blocking, so a full pipe pins neither the writer thread past
+        // the stop nor the loop; if that fails, the loop never writes.
+        let nonblocking = set_nonblocking(stdin.as_raw_fd());
         match mcp {
             Some(opts) => {
                 let (log, inbound, queued) = (log.clone(), inbound.clone(), self.queued.clone());
@@ -165,7 +167,8 @@ impl ExtProcess {
             }
             // An MCP server's frames are translated first, never written
             // straight to its pipe.
-            None => self.direct = reopen_nonblocking(&stdin),
+            None if nonblocking => self.direct = stdin.try_clone().ok(),
+            None => {}
         }
         let (adapter, stop, reader_log) = (self.mcp.clone(), stop_rx.clone(), log.clone());
         let reader_inbound = inbound.clone();
@@ -424,21 +427,12 @@ fn pump_stderr(mut stderr: ChildStderr, log: &ExtLog, stop: &UnixStream) {
 /// each, no buffer. A closed outbox closes stdin.
 fn write_lines(
     key: u64,
-    mut stdin: ChildStdin,
+    mut stdin: File,
     outbox: &Receiver<OutChunk>,
     queued: &AtomicUsize,
     inbound: &Sender<InboundMsg>,
     stop: &UnixStream,
 ) {
-    // Its own description of the pipe turns non-blocking, so a full pipe
-    // never pins the thread past the stop (on failure it stays blocking).
-    // SAFETY: fcntl(2) on a descriptor we own, with integer arguments.
-    unsafe {
-        let flags = libc::fcntl(stdin.as_raw_fd(), libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(stdin.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-    }
     for chunk in outbox {
         let mut rest = &chunk[..];
         let result = loop {
@@ -464,14 +458,12 @@ fn write_lines(
     }
 }
 
-/// Opens a second, non-blocking description of the `stdin` pipe through
-/// `/proc/self/fd` (Linux; elsewhere `None`), so the writer thread's own
-/// description stays as it is.
-fn reopen_nonblocking(stdin: &ChildStdin) -> Option<File> {
-    let path = format!("/proc/self/fd/{}", stdin.as_raw_fd());
-    let mut options = OpenOptions::new();
-    options.write(true).custom_flags(libc::O_NONBLOCK);
-    options.open(path).ok()
+fn set_nonblocking(fd: RawFd) -> bool {
+    // SAFETY: fcntl(2) on a descriptor we own, with integer arguments.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
+    }
 }
 
 /// Writes as much of `bytes` as a non-blocking `pipe` takes now. An error
