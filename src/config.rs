@@ -1,5 +1,4 @@
-//! How to start a host: where it keeps its state, which extensions it
-//! loads, its deadlines and its limits. Plain data; nothing here runs.
+//! How to start a host: state, extensions, deadlines, limits.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,8 +22,7 @@ pub struct Timeouts {
     pub shutdown_grace: Duration,
     /// From SIGTERM to SIGKILL (1 s).
     pub term_grace: Duration,
-    /// From a crash to the first restart (500 ms); it doubles with each
-    /// crash within 3 minutes, up to 16 times this (SPEC 12).
+    /// From a crash to the first restart (500 ms; doubles per crash, SPEC 12).
     pub restart_backoff: Duration,
 }
 
@@ -44,8 +42,7 @@ impl Default for Timeouts {
     }
 }
 
-/// Tool names the agent implements itself (SPEC 3.7); the default of
-/// [`HostConfig::builtin_tools`].
+/// The default [`HostConfig::builtin_tools`] (SPEC 3.7).
 pub const BUILTIN_TOOLS: [&str; 5] = ["read", "write", "edit", "bash", "skill"];
 
 /// How to start a [`Host`](crate::Host).
@@ -69,28 +66,21 @@ pub struct HostConfig {
     pub timeouts: Timeouts,
     /// Tool names the embedder implements itself; they always win.
     pub builtin_tools: Vec<String>,
-    /// Command names the embedder implements itself (`zot` reserves its
-    /// session's `/help`, `/quit`...); they always win. Default: none.
+    /// Command names the embedder implements itself; they always win.
     pub builtin_commands: Vec<String>,
-    /// Bytes that may wait in one extension's stdin queue before further
-    /// events to it are dropped (and counted in its log).
+    /// Bytes waiting for one extension's stdin beyond which events to it are dropped.
     pub event_queue_limit: usize,
-    /// Size at which an extension's log is rotated to `.log.1`, at start
-    /// and while it runs; its logs stay under twice this on disk.
+    /// Size at which an extension's log is rotated to `.log.1`.
     pub log_rotate_bytes: u64,
-    /// Bytes of notes and panel updates that may wait in `Host::events`;
-    /// beyond it they are dropped and counted (`HostEvent::EventsDropped`).
+    /// Bytes of notes and panel updates that may wait in `Host::events`.
     pub event_budget: usize,
-    /// How long the loop, and a caller blocked in a `Host` call, poll
-    /// for the next message (yielding between polls) before they sleep:
-    /// waking a sleeping thread costs tens of µs, bought here with CPU.
-    /// `Duration::ZERO` never spins (battery, embedded use). Default 50 µs.
+    /// How long the loop and blocked callers poll before they sleep: waking
+    /// costs tens of µs. `Duration::ZERO` never spins (battery). 50 µs.
     pub spin_before_sleep: Duration,
 }
 
 impl HostConfig {
-    /// Defaults: discovery on, SPEC timeouts, the built-in tools
-    /// `read write edit bash skill`, no built-in commands.
+    /// Defaults: discovery on, SPEC timeouts, [`BUILTIN_TOOLS`].
     pub fn new(zot_home: PathBuf, cwd: PathBuf) -> HostConfig {
         HostConfig {
             zot_home,

@@ -1,6 +1,5 @@
-//! The embedder's view of the host: [`Host`] starts the loop thread
-//! (`engine`), [`HostHandle`] sends it requests; the blocking calls wait
-//! for the replies. What they exchange lives in `config` and `types`.
+//! The embedder's view: [`Host`] starts the loop thread (`engine`),
+//! [`HostHandle`] sends it requests; the blocking calls wait for replies.
 
 use crate::config::HostConfig;
 use crate::engine;
@@ -37,10 +36,7 @@ pub struct HostHandle {
 }
 
 impl HostHandle {
-    /// How many events the host has put into [`Host::events`] so far.
-    /// Reply callbacks run on the host loop, which is the only sender of
-    /// events, so read inside one it counts exactly the events sent
-    /// before that reply (see [`HostHandle`] on ordering).
+    /// Events put into [`Host::events`] so far (see [`HostHandle`] on ordering).
     pub fn events_sent(&self) -> u64 {
         self.events_sent.load(Ordering::SeqCst)
     }
@@ -50,8 +46,7 @@ impl HostHandle {
         self.ready.wait()
     }
 
-    /// Queues a request; its reply arrives through its callback. After
-    /// the host stopped the callback gets an error at once.
+    /// Queues a request; after the host stopped it fails at once.
     pub fn submit(&self, request: Request) {
         if let Err(e) = self.tx.send(request) {
             e.into_inner().fail(HostError::Stopped);
@@ -80,8 +75,7 @@ pub struct Host {
 }
 
 impl Host {
-    /// Discovers and starts the extensions on a new loop thread; returns
-    /// at once. Use [`Host::wait_ready`] to wait for startup readiness.
+    /// Starts the extensions on a new loop thread; returns at once.
     pub fn start(config: HostConfig) -> io::Result<Host> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
@@ -102,11 +96,8 @@ impl Host {
         })
     }
 
-    /// Unasked events: notes, panels, readiness, exits. Notes and panel
-    /// updates wait here within [`HostConfig::event_budget`] bytes; an
-    /// embedder that does not take them loses them (counted), never
-    /// memory. Events emitted before a reply are here before the reply
-    /// is delivered (see [`HostHandle`]).
+    /// Unasked events. Notes and panel updates beyond
+    /// [`HostConfig::event_budget`] waiting bytes are dropped (counted).
     pub fn events(&self) -> &Receiver<HostEvent> {
         &self.events
     }
@@ -129,10 +120,8 @@ impl Host {
             .call(|reply| Request::Command { name, args, reply })
     }
 
-    /// Runs a tool through the pipeline: `tool_call` event, the
-    /// interception chain, then the owning extension. For a built-in
-    /// tool nothing runs after the chain: the outcome has `builtin` set
-    /// and the final `args` (SPEC 7).
+    /// Runs a tool after its `tool_call` event and interception chain;
+    /// a built-in one only gets the verdict and final `args` (SPEC 7).
     pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
         self.tool(call, true)
     }
@@ -167,9 +156,7 @@ impl Host {
         })
     }
 
-    /// Queues a lifecycle event without waiting: for bursts. Events keep
-    /// their order with each other and with every other request from
-    /// this host; [`Host::emit`] waits and says who got it.
+    /// Queues a lifecycle event without waiting, in order with other requests.
     pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
         self.handle.submit(Request::Emit {
             event: event.to_string(),
@@ -218,8 +205,7 @@ impl Host {
         self.handle.call(|reply| Request::Reload { reply })
     }
 
-    /// Graceful shutdown (SPEC 3.14): requests already submitted finish
-    /// first, then the extensions stop; returns when every one is gone.
+    /// Graceful shutdown (SPEC 3.14); returns when every extension is gone.
     pub fn shutdown(mut self) {
         self.stop();
     }

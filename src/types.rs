@@ -1,7 +1,5 @@
-//! What crosses between the embedder and the host loop: requests with
-//! their reply callbacks, outcomes, unasked events, the snapshot, and
-//! the startup latch. Plain data shared by the facade (`host`) and the
-//! loop (`engine`); it depends on neither.
+//! What crosses between the embedder (`host`) and the loop (`engine`):
+//! requests and replies, outcomes, events, the snapshot; it uses neither.
 
 use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, OpenPanel, Panel};
@@ -62,8 +60,7 @@ pub struct ToolOutcome {
     /// The guard's reason, when blocked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// A built-in tool: the event and the guards ran, nothing was
-    /// executed; the embedder runs it with `args` unless `blocked`.
+    /// A built-in tool: only the pipeline ran; the embedder runs it unless `blocked`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub builtin: bool,
     /// Built-in tools: the final arguments, as the guards rewrote them.
@@ -233,16 +230,14 @@ pub enum HostEvent {
         /// Why it failed.
         error: String,
     },
-    /// Notes and panel updates were dropped because the embedder did
-    /// not take events fast enough ([`HostConfig::event_budget`](crate::HostConfig::event_budget)).
+    /// Notes and panel updates dropped: the embedder was slow ([`crate::HostConfig::event_budget`]).
     EventsDropped {
         /// How many since the last report.
         count: u64,
     },
 }
 
-/// Why the host could not answer a request. `Display` gives the text
-/// shown to users.
+/// Why the host could not answer a request; `Display` is the user's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostError {
     /// No extension registered this command.
@@ -290,8 +285,7 @@ pub enum HostError {
 }
 
 impl HostError {
-    /// The request named a command or tool the host does not run for
-    /// the caller: the caller's mistake, not a failure of an extension.
+    /// A command or tool the host does not run: the caller's mistake.
     pub fn is_unknown_name(&self) -> bool {
         use HostError::*;
         matches!(
@@ -346,8 +340,7 @@ pub(crate) fn human(d: Duration) -> String {
     }
 }
 
-/// Where a reply goes: called once, on the host loop thread, so it
-/// must be quick (send on a channel, write to a queue).
+/// Where a reply goes: called once, on the loop thread, so it must be quick.
 pub type Reply<T> = Box<dyn FnOnce(Result<T, HostError>) + Send>;
 
 /// A request to the host loop. Each carries its own [`Reply`].
@@ -361,8 +354,7 @@ pub enum Request {
         /// Gets the extension's answer.
         reply: Reply<CommandOutcome>,
     },
-    /// Run a tool; `pipeline` runs the `tool_call` event and the
-    /// interception chain first (SPEC 3.11).
+    /// Run a tool, with or without its pipeline (SPEC 3.11).
     Tool {
         /// The tool and its arguments.
         call: ToolRequest,
@@ -419,15 +411,12 @@ pub enum Request {
         /// Gets what the reload did.
         reply: Reply<ReloadReport>,
     },
-    /// Graceful stop (SPEC 3.14): requests accepted before it finish
-    /// first (each within its own timeout), later ones are refused; then
-    /// every extension is stopped; the loop ends after the reply.
+    /// Graceful stop (SPEC 3.14): accepted requests finish, later ones are refused.
     Shutdown {
         /// Called once every extension has stopped.
         reply: Reply<()>,
     },
-    /// Stop without waiting for accepted requests (a second Ctrl-C):
-    /// they fail at once, then every extension is stopped as above.
+    /// Stop at once (a second Ctrl-C): accepted requests fail.
     ShutdownNow {
         /// Called once every extension has stopped.
         reply: Reply<()>,

@@ -411,10 +411,7 @@ impl Engine {
                 self.done = true;
             }
             Some(Goal::Reload(reply, stopped)) => {
-                self.pending.fail_all(&HostError::Reloaded);
-                for (_, chain) in self.chains.drain() {
-                    chain.then.fail(HostError::Reloaded);
-                }
+                self.fail_all(HostError::Reloaded);
                 self.commands.clear();
                 self.tools.clear();
                 self.exts.clear();
@@ -446,6 +443,16 @@ impl Engine {
         }
     }
 
+    /// Fails every request sent to extensions and every chain.
+    fn fail_all(&mut self, error: HostError) {
+        for waiter in self.pending.drain() {
+            waiter.fail(error.clone());
+        }
+        for (_, chain) in self.chains.drain() {
+            chain.then.fail(error.clone());
+        }
+    }
+
     /// Stops at once: whatever is accepted fails now (a second Ctrl-C).
     pub(super) fn shutdown_now(&mut self, reply: Reply<()>) {
         let mut replies = vec![reply];
@@ -459,10 +466,7 @@ impl Engine {
                 other => other.fail(HostError::Cancelled),
             }
         }
-        self.pending.fail_all(&HostError::Cancelled);
-        for (_, chain) in self.chains.drain() {
-            chain.then.fail(HostError::Cancelled);
-        }
+        self.fail_all(HostError::Cancelled);
         if let Some(reload) = self.startup.as_mut().and_then(|s| s.reload.take()) {
             reload(Err(HostError::Cancelled));
         }

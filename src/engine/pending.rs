@@ -126,11 +126,9 @@ impl Pending {
         guards
     }
 
-    /// Fails every request (a reload, a shutdown that does not wait).
-    pub(super) fn fail_all(&mut self, error: &HostError) {
-        for (_, e) in self.entries.drain() {
-            e.waiter.fail(error.clone());
-        }
+    /// Takes every request.
+    pub(super) fn drain(&mut self) -> impl Iterator<Item = Waiter> + '_ {
+        self.entries.drain().map(|(_, e)| e.waiter)
     }
 
     pub(super) fn next_deadline(&self) -> Option<Instant> {

@@ -445,12 +445,13 @@ impl Engine {
             }
             .to_line();
             let waiter = Waiter::Guard { chain, pos };
-            if self.send_request(idx, id.clone(), &line, deadline, waiter) {
-                if let Some(state) = self.chains.get_mut(&chain) {
-                    state.ids[pos] = Some(id);
-                }
-            } else if let Some(state) = self.chains.get_mut(&chain) {
-                let ext = &self.exts[idx];
+            let sent = self.send_request(idx, id.clone(), &line, deadline, waiter);
+            let (Some(state), ext) = (self.chains.get_mut(&chain), &self.exts[idx]) else {
+                return;
+            };
+            if sent {
+                state.ids[pos] = Some(id);
+            } else {
                 state
                     .chain
                     .answer(pos, ext.unavailable(&ext.why_unavailable()));
