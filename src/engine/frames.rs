@@ -234,24 +234,17 @@ impl Engine {
             }
             claims.count += 1;
         }
-        let claimed = names.claim(name, idx, (description, schema));
-        self.log_claim(&format!("{kind} {shown}"), idx, claimed);
-    }
-
-    fn log_claim(&self, what: &str, idx: usize, claimed: Claimed) {
-        match claimed {
-            Claimed::Shadowed { by } => self.exts[idx].log.line(&format!(
-                "{what} is shadowed by extension {} (higher precedence)",
-                self.exts[by].name
-            )),
+        let (logged, now, by) = match names.claim(name, idx, (description, schema)) {
+            Claimed::Shadowed { by } => (idx, "", by),
             Claimed::Owner {
                 displaced: Some(other),
-            } => self.exts[other].log.line(&format!(
-                "{what} is now shadowed by extension {} (higher precedence)",
-                self.exts[idx].name
-            )),
-            Claimed::Owner { displaced: None } => {}
-        }
+            } => (other, "now ", idx),
+            Claimed::Owner { displaced: None } => return,
+        };
+        self.exts[logged].log.line(&format!(
+            "{kind} {shown} is {now}shadowed by extension {} (higher precedence)",
+            self.exts[by].name
+        ));
     }
 
     /// Linear in the names given, whatever their number (issue 9.3).

@@ -31,9 +31,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::Supervision;
 
-/// How often the loop checks that extensions still live, while requests
-/// wait and while idle: catches an exit whose stdout a grandchild keeps
-/// open (no EOF then).
+/// How often the loop checks that extensions live, while requests wait
+/// and while idle: a grandchild holding stdout open hides an exit.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 const LIVENESS_IDLE: Duration = Duration::from_secs(1);
 
@@ -304,9 +303,8 @@ enum Wake {
     Timer,
 }
 
-/// Releases `Host::wait_ready` callers however the loop ends, even by a
-/// panic before startup readiness (setting an already set latch is a
-/// no-op).
+/// Releases `Host::wait_ready` callers however the loop ends, even by
+/// a panic (setting an already set latch is a no-op).
 struct ReleaseLatch(Arc<ReadyLatch>);
 
 impl Drop for ReleaseLatch {

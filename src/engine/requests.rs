@@ -80,10 +80,10 @@ impl Engine {
                 text,
                 reply,
             } => {
-                let text = text.as_deref();
+                let (panel_id, key, text) = (&panel_id, &key, text.as_deref());
                 let frame = HostFrame::PanelKey {
-                    panel_id: &panel_id,
-                    key: &key,
+                    panel_id,
+                    key,
                     text,
                 };
                 reply(self.send_to(&extension, frame))
@@ -93,8 +93,10 @@ impl Engine {
                 panel_id,
                 reply,
             } => {
-                let panel_id = &panel_id;
-                reply(self.send_to(&extension, HostFrame::PanelClose { panel_id }))
+                let frame = HostFrame::PanelClose {
+                    panel_id: &panel_id,
+                };
+                reply(self.send_to(&extension, frame))
             }
             Request::List { reply } => reply(Ok(self.snapshot())),
             Request::Reload { reply } => self.begin_stop(Goal::Reload(reply, 0)),

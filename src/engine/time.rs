@@ -103,14 +103,13 @@ impl Engine {
         run.exit_poll = Some((now + MS, MS));
     }
 
-    /// While requests wait, check now and then that their extensions
-    /// still run: a grandchild holding stdout open hides the exit.
+    /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
+    /// while requests wait, else every [`LIVENESS_IDLE`].
     pub(super) fn check_liveness(&mut self, now: Instant) {
         if !self.exts.iter().any(Ext::live) {
             self.liveness_at = None;
             return;
         }
-        // Often while answers are awaited, seldom while idle.
         let every = if self.pending.is_empty() {
             LIVENESS_IDLE
         } else {
