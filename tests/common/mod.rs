@@ -95,6 +95,10 @@ pub fn config(home: &TempDir, exts: &[PathBuf]) -> HostConfig {
     // outlast the 3 s default before a fixture even runs. Tests about the
     // grace itself set their own.
     cfg.timeouts.startup = DEADLINE;
+    // Likewise a Python fixture can take over the 10 s default to say
+    // hello (seen at load 13 while the other helpers build); tests about
+    // the hello limit set their own.
+    cfg.timeouts.hello = Duration::from_secs(60);
     cfg
 }
 
