@@ -405,7 +405,14 @@ fn in_a_long_backoff(t: &TempDir) -> Rpc {
         json!({"crash_starts": 4, "commands": ["hi"]}),
         json!({}),
     );
-    let mut rpc = Rpc::start(t, &[a]);
+    // A reload answers when its startup grace ends: a generous grace, so
+    // that a starved machine cannot end it before `a` is ready again.
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--startup-timeout", "60", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&a);
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
     until_nth(&mut rpc, "4 crashes", 4, event("extension_exited", "a"));
     rpc
 }
