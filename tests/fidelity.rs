@@ -15,7 +15,9 @@ use zot_host::{Host, HostEvent, ToolRequest};
 
 /// stdout lines of a finished `zot rpc`, parsed.
 fn rpc_lines(t: &TempDir, exts: &[&std::path::Path], extra: &[&str], input: &str) -> Vec<Value> {
-    let mut args = vec!["rpc", "--no-ext"];
+    // A Python fixture can take over the 10 s default to say hello on a
+    // starved machine; `extra` may set its own limit (the last one wins).
+    let mut args = vec!["rpc", "--no-ext", "--hello-timeout", "60"];
     args.extend_from_slice(extra);
     let paths: Vec<String> = exts.iter().map(|p| p.display().to_string()).collect();
     for p in &paths {
@@ -223,7 +225,8 @@ fn notes_never_overtake_responses_in_the_session() {
     );
     let e = ext.display().to_string();
     let input = "/x\n".repeat(30);
-    let (code, lines) = run_zot(&t, &["--no-ext", "-e", &e], &input);
+    let args = ["--no-ext", "--hello-timeout", "60", "-e", &e];
+    let (code, lines) = run_zot(&t, &args, &input);
     assert_eq!(code, Some(0), "{lines:?}");
     let (mut notes, mut answers) = (0, 0);
     for line in &lines {
