@@ -406,12 +406,22 @@ fn in_a_long_backoff(t: &TempDir) -> Rpc {
         json!({}),
     );
     // A reload answers when its startup grace ends: a generous grace, so
-    // that a starved machine cannot end it before `a` is ready again.
+    // that a starved machine cannot end it before `a` is ready again. A
+    // generous hello limit too: a start killed for a late hello would be
+    // a fifth crash, and then no restart is pending.
     let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--startup-timeout", "60", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&a);
+    cmd.args([
+        "rpc",
+        "--no-ext",
+        "--startup-timeout",
+        "60",
+        "--hello-timeout",
+        "60",
+    ])
+    .arg("--cwd")
+    .arg(t.path())
+    .arg("-e")
+    .arg(&a);
     let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
     until_nth(&mut rpc, "4 crashes", 4, event("extension_exited", "a"));
     rpc
@@ -481,7 +491,8 @@ fn reload_during_a_backoff_cancels_the_restart_and_starts_afresh() {
     rpc.call("4", json!({"type": "shutdown"}));
     assert_eq!(rpc.wait(), Some(0));
     assert_eq!(starts(&t, "a").len(), 5);
-    assert!(log_of(&t, "a").contains("pending restart cancelled"));
+    let log = log_of(&t, "a");
+    assert!(log.contains("pending restart cancelled"), "{log}");
 }
 
 #[test]
