@@ -643,3 +643,71 @@ fn new_refuses_to_overwrite_and_checks_its_arguments() {
         assert_eq!(out.status.code(), Some(2), "{name} {lang}");
     }
 }
+
+/// The extension runs in its own process group, so the terminal's
+/// Ctrl-C does not reach it: an interrupted check kills it itself.
+#[test]
+fn an_interrupted_check_leaves_nothing_running() {
+    let t = TempDir::new("check-int");
+    let pid_file = t.join("pid");
+    // Never says hello, ignores SIGTERM and stdin EOF: only SIGKILL ends it.
+    let script = format!(
+        "trap '' TERM; echo $$ > '{}'; while :; do sleep 1; done",
+        pid_file.display()
+    );
+    let dir = t.join("stuck");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let manifest = json!({"name": "stuck", "exec": "/bin/sh", "args": ["-c", script]});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    let home = TempDir::new("check-int-home");
+    let check = zot()
+        .args(["ext", "check"])
+        .arg(&dir)
+        .env("ZOT_HOME", home.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run zot ext check");
+    let pid = read_pid(&pid_file);
+    let sent = Command::new("kill")
+        .args(["-INT", &check.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success(), "kill -INT zot failed");
+    let out = check.wait_with_output().expect("wait for the check");
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "exit status of an interrupted check"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(&format!("extension {pid} to die with the check"), || {
+        process_gone(pid)
+    });
+}
+
+/// A `ready` that comes after a quiet spell longer than the host's idle
+/// watchdog (a slow start, or a starved machine) is still a `ready`: the
+/// check waits for it up to the startup grace instead of warning.
+#[test]
+fn a_late_ready_is_not_reported_as_missing() {
+    let t = TempDir::new("check-late");
+    let dir = t.join("late");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let ext = fixture("no-ready").join("../../testext/ext.py");
+    let cfg = json!({"name": "late", "register_delay_ms": 800,
+        "register": [{"type": "register_command", "name": "hi", "description": "hi command"}]});
+    let manifest = json!({"name": "late", "exec": ext, "args": [cfg.to_string()]});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    let (code, report) = check_json(&dir, &["--strict"]);
+    assert_eq!(code, 0, "{report:#}");
+    assert_finding(&report, "ready", "pass", "ready");
+    assert!(
+        findings(&report, "ready").iter().all(|(s, _)| *s == "pass"),
+        "{report:#}"
+    );
+}

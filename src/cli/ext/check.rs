@@ -17,6 +17,7 @@ use crate::cli::{absolute, string, CliError};
 use report::{Report, Status};
 use serde_json::Value;
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zot_host::manifest::{Manifest, Protocol, MANIFEST_FILE};
@@ -65,6 +66,12 @@ pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliE
         out(HELP)?;
         return Ok(0);
     };
+    // Ctrl-C or kill: the extension's group goes too, nothing is left.
+    crate::cli::signals::install(|_| {
+        child::kill_running();
+        let _ = writeln!(std::io::stderr(), "zot ext check: interrupted");
+        std::process::exit(130);
+    })?;
     let report = check(&opts);
     if opts.json {
         out(&format!("{}\n", report.to_json(opts.strict)))?;

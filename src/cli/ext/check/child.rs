@@ -10,6 +10,7 @@ use std::io::{self, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
 use zot_host::process::{group_alive, signal_group};
 use zot_host::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
@@ -24,6 +25,19 @@ pub(super) enum Seen {
     /// stdout ended.
     Eof,
     WriteFailed(String),
+}
+
+/// The group of the extension under check (0: none), for the signal
+/// handler: the group does not get the terminal's Ctrl-C, and a check
+/// killed by a signal would not run `Drop`.
+static RUNNING: AtomicU32 = AtomicU32::new(0);
+
+/// Kills the group of the extension under check, if there is one.
+pub(super) fn kill_running() {
+    let pid = RUNNING.swap(0, Ordering::SeqCst);
+    if pid != 0 {
+        signal_group(pid, libc::SIGKILL);
+    }
 }
 
 pub(super) struct Child {
@@ -49,7 +63,8 @@ impl Child {
         let pipes = (child.stdin.take(), child.stdout.take());
         let (tx, seen) = crossbeam_channel::unbounded();
         let (to_stdin, outbox) = crossbeam_channel::unbounded::<Vec<u8>>();
-        // From here on, dropping it kills the group.
+        // From here on, dropping it (or a signal) kills the group.
+        RUNNING.store(child.id(), Ordering::SeqCst);
         let checked = Child {
             pid: child.id(),
             child,
@@ -98,6 +113,7 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
+        RUNNING.store(0, Ordering::SeqCst);
         if group_alive(self.pid) {
             signal_group(self.pid, libc::SIGKILL);
             let _ = self.child.try_wait();

@@ -292,15 +292,22 @@ impl Trial<'_> {
         true
     }
 
-    /// Frames after `hello_ack` until `ready`, or the host's idle
-    /// watchdog, or the startup grace.
+    /// Frames after `hello_ack` until `ready`, or the startup grace.
+    /// After the host's idle watchdog would have fired it keeps waiting
+    /// for a late `ready`: on a starved machine a template that does
+    /// send one must not be reported as relying on the watchdog.
     fn registration(&mut self) {
         let acked = self.acked_at.unwrap_or_else(Instant::now);
         let cap = acked + self.limits().startup;
         let mut last = acked;
+        let mut went_quiet = false;
         loop {
-            let idle = last + self.limits().ready_idle;
-            match self.next(idle.min(cap)) {
+            let until = if went_quiet {
+                cap
+            } else {
+                (last + self.limits().ready_idle).min(cap)
+            };
+            match self.next(until) {
                 Next::Frame(ExtFrame::Ready) => {
                     self.ready = true;
                     let took = acked.elapsed();
@@ -328,7 +335,8 @@ impl Trial<'_> {
                 }
                 Next::Dropped => last = Instant::now(),
                 Next::Closed => return, // reported by shutdown
-                Next::Quiet if Instant::now() >= cap => {
+                Next::Quiet if Instant::now() < cap => went_quiet = true,
+                Next::Quiet if !went_quiet => {
                     self.report.warn(
                         "ready",
                         acked.elapsed(),
