@@ -1,10 +1,7 @@
-//! Events on their way to the embedder ([`crate::Host::events`]): one
-//! channel whose waiting bytes are bounded (SPEC 3.17, issue 9.2).
-//!
-//! Lifecycle events (ready, exits, failures) always go through; notes and
-//! panel updates are dropped while the embedder leaves more than the
-//! budget waiting, and the count is reported with the next event that
-//! gets through.
+//! Events on their way to the embedder ([`crate::Host::events`]), their
+//! waiting bytes bounded (SPEC 3.17, issue 9.2): lifecycle events always
+//! go through; notes and panel updates are dropped beyond the budget and
+//! counted in the next event that gets through.
 
 use crate::types::HostEvent;
 use crossbeam_channel::Sender;

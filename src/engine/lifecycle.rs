@@ -237,8 +237,7 @@ impl Engine {
         ext.phase = Phase::gone(End::Failed(error));
     }
 
-    /// Reaps the process when it exited, else polls again later (the
-    /// interval doubles up to 50 ms).
+    /// Reaps the process when it exited, else polls again (doubling to 50 ms).
     pub(super) fn poll_exit(&mut self, idx: usize, now: Instant) {
         let Phase::Running(run) = &mut self.exts[idx].phase else {
             return;
@@ -339,9 +338,8 @@ impl Engine {
         self.release(idx, Some(&why), guard_why, now);
     }
 
-    /// Answers the interceptions extension `idx` owes as unavailable
-    /// (`why`): allow, or block for a guard that fails closed; with an
-    /// `error`, its commands and tool calls fail with it.
+    /// Settles the interceptions extension `idx` owes as unavailable
+    /// (`why`); with an `error`, fails its commands and tool calls too.
     pub(super) fn release(
         &mut self,
         idx: usize,
@@ -423,9 +421,7 @@ impl Engine {
     }
 
     /// Starts the graceful stop once every accepted request is answered
-    /// (SPEC 3.14): pending commands, tools and chains, requests held
-    /// for startup and names waiting for slow starters. Run only from
-    /// the main loop, like `check_stopped`.
+    /// (SPEC 3.14). Run only from the main loop, like `check_stopped`.
     pub(super) fn check_drained(&mut self) {
         if self.closing.is_none()
             || !self.pending.is_empty()

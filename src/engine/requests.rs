@@ -124,8 +124,7 @@ impl Engine {
         self.exts.iter().any(Ext::loading)
     }
 
-    /// Looks the names of parked requests up again once no extension is
-    /// starting any more, or their wait is over.
+    /// Runs parked requests once no extension is starting, or at their deadline.
     pub(super) fn run_parked(&mut self, now: Instant) {
         if self.parked.is_empty() {
             return;
@@ -203,8 +202,7 @@ impl Engine {
         false
     }
 
-    /// Takes the request an `answer` frame names, or logs why the
-    /// answer is dropped.
+    /// Takes the request an `answer` frame names, or logs why it is dropped.
     fn take_answer(&mut self, idx: usize, id: &str, answer: &str) -> Option<Waiter> {
         let log = &self.exts[idx].log;
         let dropped = |why| log.line(&format!("dropped {answer}: {why}"));
@@ -344,8 +342,7 @@ impl Engine {
         }));
     }
 
-    /// Answers the requests whose time is up: a command or tool call
-    /// with an error, a guard as unavailable.
+    /// Fails the requests whose time is up; a guard counts as unavailable.
     pub(super) fn expire(&mut self, now: Instant) {
         for (idx, waiter) in self.pending.expired(now) {
             let ext = &self.exts[idx];
@@ -481,8 +478,7 @@ impl Engine {
         }
     }
 
-    /// Records the answer of the guard at `pos` (given, timed out, or
-    /// gone) and walks the chain as far as it now goes.
+    /// Records the answer of the guard at `pos` and walks the chain on.
     pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
         if let Some(state) = self.chains.get_mut(&chain) {
             state.ids[pos] = None;

@@ -32,9 +32,8 @@ pub(super) struct Supervision {
 }
 
 impl Supervision {
-    /// Records a crash at `now`: the backoff before the restart, which
-    /// doubles per crash in a row (capped), or `None` at the 5th crash
-    /// within the window: give up.
+    /// Records a crash at `now`: the backoff before the restart, or
+    /// `None` at the 5th crash within the window: give up.
     fn crashed(&mut self, now: Instant, base: Duration) -> Option<Duration> {
         let recent = |t: &Instant| now.saturating_duration_since(*t) < CRASH_WINDOW;
         if !self.crashes.last().is_some_and(recent) {
@@ -101,8 +100,7 @@ impl Ext {
         }
     }
 
-    /// The answer standing in for this guard's when it cannot give one:
-    /// allow, or a block when its manifest says it fails closed.
+    /// Its answer when it cannot give one: allow, or block if it fails closed.
     pub(super) fn unavailable(&self, why: &str) -> Answer {
         if self.fails_closed() {
             self.log
@@ -126,9 +124,7 @@ impl Ext {
 }
 
 impl Engine {
-    /// After a crash (SPEC 12), the extension gone: schedules a restart,
-    /// or gives up after the 5th crash within 3 minutes. `status` says
-    /// how it ended.
+    /// After a crash (SPEC 12) that ended with `status`: schedules a restart, or gives up.
     pub(super) fn crashed(&mut self, idx: usize, status: &str, now: Instant) {
         let base = self.cfg.timeouts.restart_backoff;
         let ext = &mut self.exts[idx];
