@@ -11,6 +11,7 @@
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
 use crate::protocol::{check_depth, CommandResponse, ExtFrame};
+use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -733,14 +734,6 @@ fn arguments(
             let text = args.and_then(Value::as_str).unwrap_or("");
             prompt_arguments(declared, text).map(Value::Object)
         }
-    }
-}
-
-fn human(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis())
     }
 }
 
