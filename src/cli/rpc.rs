@@ -57,20 +57,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // A token per request read and not yet answered on stdout.
     let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(MAX_IN_FLIGHT);
 
-    let (graceful, now) = (host.handle(), host.handle());
-    super::signals::stop_on_signal(
-        "zot",
-        move || {
-            graceful.submit(Request::Shutdown {
-                reply: Box::new(|_| {}),
-            })
-        },
-        move || {
-            now.submit(Request::ShutdownNow {
-                reply: Box::new(|_| {}),
-            })
-        },
-    )?;
+    let graceful = host.handle();
+    super::signals::stop_on_signal("zot", move |r| graceful.submit(r), host.handle())?;
 
     let handle = host.handle();
     std::thread::Builder::new()

@@ -10,6 +10,7 @@
 use super::CliError;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicI32, Ordering};
+use zot_host::{HostHandle, Request};
 
 /// What arrived.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,14 +88,14 @@ pub fn install(mut f: impl FnMut(Signal) + Send + 'static) -> Result<(), CliErro
 }
 
 /// Signals for `zot rpc` and `zot mcp` (SPEC 7, 9), whichever signal it
-/// is: the first calls `graceful` (requests already read are answered
-/// first), the second `now` (they are not waited for), a third exits at
-/// once, as only a stdout nobody reads can still hold us up. Each step
-/// is said on stderr after `who`.
+/// is: the first hands `graceful` a shutdown (requests already read are
+/// answered first), the second asks `host` to stop now (they are not
+/// waited for), a third exits at once, as only a stdout nobody reads
+/// can still hold us up. Each step is said on stderr after `who`.
 pub fn stop_on_signal(
     who: &'static str,
-    graceful: impl Fn() + Send + 'static,
-    now: impl Fn() + Send + 'static,
+    graceful: impl Fn(Request) + Send + 'static,
+    host: HostHandle,
 ) -> Result<(), CliError> {
     let mut seen = 0;
     install(move |_| {
@@ -105,11 +106,15 @@ pub fn stop_on_signal(
         match seen {
             1 => {
                 say("signal received, shutting down (again to skip waiting for requests)");
-                graceful();
+                graceful(Request::Shutdown {
+                    reply: Box::new(|_| {}),
+                });
             }
             2 => {
                 say("signal received again, stopping now");
-                now();
+                host.submit(Request::ShutdownNow {
+                    reply: Box::new(|_| {}),
+                });
             }
             _ => std::process::exit(1),
         }

@@ -62,22 +62,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?
     };
 
-    let (graceful, now) = (server.clone(), host.handle());
-    super::signals::stop_on_signal(
-        "zot mcp",
-        // Behind any request still waiting for startup readiness, so
-        // those are served before the stop.
-        move || {
-            graceful.submit(Request::Shutdown {
-                reply: Box::new(|_| {}),
-            })
-        },
-        move || {
-            now.submit(Request::ShutdownNow {
-                reply: Box::new(|_| {}),
-            })
-        },
-    )?;
+    // Through the server: behind any request still waiting for startup
+    // readiness, so those are served before the stop.
+    let graceful = server.clone();
+    super::signals::stop_on_signal("zot mcp", move |r| graceful.submit(r), host.handle())?;
 
     let events = host.events().clone();
     let reader = {
