@@ -103,24 +103,15 @@ impl ExtProcess {
         inbound: Sender<InboundMsg>,
         mcp: Option<McpOptions>,
     ) -> io::Result<ExtProcess> {
-        let host_pid = std::process::id();
         let mut command = Command::new(exe);
         command
             .args(&m.args)
             .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(log.child_stderr())
-            .process_group(0);
-        // SAFETY: runs in the forked child before exec, calling only
-        // prctl(2) and getppid(2), which are async-signal-safe; allocates
-        // nothing.
-        unsafe {
-            command.pre_exec(move || die_with_host(host_pid));
-        }
-        let child = command.spawn()?;
+            .stderr(log.child_stderr());
+        let child = spawn_group(&mut command)?;
         let pid = child.id();
-        watchdog::guard(pid);
         let mut proc = ExtProcess {
             pid,
             child,
@@ -292,7 +283,7 @@ impl Drop for ExtProcess {
             signal_group(self.pid, libc::SIGKILL);
             let _ = self.child.try_wait();
         }
-        watchdog::release(self.pid);
+        release_group(self.pid);
     }
 }
 
@@ -304,6 +295,30 @@ fn start_thread(
 ) -> io::Result<()> {
     let builder = thread::Builder::new().name(format!("zot-{role}-{name}"));
     builder.stack_size(stack).spawn(run).map(drop)
+}
+
+/// Spawns `command` as the leader of a new process group that dies with
+/// this process however it dies: the leader by `PR_SET_PDEATHSIG`, the
+/// rest of the group by the watchdog. Call [`release_group`] once the
+/// group is gone. Linux sends the death signal when the *thread* that
+/// forked ends, so spawn from a thread that outlives the child.
+pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
+    let parent = std::process::id();
+    command.process_group(0);
+    // SAFETY: runs in the forked child before exec, calling only
+    // prctl(2) and getppid(2), which are async-signal-safe; allocates
+    // nothing.
+    unsafe {
+        command.pre_exec(move || die_with_host(parent));
+    }
+    let child = command.spawn()?;
+    watchdog::guard(child.id());
+    Ok(child)
+}
+
+/// The group of [`spawn_group`] is gone: the watchdog forgets it.
+pub fn release_group(pgid: u32) {
+    watchdog::release(pgid);
 }
 
 /// In the child before exec: be killed when the host dies.

@@ -645,9 +645,19 @@ fn new_refuses_to_overwrite_and_checks_its_arguments() {
 }
 
 /// The extension runs in its own process group, so the terminal's
-/// Ctrl-C does not reach it: an interrupted check kills it itself.
+/// Ctrl-C does not reach it: an interrupted check kills it itself, and
+/// a killed one takes it along (PDEATHSIG and the watchdog).
 #[test]
 fn an_interrupted_check_leaves_nothing_running() {
+    interrupted_check_leaves_nothing("INT", Some(130));
+}
+
+#[test]
+fn a_killed_check_leaves_nothing_running() {
+    interrupted_check_leaves_nothing("KILL", None);
+}
+
+fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
     let t = TempDir::new("check-int");
     let pid_file = t.join("pid");
     // Never says hello, ignores SIGTERM and stdin EOF: only SIGKILL ends it.
@@ -670,24 +680,37 @@ fn an_interrupted_check_leaves_nothing_running() {
         .expect("run zot ext check");
     let pid = read_pid(&pid_file);
     let sent = Command::new("kill")
-        .args(["-INT", &check.id().to_string()])
+        .args([&format!("-{signal}"), &check.id().to_string()])
         .status()
         .expect("run kill");
-    assert!(sent.success(), "kill -INT zot failed");
+    assert!(sent.success(), "kill -{signal} zot failed");
     let out = check.wait_with_output().expect("wait for the check");
-    assert_eq!(
-        out.status.code(),
-        Some(130),
-        "exit status of an interrupted check"
+    assert_eq!(out.status.code(), code, "exit status after SIG{signal}");
+    if code.is_some() {
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("interrupted"),
+            "stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A live (not zombie) process of the group, read from /proc: an
+    // unreaped zombie would still answer `kill -0`.
+    let group_alive = || {
+        let Ok(dir) = std::fs::read_dir("/proc") else {
+            return false;
+        };
+        dir.flatten().any(|e| {
+            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+            fields.len() > 2 && fields[0] != "Z" && fields[2] == pid.to_string()
+        })
+    };
+    wait_for(
+        &format!("extension {pid} and its group to die with the check (SIG{signal})"),
+        || process_gone(pid) && !group_alive(),
     );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("interrupted"),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    wait_for(&format!("extension {pid} to die with the check"), || {
-        process_gone(pid)
-    });
 }
 
 /// A `ready` that comes after a quiet spell longer than the host's idle

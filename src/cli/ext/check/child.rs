@@ -2,17 +2,17 @@
 //! process group of its own, stdout read line by line with the host's
 //! frame parser, stderr into its log. A reader and a writer thread keep
 //! the check from blocking on a stuck pipe; the group is killed when the
-//! check is done with it, so nothing the extension started is left.
+//! check is done with it, or dies with the check (the library's
+//! `spawn_group`), so nothing the extension started is left.
 
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
 use std::io::{self, BufReader, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
-use zot_host::process::{group_alive, signal_group};
+use zot_host::process::{group_alive, release_group, signal_group, spawn_group};
 use zot_host::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 
 /// What the reader and writer threads saw. Nearly always a frame, so
@@ -52,14 +52,16 @@ impl Child {
     /// Starts `exe args` in `dir`, its stderr going to the file `log`.
     pub fn spawn(exe: &Path, args: &[String], dir: &Path, log: &Path) -> io::Result<Child> {
         let stderr = File::create(log).map_or_else(|_| Stdio::inherit(), Stdio::from);
-        let mut child = Command::new(exe)
-            .args(args)
-            .current_dir(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .process_group(0)
-            .spawn()?;
+        // Its own group, which dies with the check however the check
+        // dies (even by SIGKILL), as extensions die with the host.
+        let mut child = spawn_group(
+            Command::new(exe)
+                .args(args)
+                .current_dir(dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(stderr),
+        )?;
         let pipes = (child.stdin.take(), child.stdout.take());
         let (tx, seen) = crossbeam_channel::unbounded();
         let (to_stdin, outbox) = crossbeam_channel::unbounded::<Vec<u8>>();
@@ -118,6 +120,7 @@ impl Drop for Child {
             signal_group(self.pid, libc::SIGKILL);
             let _ = self.child.try_wait();
         }
+        release_group(self.pid);
     }
 }
 
