@@ -147,24 +147,18 @@ fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliErro
         })
 }
 
-/// The startup grace: `--startup-timeout`, else `$ZOT_STARTUP_TIMEOUT`.
-fn startup_timeout(opts: &HostOpts) -> Result<Option<std::time::Duration>, CliError> {
-    if opts.startup_timeout.is_some() {
-        return Ok(opts.startup_timeout);
+/// A limit given as an option, else by environment variable `var`
+/// (`--startup-timeout` / `$ZOT_STARTUP_TIMEOUT`, `--hello-timeout` /
+/// `$ZOT_HELLO_TIMEOUT`).
+fn option_or_env(
+    option: Option<std::time::Duration>,
+    var: &str,
+) -> Result<Option<std::time::Duration>, CliError> {
+    if option.is_some() {
+        return Ok(option);
     }
-    match std::env::var_os("ZOT_STARTUP_TIMEOUT") {
-        Some(v) if !v.is_empty() => seconds("ZOT_STARTUP_TIMEOUT", v).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// The handshake limit: `--hello-timeout`, else `$ZOT_HELLO_TIMEOUT`.
-fn hello_timeout(opts: &HostOpts) -> Result<Option<std::time::Duration>, CliError> {
-    if opts.hello_timeout.is_some() {
-        return Ok(opts.hello_timeout);
-    }
-    match std::env::var_os("ZOT_HELLO_TIMEOUT") {
-        Some(v) if !v.is_empty() => seconds("ZOT_HELLO_TIMEOUT", v).map(Some),
+    match std::env::var_os(var) {
+        Some(v) if !v.is_empty() => seconds(var, v).map(Some),
         _ => Ok(None),
     }
 }
@@ -229,10 +223,10 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     }
     config.provider = opts.provider.clone().unwrap_or_default();
     config.model = opts.model.clone().unwrap_or_default();
-    if let Some(grace) = startup_timeout(opts)? {
+    if let Some(grace) = option_or_env(opts.startup_timeout, "ZOT_STARTUP_TIMEOUT")? {
         config.timeouts.startup = grace;
     }
-    if let Some(limit) = hello_timeout(opts)? {
+    if let Some(limit) = option_or_env(opts.hello_timeout, "ZOT_HELLO_TIMEOUT")? {
         config.timeouts.hello = limit;
     }
     zot_host::Host::start(config)
