@@ -23,16 +23,7 @@ fn the_session_keeps_no_record_per_note() {
     );
     let mut child = spawn_raw(&t, &[], &ext);
     let pid = child.id();
-    // Read everything, as a terminal would; say when `/ext` is answered.
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, answered) = crossbeam_channel::unbounded();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("extensions:") {
-                let _ = tx.send(());
-            }
-        }
-    });
+    let answered = ext_answers(child.stdout.take().expect("stdout"));
     let mut stdin = child.stdin.take().expect("stdin");
     // The flood is written by the time `done` exists; what the host has
     // not handled yet comes before the answer to `/ext`.
@@ -69,15 +60,7 @@ fn the_session_does_not_read_its_input_far_ahead() {
     );
     let mut child = spawn_raw(&t, &[], &ext);
     let pid = child.id();
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, answered) = crossbeam_channel::unbounded();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("extensions:") {
-                let _ = tx.send(());
-            }
-        }
-    });
+    let answered = ext_answers(child.stdout.take().expect("stdout"));
     let mut stdin = child.stdin.take().expect("stdin");
     let (wrote_tx, wrote) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
@@ -98,4 +81,18 @@ fn the_session_does_not_read_its_input_far_ahead() {
         peak < INPUT_RSS_BOUND_KB,
         "zot peaked at {peak} kB with {LINES} lines piped in: input is read without bound"
     );
+}
+
+/// Reads the session's stdout to its end, as a terminal would; the
+/// receiver gets one message per answer to `/ext`.
+fn ext_answers(stdout: std::process::ChildStdout) -> crossbeam_channel::Receiver<()> {
+    let (tx, answered) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.starts_with("extensions:") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    answered
 }
