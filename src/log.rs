@@ -42,6 +42,13 @@ impl ExtLog {
     pub fn open(logs_dir: &Path, name: &str, limit: u64) -> ExtLog {
         let path = log_path(logs_dir, name);
         let opened = std::fs::create_dir_all(logs_dir).and_then(|()| {
+            // Rotated at start too (SPEC 3.4), not only at the first write:
+            // a second handle on the same log (a shadowed copy's note)
+            // could otherwise rotate first and its note be rotated over
+            // the previous run's log.
+            if std::fs::metadata(&path).is_ok_and(|m| m.len() > limit) {
+                rotate(&path)?;
+            }
             let file = append_to(&path)?;
             let len = file.metadata()?.len();
             let path = path.clone();
@@ -106,9 +113,7 @@ impl ExtLog {
 impl LogFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.len > 0 && self.len + bytes.len() as u64 > self.limit {
-            let mut rotated = self.path.as_os_str().to_owned();
-            rotated.push(".1");
-            std::fs::rename(&self.path, rotated)?;
+            rotate(&self.path)?;
             self.file = append_to(&self.path)?;
             self.len = 0;
         }
@@ -116,6 +121,13 @@ impl LogFile {
         self.len += bytes.len() as u64;
         Ok(())
     }
+}
+
+/// Renames `path` to `path.1`, replacing an older `.1`.
+fn rotate(path: &Path) -> io::Result<()> {
+    let mut rotated = path.as_os_str().to_owned();
+    rotated.push(".1");
+    std::fs::rename(path, rotated)
 }
 
 fn append_to(path: &Path) -> io::Result<File> {
@@ -173,10 +185,16 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = log_path(&dir, "x");
         std::fs::write(&path, vec![b'a'; 1001]).unwrap();
-        ExtLog::open(&dir, "x", 1000).line("hello");
+        // The owner opens first; a second handle (a shadowed copy's
+        // note) writes before the owner does: the old log stays in `.1`.
+        let owner = ExtLog::open(&dir, "x", 1000);
+        ExtLog::open(&dir, "x", 1000).line("shadowed");
+        owner.line("hello");
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(
-            text.starts_with("[zot] ") && text.ends_with(" hello\n"),
+            text.starts_with("[zot] ")
+                && text.contains(" shadowed\n")
+                && text.ends_with(" hello\n"),
             "{text}"
         );
         assert_eq!(
