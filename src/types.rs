@@ -263,8 +263,6 @@ pub enum HostError {
         /// The timeout that passed.
         limit: Duration,
     },
-    /// The extension failed while the request waited.
-    Failed(String),
     /// The extension exited while the request waited.
     Exited {
         /// The extension.
@@ -318,7 +316,6 @@ impl fmt::Display for HostError {
                 "extension {extension} did not answer {request} within {}",
                 human(*limit)
             ),
-            Failed(name) => write!(f, "extension {name} failed"),
             Exited { extension, status } => write!(f, "extension {extension} exited ({status})"),
             Reloaded => f.write_str("extensions were reloaded"),
             ReloadRunning => f.write_str("a reload is already running"),

@@ -141,8 +141,14 @@ impl Engine {
     /// Ends the startup (or reload) once no extension is loading any
     /// more, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
-        let loading = self.any_starting();
-        let Some(st) = self.startup.take_if(|st| !loading || now >= st.deadline) else {
+        // Called on every ready, exit and failure: no scan once started.
+        let Some(deadline) = self.startup.as_ref().map(|st| st.deadline) else {
+            return;
+        };
+        if now < deadline && self.any_starting() {
+            return;
+        }
+        let Some(st) = self.startup.take() else {
             return;
         };
         let ready: Vec<String> = self
@@ -222,8 +228,8 @@ impl Engine {
             extension: ext.name.clone(),
             error: reason.clone(),
         });
-        let why = HostError::Failed(ext.name.clone());
-        self.drop_registrations(idx, why, &format!("failed: {reason}"), now);
+        // Awaiting hello, it owns no names and is owed nothing: there is
+        // nothing to release.
         self.check_startup(now);
     }
 

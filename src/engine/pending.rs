@@ -5,7 +5,7 @@
 
 use crate::intercept::InterceptOutcome;
 use crate::types::{CommandOutcome, HostError, Reply, ToolOutcome};
-use std::collections::hash_map::{Entry as Slot, HashMap};
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// Who waits for the end of an exchange.
@@ -85,15 +85,19 @@ impl Pending {
     /// Takes request `id` when extension `ext` owes it an `answer` frame;
     /// else leaves the table as it was and says why not.
     pub(super) fn take(&mut self, ext: usize, id: &str, answer: &str) -> Result<Waiter, String> {
-        match self.entries.entry(id.to_string()) {
-            Slot::Occupied(e) if e.get().ext == ext && e.get().waiter.answer() == answer => {
-                Ok(e.remove().waiter)
+        let unknown = || format!("id {id:?} is unknown, expired or already answered");
+        // Checked before it is removed (no key allocated per answer).
+        match self.entries.get(id) {
+            Some(e) if e.ext != ext => return Err(unknown()),
+            Some(e) if e.waiter.answer() != answer => {
+                return Err(format!("id {id:?} expects a {}", e.waiter.answer()));
             }
-            Slot::Occupied(e) if e.get().ext == ext => {
-                Err(format!("id {id:?} expects a {}", e.get().waiter.answer()))
-            }
-            _ => Err(format!("id {id:?} is unknown, expired or already answered")),
+            _ => {}
         }
+        self.entries
+            .remove(id)
+            .map(|e| e.waiter)
+            .ok_or_else(unknown)
     }
 
     /// Forgets request `id` without answering it: a guard asked again,
