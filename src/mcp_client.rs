@@ -11,6 +11,7 @@
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
 use crate::protocol::{check_depth, CommandResponse, ExtFrame};
+use crate::toolresult::text_block;
 use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
@@ -737,10 +738,6 @@ fn arguments(
     }
 }
 
-fn text_block(text: String) -> Value {
-    json!({"type": "text", "text": text})
-}
-
 /// `MCP error -32602: Invalid params`.
 fn describe_error(e: &Value) -> String {
     let message = e["message"].as_str().unwrap_or("(no message)");
@@ -795,7 +792,7 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     if kind == Kind::Prompt {
         return command_frame(id, result.map(prompt_text));
     }
-    let (content, is_error) = result.map_or_else(|e| (vec![text_block(e)], true), tool_content);
+    let (content, is_error) = result.map_or_else(|e| (vec![text_block(&e)], true), tool_content);
     let (content, is_error) = (Some(content), Some(is_error));
     ExtFrame::ToolResult {
         id,
@@ -810,7 +807,7 @@ fn tool_content(result: &Value) -> (Vec<Value>, bool) {
     let blocks = result["content"].as_array();
     let mut content: Vec<Value> = blocks.into_iter().flatten().map(map_block).collect();
     if let (true, Some(structured)) = (content.is_empty(), result.get("structuredContent")) {
-        content.push(text_block(structured.to_string()));
+        content.push(text_block(&structured.to_string()));
     }
     (content, is_error)
 }
@@ -823,11 +820,11 @@ fn map_block(block: &Value) -> Value {
             "mime_type": field(block, "mimeType"),
             "data": field(block, "data"),
         }),
-        "audio" => text_block(format!("[audio {}]", field(block, "mimeType"))),
-        "resource_link" => text_block(format!("[resource {}]", field(block, "uri"))),
+        "audio" => text_block(&format!("[audio {}]", field(block, "mimeType"))),
+        "resource_link" => text_block(&format!("[resource {}]", field(block, "uri"))),
         "resource" => match block["resource"]["text"].as_str() {
-            Some(t) => text_block(t.to_string()),
-            None => text_block(format!("[resource {}]", field(&block["resource"], "uri"))),
+            Some(t) => text_block(t),
+            None => text_block(&format!("[resource {}]", field(&block["resource"], "uri"))),
         },
         // Text, and anything unknown: the host's own mapping reports it.
         _ => block.clone(),
@@ -991,7 +988,7 @@ mod tests {
             "inside",
             "[resource file:///c]",
         ];
-        assert_eq!(content, texts.map(|t| text_block(t.into())));
+        assert_eq!(content, texts.map(text_block));
         assert!(is_error);
     }
 }

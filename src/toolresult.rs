@@ -10,12 +10,13 @@ pub const NO_CONTENT: &str = "(extension returned no content)";
 /// becomes an error text block; no blocks become [`NO_CONTENT`].
 pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
     if blocks.is_empty() {
-        return vec![text(NO_CONTENT)];
+        return vec![text_block(NO_CONTENT)];
     }
     blocks.into_iter().map(map_block).collect()
 }
 
-fn text(s: &str) -> Value {
+/// A text content block.
+pub(crate) fn text_block(s: &str) -> Value {
     json!({"type": "text", "text": s})
 }
 
@@ -23,8 +24,8 @@ fn map_block(block: Value) -> Value {
     let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
         "text" => match block.get("text").and_then(Value::as_str) {
-            Some(t) => text(t),
-            None => text("error: text block without a string `text`"),
+            Some(t) => text_block(t),
+            None => text_block("error: text block without a string `text`"),
         },
         "image" => {
             let mime = block.get("mime_type").and_then(Value::as_str);
@@ -34,12 +35,12 @@ fn map_block(block: Value) -> Value {
                     json!({"type": "image", "mime_type": m, "data": d})
                 }
                 (Some(m), Some(_)) if !m.is_empty() => {
-                    text("error: image block `data` is not valid base64")
+                    text_block("error: image block `data` is not valid base64")
                 }
-                _ => text("error: image block needs string `mime_type` and `data`"),
+                _ => text_block("error: image block needs string `mime_type` and `data`"),
             }
         }
-        other => text(&format!("error: unsupported content block type {other:?}")),
+        other => text_block(&format!("error: unsupported content block type {other:?}")),
     }
 }
 
