@@ -184,7 +184,9 @@ impl ExtProcess {
                 pipe: stdout,
                 stop: &stop,
             };
-            read_lines(stdout, log, handle);
+            if let Err(e) = read_lines(stdout, |m| log.line(&m), handle) {
+                log.line(&format!("reading stdout failed: {e}"));
+            }
             let _ = inbound.send(InboundMsg {
                 key,
                 msg: Inbound::Eof,
@@ -279,11 +281,7 @@ impl Drop for ExtProcess {
     fn drop(&mut self) {
         self.stop = None;
         // Normally the group is gone by now; if not, it goes with us.
-        if group_alive(self.pid) {
-            signal_group(self.pid, libc::SIGKILL);
-            let _ = self.child.try_wait();
-        }
-        release_group(self.pid);
+        end_group(&mut self.child);
     }
 }
 
@@ -299,7 +297,7 @@ fn start_thread(
 
 /// Spawns `command` as the leader of a new process group that dies with
 /// this process however it dies: the leader by `PR_SET_PDEATHSIG`, the
-/// rest of the group by the watchdog. Call [`release_group`] once the
+/// rest of the group by the watchdog. Call [`end_group`] once done with the
 /// group is gone. Linux sends the death signal when the *thread* that
 /// forked ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
@@ -316,8 +314,15 @@ pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
     Ok(child)
 }
 
-/// The group of [`spawn_group`] is gone: the watchdog forgets it.
-pub fn release_group(pgid: u32) {
+/// Ends a group started by [`spawn_group`]: SIGKILLs what is left of
+/// it, reaps the leader if it can, and has the watchdog forget it (so a
+/// later group that reuses the id is never touched).
+pub fn end_group(leader: &mut Child) {
+    let pgid = leader.id();
+    if group_alive(pgid) {
+        signal_group(pgid, libc::SIGKILL);
+        let _ = leader.try_wait();
+    }
     watchdog::release(pgid);
 }
 
@@ -392,23 +397,25 @@ impl Read for StopRead<'_> {
     }
 }
 
-/// Hands each stdout line to `handle` until it returns false or stdout
-/// ends; lines too long to keep are logged and skipped.
-fn read_lines(stdout: impl Read, log: &ExtLog, mut handle: impl FnMut(&[u8]) -> bool) {
+/// Hands each non-blank stdout line to `handle` until it returns false
+/// or stdout ends; a line too long to keep is skipped and described to
+/// `dropped`. Shared with `zot ext check`, so the check reads stdout
+/// exactly as the host does.
+pub fn read_lines(
+    stdout: impl Read,
+    mut dropped: impl FnMut(String),
+    mut handle: impl FnMut(&[u8]) -> bool,
+) -> io::Result<()> {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
     loop {
-        match lines.next_line() {
-            Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Ok(Some(Line::Text(line))) if !handle(&line) => break,
-            Ok(Some(Line::Text(_))) => {}
-            Ok(Some(Line::TooLong(len))) => log.line(&format!(
+        match lines.next_line()? {
+            Some(Line::Text(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Some(Line::Text(line)) if !handle(&line) => return Ok(()),
+            Some(Line::Text(_)) => {}
+            Some(Line::TooLong(len)) => dropped(format!(
                 "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
             )),
-            Ok(None) => break,
-            Err(e) => {
-                log.line(&format!("reading stdout failed: {e}"));
-                break;
-            }
+            None => return Ok(()),
         }
     }
 }

@@ -66,9 +66,9 @@ pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliE
         out(HELP)?;
         return Ok(0);
     };
-    // Ctrl-C or kill: the extension's group goes too, nothing is left.
+    // Ctrl-C or kill: the extension's group dies with this process
+    // (`spawn_group`), so exiting is enough.
     crate::cli::signals::install(|_| {
-        child::kill_running();
         let _ = writeln!(std::io::stderr(), "zot ext check: interrupted");
         std::process::exit(130);
     })?;

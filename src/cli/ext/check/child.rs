@@ -1,19 +1,18 @@
 //! The extension under check, started the way the host starts it: in a
-//! process group of its own, stdout read line by line with the host's
-//! frame parser, stderr into its log. A reader and a writer thread keep
-//! the check from blocking on a stuck pipe; the group is killed when the
-//! check is done with it, or dies with the check (the library's
-//! `spawn_group`), so nothing the extension started is left.
+//! process group of its own, stdout read with the host's line reader
+//! (`process::read_lines`) and frame parser, stderr into its log. A
+//! reader and a writer thread keep the check from blocking on a stuck
+//! pipe; the group is killed when the check is done with it, or dies
+//! with the check (`process::spawn_group`), so nothing it started is left.
 
 use crossbeam_channel::{Receiver, Sender};
 use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{self, Write};
 use std::path::Path;
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
-use zot_host::process::{group_alive, release_group, signal_group, spawn_group};
-use zot_host::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
+use zot_host::process::{end_group, read_lines, signal_group, spawn_group};
+use zot_host::protocol::{parse_ext_frame, ExtFrame};
 
 /// What the reader and writer threads saw. Nearly always a frame, so
 /// boxing it would only add an allocation per frame.
@@ -25,19 +24,6 @@ pub(super) enum Seen {
     /// stdout ended.
     Eof,
     WriteFailed(String),
-}
-
-/// The group of the extension under check (0: none), for the signal
-/// handler: the group does not get the terminal's Ctrl-C, and a check
-/// killed by a signal would not run `Drop`.
-static RUNNING: AtomicU32 = AtomicU32::new(0);
-
-/// Kills the group of the extension under check, if there is one.
-pub(super) fn kill_running() {
-    let pid = RUNNING.swap(0, Ordering::SeqCst);
-    if pid != 0 {
-        signal_group(pid, libc::SIGKILL);
-    }
 }
 
 pub(super) struct Child {
@@ -65,8 +51,7 @@ impl Child {
         let pipes = (child.stdin.take(), child.stdout.take());
         let (tx, seen) = crossbeam_channel::unbounded();
         let (to_stdin, outbox) = crossbeam_channel::unbounded::<Vec<u8>>();
-        // From here on, dropping it (or a signal) kills the group.
-        RUNNING.store(child.id(), Ordering::SeqCst);
+        // From here on, dropping it kills the group.
         let checked = Child {
             pid: child.id(),
             child,
@@ -115,32 +100,23 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        RUNNING.store(0, Ordering::SeqCst);
-        if group_alive(self.pid) {
-            signal_group(self.pid, libc::SIGKILL);
-            let _ = self.child.try_wait();
-        }
-        release_group(self.pid);
+        end_group(&mut self.child);
     }
 }
 
 fn read(stdout: ChildStdout, seen: &Sender<Seen>) {
-    let mut lines = LineReader::new(BufReader::new(stdout), MAX_LINE);
-    loop {
-        let next = match lines.next_line() {
-            Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => continue,
-            Ok(Some(Line::Text(line))) => match parse_ext_frame(&line) {
+    let _ = read_lines(
+        stdout,
+        |m| {
+            let _ = seen.send(Seen::Dropped(m));
+        },
+        |line| {
+            let next = match parse_ext_frame(line) {
                 Ok(frame) => Seen::Frame(frame),
                 Err(why) => Seen::Dropped(why),
-            },
-            Ok(Some(Line::TooLong(len))) => Seen::Dropped(format!(
-                "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
-            )),
-            Ok(None) | Err(_) => break,
-        };
-        if seen.send(next).is_err() {
-            return;
-        }
-    }
+            };
+            seen.send(next).is_ok()
+        },
+    );
     let _ = seen.send(Seen::Eof);
 }
