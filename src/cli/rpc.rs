@@ -305,11 +305,9 @@ fn reply<T: serde::Serialize + 'static>(
 ) -> zot_host::Reply<T> {
     let (host, out, command) = (host.clone(), out.clone(), command.to_string());
     Box::new(move |result: Result<T, HostError>| {
-        // Runs on the host loop: the count is exact.
-        let after = host.events_sent();
+        // Runs on the host loop: the count `respond` takes is exact.
         let result = result.map(shape).map_err(|e| e.to_string());
-        let line = response(id.as_deref(), &command, result);
-        let _ = out.send(Out::Response { after, line });
+        respond(&host, &out, id.as_deref(), &command, result);
     })
 }
 

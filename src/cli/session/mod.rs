@@ -656,12 +656,7 @@ impl Session {
                 message,
             } => {
                 self.out.note(&extension, &level, &message);
-                match self.notes.get_mut(&extension) {
-                    Some(n) => *n += 1,
-                    None => {
-                        self.notes.insert(extension, 1);
-                    }
-                }
+                *self.notes.entry(extension).or_default() += 1;
             }
             HostEvent::ClearNotes { extension } => {
                 let n = self.notes.remove(&extension).unwrap_or(0);
