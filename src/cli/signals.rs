@@ -24,13 +24,22 @@ pub enum Signal {
 /// Write end of the pipe the handler writes to (-1: none yet).
 static PIPE: AtomicI32 = AtomicI32::new(-1);
 
+#[cfg(any(target_os = "linux", target_os = "android"))]
+use libc::__errno_location as errno_location;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+use libc::__error as errno_location;
+
 extern "C" fn on_signal(sig: libc::c_int) {
     let fd = PIPE.load(Ordering::Relaxed);
     // Signal numbers we handle fit a byte.
     let byte = sig as u8;
     // SAFETY: write(2) is async-signal-safe; the buffer outlives the call.
+    // errno is this thread's, read and restored around the write, so the
+    // interrupted code never sees the handler's errno.
     unsafe {
+        let errno = *errno_location();
         libc::write(fd, (&byte as *const u8).cast(), 1);
+        *errno_location() = errno;
     }
 }
 
