@@ -319,6 +319,13 @@ impl Adapter {
                 ));
                 self.initialize(&mut st);
             }
+            // Initialize was refused while the probe was out, and the
+            // probe has had another full limit: nothing will answer it.
+            Some(Waiting::Discover) if st.refused_initialize.is_some() => {
+                if let Some(why) = st.refused_initialize.take() {
+                    self.handshake_failed(why);
+                }
+            }
             Some(&Waiting::Call(kind, _)) => {
                 st.waiting.remove(&id);
                 let reason = format!("timed out after {}", human(self.timeout(kind)));
@@ -489,9 +496,16 @@ impl Adapter {
             Ok(r) => r,
             Err(e) => {
                 let why = format!("initialize failed: {e}");
-                if st.waiting.values().any(|w| matches!(w, Waiting::Discover)) {
+                let probe = st
+                    .waiting
+                    .iter()
+                    .find(|(_, w)| matches!(w, Waiting::Discover));
+                if let Some((&probe, _)) = probe {
                     self.log(&format!("{why}; waiting for the server/discover answer"));
                     st.refused_initialize = Some(why);
+                    // Not forever: a probe still unanswered after one
+                    // more limit fails the handshake with this reason.
+                    self.after(PROBE_TIMEOUT, probe);
                     return true;
                 }
                 self.handshake_failed(why);

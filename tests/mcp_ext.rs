@@ -774,6 +774,22 @@ fn a_refused_initialize_is_the_reason_the_server_failed() {
     );
 }
 
+/// A refused initialize waits for the outstanding probe's answer (it
+/// may still win), but only one more probe limit, not the whole hello
+/// timeout (60 s here), and the reason stays the refusal.
+#[test]
+fn a_refused_initialize_with_a_silent_probe_fails_with_its_reason() {
+    let t = TempDir::new("mcp-silent-init-error");
+    let h = hostile(&t.join("h"), "silent-init-error");
+    let mut rpc = patient_rpc(&t, &[h]);
+    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("initialize failed: MCP error -32603: boom: no licence key"),
+        "failed for the refusal, not at the hello timeout: {failed}"
+    );
+}
+
 #[test]
 fn bad_names_and_garbage_from_a_server_are_logged_and_dropped() {
     let t = TempDir::new("mcp-names");
