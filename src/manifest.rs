@@ -132,9 +132,8 @@ impl Manifest {
     /// is ignored.
     pub fn parse(text: &[u8]) -> Result<Manifest, String> {
         let text = strip_bom(text);
-        let raw: RawManifest = crate::protocol::check_depth(text)
-            .and_then(|()| serde_json::from_slice(text).map_err(|e| e.to_string()))
-            .map_err(|e| format!("invalid JSON: {e}"))?;
+        let raw: RawManifest =
+            crate::protocol::parse_json(text).map_err(|e| format!("invalid JSON: {e}"))?;
         let name = raw.name.ok_or("missing required field `name`")?;
         if !valid_name(&name) {
             return Err(format!(

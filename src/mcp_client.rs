@@ -10,7 +10,7 @@
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{check_depth, CommandResponse, ExtFrame};
+use crate::protocol::{parse_json, CommandResponse, ExtFrame};
 use crate::toolresult::text_block;
 use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -361,9 +361,7 @@ impl Adapter {
     /// Handles one line from the server. False when reading should stop
     /// (the handshake failed).
     pub fn from_server(&self, line: &[u8]) -> bool {
-        let parsed = check_depth(line)
-            .and_then(|()| serde_json::from_slice::<Value>(line).map_err(|e| e.to_string()));
-        let msg = match parsed {
+        let msg = match parse_json::<Value>(line) {
             Ok(msg) if msg.is_object() => msg,
             Ok(_) => return self.dropped(line, "not a JSON object"),
             Err(e) => return self.dropped(line, &e),

@@ -396,10 +396,16 @@ impl Fields {
     }
 }
 
-/// Checks, without recursion and in one pass, that `json` nests arrays
-/// and objects at most [`MAX_DEPTH`] deep. Brackets inside strings do
-/// not count; malformed text is left for the parser to reject.
-pub fn check_depth(json: &[u8]) -> Result<(), String> {
+/// Parses one JSON text (frame, rpc or MCP message, manifest), refusing
+/// nesting deeper than [`MAX_DEPTH`] before serde recurses into it.
+pub fn parse_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> {
+    check_depth(json)?;
+    serde_json::from_slice(json).map_err(|e| e.to_string())
+}
+
+/// Checks without recursion that `json` nests at most [`MAX_DEPTH`] deep.
+/// Brackets inside strings do not count; malformed text is left for the parser.
+fn check_depth(json: &[u8]) -> Result<(), String> {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     for &b in json {
         if in_string {
@@ -428,8 +434,7 @@ pub fn check_depth(json: &[u8]) -> Result<(), String> {
 
 /// Parses one line into a frame, or says in one line why it cannot.
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    check_depth(line)
-        .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
+    parse_json(line)
         .and_then(|map| Fields(map).into_frame())
         .map_err(|e| {
             let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);

@@ -265,9 +265,8 @@ fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
 type Parsed = (Option<String>, String, Map<String, Value>);
 
 fn parse_request(line: &[u8]) -> Result<Parsed, (Option<String>, String)> {
-    let value: Value = zot_host::protocol::check_depth(line)
-        .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
-        .map_err(|e| (None, format!("invalid JSON: {e}")))?;
+    let value: Value =
+        zot_host::protocol::parse_json(line).map_err(|e| (None, format!("invalid JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err((None, "a request must be a JSON object".into()));
     };

@@ -60,15 +60,7 @@ pub enum Incoming {
 
 /// Classifies one line (SPEC 9 "Bad input").
 pub fn classify(line: &[u8]) -> Incoming {
-    // The same depth limit as every other input line, checked without
-    // recursion before serde recurses.
-    if let Err(why) = zot_host::protocol::check_depth(line) {
-        return Incoming::Invalid {
-            id: Value::Null,
-            error: RpcError::new(PARSE_ERROR, format!("parse error: {why}")),
-        };
-    }
-    let value: Value = match serde_json::from_slice(line) {
+    let value: Value = match zot_host::protocol::parse_json(line) {
         Ok(v) => v,
         Err(e) => {
             return Incoming::Invalid {
