@@ -3,6 +3,7 @@
 
 pub mod ext;
 pub mod mcp;
+mod ordered;
 pub mod rpc;
 pub mod session;
 pub mod signals;

@@ -5,21 +5,18 @@
 //! host loop without waiting, so a slow tool call never delays a ping.
 //!
 //! One writer (the main thread) owns stdout. Replies reach it on one
-//! channel and events on the host's. Each reply carries how many events
-//! the host had sent when it replied; the writer writes events up to
-//! that count before the reply, and not one more, so what one extension
-//! writes keeps its order (SPEC 3.17), also a note written after an
-//! answer.
+//! channel and events on the host's; it writes them in the order the
+//! host produced them (SPEC 3.17, see [`super::ordered`]).
 //!
 //! Memory stays bounded whoever stops reading: at most
 //! [`MAX_IN_FLIGHT`] requests are read and not yet answered on stdout
 //! (beyond it stdin is not read), and events wait within the host's
 //! event budget (beyond it they are dropped and counted).
 
+use super::ordered::{InOrder, Ordered};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
-use std::collections::VecDeque;
 use std::io::{self, Write};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
@@ -76,32 +73,19 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Receiver<()>) {
     let mut w = Writer {
         stdout: io::BufWriter::new(io::stdout().lock()),
-        events,
         slots,
-        written: 0,
-        held: VecDeque::new(),
+        order: Ordered::default(),
         last: None,
     };
     let mut replies = out.clone();
     loop {
         select! {
             recv(events) -> event => match event {
-                Ok(event) => {
-                    // Every reply the loop sent before this event is
-                    // waiting already: those go first.
-                    w.held.extend(replies.try_iter());
-                    w.write_replies(false);
-                    w.write_event(&event);
-                    // And those that waited for this event.
-                    w.write_replies(false);
-                }
+                Ok(event) => w.host_event(event, &replies),
                 Err(_) => break, // the host loop ended
             },
             recv(replies) -> msg => match msg {
-                Ok(msg) => {
-                    w.held.push_back(msg);
-                    w.write_replies(true);
-                }
+                Ok(msg) => w.host_reply(msg, events),
                 Err(_) => replies = crossbeam_channel::never(),
             },
         }
@@ -110,8 +94,7 @@ fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Recei
         }
     }
     // Every reply of the loop is queued by now.
-    w.held.extend(out.try_iter());
-    w.write_replies(true);
+    w.drain(out, events);
     if let Some(line) = w.last.take() {
         let _ = w.stdout.write_all(&line);
     }
@@ -122,53 +105,41 @@ fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Recei
 /// produced them (SPEC 3.17).
 struct Writer<'a> {
     stdout: io::BufWriter<io::StdoutLock<'static>>,
-    events: &'a Receiver<HostEvent>,
     slots: &'a Receiver<()>,
-    /// Events written so far.
-    written: u64,
-    /// Replies received and not yet written, in the order received.
-    held: VecDeque<Out>,
+    order: Ordered<Out>,
     /// The `shutdown` response, written at the very end.
     last: Option<Vec<u8>>,
 }
 
-impl Writer<'_> {
-    fn write_event(&mut self, event: &HostEvent) {
-        write_event(&mut self.stdout, event);
-        self.written += 1;
+impl InOrder for Writer<'_> {
+    type Reply = Out;
+
+    fn ordered(&mut self) -> &mut Ordered<Out> {
+        &mut self.order
     }
 
-    /// Writes the held replies in order. A reply that follows events not
-    /// yet written waits for them: with `take_events` they are taken
-    /// from the channel (the loop sent them before the reply, so they
-    /// are there), otherwise that reply and the ones after it stay held.
-    fn write_replies(&mut self, take_events: bool) {
-        while let Some(msg) = self.held.pop_front() {
-            match msg {
-                Out::Response { after, line } => {
-                    while self.written < after {
-                        if !take_events {
-                            self.held.push_front(Out::Response { after, line });
-                            return;
-                        }
-                        match self.events.recv() {
-                            Ok(event) => self.write_event(&event),
-                            Err(_) => break,
-                        }
-                    }
-                    let _ = self.stdout.write_all(&line);
-                }
-                Out::Last(line) => self.last = Some(line),
-            }
-            // Free the request's slot even when stdout is gone.
-            let _ = self.slots.try_recv();
+    fn after(reply: &Out) -> u64 {
+        match reply {
+            Out::Response { after, .. } => *after,
+            Out::Last(_) => 0,
         }
     }
-}
 
-fn write_event(stdout: &mut impl Write, event: &HostEvent) {
-    if serde_json::to_writer(&mut *stdout, event).is_ok() {
-        let _ = stdout.write_all(b"\n");
+    fn handle_event(&mut self, event: HostEvent) {
+        if serde_json::to_writer(&mut self.stdout, &event).is_ok() {
+            let _ = self.stdout.write_all(b"\n");
+        }
+    }
+
+    fn handle_reply(&mut self, reply: Out) {
+        match reply {
+            Out::Response { line, .. } => {
+                let _ = self.stdout.write_all(&line);
+            }
+            Out::Last(line) => self.last = Some(line),
+        }
+        // Free the request's slot even when stdout is gone.
+        let _ = self.slots.try_recv();
     }
 }
 

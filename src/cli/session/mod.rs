@@ -15,6 +15,7 @@ mod panel;
 mod render;
 mod turn;
 
+use super::ordered::{InOrder, Ordered};
 use super::signals::{self, Signal};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver};
@@ -76,8 +77,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         agent_cmd: opts.agent_cmd.clone(),
         cwd,
         jobs,
-        held: VecDeque::new(),
-        events_taken: 0,
+        order: Ordered::default(),
         queue: Lines::default(),
         ready: false,
         eof: false,
@@ -114,8 +114,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                 Err(_) => break, // the host loop is gone
             },
             recv(done) -> msg => if let Ok(msg) = msg {
-                s.held.push_back(msg);
-                s.replies(Some(&events));
+                s.host_reply(msg, &events);
             },
             recv(signals) -> sig => match sig {
                 Ok(Signal::Terminate) | Err(_) => break,
@@ -129,10 +128,9 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     drop(host);
     // Whatever the extensions said on their way out, and any reply
     // still waiting for it.
-    s.held.extend(done.try_iter());
-    s.replies(Some(&events));
+    s.drain(&done, &events);
     for event in events.try_iter() {
-        s.on_event(event);
+        s.take_event(event);
     }
     Ok(0)
 }
@@ -178,8 +176,7 @@ impl Session {
                 },
                 recv(done) -> msg => {
                     if let Ok(msg) = msg {
-                        self.held.push_back(msg);
-                        self.replies(Some(events));
+                        self.host_reply(msg, events);
                     }
                     // Follow-ups (a prompt action...) are not started now.
                     self.queue.clear();
@@ -301,11 +298,8 @@ struct Session {
     cwd: PathBuf,
     /// The work the session waits for.
     jobs: Jobs,
-    /// Replies received and not yet handled: they wait for host events.
-    held: VecDeque<Reply>,
-    /// Host events taken so far; with the count a reply carries, events
-    /// and replies come out in the order the host produced them.
-    events_taken: u64,
+    /// Replies waiting for host events, to keep the host's order.
+    order: Ordered<Reply>,
     queue: Lines,
     /// Startup readiness reached: input is held until then.
     ready: bool,
@@ -446,35 +440,6 @@ impl Session {
     }
 
     // ----- requests and replies -------------------------------------
-
-    /// A host event, in its place among the replies (SPEC 3.17): every
-    /// reply the host sent before it is waiting already and goes first;
-    /// a reply that waited for it follows it.
-    fn host_event(&mut self, event: HostEvent, done: &Receiver<Reply>) {
-        self.held.extend(done.try_iter());
-        self.replies(None);
-        self.on_event(event);
-        self.replies(None);
-    }
-
-    /// Handles the held replies in order. A reply that follows host
-    /// events not yet taken waits for them: with `events` they are taken
-    /// now (the host sent them before the reply, so they are there),
-    /// otherwise it and the replies after it stay held.
-    fn replies(&mut self, events: Option<&Receiver<HostEvent>>) {
-        while let Some(reply) = self.held.pop_front() {
-            while self.events_taken < reply.after {
-                match events.map(Receiver::recv) {
-                    Some(Ok(event)) => self.on_event(event),
-                    Some(Err(_)) => break,
-                    None => return self.held.push_front(reply),
-                }
-            }
-            if let Some(then) = self.jobs.finish(reply) {
-                then(self);
-            }
-        }
-    }
 
     /// Sends the request `make` builds around its reply, and waits for
     /// it as `job`; `then` gets the answer unless the job is cancelled
@@ -638,7 +603,6 @@ impl Session {
     // ----- host events ----------------------------------------------
 
     fn on_event(&mut self, event: HostEvent) {
-        self.events_taken += 1;
         match event {
             HostEvent::Ready { extensions } => {
                 self.ready = true;
@@ -697,6 +661,29 @@ impl Session {
             HostEvent::EventsDropped { count } => self.out.error(&format!(
                 "{count} notes or panel updates dropped: output was not read fast enough"
             )),
+        }
+    }
+}
+
+/// Host events and replies reach the session in the host's order.
+impl InOrder for Session {
+    type Reply = Reply;
+
+    fn ordered(&mut self) -> &mut Ordered<Reply> {
+        &mut self.order
+    }
+
+    fn after(reply: &Reply) -> u64 {
+        reply.after
+    }
+
+    fn handle_event(&mut self, event: HostEvent) {
+        self.on_event(event);
+    }
+
+    fn handle_reply(&mut self, reply: Reply) {
+        if let Some(then) = self.jobs.finish(reply) {
+            then(self);
         }
     }
 }
