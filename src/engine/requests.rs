@@ -27,6 +27,10 @@ impl Engine {
         // grace, so a held shutdown waits little. Later requests queue
         // behind the held ones: a `shutdown` must not overtake them.
         if self.starting() || !self.deferred.is_empty() {
+            // A held stop still cancels pending restarts at once (SPEC 12).
+            if matches!(req, Request::Shutdown { .. } | Request::Reload { .. }) {
+                self.cancel_restarts();
+            }
             return self.deferred.push(req);
         }
         let stopping = self.closing.is_some() || matches!(self.goal, Some(Goal::Shutdown(_)));

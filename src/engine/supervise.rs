@@ -6,7 +6,7 @@
 use super::{later, Drops, End, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
-use crate::types::{human, HostEvent};
+use crate::types::{human, HostEvent, Request};
 use std::time::{Duration, Instant};
 
 /// Crashes older than this no longer count towards giving up.
@@ -127,19 +127,21 @@ impl Engine {
     /// After a crash (SPEC 12) that ended with `status`: schedules a restart, or gives up.
     pub(super) fn crashed(&mut self, idx: usize, status: &str, now: Instant) {
         let base = self.cfg.timeouts.restart_backoff;
+        let stopping = self.stop_asked();
         let ext = &mut self.exts[idx];
         let never = ext
             .manifest
             .as_ref()
             .is_none_or(|m| m.restart == Restart::Never);
-        if never || self.closing.is_some() {
-            let why = if never {
-                r#"its manifest says "restart": "never""#
-            } else {
-                "the host is shutting down"
-            };
-            let line = format!("crashed ({status}); not restarted: {why}");
-            return ext.log.line(&line);
+        let why = match (never, stopping) {
+            (true, _) => r#"its manifest says "restart": "never""#,
+            (_, true) => "the host is stopping or reloading",
+            _ => "",
+        };
+        if !why.is_empty() {
+            return ext
+                .log
+                .line(&format!("crashed ({status}); not restarted: {why}"));
         }
         match ext.supervision.crashed(now, base) {
             Some(delay) => {
@@ -189,6 +191,13 @@ impl Engine {
             attempt,
             status,
         });
+    }
+
+    /// A shutdown or reload was asked for: it may still wait for
+    /// accepted requests or for the startup to end.
+    fn stop_asked(&self) -> bool {
+        let stop = |r: &Request| matches!(r, Request::Shutdown { .. } | Request::Reload { .. });
+        self.closing.is_some() || self.deferred.iter().any(stop)
     }
 
     /// Shutdown and reload cancel every pending restart at once.
