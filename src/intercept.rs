@@ -13,8 +13,6 @@ pub const INTERCEPTABLE: [&str; 3] = ["tool_call", "turn_start", "assistant_mess
 /// One guard's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer {
-    /// Not answered yet in the current round.
-    Waiting,
     /// Let it through unchanged (also: timed out, exited, unwritable).
     Allow,
     /// Refuse, with the reason shown to the model or user.
@@ -59,7 +57,8 @@ pub struct Chain {
     pub event: String,
     /// The value guards decide on, rewritten as the chain walks.
     pub payload: EventPayload,
-    answers: Vec<Answer>,
+    /// This round's answers (`None`: not yet); those before `next` are used.
+    answers: Vec<Option<Answer>>,
     next: usize,
     outcome: InterceptOutcome,
 }
@@ -70,7 +69,7 @@ impl Chain {
         Chain {
             event: event.to_string(),
             payload,
-            answers: vec![Answer::Waiting; guards],
+            answers: vec![None; guards],
             next: 0,
             outcome: InterceptOutcome::default(),
         }
@@ -79,54 +78,46 @@ impl Chain {
     /// Records the answer of the guard at `pos` for the current round;
     /// an answer nobody waits for is ignored.
     pub fn answer(&mut self, pos: usize, answer: Answer) {
-        if pos >= self.next && self.answers.get(pos) == Some(&Answer::Waiting) {
-            self.answers[pos] = answer;
+        if let Some(slot @ None) = self.answers.get_mut(pos).filter(|_| pos >= self.next) {
+            *slot = Some(answer);
         }
     }
 
     /// Walks the answers in precedence order as far as they go.
     pub fn advance(&mut self) -> Step {
-        while self.next < self.answers.len() {
-            match std::mem::replace(&mut self.answers[self.next], Answer::Allow) {
-                Answer::Waiting => {
-                    self.answers[self.next] = Answer::Waiting;
-                    return Step::Wait;
-                }
-                Answer::Allow => self.next += 1,
-                Answer::Block(reason) => {
+        while let Some(slot) = self.answers.get_mut(self.next) {
+            match slot.take() {
+                None => return Step::Wait,
+                Some(Answer::Allow) => {}
+                Some(Answer::Block(reason)) => {
                     self.outcome.block = true;
                     self.outcome.reason = Some(reason);
-                    self.next = self.answers.len();
+                    break;
                 }
-                rewrite => {
-                    self.apply(rewrite);
-                    self.next += 1;
-                    if self.next == self.answers.len() {
-                        break;
-                    }
-                    // Later guards decided on the old value: ask again.
-                    for a in &mut self.answers[self.next..] {
-                        *a = Answer::Waiting;
-                    }
-                    return Step::Ask(self.next..self.answers.len());
+                Some(Answer::ModifyArgs(args)) => {
+                    self.payload.tool_args = Some(args.clone());
+                    self.outcome.modified_args = Some(args);
+                    return self.ask_after_rewrite();
+                }
+                Some(Answer::ReplaceText(text)) => {
+                    self.payload.text = Some(text.clone());
+                    self.outcome.replace_text = Some(text);
+                    return self.ask_after_rewrite();
                 }
             }
+            self.next += 1;
         }
         Step::Done(std::mem::take(&mut self.outcome))
     }
 
-    fn apply(&mut self, rewrite: Answer) {
-        match rewrite {
-            Answer::ModifyArgs(args) => {
-                self.payload.tool_args = Some(args.clone());
-                self.outcome.modified_args = Some(args);
-            }
-            Answer::ReplaceText(text) => {
-                self.payload.text = Some(text.clone());
-                self.outcome.replace_text = Some(text);
-            }
-            _ => {}
+    /// The guards after a rewriter decided on the old value: ask again.
+    fn ask_after_rewrite(&mut self) -> Step {
+        self.next += 1;
+        if self.next == self.answers.len() {
+            return self.advance();
         }
+        self.answers[self.next..].fill(None);
+        Step::Ask(self.next..self.answers.len())
     }
 }
 
