@@ -23,7 +23,8 @@ use crate::types::{
 };
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
-use pending::{Pending, Waiter};
+use pending::Pending;
+use requests::Then;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -231,11 +232,9 @@ impl Ext {
 struct ChainState {
     chain: Chain,
     guards: Vec<usize>,
-    /// The request id each guard was asked under, while it owes an answer.
+    /// The request id each guard was last asked under.
     ids: Vec<Option<String>>,
-    /// Who gets the outcome: `Waiter::Intercept`, or `Waiter::Tool` to
-    /// run the tool after the chain.
-    then: Waiter,
+    then: Then,
 }
 
 enum Goal {

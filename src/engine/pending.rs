@@ -1,50 +1,57 @@
 //! The requests sent to extensions and not answered yet, in the spirit
-//! of lsp-server's `req_queue.rs`: each is registered under a fresh id
-//! with who waits for it and until when, and leaves the table once:
-//! answered, expired, or failed with its extension.
+//! of lsp-server's `req_queue.rs`: each waits under a fresh id with its
+//! extension and deadline, and leaves the table once: answered, expired,
+//! or failed with its extension.
 
-use crate::intercept::InterceptOutcome;
+use crate::config::Timeouts;
 use crate::types::{CommandOutcome, HostError, Reply, ToolOutcome};
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-/// Who waits for the end of an exchange.
+/// Who waits for an extension's answer.
 pub(super) enum Waiter {
     /// The embedder, for a command's answer.
     Command {
         name: String,
         reply: Reply<CommandOutcome>,
     },
-    /// The embedder, for a tool's result (a built-in tool's: the verdict).
+    /// The embedder, for a tool's result.
     Tool {
         name: String,
         reply: Reply<ToolOutcome>,
     },
-    /// The embedder, for the outcome of an interception chain.
-    Intercept(Reply<InterceptOutcome>),
     /// Interception chain `chain`, for the answer of its guard at `pos`.
     Guard { chain: u64, pos: usize },
 }
 
 impl Waiter {
-    /// The one way an exchange fails. A guard's chain is settled by the
-    /// engine, which knows what an unavailable guard means.
-    pub(super) fn fail(self, error: HostError) {
-        match self {
-            Waiter::Command { reply, .. } => reply(Err(error)),
-            Waiter::Tool { reply, .. } => reply(Err(error)),
-            Waiter::Intercept(reply) => reply(Err(error)),
-            Waiter::Guard { .. } => {}
-        }
-    }
-
     /// The frame that answers the request.
     fn answer(&self) -> &'static str {
         match self {
             Waiter::Command { .. } => "command_response",
             Waiter::Tool { .. } => "tool_result",
-            Waiter::Intercept(_) | Waiter::Guard { .. } => "event_intercept_response",
+            Waiter::Guard { .. } => "event_intercept_response",
         }
+    }
+
+    /// How long the extension has to answer.
+    pub(super) fn limit(&self, t: &Timeouts) -> Duration {
+        match self {
+            Waiter::Command { .. } => t.command,
+            Waiter::Tool { .. } => t.tool,
+            Waiter::Guard { .. } => t.intercept,
+        }
+    }
+
+    /// The one way an exchange fails: the embedder gets `error`. A guard
+    /// is handed back instead, for its chain to count it as unavailable.
+    pub(super) fn fail(self, error: HostError) -> Option<(u64, usize)> {
+        match self {
+            Waiter::Command { reply, .. } => reply(Err(error)),
+            Waiter::Tool { reply, .. } => reply(Err(error)),
+            Waiter::Guard { chain, pos } => return Some((chain, pos)),
+        }
+        None
     }
 }
 
@@ -59,6 +66,9 @@ struct Entry {
 pub(super) struct Pending {
     last_id: u64,
     entries: HashMap<String, Entry>,
+    /// No deadline is earlier: the entries are scanned once it passes,
+    /// not every loop iteration.
+    earliest: Option<Instant>,
 }
 
 impl Pending {
@@ -74,6 +84,7 @@ impl Pending {
     }
 
     pub(super) fn register(&mut self, id: String, ext: usize, deadline: Instant, waiter: Waiter) {
+        self.earliest = Some(self.earliest.map_or(deadline, |e| e.min(deadline)));
         let entry = Entry {
             ext,
             deadline,
@@ -108,26 +119,26 @@ impl Pending {
 
     /// Takes the requests whose deadline passed, with their extension.
     pub(super) fn expired(&mut self, now: Instant) -> Vec<(usize, Waiter)> {
-        self.take_where(|e| e.deadline <= now)
-            .map(|e| (e.ext, e.waiter))
-            .collect()
+        if self.earliest.is_none_or(|at| at > now) {
+            return Vec::new();
+        }
+        let due = self.take_where(|e| e.deadline <= now);
+        self.earliest = self.entries.values().map(|e| e.deadline).min();
+        due.into_iter().map(|e| (e.ext, e.waiter)).collect()
     }
 
     /// Takes the guard answers extension `ext` owes, for their chains;
     /// with an `error`, also fails every command and tool call it owes.
     pub(super) fn fail_ext(&mut self, ext: usize, error: Option<&HostError>) -> Vec<(u64, usize)> {
-        let mut guards = Vec::new();
         let owed = |e: &Entry| {
             e.ext == ext && (error.is_some() || matches!(e.waiter, Waiter::Guard { .. }))
         };
-        for e in self.take_where(owed) {
-            match (e.waiter, error) {
-                (Waiter::Guard { chain, pos }, _) => guards.push((chain, pos)),
-                (other, Some(error)) => other.fail(error.clone()),
-                (_, None) => {}
-            }
-        }
-        guards
+        let owed = self.take_where(owed).into_iter();
+        owed.filter_map(|e| match e.waiter {
+            Waiter::Guard { chain, pos } => Some((chain, pos)),
+            other => other.fail(error?.clone()),
+        })
+        .collect()
     }
 
     /// Takes every request.
@@ -135,21 +146,24 @@ impl Pending {
         self.entries.drain().map(|(_, e)| e.waiter)
     }
 
+    /// No request expires before it (it may be earlier than the first).
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        self.entries.values().map(|e| e.deadline).min()
+        self.earliest
     }
 
     pub(super) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    fn take_where(&mut self, pick: impl Fn(&Entry) -> bool) -> impl Iterator<Item = Entry> + '_ {
+    fn take_where(&mut self, pick: impl Fn(&Entry) -> bool) -> Vec<Entry> {
         let ids: Vec<String> = self
             .entries
             .iter()
             .filter(|(_, e)| pick(e))
             .map(|(id, _)| id.clone())
             .collect();
-        ids.into_iter().filter_map(|id| self.entries.remove(&id))
+        ids.iter()
+            .filter_map(|id| self.entries.remove(id))
+            .collect()
     }
 }

@@ -4,12 +4,33 @@
 
 use super::pending::Waiter;
 use super::{later, ChainState, Engine, Ext, Goal};
-use crate::intercept::{Answer, Chain, Step, INTERCEPTABLE};
+use crate::intercept::{Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::toolresult::map_content;
 use crate::types::{human, CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
 use serde_json::{json, Value};
+use std::ops::Range;
 use std::time::Instant;
+
+/// Who gets the outcome of an interception chain.
+pub(super) enum Then {
+    /// The embedder, who asked for the chain alone.
+    Reply(Reply<InterceptOutcome>),
+    /// The tool call the chain guards: run unless blocked.
+    RunTool {
+        name: String,
+        reply: Reply<ToolOutcome>,
+    },
+}
+
+impl Then {
+    pub(super) fn fail(self, error: HostError) {
+        match self {
+            Then::Reply(reply) => reply(Err(error)),
+            Then::RunTool { reply, .. } => reply(Err(error)),
+        }
+    }
+}
 
 impl Engine {
     /// Admits a request from the embedder: held during startup, refused
@@ -69,8 +90,7 @@ impl Engine {
                 if !INTERCEPTABLE.contains(&request.event.as_str()) {
                     return reply(Err(HostError::NotInterceptable(request.event)));
                 }
-                let then = Waiter::Intercept(reply);
-                self.start_chain(&request.event, request.payload, then, now);
+                self.start_chain(&request.event, request.payload, Then::Reply(reply), now);
             }
             Request::Emit {
                 event,
@@ -183,27 +203,24 @@ impl Engine {
     }
 
     /// Sends request frame `line` to extension `idx` and registers
-    /// `waiter` for its answer until `deadline`. When the extension
-    /// cannot take it, fails the waiter and returns false.
-    fn send_request(
-        &mut self,
-        idx: usize,
-        id: String,
-        line: &[u8],
-        deadline: Instant,
-        waiter: Waiter,
-    ) -> bool {
+    /// `waiter` for its answer, within its kind's limit. When the
+    /// extension cannot take it, the waiter fails at once.
+    fn send_request(&mut self, idx: usize, id: String, line: &[u8], waiter: Waiter, now: Instant) {
         let ext = &mut self.exts[idx];
         let able = match waiter {
             Waiter::Guard { .. } => ext.answers_guard(),
             _ => ext.serving(),
         };
         if able && ext.send(line) {
-            self.pending.register(id, idx, deadline, waiter);
-            return true;
+            let deadline = later(now, waiter.limit(&self.cfg.timeouts));
+            return self.pending.register(id, idx, deadline, waiter);
         }
-        waiter.fail(HostError::NotServing(ext.name.clone()));
-        false
+        if let Some((chain, pos)) = waiter.fail(HostError::NotServing(ext.name.clone())) {
+            let answer = ext.unavailable(&ext.why_unavailable());
+            if let Some(state) = self.chains.get_mut(&chain) {
+                state.chain.answer(pos, answer);
+            }
+        }
     }
 
     /// Takes the request an `answer` frame names, or logs why it is dropped.
@@ -236,8 +253,7 @@ impl Engine {
             args,
         }
         .to_line();
-        let deadline = later(now, self.cfg.timeouts.command);
-        self.send_request(idx, id, &line, deadline, Waiter::Command { name, reply });
+        self.send_request(idx, id, &line, Waiter::Command { name, reply }, now);
     }
 
     pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
@@ -304,7 +320,7 @@ impl Engine {
         self.emit("tool_call", &payload);
         // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
         // gets the same event and guards; the embedder then runs it.
-        self.start_chain("tool_call", payload, Waiter::Tool { name, reply }, now);
+        self.start_chain("tool_call", payload, Then::RunTool { name, reply }, now);
     }
 
     fn dispatch_tool(
@@ -324,8 +340,7 @@ impl Engine {
             args: &args,
         }
         .to_line();
-        let deadline = later(now, self.cfg.timeouts.tool);
-        self.send_request(idx, id, &line, deadline, Waiter::Tool { name, reply });
+        self.send_request(idx, id, &line, Waiter::Tool { name, reply }, now);
     }
 
     pub(super) fn tool_result(
@@ -350,28 +365,21 @@ impl Engine {
     pub(super) fn expire(&mut self, now: Instant) {
         for (idx, waiter) in self.pending.expired(now) {
             let ext = &self.exts[idx];
-            let (log, request, limit) = match &waiter {
-                Waiter::Command { name, .. } => (
-                    format!("no command_response for /{name}"),
-                    format!("/{name}"),
-                    self.cfg.timeouts.command,
-                ),
-                Waiter::Tool { name, .. } => (
-                    format!("no tool_result for {name}"),
-                    format!("tool {name}"),
-                    self.cfg.timeouts.tool,
-                ),
+            let limit = waiter.limit(&self.cfg.timeouts);
+            let why = format!("no answer within {}", human(limit));
+            let request = match &waiter {
+                Waiter::Command { name, .. } => format!("/{name}"),
+                Waiter::Tool { name, .. } => format!("tool {name}"),
                 Waiter::Guard { chain, pos } => {
-                    let limit = human(self.cfg.timeouts.intercept);
-                    let answer = ext.unavailable(&format!("no answer within {limit}"));
+                    let answer = ext.unavailable(&why);
                     self.answer_guard(*chain, *pos, answer, now);
                     continue;
                 }
-                Waiter::Intercept(_) => continue,
             };
-            ext.log.line(&format!("{log} within {}", human(limit)));
+            ext.log.line(&format!("{request}: {why}"));
+            let extension = ext.name.clone();
             waiter.fail(HostError::TimedOut {
-                extension: ext.name.clone(),
+                extension,
                 request,
                 limit,
             });
@@ -410,7 +418,7 @@ impl Engine {
 
     // ----- event_intercept / event_intercept_response ---------------
 
-    fn start_chain(&mut self, event: &str, payload: EventPayload, then: Waiter, now: Instant) {
+    fn start_chain(&mut self, event: &str, payload: EventPayload, then: Then, now: Instant) {
         let guards: Vec<usize> = (0..self.exts.len())
             .filter(|&i| self.exts[i].guards(event))
             .collect();
@@ -430,35 +438,23 @@ impl Engine {
 
     /// Sends `event_intercept` to the guards at `positions` with the
     /// chain's current value; one deadline for the whole round.
-    fn ask(&mut self, chain: u64, positions: std::ops::Range<usize>, now: Instant) {
-        let deadline = later(now, self.cfg.timeouts.intercept);
+    fn ask(&mut self, chain: u64, positions: Range<usize>, now: Instant) {
         for pos in positions {
             let Some(state) = self.chains.get_mut(&chain) else {
                 return;
             };
-            if let Some(old) = state.ids[pos].take() {
+            let id = self.pending.new_id();
+            if let Some(old) = state.ids[pos].replace(id.clone()) {
                 self.pending.cancel(&old);
             }
-            let idx = state.guards[pos];
-            let id = self.pending.new_id();
             let line = HostFrame::EventIntercept {
                 id: &id,
                 event: &state.chain.event,
                 payload: &state.chain.payload,
             }
             .to_line();
-            let waiter = Waiter::Guard { chain, pos };
-            let sent = self.send_request(idx, id.clone(), &line, deadline, waiter);
-            let (Some(state), ext) = (self.chains.get_mut(&chain), &self.exts[idx]) else {
-                return;
-            };
-            if sent {
-                state.ids[pos] = Some(id);
-            } else {
-                state
-                    .chain
-                    .answer(pos, ext.unavailable(&ext.why_unavailable()));
-            }
+            let idx = state.guards[pos];
+            self.send_request(idx, id, &line, Waiter::Guard { chain, pos }, now);
         }
     }
 
@@ -492,57 +488,53 @@ impl Engine {
     }
 
     fn drive(&mut self, chain: u64, now: Instant) {
-        loop {
+        let outcome = loop {
             let Some(state) = self.chains.get_mut(&chain) else {
                 return;
             };
-            let outcome = match state.chain.advance() {
+            match state.chain.advance() {
                 Step::Wait => return,
-                Step::Ask(range) => {
-                    self.ask(chain, range, now);
-                    continue;
-                }
-                Step::Done(outcome) => outcome,
-            };
-            let Some(mut state) = self.chains.remove(&chain) else {
-                return;
-            };
-            for id in state.ids.iter().flatten() {
-                self.pending.cancel(id);
+                Step::Ask(range) => self.ask(chain, range, now),
+                Step::Done(outcome) => break outcome,
             }
-            let args = state.chain.payload.tool_args.take().unwrap_or(json!({}));
-            let (name, reply) = match state.then {
-                Waiter::Intercept(reply) => return reply(Ok(outcome)),
-                Waiter::Tool { name, reply } => (name, reply),
-                _ => return,
-            };
-            if self.cfg.builtin_tools.contains(&name) {
-                // The verdict and the final args go back: the embedder runs it.
-                return reply(Ok(ToolOutcome {
-                    is_error: outcome.block,
-                    blocked: outcome.block,
-                    reason: outcome.reason.filter(|_| outcome.block),
-                    builtin: true,
-                    args: Some(args),
-                    ..Default::default()
-                }));
-            }
-            if !outcome.block {
-                return self.dispatch_tool(name, args, reply, now);
-            }
-            let reason = outcome.reason.unwrap_or_default();
-            let extension = self
-                .tools
-                .owner(&name)
-                .map_or_else(String::new, |c| self.exts[c.rank].name.clone());
+        };
+        let Some(mut state) = self.chains.remove(&chain) else {
+            return;
+        };
+        for id in state.ids.iter().flatten() {
+            self.pending.cancel(id);
+        }
+        let (name, reply) = match state.then {
+            Then::Reply(reply) => return reply(Ok(outcome)),
+            Then::RunTool { name, reply } => (name, reply),
+        };
+        let args = state.chain.payload.tool_args.take().unwrap_or(json!({}));
+        if self.cfg.builtin_tools.contains(&name) {
+            // The verdict and the final args go back: the embedder runs it.
             return reply(Ok(ToolOutcome {
-                extension,
-                content: vec![json!({"type": "text", "text": reason})],
-                is_error: true,
-                blocked: true,
-                reason: Some(reason),
+                is_error: outcome.block,
+                blocked: outcome.block,
+                reason: outcome.reason.filter(|_| outcome.block),
+                builtin: true,
+                args: Some(args),
                 ..Default::default()
             }));
         }
+        if !outcome.block {
+            return self.dispatch_tool(name, args, reply, now);
+        }
+        let reason = outcome.reason.unwrap_or_default();
+        let extension = self
+            .tools
+            .owner(&name)
+            .map_or_else(String::new, |c| self.exts[c.rank].name.clone());
+        reply(Ok(ToolOutcome {
+            extension,
+            content: vec![json!({"type": "text", "text": reason})],
+            is_error: true,
+            blocked: true,
+            reason: Some(reason),
+            ..Default::default()
+        }))
     }
 }
