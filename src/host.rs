@@ -11,37 +11,31 @@ use crate::types::{
 };
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
+use std::ops::Deref;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// A cheap, cloneable way to send requests from any thread.
-///
-/// Ordering: everything one extension writes reaches the embedder in
-/// the order written (SPEC 3.17). An event is in [`Host::events`] before
-/// the reply to a request that the extension answered after it is
-/// delivered. Events written after the answer may be there too by the
-/// time the consumer sees the reply: a consumer that reads
-/// [`HostHandle::events_sent`] inside the reply callback and, before
-/// acting on the reply, takes events until it has taken that many in
-/// all, keeps the exact order.
+/// A cheap, cloneable way to send requests from any thread. Every
+/// blocking call blocks its caller only.
 #[derive(Clone)]
 pub struct HostHandle {
     tx: Sender<Request>,
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
-    /// [`HostConfig::spin_before_sleep`], for [`HostHandle::call`].
     spin: Duration,
 }
 
 impl HostHandle {
-    /// Events put into [`Host::events`] so far (see [`HostHandle`] on ordering).
+    /// Events put into [`Host::events`] so far. Read inside a reply callback,
+    /// it says how many events to take before acting on the reply (SPEC 3.17).
     pub fn events_sent(&self) -> u64 {
         self.events_sent.load(Ordering::SeqCst)
     }
 
-    /// Blocks until startup readiness (see [`Host::wait_ready`]).
+    /// Blocks until every extension is ready or failed, or the startup
+    /// grace ran out; returns the names of the ready ones.
     pub fn wait_ready(&self) -> Vec<String> {
         self.ready.wait()
     }
@@ -65,13 +59,111 @@ impl HostHandle {
         engine::poll_briefly(self.spin, || !rx.is_empty());
         rx.recv().unwrap_or(Err(HostError::Stopped))
     }
+
+    /// Runs a slash command (name without `/`).
+    pub fn command(&self, name: &str, args: &str) -> Result<CommandOutcome, HostError> {
+        let (name, args) = (name.into(), args.into());
+        self.call(|reply| Request::Command { name, args, reply })
+    }
+
+    /// Runs a tool after its `tool_call` event and interception chain;
+    /// a built-in one only gets the verdict and final `args` (SPEC 7).
+    pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
+        self.tool(call, true)
+    }
+
+    /// Runs a tool directly, without event or interception.
+    pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
+        self.tool(call, false)
+    }
+
+    fn tool(&self, call: ToolRequest, pipeline: bool) -> Result<ToolOutcome, HostError> {
+        self.call(|reply| Request::Tool {
+            call,
+            pipeline,
+            reply,
+        })
+    }
+
+    /// Asks the guards about an event the embedder is about to act on.
+    pub fn intercept(&self, request: InterceptRequest) -> Result<InterceptOutcome, HostError> {
+        self.call(|reply| Request::Intercept { request, reply })
+    }
+
+    /// Emits a lifecycle event; returns the subscribers it was queued to.
+    pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, HostError> {
+        let event = event.into();
+        self.call(|reply| Request::Emit {
+            event,
+            payload,
+            reply,
+        })
+    }
+
+    /// Queues a lifecycle event without waiting, in order with other requests.
+    pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
+        let (event, reply) = (event.into(), Box::new(|_| {}));
+        self.submit(Request::Emit {
+            event,
+            payload,
+            reply,
+        });
+    }
+
+    /// Forwards a key pressed in `panel_id` to `extension`.
+    pub fn panel_key(
+        &self,
+        extension: &str,
+        panel_id: &str,
+        key: &str,
+        text: Option<&str>,
+    ) -> Result<(), HostError> {
+        let (extension, panel_id, key) = (extension.into(), panel_id.into(), key.into());
+        let text = text.map(str::to_string);
+        self.call(|reply| Request::PanelKey {
+            extension,
+            panel_id,
+            key,
+            text,
+            reply,
+        })
+    }
+
+    /// Tells `extension` its panel `panel_id` was closed.
+    pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
+        let (extension, panel_id) = (extension.into(), panel_id.into());
+        self.call(|reply| Request::PanelClose {
+            extension,
+            panel_id,
+            reply,
+        })
+    }
+
+    /// Extensions and registries as they are now.
+    pub fn list(&self) -> Result<Snapshot, HostError> {
+        self.call(|reply| Request::List { reply })
+    }
+
+    /// Stops every extension, rediscovers and starts them again.
+    pub fn reload(&self) -> Result<ReloadReport, HostError> {
+        self.call(|reply| Request::Reload { reply })
+    }
 }
 
-/// A running extension host. Dropping it shuts it down gracefully.
+/// A running extension host; its calls are [`HostHandle`]'s. Dropping it
+/// shuts it down gracefully.
 pub struct Host {
     handle: HostHandle,
     events: Receiver<HostEvent>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl Deref for Host {
+    type Target = HostHandle;
+
+    fn deref(&self) -> &HostHandle {
+        &self.handle
+    }
 }
 
 impl Host {
@@ -89,10 +181,11 @@ impl Host {
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
             .spawn(move || engine::run(config, rx, event_tx, sent, latch))?;
+        let thread = Some(thread);
         Ok(Host {
             handle,
             events,
-            thread: Some(thread),
+            thread,
         })
     }
 
@@ -107,120 +200,17 @@ impl Host {
         self.handle.clone()
     }
 
-    /// Blocks until every extension is ready or failed, or the startup
-    /// grace ran out; returns the names of the ready ones.
-    pub fn wait_ready(&self) -> Vec<String> {
-        self.handle.wait_ready()
-    }
-
-    /// Runs a slash command (name without `/`).
-    pub fn command(&self, name: &str, args: &str) -> Result<CommandOutcome, HostError> {
-        let (name, args) = (name.to_string(), args.to_string());
-        self.handle
-            .call(|reply| Request::Command { name, args, reply })
-    }
-
-    /// Runs a tool after its `tool_call` event and interception chain;
-    /// a built-in one only gets the verdict and final `args` (SPEC 7).
-    pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
-        self.tool(call, true)
-    }
-
-    /// Runs a tool directly, without event or interception.
-    pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
-        self.tool(call, false)
-    }
-
-    fn tool(&self, call: ToolRequest, pipeline: bool) -> Result<ToolOutcome, HostError> {
-        let request = |reply| Request::Tool {
-            call,
-            pipeline,
-            reply,
-        };
-        self.handle.call(request)
-    }
-
-    /// Asks the guards about an event the embedder is about to act on.
-    pub fn intercept(&self, request: InterceptRequest) -> Result<InterceptOutcome, HostError> {
-        self.handle
-            .call(|reply| Request::Intercept { request, reply })
-    }
-
-    /// Emits a lifecycle event; returns the subscribers it was queued to.
-    pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, HostError> {
-        let event = event.to_string();
-        self.handle.call(|reply| Request::Emit {
-            event,
-            payload,
-            reply,
-        })
-    }
-
-    /// Queues a lifecycle event without waiting, in order with other requests.
-    pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
-        self.handle.submit(Request::Emit {
-            event: event.to_string(),
-            payload,
-            reply: Box::new(|_| {}),
-        });
-    }
-
-    /// Forwards a key pressed in `panel_id` to `extension`.
-    pub fn panel_key(
-        &self,
-        extension: &str,
-        panel_id: &str,
-        key: &str,
-        text: Option<&str>,
-    ) -> Result<(), HostError> {
-        let (extension, panel_id, key) =
-            (extension.to_string(), panel_id.to_string(), key.to_string());
-        let text = text.map(str::to_string);
-        self.handle.call(|reply| Request::PanelKey {
-            extension,
-            panel_id,
-            key,
-            text,
-            reply,
-        })
-    }
-
-    /// Tells `extension` its panel `panel_id` was closed.
-    pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
-        let (extension, panel_id) = (extension.to_string(), panel_id.to_string());
-        self.handle.call(|reply| Request::PanelClose {
-            extension,
-            panel_id,
-            reply,
-        })
-    }
-
-    /// Extensions and registries as they are now.
-    pub fn list(&self) -> Result<Snapshot, HostError> {
-        self.handle.call(|reply| Request::List { reply })
-    }
-
-    /// Stops every extension, rediscovers and starts them again.
-    pub fn reload(&self) -> Result<ReloadReport, HostError> {
-        self.handle.call(|reply| Request::Reload { reply })
-    }
-
     /// Graceful shutdown (SPEC 3.14); returns when every extension is gone.
-    pub fn shutdown(mut self) {
-        self.stop();
-    }
-
-    fn stop(&mut self) {
-        let Some(thread) = self.thread.take() else {
-            return;
-        };
-        let _ = self.handle.call(|reply| Request::Shutdown { reply });
-        let _ = thread.join();
+    pub fn shutdown(self) {
+        drop(self)
     }
 }
 
 impl Drop for Host {
     fn drop(&mut self) {
-        self.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = self.call(|reply| Request::Shutdown { reply });
+            let _ = thread.join();
+        }
     }
 }
