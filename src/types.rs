@@ -109,38 +109,32 @@ pub struct ExtensionInfo {
     pub restarts: u32,
 }
 
-/// A registered command.
+/// A registered command (`name` without `/`) and its owning extension.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CommandInfo {
-    /// Name without the slash.
     pub name: String,
-    /// What it does.
     pub description: String,
-    /// Owning extension.
     pub extension: String,
 }
 
-/// A registered tool.
+/// A registered tool, the JSON Schema of its args, and its owning extension.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolInfo {
-    /// Tool name.
     pub name: String,
-    /// What it does.
     pub description: String,
-    /// JSON Schema of its args, when given.
     pub schema: Option<Value>,
-    /// Owning extension.
     pub extension: String,
 }
 
-/// Everything the host knows, at one moment.
+/// Everything the host knows, at one moment: extensions in precedence
+/// order, commands and tools by name.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Snapshot {
-    /// Every extension, in precedence order.
     pub extensions: Vec<ExtensionInfo>,
-    /// Commands by name.
     pub commands: Vec<CommandInfo>,
-    /// Tools by name.
     pub tools: Vec<ToolInfo>,
 }
 
@@ -165,76 +159,44 @@ pub struct ReloadReport {
 }
 
 /// Something the host tells the embedder, unasked.
+#[allow(missing_docs)] // each variant's line says what its fields are
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum HostEvent {
     /// Startup readiness reached (once): these extensions are ready.
-    Ready {
-        /// Names of the ready extensions.
-        extensions: Vec<String>,
-    },
-    /// A note for the user.
+    Ready { extensions: Vec<String> },
+    /// A note for the user; `level` is `info`, `success`, `warn` or `error`.
     Notify {
-        /// The extension that sent it.
         extension: String,
-        /// `info`, `success`, `warn` or `error`.
         level: String,
-        /// The note's text.
         message: String,
     },
     /// Retract every note of `extension`.
-    ClearNotes {
-        /// The extension whose notes go.
-        extension: String,
-    },
-    /// Show or update a panel.
+    ClearNotes { extension: String },
+    /// Show or update a panel of `extension`.
     PanelRender {
-        /// The panel, flattened into the event.
         #[serde(flatten)]
         panel: Panel,
-        /// The extension that owns it.
         extension: String,
     },
-    /// Close a panel.
-    PanelClose {
-        /// The panel to close.
-        panel_id: String,
-        /// The extension that owns it.
-        extension: String,
-    },
+    /// Close a panel of `extension`.
+    PanelClose { panel_id: String, extension: String },
     /// An extension finished registering after startup.
-    Registered {
-        /// The extension's name.
-        extension: String,
-    },
-    /// An extension exited on its own.
-    ExtensionExited {
-        /// The extension's name.
-        extension: String,
-        /// How it exited, e.g. `exit code 1` or `signal 9`.
-        status: String,
-    },
-    /// A crashed extension was started again (SPEC 12).
+    Registered { extension: String },
+    /// An extension exited on its own; `status` is e.g. `exit code 1` or `signal 9`.
+    ExtensionExited { extension: String, status: String },
+    /// A crashed extension was started again (SPEC 12); `attempt` counts
+    /// from 1, `status` says how the crash before it ended.
     ExtensionRestarted {
-        /// The extension's name.
         extension: String,
-        /// Which restart since its crashes began (1 for the first).
         attempt: u32,
-        /// How the crash before this restart ended it, e.g. `exit code 3`.
         status: String,
     },
     /// An extension could not be started or failed its handshake.
-    ExtensionFailed {
-        /// The extension's name.
-        extension: String,
-        /// Why it failed.
-        error: String,
-    },
-    /// Notes and panel updates dropped: the embedder was slow ([`crate::HostConfig::event_budget`]).
-    EventsDropped {
-        /// How many since the last report.
-        count: u64,
-    },
+    ExtensionFailed { extension: String, error: String },
+    /// Notes and panel updates dropped since the last report: the embedder
+    /// was slow ([`crate::HostConfig::event_budget`]).
+    EventsDropped { count: u64 },
 }
 
 /// Why the host could not answer a request; `Display` is the user's text.
@@ -254,22 +216,16 @@ pub enum HostError {
     NoSuchExtension(String),
     /// The extension cannot take a request now (stopping, stdin closed).
     NotServing(String),
-    /// The extension did not answer in time.
+    /// The extension did not answer `request` (`/NAME` or `tool NAME`) within `limit`.
+    #[allow(missing_docs)]
     TimedOut {
-        /// The extension asked.
         extension: String,
-        /// What it was asked: `/NAME` or `tool NAME`.
         request: String,
-        /// The timeout that passed.
         limit: Duration,
     },
-    /// The extension exited while the request waited.
-    Exited {
-        /// The extension.
-        extension: String,
-        /// How it exited, e.g. `exit code 1`.
-        status: String,
-    },
+    /// The extension exited while the request waited; `status` is e.g. `exit code 1`.
+    #[allow(missing_docs)]
+    Exited { extension: String, status: String },
     /// A reload replaced the extensions while the request waited.
     Reloaded,
     /// Only one reload runs at a time.
@@ -340,84 +296,55 @@ pub(crate) fn human(d: Duration) -> String {
 /// Where a reply goes: called once, on the loop thread, so it must be quick.
 pub type Reply<T> = Box<dyn FnOnce(Result<T, HostError>) + Send>;
 
-/// A request to the host loop. Each carries its own [`Reply`].
+/// A request to the host loop; its `reply` gets the answer.
+#[allow(missing_docs)] // each variant's line says what its fields are
 pub enum Request {
-    /// Run the slash command `name` with `args`.
+    /// Run the slash command `name` (without `/`) with `args`.
     Command {
-        /// Command name, without the slash.
         name: String,
-        /// Text after the command name.
         args: String,
-        /// Gets the extension's answer.
         reply: Reply<CommandOutcome>,
     },
-    /// Run a tool, with or without its pipeline (SPEC 3.11).
+    /// Run a tool; with `pipeline`, after its event and interception (SPEC 3.11).
     Tool {
-        /// The tool and its arguments.
         call: ToolRequest,
-        /// Run the event and interception first.
         pipeline: bool,
-        /// Gets the tool's result.
         reply: Reply<ToolOutcome>,
     },
     /// Run the interception chain only.
     Intercept {
-        /// The event to put to the guards.
         request: InterceptRequest,
-        /// Gets the chain's outcome.
         reply: Reply<InterceptOutcome>,
     },
     /// Emit a lifecycle event; replies with the subscribers it was queued to.
     Emit {
-        /// Event name, e.g. `turn_end`.
         event: String,
-        /// The event's fields.
         payload: EventPayload,
-        /// Gets the names of the extensions it was queued to.
         reply: Reply<Vec<String>>,
     },
-    /// Forward a key to an extension's panel.
+    /// Forward a [`PANEL_KEYS`](crate::protocol::PANEL_KEYS) key (`text` for `rune`) to a panel.
     PanelKey {
-        /// The extension that owns the panel.
         extension: String,
-        /// The panel's id.
         panel_id: String,
-        /// One of [`PANEL_KEYS`](crate::protocol::PANEL_KEYS).
         key: String,
-        /// The typed text, for `rune`.
         text: Option<String>,
-        /// Gets whether the key could be sent.
         reply: Reply<()>,
     },
     /// Tell an extension its panel was closed.
     PanelClose {
-        /// The extension that owns the panel.
         extension: String,
-        /// The panel's id.
         panel_id: String,
-        /// Gets whether the close could be sent.
         reply: Reply<()>,
     },
     /// Extensions and registries.
-    List {
-        /// Gets the snapshot.
-        reply: Reply<Snapshot>,
-    },
+    List { reply: Reply<Snapshot> },
     /// Stop every extension, rediscover, start again.
-    Reload {
-        /// Gets what the reload did.
-        reply: Reply<ReloadReport>,
-    },
-    /// Graceful stop (SPEC 3.14): accepted requests finish, later ones are refused.
-    Shutdown {
-        /// Called once every extension has stopped.
-        reply: Reply<()>,
-    },
+    Reload { reply: Reply<ReloadReport> },
+    /// Graceful stop (SPEC 3.14): accepted requests finish, later ones are
+    /// refused; replies once every extension has stopped.
+    Shutdown { reply: Reply<()> },
     /// Stop at once (a second Ctrl-C): accepted requests fail.
-    ShutdownNow {
-        /// Called once every extension has stopped.
-        reply: Reply<()>,
-    },
+    ShutdownNow { reply: Reply<()> },
 }
 
 impl Request {
