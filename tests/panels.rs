@@ -6,13 +6,9 @@
 
 mod common;
 
-use common::{recorded, spawn_piped, wait_for, zot, TempDir, DEADLINE};
-use crossbeam_channel::Receiver;
+use common::{frames, log_of, wait_for, TempDir, Zot};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
-use std::time::Instant;
 
 /// The panel extension, recording what it receives in `rec`.
 fn todo_ext(t: &TempDir, rec: &Path) -> PathBuf {
@@ -24,109 +20,18 @@ fn todo_ext(t: &TempDir, rec: &Path) -> PathBuf {
     dir
 }
 
-/// The session over pipes.
-struct Session {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    seen: Vec<String>,
-}
-
-impl Session {
-    fn start(t: &TempDir, ext: &Path) -> Session {
-        let mut cmd = zot();
-        cmd.args(["--no-ext", "--cwd"])
-            .arg(t.path())
-            .arg("-e")
-            .arg(ext)
-            .env("ZOT_HOME", t.join("home"))
-            // A loaded machine may take longer than the 3 s default.
-            .env("ZOT_STARTUP_TIMEOUT", "20")
-            .stderr(Stdio::inherit());
-        let (child, stdin, lines) = spawn_piped(&mut cmd);
-        let mut s = Session {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        };
-        s.expect("ready: todo");
-        s
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{line}").expect("write line");
-        stdin.flush().expect("flush");
-    }
-
-    /// Reads until a line containing `needle`; returns the lines read.
-    fn read_until(&mut self, needle: &str) -> Vec<String> {
-        let end = Instant::now() + DEADLINE;
-        let mut got = Vec::new();
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let Ok(line) = self.lines.recv_timeout(left) else {
-                panic!(
-                    "no line containing {needle:?} before the deadline; output so far:\n{}",
-                    self.seen.join("\n")
-                );
-            };
-            self.seen.push(line.clone());
-            got.push(line.clone());
-            if line.contains(needle) {
-                return got;
-            }
-        }
-    }
-
-    fn expect(&mut self, needle: &str) {
-        if !self.seen.iter().any(|l| l.contains(needle)) {
-            self.read_until(needle);
-        }
-    }
-
-    /// Sends `line`; returns what it printed (up to a `/clear` after it).
-    fn run(&mut self, line: &str) -> Vec<String> {
-        self.send(line);
-        self.send("/clear");
-        let mut got = self.read_until("notes cleared (");
-        got.pop();
-        got
-    }
-
-    fn assert_never_shown(&self, text: &str) {
-        assert!(
-            !self.seen.iter().any(|l| l.contains(text)),
-            "{text:?} was shown:\n{}",
-            self.seen.join("\n")
-        );
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn frames(rec: &Path, kind: &str) -> Vec<Value> {
-    recorded(rec)
-        .into_iter()
-        .filter(|f| f["type"] == kind)
-        .collect()
-}
-
-fn log(t: &TempDir) -> String {
-    std::fs::read_to_string(t.join("home/logs/ext-todo.log")).unwrap_or_default()
+/// The session with the panel extension, once it says `ready: todo`.
+fn session(t: &TempDir, rec: &Path) -> Zot {
+    let mut s = Zot::start(t, &[todo_ext(t, rec)], &[]);
+    s.saw("ready: todo");
+    s
 }
 
 #[test]
 fn esc_closes_the_panel_and_tells_the_extension() {
     let t = TempDir::new("panel-esc");
     let rec = t.join("rec");
-    let mut s = Session::start(&t, &todo_ext(&t, &rec));
+    let mut s = session(&t, &rec);
     assert_eq!(
         s.run("/todo")[..5],
         [
@@ -138,13 +43,13 @@ fn esc_closes_the_panel_and_tells_the_extension() {
         ]
     );
     s.send("/key down");
-    s.expect("│ > fix panels");
+    s.saw("│ > fix panels");
     s.read_until("└─ up/down move");
     let esc = s.run("/key esc");
     assert_eq!(esc[0], "panel closed: todo/todo-panel", "{esc:?}");
     // The extension was told, and answered with a late render and then a
     // note: once the note is here, the render was seen and not shown.
-    s.expect("[todo] info: closed todo-panel");
+    s.saw("[todo] info: closed todo-panel");
     s.assert_never_shown("late render");
     let close = frames(&rec, "panel_close");
     assert_eq!(close.len(), 1, "one panel_close: {close:?}");
@@ -155,7 +60,8 @@ fn esc_closes_the_panel_and_tells_the_extension() {
         .collect();
     assert_eq!(keys, [json!("down")], "esc must not be forwarded as a key");
     wait_for("the ignored render in the log", || {
-        log(&t).contains("panel_render for panel \"todo-panel\", which is not open: not shown")
+        log_of(&t, "todo")
+            .contains("panel_render for panel \"todo-panel\", which is not open: not shown")
     });
     // The closed panel is no /key target any more.
     let after = s.run("/key down");
@@ -173,13 +79,13 @@ fn esc_closes_the_panel_and_tells_the_extension() {
 fn a_render_for_a_panel_never_opened_is_not_shown() {
     let t = TempDir::new("panel-ghost");
     let rec = t.join("rec");
-    let mut s = Session::start(&t, &todo_ext(&t, &rec));
+    let mut s = session(&t, &rec);
     s.send("/ghost");
-    s.expect("[todo] info: ghost sent");
+    s.saw("[todo] info: ghost sent");
     s.assert_never_shown("never opened");
     s.assert_never_shown("Ghost");
     wait_for("the ignored render in the log", || {
-        log(&t).contains("panel_render for panel \"ghost-panel\", which is not open")
+        log_of(&t, "todo").contains("panel_render for panel \"ghost-panel\", which is not open")
     });
     // It did not become the default /key target either.
     let out = s.run("/key down");
@@ -194,7 +100,7 @@ fn a_render_for_a_panel_never_opened_is_not_shown() {
 fn key_for_a_panel_that_is_not_open_names_the_open_ones() {
     let t = TempDir::new("panel-wrong");
     let rec = t.join("rec");
-    let mut s = Session::start(&t, &todo_ext(&t, &rec));
+    let mut s = session(&t, &rec);
     let none = s.run("/key todo-panel down");
     assert_eq!(
         none,
@@ -216,7 +122,7 @@ fn key_for_a_panel_that_is_not_open_names_the_open_ones() {
     );
     // The right one still works.
     s.send("/key todo todo-panel down");
-    s.expect("│ > fix panels");
+    s.saw("│ > fix panels");
     assert!(frames(&rec, "panel_key").len() == 1);
 }
 
@@ -224,11 +130,15 @@ fn key_for_a_panel_that_is_not_open_names_the_open_ones() {
 fn a_render_right_after_open_panel_updates_the_new_panel() {
     let t = TempDir::new("panel-twice");
     let rec = t.join("rec");
-    let mut s = Session::start(&t, &todo_ext(&t, &rec));
+    let mut s = session(&t, &rec);
     s.send("/twice");
     // The reply and the render travel apart; either way the render that
     // followed the open_panel shows in the panel.
-    s.expect("│ rendered at once");
+    s.saw("│ rendered at once");
     s.assert_never_shown("which is not open");
-    assert!(!log(&t).contains("not open"), "render dropped: {}", log(&t));
+    assert!(
+        !log_of(&t, "todo").contains("not open"),
+        "render dropped: {}",
+        log_of(&t, "todo")
+    );
 }

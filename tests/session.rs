@@ -9,152 +9,15 @@
 mod common;
 
 use common::*;
-use crossbeam_channel::Receiver;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-/// `zot` (the session) over pipes.
-struct Zot {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    /// Every stdout line read so far.
-    seen: Vec<String>,
-}
-
-impl Zot {
-    /// `zot --no-ext --cwd <t> -e ...` plus `extra` arguments, with its
-    /// own ZOT_HOME.
-    fn start(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Zot {
-        let mut cmd = zot();
-        cmd.arg("--no-ext").arg("--cwd").arg(t.path());
-        for e in exts {
-            cmd.arg("-e").arg(e);
-        }
-        // A loaded machine may take longer than the 3 s startup default.
-        cmd.args(extra)
-            .env("ZOT_HOME", t.join("home"))
-            .env("ZOT_STARTUP_TIMEOUT", "20");
-        let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::inherit()));
-        let mut z = Zot {
-            stdin,
-            child,
-            lines,
-            seen: Vec::new(),
-        };
-        z.expect("ready: ");
-        z
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{line}").expect("write line");
-        stdin.flush().expect("flush");
-    }
-
-    /// Reads lines until one contains `needle`; returns the lines read,
-    /// the matching one last.
-    fn read_until(&mut self, needle: &str) -> Vec<String> {
-        let end = Instant::now() + DEADLINE;
-        let mut got = Vec::new();
-        loop {
-            let left = end.saturating_duration_since(Instant::now());
-            let Ok(line) = self.lines.recv_timeout(left) else {
-                panic!(
-                    "no line containing {needle:?} before the deadline; output so far:\n{}",
-                    self.seen.join("\n")
-                );
-            };
-            self.seen.push(line.clone());
-            got.push(line.clone());
-            if line.contains(needle) {
-                return got;
-            }
-        }
-    }
-
-    /// Whether a line containing `needle` was seen, or comes next.
-    fn saw(&mut self, needle: &str) {
-        if !self.seen.iter().any(|l| l.contains(needle)) {
-            self.expect(needle);
-        }
-    }
-
-    /// The next line containing `needle`.
-    fn expect(&mut self, needle: &str) -> String {
-        self.read_until(needle).pop().unwrap_or_default()
-    }
-
-    /// Sends `line`, then reads until the output of a `/clear` sent
-    /// after it: everything `line` printed (the queue runs in order).
-    fn run(&mut self, line: &str) -> Vec<String> {
-        self.send(line);
-        self.send("/clear");
-        let mut got = self.read_until("notes cleared (");
-        got.pop();
-        got
-    }
-
-    fn signal(&self, sig: i32) {
-        let pid = i32::try_from(self.child.id()).expect("pid");
-        // SAFETY: kill(2) on our own child.
-        unsafe {
-            libc::kill(pid, sig);
-        }
-    }
-
-    fn close_stdin(&mut self) {
-        self.stdin = None;
-    }
-
-    /// Waits for exit; returns the exit code and collects what is left.
-    fn wait(&mut self) -> Option<i32> {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                // Up to EOF (the reader thread then ends), however slow.
-                let end = Instant::now() + DEADLINE;
-                while let Ok(line) = self.lines.recv_deadline(end) {
-                    self.seen.push(line);
-                }
-                return status.code();
-            }
-            assert!(Instant::now() < end, "zot did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// The pid `/ext` shows for extension `name`.
-    fn pid_of(&mut self, name: &str) -> u32 {
-        self.send("/ext");
-        let line = self.expect(&format!("  {name}  "));
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let at = words.iter().position(|w| *w == "pid").expect("pid shown");
-        words[at + 1].parse().expect("pid number")
-    }
-}
-
-impl Drop for Zot {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `line` with runs of whitespace made one space.
 fn squash(line: &str) -> String {
     line.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Frames of type `kind` in a record file.
-fn frames(path: &Path, kind: &str) -> Vec<Value> {
-    recorded(path)
-        .into_iter()
-        .filter(|f| f["type"] == kind)
-        .collect()
 }
 
 /// Lifecycle events an observer recorded, as `(event, frame)`.

@@ -50,7 +50,12 @@ pub fn fixture() -> PathBuf {
 /// Writes an extension directory `dir` whose manifest is `name` and
 /// whose behaviour is `cfg` (see the fixture's docstring).
 pub fn ext_dir(dir: &Path, name: &str, cfg: Value) -> PathBuf {
-    let mut cfg = cfg;
+    configured_ext(dir, name, &fixture(), cfg)
+}
+
+/// An extension directory running `exec` with `cfg` (its name filled
+/// in) as its one argument.
+fn configured_ext(dir: &Path, name: &str, exec: &Path, mut cfg: Value) -> PathBuf {
     if cfg.get("name").is_none() {
         cfg["name"] = json!(name);
     }
@@ -58,7 +63,7 @@ pub fn ext_dir(dir: &Path, name: &str, cfg: Value) -> PathBuf {
     let manifest = json!({
         "name": name,
         "version": "1.0.0",
-        "exec": fixture(),
+        "exec": exec,
         "args": [cfg.to_string()],
     });
     std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
@@ -251,11 +256,7 @@ impl Rpc {
 
     /// Next stdout line as JSON; every stdout line must be JSON.
     pub fn next(&mut self) -> Option<Value> {
-        let line = self.lines.recv_timeout(DEADLINE).ok()?;
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
-        self.seen.push(v.clone());
-        Some(v)
+        self.next_within(DEADLINE)
     }
 
     /// Reads until a line matches `pred`; returns it.
@@ -383,16 +384,8 @@ impl Rpc {
 /// `fixtures/sdk-like/ext.py` (handlers on threads after a delay, exit
 /// at once on `shutdown`), configured by `cfg` (see its docstring).
 pub fn sdk_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
-    let mut cfg = cfg;
-    if cfg.get("name").is_none() {
-        cfg["name"] = json!(name);
-    }
-    std::fs::create_dir_all(dir).expect("create ext dir");
     let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sdk-like/ext.py");
-    let manifest =
-        json!({"name": name, "version": "1.0.0", "exec": exec, "args": [cfg.to_string()]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
-    dir.to_path_buf()
+    configured_ext(dir, name, &exec, cfg)
 }
 
 /// Peak resident memory of process `pid` in kB (`VmHWM`), if readable.
@@ -488,4 +481,149 @@ pub fn spawn_raw(t: &TempDir, args: &[&str], ext: &Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap_or_else(|e| panic!("spawn zot {args:?}: {e}"))
+}
+
+/// Frames of type `kind` in a record file.
+pub fn frames(path: &Path, kind: &str) -> Vec<Value> {
+    recorded(path)
+        .into_iter()
+        .filter(|f| f["type"] == kind)
+        .collect()
+}
+
+/// `zot` (the interactive session) over pipes.
+pub struct Zot {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: crossbeam_channel::Receiver<String>,
+    /// Every stdout line read so far.
+    pub seen: Vec<String>,
+}
+
+impl Zot {
+    /// `zot --no-ext --cwd <t> -e ...` plus `extra` arguments, with its
+    /// own ZOT_HOME; returns once it says `ready: `.
+    pub fn start(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Zot {
+        let mut cmd = zot();
+        cmd.arg("--no-ext").arg("--cwd").arg(t.path());
+        for e in exts {
+            cmd.arg("-e").arg(e);
+        }
+        // A loaded machine may take longer than the 3 s startup default.
+        cmd.args(extra)
+            .env("ZOT_HOME", t.join("home"))
+            .env("ZOT_STARTUP_TIMEOUT", "20");
+        let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::inherit()));
+        let mut z = Zot {
+            stdin,
+            child,
+            lines,
+            seen: Vec::new(),
+        };
+        z.expect("ready: ");
+        z
+    }
+
+    pub fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{line}").expect("write line");
+        stdin.flush().expect("flush");
+    }
+
+    /// Reads lines until one contains `needle`; returns the lines read,
+    /// the matching one last.
+    pub fn read_until(&mut self, needle: &str) -> Vec<String> {
+        let end = Instant::now() + DEADLINE;
+        let mut got = Vec::new();
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let Ok(line) = self.lines.recv_timeout(left) else {
+                panic!(
+                    "no line containing {needle:?} before the deadline; output so far:\n{}",
+                    self.seen.join("\n")
+                );
+            };
+            self.seen.push(line.clone());
+            got.push(line.clone());
+            if line.contains(needle) {
+                return got;
+            }
+        }
+    }
+
+    /// Whether a line containing `needle` was seen, or comes next.
+    pub fn saw(&mut self, needle: &str) {
+        if !self.seen.iter().any(|l| l.contains(needle)) {
+            self.expect(needle);
+        }
+    }
+
+    /// The next line containing `needle`.
+    pub fn expect(&mut self, needle: &str) -> String {
+        self.read_until(needle).pop().unwrap_or_default()
+    }
+
+    /// Sends `line`, then reads until the output of a `/clear` sent
+    /// after it: everything `line` printed (the queue runs in order).
+    pub fn run(&mut self, line: &str) -> Vec<String> {
+        self.send(line);
+        self.send("/clear");
+        let mut got = self.read_until("notes cleared (");
+        got.pop();
+        got
+    }
+
+    /// Fails if a line containing `text` was read.
+    pub fn assert_never_shown(&self, text: &str) {
+        assert!(
+            !self.seen.iter().any(|l| l.contains(text)),
+            "{text:?} was shown:\n{}",
+            self.seen.join("\n")
+        );
+    }
+
+    pub fn signal(&self, sig: i32) {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: kill(2) on our own child.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Waits for exit; returns the exit code and collects what is left.
+    pub fn wait(&mut self) -> Option<i32> {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                // Up to EOF (the reader thread then ends), however slow.
+                let end = Instant::now() + DEADLINE;
+                while let Ok(line) = self.lines.recv_deadline(end) {
+                    self.seen.push(line);
+                }
+                return status.code();
+            }
+            assert!(Instant::now() < end, "zot did not exit");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The pid `/ext` shows for extension `name`.
+    pub fn pid_of(&mut self, name: &str) -> u32 {
+        self.send("/ext");
+        let line = self.expect(&format!("  {name}  "));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "pid").expect("pid shown");
+        words[at + 1].parse().expect("pid number")
+    }
+}
+
+impl Drop for Zot {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
