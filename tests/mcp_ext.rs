@@ -724,32 +724,38 @@ fn timeout_options_want_a_positive_number_of_seconds() {
     }
 }
 
-/// fixtures/mcp-hostile/server.py, misbehaving as `mode` says; not
-/// restarted, so a failure stays visible.
-fn hostile(dir: &Path, mode: &str) -> PathBuf {
+/// `zot rpc` with fixtures/mcp-hostile/server.py misbehaving as `mode`
+/// says (`more`: its further arguments); not restarted, so a failure
+/// stays visible.
+fn hostile_rpc(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
     let python = which("python3");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-hostile/server.py");
-    mcp_manifest(
-        dir,
-        "hostile",
-        &python,
-        &[script.to_str().expect("utf-8"), mode],
-        json!({"restart": "never"}),
-    )
+    let mut args = vec![script.to_str().expect("utf-8"), mode];
+    args.extend(more.iter().map(|p| p.to_str().expect("utf-8")));
+    let restart = json!({"restart": "never"});
+    let h = mcp_manifest(&t.join("h"), "hostile", &python, &args, restart);
+    patient_rpc(t, &[h])
 }
 
-/// [`hostile`], for a mode that writes pids to `file` (its second argument).
-fn hostile_writing(dir: &Path, mode: &str, file: &Path) -> PathBuf {
-    let python = which("python3");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-hostile/server.py");
-    let file = file.to_str().expect("utf-8");
-    mcp_manifest(
-        dir,
-        "hostile",
-        &python,
-        &[script.to_str().expect("utf-8"), mode, file],
-        json!({"restart": "never"}),
-    )
+/// [`hostile_rpc`], once the server is ready listing the one tool `ok`.
+fn hostile_ready_with_ok(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
+    let mut rpc = hostile_rpc(t, mode, more);
+    let list = until_ready(&mut rpc, "hostile");
+    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    rpc
+}
+
+/// The server in `mode` refuses initialize: that refusal is the reason
+/// it failed (`not`: the symptom it must not be).
+fn fails_for_the_refused_initialize(mode: &str, not: &str) {
+    let t = TempDir::new(&format!("mcp-{mode}"));
+    let mut rpc = hostile_rpc(&t, mode, &[]);
+    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("initialize failed: MCP error -32603: boom: no licence key"),
+        "{not}: {failed}"
+    );
 }
 
 fn names(list: &Value, key: &str) -> Vec<String> {
@@ -763,14 +769,9 @@ fn names(list: &Value, key: &str) -> Vec<String> {
 
 #[test]
 fn a_refused_initialize_is_the_reason_the_server_failed() {
-    let t = TempDir::new("mcp-init-error");
-    let h = hostile(&t.join("h"), "init-error");
-    let mut rpc = patient_rpc(&t, &[h]);
-    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
-    let error = failed["error"].as_str().unwrap_or_default();
-    assert!(
-        error.contains("initialize failed: MCP error -32603: boom: no licence key"),
-        "the user is told why the handshake failed, not a symptom: {failed}"
+    fails_for_the_refused_initialize(
+        "init-error",
+        "the user is told why the handshake failed, not a symptom",
     );
 }
 
@@ -779,22 +780,16 @@ fn a_refused_initialize_is_the_reason_the_server_failed() {
 /// timeout (60 s here), and the reason stays the refusal.
 #[test]
 fn a_refused_initialize_with_a_silent_probe_fails_with_its_reason() {
-    let t = TempDir::new("mcp-silent-init-error");
-    let h = hostile(&t.join("h"), "silent-init-error");
-    let mut rpc = patient_rpc(&t, &[h]);
-    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
-    let error = failed["error"].as_str().unwrap_or_default();
-    assert!(
-        error.contains("initialize failed: MCP error -32603: boom: no licence key"),
-        "failed for the refusal, not at the hello timeout: {failed}"
+    fails_for_the_refused_initialize(
+        "silent-init-error",
+        "failed for the refusal, not at the hello timeout",
     );
 }
 
 #[test]
 fn bad_names_and_garbage_from_a_server_are_logged_and_dropped() {
     let t = TempDir::new("mcp-names");
-    let h = hostile(&t.join("h"), "names");
-    let mut rpc = patient_rpc(&t, &[h]);
+    let mut rpc = hostile_rpc(&t, "names", &[]);
     let list = until_ready(&mut rpc, "hostile");
     assert_eq!(names(&list, "tools"), ["noisy"], "{list}");
     assert_eq!(names(&list, "commands"), ["fine"], "{list}");
@@ -830,10 +825,7 @@ fn bad_names_and_garbage_from_a_server_are_logged_and_dropped() {
 #[test]
 fn a_cursor_that_repeats_ends_the_listing() {
     let t = TempDir::new("mcp-cursor-loop");
-    let h = hostile(&t.join("h"), "cursor-loop");
-    let mut rpc = patient_rpc(&t, &[h]);
-    let list = until_ready(&mut rpc, "hostile");
-    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let _rpc = hostile_ready_with_ok(&t, "cursor-loop", &[]);
     let log = log_of(&t, "hostile");
     assert!(log.contains("repeated the cursor \"again\""), "{log}");
 }
@@ -841,8 +833,7 @@ fn a_cursor_that_repeats_ends_the_listing() {
 #[test]
 fn a_2026_result_that_wants_input_is_an_error_result() {
     let t = TempDir::new("mcp-input-required");
-    let h = hostile(&t.join("h"), "input-required");
-    let mut rpc = patient_rpc(&t, &[h]);
+    let mut rpc = hostile_rpc(&t, "input-required", &[]);
     let list = until_ready(&mut rpc, "hostile");
     // Its version from a top-level `serverInfo` (not in `_meta`).
     assert_eq!(list["extensions"][0]["version"], "0.2.0", "{list}");
@@ -887,10 +878,7 @@ fn hello_timeout_option_and_environment_set_the_handshake_limit() {
 fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
     let t = TempDir::new("mcp-silent-discover");
     let pids = t.join("pids");
-    let h = hostile_writing(&t.join("h"), "silent-discover", &pids);
-    let mut rpc = patient_rpc(&t, &[h]);
-    let list = until_ready(&mut rpc, "hostile");
-    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let mut rpc = hostile_ready_with_ok(&t, "silent-discover", &[&pids]);
     let log = log_of(&t, "hostile");
     assert!(
         log.contains("server/discover: no answer within 3 s; trying the legacy initialize")
@@ -916,10 +904,7 @@ fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
 #[test]
 fn a_late_discover_answer_wins_over_the_refused_initialize() {
     let t = TempDir::new("mcp-late-discover");
-    let h = hostile(&t.join("h"), "late-discover");
-    let mut rpc = patient_rpc(&t, &[h]);
-    let list = until_ready(&mut rpc, "hostile");
-    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let mut rpc = hostile_ready_with_ok(&t, "late-discover", &[]);
     let log = log_of(&t, "hostile");
     assert!(
         log.contains("speaking MCP 2026-07-28 (server/discover)"),
@@ -933,8 +918,7 @@ fn a_late_discover_answer_wins_over_the_refused_initialize() {
 fn a_server_that_outlives_its_stdin_gets_sigterm_then_sigkill() {
     let t = TempDir::new("mcp-stubborn");
     let pid_file = t.join("pid");
-    let h = hostile_writing(&t.join("h"), "stubborn", &pid_file);
-    let mut rpc = patient_rpc(&t, &[h]);
+    let mut rpc = hostile_rpc(&t, "stubborn", &[&pid_file]);
     until_ready(&mut rpc, "hostile");
     let pid = read_pid(&pid_file);
     rpc.call("1", json!({"type": "shutdown"}));
@@ -961,10 +945,7 @@ fn a_server_that_outlives_its_stdin_gets_sigterm_then_sigkill() {
 #[test]
 fn pages_that_never_end_end_the_listing() {
     let t = TempDir::new("mcp-cursor-forever");
-    let h = hostile(&t.join("h"), "cursor-forever");
-    let mut rpc = patient_rpc(&t, &[h]);
-    let list = until_ready(&mut rpc, "hostile");
-    assert_eq!(names(&list, "tools"), ["ok"], "{list}");
+    let _rpc = hostile_ready_with_ok(&t, "cursor-forever", &[]);
     let log = log_of(&t, "hostile");
     assert!(
         log.contains("tools/list: stopped after 1000 pages"),
@@ -975,8 +956,7 @@ fn pages_that_never_end_end_the_listing() {
 #[test]
 fn notes_sent_before_the_handshake_ends_are_bounded() {
     let t = TempDir::new("mcp-early-notes");
-    let h = hostile(&t.join("h"), "early-notes");
-    let mut rpc = patient_rpc(&t, &[h]);
+    let mut rpc = hostile_rpc(&t, "early-notes", &[]);
     until_ready(&mut rpc, "hostile");
     // The last early note is kept (the oldest go first), and one more
     // request orders everything before it.
