@@ -1,12 +1,10 @@
 //! MCP servers as extensions (SPEC 11): the host is the server's MCP
 //! client, and this adapter translates at the frame layer so the host
 //! loop never sees a second protocol. The reader thread hands it the
-//! server's JSON-RPC lines ([`Adapter::from_server`]), the host loop the
-//! frames it writes ([`Adapter::from_host`]); a timer thread fires the 3 s
-//! `server/discover` probe limit and the cancellation of requests the host
-//! gave up on. Wire shapes follow the MCP specification (2025-11-25, and
-//! 2026-07-28 for `server/discover`, `_meta` and `subscriptions/listen`)
-//! as the official Python SDK 2.x and TypeScript SDK implement it.
+//! server's lines (`Adapter::from_server`), the host loop its frames
+//! (`Adapter::from_host`); a timer thread fires the probe limit and
+//! cancellations. Wire shapes: MCP 2025-11-25, and 2026-07-28 for
+//! `server/discover`, `_meta` and `subscriptions/listen`.
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
@@ -21,37 +19,36 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-/// The stateless revision probed first.
-pub const MODERN_VERSION: &str = "2026-07-28";
-/// The revision offered by the legacy `initialize` fallback.
-pub const LEGACY_VERSION: &str = "2025-11-25";
-/// Notes kept while the handshake runs (as `zot mcp` keeps notes until
-/// its client is initialized); older ones are dropped and counted.
-const HELD_NOTES: usize = 100;
-/// Pages followed for one list: a server whose cursors never end would
-/// have the host list forever.
-const MAX_PAGES: usize = 1000;
+/// The stateless revision probed first, and the legacy fallback's.
+const MODERN_VERSION: &str = "2026-07-28";
+const LEGACY_VERSION: &str = "2025-11-25";
 /// How long the `server/discover` probe may go unanswered.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The probe is the first request.
+const PROBE_ID: u64 = 1;
+/// Notes held during the handshake; older ones are dropped and counted.
+const HELD_NOTES: usize = 100;
+/// A server whose cursors never end would have the host list forever.
+const MAX_PAGES: usize = 1000;
 
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-const METHOD_NOT_FOUND: i64 = -32601;
+/// Appends a formatted line to the server's log.
+macro_rules! log {
+    ($adapter:expr, $($fmt:tt)*) => {
+        $adapter.log.line(&format!($($fmt)*))
+    };
+}
 
 /// How an MCP server extension is run.
 #[derive(Debug, Clone)]
-pub struct McpOptions {
+pub(crate) struct McpOptions {
     /// The manifest's name: what the host knows the extension as.
     pub name: String,
     /// Prepended to its tool and command names.
     pub prefix: String,
     /// `clientInfo.version`.
     pub client_version: String,
-    /// After this, an unanswered `tools/call` is cancelled.
+    /// After these, an unanswered `tools/call` or `prompts/get` is cancelled.
     pub tool_timeout: Duration,
-    /// After this, an unanswered `prompts/get` is cancelled.
     pub command_timeout: Duration,
 }
 
@@ -65,17 +62,11 @@ enum Kind {
 const KINDS: [Kind; 2] = [Kind::Tool, Kind::Prompt];
 
 impl Kind {
-    fn name(self) -> &'static str {
+    /// `tool`, the key of its list (`tools`), the methods listing and calling one.
+    fn names(self) -> [&'static str; 4] {
         match self {
-            Kind::Tool => "tool",
-            Kind::Prompt => "prompt",
-        }
-    }
-
-    fn call_method(self) -> &'static str {
-        match self {
-            Kind::Tool => "tools/call",
-            Kind::Prompt => "prompts/get",
+            Kind::Tool => ["tool", "tools", "tools/list", "tools/call"],
+            Kind::Prompt => ["prompt", "prompts", "prompts/list", "prompts/get"],
         }
     }
 }
@@ -90,30 +81,28 @@ enum Waiting {
     Call(Kind, String),
 }
 
-/// A list being fetched page by page.
-#[derive(Default)]
-struct Listing {
-    items: Option<Vec<Value>>,
-    /// A change was announced while this listing ran: list again after.
-    again: bool,
-    /// The cursors followed so far (one handed out again ends the list).
-    cursors: Vec<String>,
-}
-
-/// A registered tool or prompt: its name on the server and, for a
-/// prompt, its declared arguments (name, required).
-struct Entry {
-    server_name: String,
-    args: Vec<(String, bool)>,
-}
-
 #[derive(Default, PartialEq, Eq)]
 enum Phase {
     #[default]
     Probing,
-    Initializing,
+    /// `Some(why)` once `initialize` was refused while the probe was out:
+    /// a 2026-only server refuses it, maybe before it answers the probe.
+    Initializing(Option<String>),
     Listing,
     Running,
+}
+
+/// What is registered of one kind, and its listing under way.
+#[derive(Default)]
+struct Lists {
+    /// Registered name -> its name on the server and, for a prompt, its
+    /// declared arguments (name, required).
+    registered: BTreeMap<String, (String, Vec<(String, bool)>)>,
+    /// The items so far, and the cursors followed (one handed out again
+    /// ends the listing).
+    listing: Option<(Vec<Value>, Vec<String>)>,
+    /// A change was announced meanwhile: list again after.
+    again: bool,
 }
 
 #[derive(Default)]
@@ -122,20 +111,13 @@ struct State {
     phase: Phase,
     modern: bool,
     waiting: HashMap<u64, Waiting>,
-    /// Per kind: registered name -> entry.
-    registered: [BTreeMap<String, Entry>; 2],
-    listings: [Listing; 2],
-    /// Frames held until `hello` is sent, when the first listing is done
-    /// (registrations, early notes).
+    lists: [Lists; 2],
+    /// Frames held until `hello` is sent (registrations), and notes, at
+    /// most [`HELD_NOTES`].
     held: Vec<ExtFrame>,
-    /// Notes that came before `hello`, at most [`HELD_NOTES`].
     held_notes: VecDeque<ExtFrame>,
     dropped_notes: usize,
     server_version: Option<String>,
-    /// Why `initialize` failed while the probe was still unanswered: a
-    /// 2026-only server refuses `initialize` and may say so before it
-    /// answers the probe, so the probe's answer decides.
-    refused_initialize: Option<String>,
 }
 
 /// The per-server translator; shared by the reader thread, the host
@@ -149,6 +131,8 @@ pub struct Adapter {
     queued: Arc<AtomicUsize>,
     /// When to look at which request again (the probe, a cancellation).
     timer: Sender<(Instant, u64)>,
+    /// The 2026-07-28 `_meta` envelope of our requests.
+    meta: Value,
     state: Mutex<State>,
 }
 
@@ -164,28 +148,33 @@ pub(crate) fn start(
 ) -> io::Result<Arc<Adapter>> {
     let (timer, timer_rx) = crossbeam_channel::unbounded();
     let thread_name = format!("zot-mcp-{}", opts.name);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "zot", "version": opts.client_version},
+    });
+    let stdin = Mutex::new(Some(stdin));
+    let state = Mutex::default();
     let adapter = Arc::new(Adapter {
         key,
         opts,
         log,
         inbound,
-        stdin: Mutex::new(Some(stdin)),
+        stdin,
         queued,
         timer,
-        state: Mutex::default(),
+        meta,
+        state,
     });
     let weak = Arc::downgrade(&adapter);
     std::thread::Builder::new()
         .name(thread_name)
         .stack_size(64 * 1024)
         .spawn(move || run_timer(&weak, &timer_rx))?;
-    let id = adapter.request(
-        &mut adapter.lock(),
-        "server/discover",
-        json!({}),
-        Waiting::Discover,
-    );
-    adapter.after(PROBE_TIMEOUT, id);
+    let mut st = lock(&adapter.state);
+    adapter.request(&mut st, "server/discover", json!({}), Waiting::Discover);
+    drop(st);
+    adapter.after(PROBE_TIMEOUT, PROBE_ID);
     Ok(adapter)
 }
 
@@ -199,40 +188,34 @@ fn run_timer(adapter: &Weak<Adapter>, rx: &Receiver<(Instant, u64)>) {
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
         match got {
-            Ok(timer) => {
-                due.insert(timer);
-            }
+            Ok(timer) => _ = due.insert(timer),
             Err(RecvTimeoutError::Disconnected) => return,
             Err(RecvTimeoutError::Timeout) => {}
         }
         let later = due.split_off(&(Instant::now(), u64::MAX));
-        let fired = std::mem::replace(&mut due, later);
-        if fired.is_empty() {
-            continue;
-        }
-        let Some(adapter) = adapter.upgrade() else {
-            return;
-        };
-        for (_, id) in fired {
+        for (_, id) in std::mem::replace(&mut due, later) {
+            let Some(adapter) = adapter.upgrade() else {
+                return;
+            };
             adapter.fire(id);
         }
     }
 }
 
-impl Adapter {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic elsewhere cannot leave the state half-updated in a way
-        // that matters more than stopping the server would.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
+/// A panic elsewhere cannot leave the adapter half-updated in a way that
+/// matters more than stopping the server would.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
+impl Adapter {
     /// Writes one JSON-RPC message to the server's stdin, unless closed.
-    fn write(&self, msg: &Value) {
-        let stdin = self.stdin.lock().unwrap_or_else(PoisonError::into_inner);
+    fn write(&self, msg: Value) {
+        let stdin = lock(&self.stdin);
         let Some(tx) = stdin.as_ref() else {
             return;
         };
-        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        let mut line = serde_json::to_vec(&msg).unwrap_or_default();
         line.push(b'\n');
         let len = line.len();
         self.queued.fetch_add(len, Ordering::Relaxed);
@@ -244,14 +227,7 @@ impl Adapter {
     /// Closes the server's stdin (the MCP stdio shutdown) once every
     /// queued line is written.
     pub fn close_stdin(&self) {
-        self.stdin
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-    }
-
-    fn log(&self, line: &str) {
-        self.log.line(line);
+        lock(&self.stdin).take();
     }
 
     fn report(&self, msg: Inbound) {
@@ -279,68 +255,6 @@ impl Adapter {
         }
     }
 
-    fn client_info(&self) -> Value {
-        json!({"name": "zot", "version": self.opts.client_version})
-    }
-
-    /// Sends a request and records what its response is for.
-    fn request(&self, st: &mut State, method: &str, mut params: Value, waiting: Waiting) -> u64 {
-        st.next_id += 1;
-        let id = st.next_id;
-        // The probe carries the 2026-07-28 envelope: without it the official
-        // Python SDK server answers -32601 and locks the stream to legacy.
-        if st.modern || matches!(waiting, Waiting::Discover) {
-            params["_meta"] = json!({
-                META_VERSION: MODERN_VERSION,
-                META_CAPABILITIES: {},
-                META_CLIENT_INFO: self.client_info(),
-            });
-            // 2026-07-28 servers send log messages only to requests that
-            // opt in; legacy servers send them all, so ask for all.
-            if matches!(waiting, Waiting::Call(..)) {
-                params["_meta"][META_LOG_LEVEL] = json!("debug");
-            }
-        }
-        st.waiting.insert(id, waiting);
-        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    /// A timer is due: the probe's limit, or a request's cancellation.
-    fn fire(&self, id: u64) {
-        let mut st = self.lock();
-        match st.waiting.get(&id) {
-            // The probe stays outstanding: a slow server (an SDK still
-            // importing) may answer it after all, and that answer wins.
-            Some(Waiting::Discover) if st.phase == Phase::Probing => {
-                self.log(&format!(
-                    "server/discover: no answer within {} s; trying the legacy initialize",
-                    PROBE_TIMEOUT.as_secs()
-                ));
-                self.initialize(&mut st);
-            }
-            // Initialize was refused while the probe was out, and the
-            // probe has had another full limit: nothing will answer it.
-            Some(Waiting::Discover) if st.refused_initialize.is_some() => {
-                if let Some(why) = st.refused_initialize.take() {
-                    self.handshake_failed(why);
-                }
-            }
-            Some(&Waiting::Call(kind, _)) => {
-                st.waiting.remove(&id);
-                let reason = format!("timed out after {}", human(self.timeout(kind)));
-                let method = kind.call_method();
-                self.log(&format!("{method} request {id} {reason}: cancelled"));
-                self.write(&json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/cancelled",
-                    "params": {"requestId": id, "reason": reason},
-                }));
-            }
-            _ => {}
-        }
-    }
-
     fn timeout(&self, kind: Kind) -> Duration {
         match kind {
             Kind::Tool => self.opts.tool_timeout,
@@ -348,12 +262,55 @@ impl Adapter {
         }
     }
 
+    /// Sends a request and records what its response is for.
+    fn request(&self, st: &mut State, method: &str, mut params: Value, waiting: Waiting) -> u64 {
+        st.next_id += 1;
+        // The probe carries the envelope too: without it the official
+        // Python SDK server answers -32601 and locks the stream to legacy.
+        if st.modern || matches!(waiting, Waiting::Discover) {
+            params["_meta"] = self.meta.clone();
+            // 2026-07-28 servers send log messages only to requests that
+            // opt in; legacy servers send them all, so ask for all.
+            if matches!(waiting, Waiting::Call(..)) {
+                params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+            }
+        }
+        st.waiting.insert(st.next_id, waiting);
+        let id = st.next_id;
+        self.write(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// A timer is due: the probe's limit, or a request's cancellation.
+    fn fire(&self, id: u64) {
+        let mut st = lock(&self.state);
+        match st.waiting.get(&id) {
+            // The probe stays outstanding: a slow server (an SDK still
+            // importing) may answer it after all, and that answer wins.
+            Some(Waiting::Discover) => {
+                let secs = PROBE_TIMEOUT.as_secs();
+                let why = format!("no answer within {secs} s; trying the legacy initialize");
+                self.no_probe(&mut st, why);
+            }
+            Some(&Waiting::Call(kind, _)) => {
+                st.waiting.remove(&id);
+                let reason = format!("timed out after {}", human(self.timeout(kind)));
+                let [.., method] = kind.names();
+                log!(self, "{method} request {id} {reason}: cancelled");
+                let params = json!({"requestId": id, "reason": reason});
+                let cancel = "notifications/cancelled";
+                self.write(json!({"jsonrpc": "2.0", "method": cancel, "params": params}));
+            }
+            _ => {}
+        }
+    }
+
     fn initialize(&self, st: &mut State) {
-        st.phase = Phase::Initializing;
+        st.phase = Phase::Initializing(None);
         let params = json!({
             "protocolVersion": LEGACY_VERSION,
             "capabilities": {},
-            "clientInfo": self.client_info(),
+            "clientInfo": self.meta["io.modelcontextprotocol/clientInfo"],
         });
         self.request(st, "initialize", params, Waiting::Initialize);
     }
@@ -361,82 +318,89 @@ impl Adapter {
     /// Handles one line from the server. False when reading should stop
     /// (the handshake failed).
     pub fn from_server(&self, line: &[u8]) -> bool {
-        let msg = match parse_json::<Value>(line) {
-            Ok(msg) if msg.is_object() => msg,
-            Ok(_) => return self.dropped(line, "not a JSON object"),
-            Err(e) => return self.dropped(line, &e),
-        };
-        let id = msg.get("id").filter(|id| !id.is_null());
-        match (msg["method"].as_str(), id) {
-            (Some(method), Some(id)) => self.server_request(method, id),
-            (Some(method), None) => self.notification(method, msg.get("params")),
-            (None, Some(id)) => return self.response(id, &msg),
-            (None, None) => {
-                return self.dropped(line, "neither a request, a notification nor a response")
+        let why = match parse_json::<Value>(line) {
+            Ok(msg) if msg.is_object() => {
+                let id = msg.get("id").filter(|id| !id.is_null());
+                match (msg["method"].as_str(), id) {
+                    (Some(method), Some(id)) => return self.server_request(method, id),
+                    (Some(method), None) => return self.notification(method, msg.get("params")),
+                    (None, Some(id)) => return self.response(id, &msg),
+                    (None, None) => "neither a request, a notification nor a response".into(),
+                }
             }
-        }
-        true
-    }
-
-    fn dropped(&self, line: &[u8], why: &str) -> bool {
+            Ok(_) => "not a JSON object".into(),
+            Err(e) => e,
+        };
         let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
-        self.log(&format!("dropped MCP message ({why}): {snippet}"));
+        log!(self, "dropped MCP message ({why}): {snippet}");
         true
     }
 
     /// Requests from the server: `ping` is answered, the rest (sampling,
     /// elicitation, roots) refused: the host declares none of those
     /// capabilities.
-    fn server_request(&self, method: &str, id: &Value) {
+    fn server_request(&self, method: &str, id: &Value) -> bool {
         if method == "ping" {
-            return self.write(&json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            self.write(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            return true;
         }
-        self.log(&format!(
+        log!(
+            self,
             "refused the server's {method} request: zot declares no client capabilities"
-        ));
+        );
         let message = format!("Method not found: {method} (zot declares no client capabilities)");
-        let error = json!({"code": METHOD_NOT_FOUND, "message": message});
-        self.write(&json!({"jsonrpc": "2.0", "id": id, "error": error}));
+        let error = json!({"code": -32601, "message": message});
+        self.write(json!({"jsonrpc": "2.0", "id": id, "error": error}));
+        true
     }
 
-    fn notification(&self, method: &str, params: Option<&Value>) {
-        let mut st = self.lock();
+    fn notification(&self, method: &str, params: Option<&Value>) -> bool {
+        let mut st = lock(&self.state);
         match method {
             "notifications/message" => match params.and_then(note_from_log) {
                 Some(note) => self.emit(&mut st, note),
-                None => self.log("dropped notifications/message without a level"),
+                None => log!(self, "dropped notifications/message without a level"),
             },
             "notifications/tools/list_changed" => self.relist(&mut st, Kind::Tool),
             "notifications/prompts/list_changed" => self.relist(&mut st, Kind::Prompt),
             "notifications/subscriptions/acknowledged" => {
                 let honored = params.and_then(|p| p.get("notifications"));
                 let honored = honored.map_or_else(|| "{}".into(), Value::to_string);
-                self.log(&format!("subscriptions/listen acknowledged: {honored}"));
+                log!(self, "subscriptions/listen acknowledged: {honored}");
             }
             _ => {}
         }
+        true
     }
 
     fn response(&self, id: &Value, msg: &Value) -> bool {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let Some(waiting) = id.as_u64().and_then(|n| st.waiting.remove(&n)) else {
-            self.log(&format!(
+            log!(
+                self,
                 "dropped a response: id {id} is unknown, cancelled or already answered"
-            ));
+            );
             return true;
         };
         let result = match (msg.get("result"), msg.get("error")) {
             (Some(r), _) => Ok(r),
-            (None, Some(e)) => Err(describe_error(e)),
+            (None, Some(e)) => {
+                let message = e["message"].as_str().unwrap_or("(no message)");
+                let code = e["code"]
+                    .as_i64()
+                    .map_or(String::new(), |c| format!(" {c}"));
+                Err(format!("MCP error{code}: {message}"))
+            }
             (None, None) => Err("response without result or error".to_string()),
         };
         match waiting {
-            Waiting::Discover => self.discovered(&mut st, result),
+            Waiting::Discover => return self.discovered(&mut st, result),
             Waiting::Initialize => return self.initialized(&mut st, result),
             Waiting::Listen => {
-                let why = result.err();
-                let why = why.unwrap_or_else(|| "closed by the server".into());
-                self.log(&format!("subscriptions/listen ended: {why}"));
+                let why = result
+                    .err()
+                    .unwrap_or_else(|| "closed by the server".into());
+                log!(self, "subscriptions/listen ended: {why}");
             }
             Waiting::Page(kind) => self.page(&mut st, kind, result),
             Waiting::Call(kind, host_id) => {
@@ -447,32 +411,25 @@ impl Adapter {
         true
     }
 
-    fn discovered(&self, st: &mut State, result: Result<&Value, String>) {
-        let modern = result.as_ref().ok().and_then(|r| {
-            let supported = r.get("supportedVersions")?.as_array()?;
-            supported.iter().any(|v| v == MODERN_VERSION).then_some(*r)
-        });
-        let result = match (modern, &st.phase) {
-            (Some(r), Phase::Probing | Phase::Initializing) => r,
-            (None, Phase::Probing) => {
-                let not_listed = || format!("{MODERN_VERSION} is not among its supportedVersions");
-                let why = result.err().unwrap_or_else(not_listed);
-                self.log(&format!(
-                    "server/discover: {why}; using the legacy initialize ({LEGACY_VERSION})"
-                ));
-                return self.initialize(st);
-            }
-            // Initialize is on its way already, unless it failed.
-            (None, Phase::Initializing) => match st.refused_initialize.take() {
-                Some(why) => return self.handshake_failed(why),
-                None => return,
-            },
-            _ => return,
+    fn discovered(&self, st: &mut State, result: Result<&Value, String>) -> bool {
+        let modern = |r: &&Value| {
+            let versions = r["supportedVersions"].as_array();
+            versions.is_some_and(|v| v.contains(&MODERN_VERSION.into()))
         };
+        let Some(result) = result.as_ref().ok().copied().filter(modern) else {
+            let not_listed = || format!("{MODERN_VERSION} is not among its supportedVersions");
+            let why = result.err().unwrap_or_else(not_listed);
+            return self.no_probe(
+                st,
+                format!("{why}; using the legacy initialize ({LEGACY_VERSION})"),
+            );
+        };
+        if !matches!(st.phase, Phase::Probing | Phase::Initializing(_)) {
+            return true;
+        }
         // Its answer to initialize (an error from a 2026-only server) no
         // longer matters.
         st.waiting.retain(|_, w| !matches!(w, Waiting::Initialize));
-        st.refused_initialize = None;
         st.modern = true;
         // The official SDKs put the identity in `_meta`; the
         // specification page shows a `serverInfo` field: take either.
@@ -481,50 +438,67 @@ impl Adapter {
         st.server_version = version
             .or_else(|| at("/serverInfo/version"))
             .map(Into::into);
-        self.log(&format!("speaking MCP {MODERN_VERSION} (server/discover)"));
+        log!(self, "speaking MCP {MODERN_VERSION} (server/discover)");
         // The 2026 era announces list changes only on a listen stream.
         let filter =
             json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
         self.request(st, "subscriptions/listen", filter, Waiting::Listen);
         self.list_all(st, result.get("capabilities"));
+        true
     }
 
     fn initialized(&self, st: &mut State, result: Result<&Value, String>) -> bool {
         let result = match result {
             Ok(r) => r,
-            Err(e) => {
-                let why = format!("initialize failed: {e}");
-                let probe = st
-                    .waiting
-                    .iter()
-                    .find(|(_, w)| matches!(w, Waiting::Discover));
-                if let Some((&probe, _)) = probe {
-                    self.log(&format!("{why}; waiting for the server/discover answer"));
-                    st.refused_initialize = Some(why);
-                    // Not forever: a probe still unanswered after one
-                    // more limit fails the handshake with this reason.
-                    self.after(PROBE_TIMEOUT, probe);
-                    return true;
-                }
-                self.handshake_failed(why);
-                return false;
+            Err(e) if st.waiting.contains_key(&PROBE_ID) => {
+                log!(
+                    self,
+                    "initialize failed: {e}; waiting for the server/discover answer"
+                );
+                st.phase = Phase::Initializing(Some(format!("initialize failed: {e}")));
+                // Not forever: a probe still unanswered after one more
+                // limit fails the handshake with this reason.
+                self.after(PROBE_TIMEOUT, PROBE_ID);
+                return true;
             }
+            Err(e) => return self.handshake_failed(format!("initialize failed: {e}")),
         };
-        let version = result["protocolVersion"]
-            .as_str()
-            .unwrap_or("of unknown version");
-        self.log(&format!("speaking MCP {version} (initialize)"));
+        let version = result["protocolVersion"].as_str();
+        log!(
+            self,
+            "speaking MCP {} (initialize)",
+            version.unwrap_or("of unknown version")
+        );
         st.server_version = result["serverInfo"]["version"].as_str().map(Into::into);
-        self.write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        self.write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         self.list_all(st, result.get("capabilities"));
         true
     }
 
+    /// No usable probe answer (`why`): the legacy `initialize`, unless it
+    /// is out already; when that was refused, the handshake fails.
+    fn no_probe(&self, st: &mut State, why: String) -> bool {
+        match &mut st.phase {
+            Phase::Probing => {
+                log!(self, "server/discover: {why}");
+                self.initialize(st);
+            }
+            Phase::Initializing(refused) => {
+                if let Some(why) = refused.take() {
+                    return self.handshake_failed(why);
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
     /// The host fails the server with `why` (not the EOF that follows)
-    /// and kills its process group.
-    fn handshake_failed(&self, why: String) {
-        self.log(&why);
+    /// and kills its process group; reading stops.
+    fn handshake_failed(&self, why: String) -> bool {
+        self.log.line(&why);
         self.report(Inbound::Failed(why));
+        false
     }
 
     /// Fetches the tools and prompts the server declares (both when it
@@ -532,93 +506,78 @@ impl Adapter {
     fn list_all(&self, st: &mut State, caps: Option<&Value>) {
         st.phase = Phase::Listing;
         for kind in KINDS {
-            if caps.is_none_or(|c| c.get(format!("{}s", kind.name())).is_some()) {
-                self.list(st, kind, None);
+            if caps.is_none_or(|c| c.get(kind.names()[1]).is_some()) {
+                self.list(st, kind);
             }
         }
-        self.listed(st);
+        self.start_when_listed(st);
     }
 
-    /// A list changed: fetch it again, or again after the running fetch.
+    /// A list changed: fetch it again, now or after the running fetch.
     fn relist(&self, st: &mut State, kind: Kind) {
-        self.log(&format!("{}s changed: listing it again", kind.name()));
-        let listing = &mut st.listings[kind as usize];
-        if st.phase == Phase::Running && listing.items.is_none() {
-            self.list(st, kind, None);
+        log!(self, "{} changed: listing it again", kind.names()[1]);
+        let lists = &mut st.lists[kind as usize];
+        if st.phase == Phase::Running && lists.listing.is_none() {
+            self.list(st, kind);
         } else if matches!(st.phase, Phase::Listing | Phase::Running) {
-            listing.again = true;
+            lists.again = true;
         }
     }
 
-    /// Requests a list's first page, or the page at `cursor`.
-    fn list(&self, st: &mut State, kind: Kind, cursor: Option<String>) {
-        let listing = &mut st.listings[kind as usize];
-        let params = match cursor {
-            Some(c) => {
-                listing.cursors.push(c.clone());
-                json!({"cursor": c})
-            }
-            None => {
-                *listing = Listing {
-                    items: Some(Vec::new()),
-                    ..Listing::default()
-                };
-                json!({})
-            }
-        };
-        let method = format!("{}s/list", kind.name());
-        self.request(st, &method, params, Waiting::Page(kind));
+    /// Requests a list's first page.
+    fn list(&self, st: &mut State, kind: Kind) {
+        st.lists[kind as usize].listing = Some(Default::default());
+        st.lists[kind as usize].again = false;
+        self.request(st, kind.names()[2], json!({}), Waiting::Page(kind));
     }
 
     fn page(&self, st: &mut State, kind: Kind, result: Result<&Value, String>) {
-        let method = format!("{}s/list", kind.name());
-        let listing = &mut st.listings[kind as usize];
-        let Some(items) = listing.items.as_mut() else {
+        let [_, key, method, _] = kind.names();
+        let lists = &mut st.lists[kind as usize];
+        let Some((items, cursors)) = lists.listing.as_mut() else {
             return;
         };
         let result = match result {
             Ok(r) => r,
             Err(e) => {
-                self.log(&format!("{method}: {e}; keeping what was listed"));
-                listing.items = None;
-                return self.listed(st);
+                log!(self, "{method}: {e}; keeping what was listed");
+                lists.listing = None;
+                return self.start_when_listed(st);
             }
         };
-        let list = result[format!("{}s", kind.name())].as_array();
-        items.extend(list.into_iter().flatten().cloned());
-        let next = result["nextCursor"].as_str();
-        let stop = match next.filter(|c| !c.is_empty()) {
+        items.extend(result[key].as_array().into_iter().flatten().cloned());
+        let stop = match result["nextCursor"].as_str().filter(|c| !c.is_empty()) {
             None => None,
-            Some(c) if listing.cursors.iter().any(|seen| seen == c) => {
+            Some(c) if cursors.iter().any(|seen| seen == c) => {
                 Some(format!("the server repeated the cursor {c:?}"))
             }
-            Some(_) if listing.cursors.len() + 1 >= MAX_PAGES => {
+            Some(_) if cursors.len() + 1 >= MAX_PAGES => {
                 Some(format!("stopped after {MAX_PAGES} pages"))
             }
-            Some(c) => return self.list(st, kind, Some(c.to_string())),
+            Some(c) => {
+                cursors.push(c.into());
+                self.request(st, method, json!({"cursor": c}), Waiting::Page(kind));
+                return;
+            }
         };
         if let Some(why) = stop {
-            let n = items.len();
-            self.log(&format!("{method}: {why}; keeping the {n} listed"));
+            log!(self, "{method}: {why}; keeping the {} listed", items.len());
         }
-        let items = listing.items.take().unwrap_or_default();
+        let (items, _) = lists.listing.take().unwrap_or_default();
         self.register(st, kind, items);
-        if st.phase == Phase::Running && st.listings[kind as usize].again {
-            self.list(st, kind, None);
+        if st.phase == Phase::Running && st.lists[kind as usize].again {
+            self.list(st, kind);
         }
-        self.listed(st);
+        self.start_when_listed(st);
     }
 
-    /// After a listing ended: the first time none runs, start.
-    fn listed(&self, st: &mut State) {
-        if st.phase == Phase::Listing && st.listings.iter().all(|l| l.items.is_none()) {
-            self.finish_startup(st);
+    /// Once the first listings are done, sends what a zot extension sends
+    /// on start: `hello`, its registrations (and notes that came
+    /// meanwhile), `ready`; then lists again what changed meanwhile.
+    fn start_when_listed(&self, st: &mut State) {
+        if st.phase != Phase::Listing || st.lists.iter().any(|l| l.listing.is_some()) {
+            return;
         }
-    }
-
-    /// Sends what a zot extension sends on start: `hello`, its
-    /// registrations (and notes that came meanwhile), `ready`.
-    fn finish_startup(&self, st: &mut State) {
         st.phase = Phase::Running;
         self.report(Inbound::Frame(ExtFrame::Hello {
             name: self.opts.name.clone(),
@@ -626,19 +585,19 @@ impl Adapter {
             capabilities: None,
         }));
         if st.dropped_notes > 0 {
-            self.log(&format!(
-                "dropped {} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)",
-                st.dropped_notes
-            ));
+            let n = st.dropped_notes;
+            log!(
+                self,
+                "dropped {n} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)"
+            );
         }
         let held = st.held.drain(..).chain(st.held_notes.drain(..));
         for frame in held.chain([ExtFrame::Ready]) {
             self.report(Inbound::Frame(frame));
         }
-        // Changes announced during the first listing.
         for kind in KINDS {
-            if st.listings[kind as usize].again {
-                self.list(st, kind, None);
+            if st.lists[kind as usize].again {
+                self.list(st, kind);
             }
         }
     }
@@ -648,8 +607,8 @@ impl Adapter {
         let mut now = BTreeMap::new();
         for item in items {
             let Some(server_name) = item["name"].as_str() else {
-                let what = kind.name();
-                self.log(&format!("{what}s/list: skipped a {what} without a name"));
+                let [what, _, method, _] = kind.names();
+                log!(self, "{method}: skipped a {what} without a name");
                 continue;
             };
             let name = format!("{}{server_name}", self.opts.prefix);
@@ -657,31 +616,29 @@ impl Adapter {
             let description = text("description")
                 .or_else(|| text("title"))
                 .map(Into::into);
-            self.emit(
-                st,
-                match kind {
-                    Kind::Tool => ExtFrame::RegisterTool {
+            let frame = match kind {
+                Kind::Tool => {
+                    let schema = item.get("inputSchema").filter(|s| s.is_object()).cloned();
+                    ExtFrame::RegisterTool {
                         name: name.clone(),
                         description,
-                        schema: item.get("inputSchema").filter(|s| s.is_object()).cloned(),
-                    },
-                    Kind::Prompt => ExtFrame::RegisterCommand {
-                        name: name.clone(),
-                        description,
-                    },
+                        schema,
+                    }
+                }
+                Kind::Prompt => ExtFrame::RegisterCommand {
+                    name: name.clone(),
+                    description,
                 },
-            );
+            };
+            self.emit(st, frame);
             let args = item["arguments"].as_array().into_iter().flatten();
-            let args = args.filter_map(|a| {
-                let required = a["required"].as_bool().unwrap_or(false);
-                Some((a["name"].as_str()?.to_string(), required))
-            });
-            let (server_name, args) = (server_name.to_string(), args.collect());
-            now.insert(name, Entry { server_name, args });
+            let args =
+                args.filter_map(|a| Some((a["name"].as_str()?.to_string(), a["required"] == true)));
+            now.insert(name, (server_name.to_string(), args.collect()));
         }
-        let before = std::mem::replace(&mut st.registered[kind as usize], now);
+        let before = std::mem::replace(&mut st.lists[kind as usize].registered, now);
         for name in before.into_keys() {
-            if !st.registered[kind as usize].contains_key(&name) {
+            if !st.lists[kind as usize].registered.contains_key(&name) {
                 let frame = match kind {
                     Kind::Tool => ExtFrame::UnregisterTool { name },
                     Kind::Prompt => ExtFrame::UnregisterCommand { name },
@@ -712,71 +669,64 @@ impl Adapter {
     }
 
     /// `tools/call` for the host's `tool_call`, `prompts/get` for its
-    /// `command_invoked`; cancelled when the host gives up on it.
+    /// `command_invoked` (a tool's arguments as the host gave them, a
+    /// prompt's parsed from the command's text); cancelled when the host
+    /// gives up on it.
     fn call(&self, kind: Kind, host_id: &str, name: &str, args: Option<&Value>) {
-        let mut st = self.lock();
-        let params = match st.registered[kind as usize].get(name) {
-            None => Err(format!("MCP server has no {} {name:?}", kind.name())),
-            Some(entry) => arguments(kind, &entry.args, args)
-                .map(|arguments| json!({"name": entry.server_name, "arguments": arguments})),
-        };
+        let mut st = lock(&self.state);
         let host_id = host_id.to_string();
-        match params {
-            Err(e) => self.emit(&mut st, answer(kind, host_id, Err(e))),
-            Ok(params) => {
+        let Some((server_name, declared)) = st.lists[kind as usize].registered.get(name) else {
+            let e = format!("MCP server has no {} {name:?}", kind.names()[0]);
+            return self.emit(&mut st, answer(kind, host_id, Err(e)));
+        };
+        let arguments = match (kind, args) {
+            (Kind::Prompt, _) => {
+                let text = args.and_then(Value::as_str).unwrap_or("");
+                prompt_arguments(declared, text).map(Value::Object)
+            }
+            (Kind::Tool, None | Some(Value::Null)) => Ok(json!({})),
+            (Kind::Tool, Some(obj @ Value::Object(_))) => Ok(obj.clone()),
+            (Kind::Tool, Some(_)) => Err("MCP tool arguments must be a JSON object".into()),
+        };
+        match arguments {
+            Ok(arguments) => {
+                let params = json!({"name": server_name, "arguments": arguments});
                 let waiting = Waiting::Call(kind, host_id);
-                let id = self.request(&mut st, kind.call_method(), params, waiting);
+                let id = self.request(&mut st, kind.names()[3], params, waiting);
                 self.after(self.timeout(kind), id);
             }
+            Err(e) => self.emit(&mut st, answer(kind, host_id, Err(e))),
         }
-    }
-}
-
-/// The `arguments` of a call: a tool's as the host gave them, a
-/// prompt's parsed from the command's text.
-fn arguments(
-    kind: Kind,
-    declared: &[(String, bool)],
-    args: Option<&Value>,
-) -> Result<Value, String> {
-    match (kind, args) {
-        (Kind::Tool, None | Some(Value::Null)) => Ok(json!({})),
-        (Kind::Tool, Some(obj @ Value::Object(_))) => Ok(obj.clone()),
-        (Kind::Tool, Some(_)) => Err("MCP tool arguments must be a JSON object".into()),
-        (Kind::Prompt, _) => {
-            let text = args.and_then(Value::as_str).unwrap_or("");
-            prompt_arguments(declared, text).map(Value::Object)
-        }
-    }
-}
-
-/// `MCP error -32602: Invalid params`.
-fn describe_error(e: &Value) -> String {
-    let message = e["message"].as_str().unwrap_or("(no message)");
-    match e["code"].as_i64() {
-        Some(code) => format!("MCP error {code}: {message}"),
-        None => format!("MCP error: {message}"),
     }
 }
 
 /// A final result, or why not: a 2026-07-28 `input_required` result asks
 /// for sampling, elicitation or roots, which zot does not provide.
 fn complete(result: &Value) -> Result<&Value, String> {
-    let kind = result["resultType"].as_str();
-    let Some(kind) = kind.filter(|k| *k != "complete") else {
+    let kind = result["resultType"].as_str().unwrap_or("complete");
+    if kind == "complete" {
         return Ok(result);
-    };
-    let requests = result["inputRequests"].as_object();
-    let methods = requests.into_iter().flat_map(|r| r.values());
-    let wanted: Vec<&str> = methods.filter_map(|r| r.get("method")?.as_str()).collect();
-    let wanted = if wanted.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", wanted.join(", "))
+    }
+    let requests = result["inputRequests"]
+        .as_object()
+        .into_iter()
+        .flat_map(|r| r.values());
+    let wanted: Vec<&str> = requests.filter_map(|r| r["method"].as_str()).collect();
+    let wanted = match wanted.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", wanted.join(", ")),
     };
     Err(format!(
         "the MCP server answered with resultType {kind:?}{wanted}, which zot does not provide"
     ))
+}
+
+/// A JSON string's text, or another value's JSON.
+fn text_of(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// `notifications/message` -> a note (SPEC 11).
@@ -786,11 +736,7 @@ fn note_from_log(params: &Value) -> Option<ExtFrame> {
         "warning" => "warn",
         _ => "error",
     };
-    let data = match params.get("data") {
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-        None => String::new(),
-    };
+    let data = params.get("data").map_or_else(String::new, text_of);
     let message = match params["logger"].as_str() {
         Some(logger) if !logger.is_empty() => format!("{logger}: {data}"),
         _ => data,
@@ -799,29 +745,53 @@ fn note_from_log(params: &Value) -> Option<ExtFrame> {
     Some(ExtFrame::Notify { level, message })
 }
 
-/// The frame answering the host's `tool_call` or `command_invoked`.
+/// The frame answering the host's `tool_call` (content blocks and
+/// `is_error`, SPEC 11) or `command_invoked` (a `prompt` action with the
+/// text of the user messages, joined by blank lines).
 fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
-    if kind == Kind::Prompt {
-        return command_frame(id, result.map(prompt_text));
+    if kind == Kind::Tool {
+        let (content, is_error) =
+            result.map_or_else(|e| (vec![text_block(&e)], true), tool_content);
+        return ExtFrame::ToolResult {
+            id,
+            content: Some(content),
+            is_error: Some(is_error),
+        };
     }
-    let (content, is_error) = result.map_or_else(|e| (vec![text_block(&e)], true), tool_content);
-    let (content, is_error) = (Some(content), Some(is_error));
-    ExtFrame::ToolResult {
+    let messages = result.map(|r| {
+        let messages = r["messages"].as_array().into_iter().flatten();
+        let user = messages.filter(|m| m["role"] == "user" && m["content"]["type"] == "text");
+        let texts: Vec<&str> = user.filter_map(|m| m["content"]["text"].as_str()).collect();
+        texts.join("\n\n")
+    });
+    let (action, prompt, display, error) = match messages {
+        Ok(text) if !text.is_empty() => ("prompt", Some(text), None, None),
+        Ok(_) => (
+            "display",
+            None,
+            Some("(the prompt has no user message)".into()),
+            None,
+        ),
+        Err(e) => ("noop", None, None, Some(e)),
+    };
+    ExtFrame::CommandResponse(CommandResponse {
         id,
-        content,
-        is_error,
-    }
+        action: Some(action.into()),
+        prompt,
+        insert: None,
+        display,
+        open_panel: None,
+        error,
+    })
 }
 
-/// A `tools/call` result as zot content blocks and `is_error` (SPEC 11).
 fn tool_content(result: &Value) -> (Vec<Value>, bool) {
-    let is_error = result["isError"].as_bool().unwrap_or(false);
-    let blocks = result["content"].as_array();
-    let mut content: Vec<Value> = blocks.into_iter().flatten().map(map_block).collect();
+    let blocks = result["content"].as_array().into_iter().flatten();
+    let mut content: Vec<Value> = blocks.map(map_block).collect();
     if let (true, Some(structured)) = (content.is_empty(), result.get("structuredContent")) {
         content.push(text_block(&structured.to_string()));
     }
-    (content, is_error)
+    (content, result["isError"] == true)
 }
 
 fn map_block(block: &Value) -> Value {
@@ -843,53 +813,24 @@ fn map_block(block: &Value) -> Value {
     }
 }
 
-/// A `prompts/get` result as the text of a `prompt` action: its user
-/// messages' text, joined by blank lines.
-fn prompt_text(result: &Value) -> String {
-    let messages = result["messages"].as_array();
-    let texts: Vec<&str> = messages
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user" && m["content"]["type"] == "text")
-        .filter_map(|m| m["content"]["text"].as_str())
-        .collect();
-    texts.join("\n\n")
-}
-
-fn command_frame(id: String, answer: Result<String, String>) -> ExtFrame {
-    let (action, prompt, display, error) = match answer {
-        Ok(text) if !text.is_empty() => ("prompt", Some(text), None, None),
-        Ok(_) => {
-            let display = Some("(the prompt has no user message)".into());
-            ("display", None, display, None)
-        }
-        Err(e) => ("noop", None, None, Some(e)),
-    };
-    ExtFrame::CommandResponse(CommandResponse {
-        id,
-        action: Some(action.into()),
-        prompt,
-        insert: None,
-        display,
-        open_panel: None,
-        error,
-    })
-}
-
 /// The arguments of `/name args` for a prompt `declared` (name, required)
 /// as SPEC 11 says; required ones are checked here (servers report them
 /// badly).
 fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<String, Value>, String> {
     let args = args.trim();
+    let usage = || {
+        let part = |(n, required): &(String, bool)| match required {
+            true => format!("{n}=..."),
+            false => format!("[{n}=...]"),
+        };
+        declared.iter().map(part).collect::<Vec<_>>().join(" ")
+    };
     let mut map = Map::new();
     if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(args) {
-        for (k, v) in obj {
-            let v = match v {
-                Value::String(s) => s,
-                other => other.to_string(),
-            };
-            map.insert(k, Value::String(v));
-        }
+        map = obj
+            .into_iter()
+            .map(|(k, v)| (k, text_of(&v).into()))
+            .collect();
     } else if let [(only, _)] = declared {
         if !args.is_empty() {
             map.insert(only.clone(), args.into());
@@ -897,35 +838,21 @@ fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<Strin
     } else if !declared.is_empty() {
         for (k, v) in key_values(args)? {
             if !declared.iter().any(|(name, _)| *name == k) {
-                let usage = usage(declared);
-                return Err(format!("unknown argument `{k}` (arguments: {usage})"));
+                return Err(format!("unknown argument `{k}` (arguments: {})", usage()));
             }
             map.insert(k, Value::String(v));
         }
     }
-    let missing = declared
+    match declared
         .iter()
-        .find(|(n, req)| *req && !map.contains_key(n));
-    if let Some((missing, _)) = missing {
-        let usage = usage(declared);
-        return Err(format!(
-            "missing required argument `{missing}` (arguments: {usage})"
-        ));
+        .find(|(n, req)| *req && !map.contains_key(n))
+    {
+        Some((missing, _)) => Err(format!(
+            "missing required argument `{missing}` (arguments: {})",
+            usage()
+        )),
+        None => Ok(map),
     }
-    Ok(map)
-}
-
-/// `city=... [state=...]`.
-fn usage(declared: &[(String, bool)]) -> String {
-    let part = |(n, required): &(String, bool)| {
-        if *required {
-            format!("{n}=...")
-        } else {
-            format!("[{n}=...]")
-        }
-    };
-    let parts: Vec<String> = declared.iter().map(part).collect();
-    parts.join(" ")
 }
 
 /// `a=1 b="two words"` -> pairs; a word without `=` is an error.
