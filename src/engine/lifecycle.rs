@@ -42,18 +42,15 @@ impl Engine {
                     .file_name()
                     .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
             };
-            if let Status::Shadowed { by } = &f.status {
-                ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes).line(&format!(
-                    "not started: {} is shadowed by {}",
-                    f.dir.display(),
-                    by.display()
-                ));
-                continue;
-            }
             let log = match f.status {
                 Status::Invalid(_) => ExtLog::stderr(&name),
                 _ => ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes),
             };
+            if let Status::Shadowed { by } = &f.status {
+                let (dir, by) = (f.dir.display(), by.display());
+                log.line(&format!("not started: {dir} is shadowed by {by}"));
+                continue;
+            }
             let idx = self.exts.len();
             self.exts.push(Ext {
                 name,
@@ -73,19 +70,18 @@ impl Engine {
                 manifest: f.manifest,
                 supervision: Supervision::default(),
             });
-            let error = match f.status {
-                Status::Invalid(e) => format!("invalid manifest: {e}"),
-                Status::Start => match self.spawn(idx, now) {
-                    Ok(()) => {
-                        loaded += 1;
-                        continue;
-                    }
-                    Err(e) => e,
-                },
+            let started = match f.status {
+                Status::Invalid(e) => Err(format!("invalid manifest: {e}")),
+                Status::Start => self.spawn(idx, now),
                 _ => continue,
             };
-            self.exts[idx].log.line(&error);
-            self.failed(idx, error);
+            match started {
+                Ok(()) => loaded += 1,
+                Err(error) => {
+                    self.exts[idx].log.line(&error);
+                    self.fail(idx, error, now);
+                }
+            }
         }
         self.startup = Some(Startup {
             deadline: later(now, self.cfg.timeouts.startup),
@@ -142,28 +138,18 @@ impl Engine {
     /// more, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
         // Called on every ready, exit and failure: no scan once started.
-        let Some(deadline) = self.startup.as_ref().map(|st| st.deadline) else {
+        let starting = self.startup.is_some() && self.any_starting();
+        let Some(st) = self.startup.take_if(|st| now >= st.deadline || !starting) else {
             return;
         };
-        if now < deadline && self.any_starting() {
-            return;
-        }
-        let Some(st) = self.startup.take() else {
-            return;
-        };
-        let ready: Vec<String> = self
-            .exts
-            .iter()
-            .filter(|e| matches!(e.stage(), Some(Stage::Ready)))
-            .map(|e| e.name.clone())
-            .collect();
-        let mut errors = Vec::new();
+        let (mut ready, mut errors) = (Vec::new(), Vec::new());
         for e in &self.exts {
-            if e.loading() {
-                e.log.line("still loading after the startup grace; its registrations count when they arrive");
-            }
-            if let Some(why) = e.failure() {
-                errors.push(format!("{}: {why}", e.name));
+            // Nothing is stopping during a startup: "starting" is loading.
+            match e.state() {
+                ("ready", _) => ready.push(e.name.clone()),
+                ("failed", Some(why)) => errors.push(format!("{}: {why}", e.name)),
+                ("starting", _) => e.log.line("still loading after the startup grace; its registrations count when they arrive"),
+                _ => {}
             }
         }
         if !self.announced {
@@ -213,34 +199,25 @@ impl Engine {
         self.check_startup(now);
     }
 
-    /// Its handshake failed (only a process awaiting hello fails): it is
-    /// killed, and its exit awaited.
+    /// Extension `idx` failed: for good (until a reload) when it has no
+    /// process; else its handshake failed (only a process awaiting hello
+    /// fails), so it is killed and its exit awaited. Either way it owns no
+    /// names and is owed nothing: there is nothing to release.
     pub(super) fn fail(&mut self, idx: usize, reason: String, now: Instant) {
         let ext = &mut self.exts[idx];
-        let Phase::Running(run) = &mut ext.phase else {
-            return;
-        };
-        ext.log.line(&format!("failed: {reason}"));
-        run.proc.signal_group(libc::SIGKILL);
-        run.exit_poll = Some((now, Duration::from_millis(1)));
-        run.stage = Stage::Killed(reason.clone());
         self.events.send(HostEvent::ExtensionFailed {
             extension: ext.name.clone(),
             error: reason.clone(),
         });
-        // Awaiting hello, it owns no names and is owed nothing: there is
-        // nothing to release.
+        if let Phase::Running(run) = &mut ext.phase {
+            ext.log.line(&format!("failed: {reason}"));
+            run.proc.signal_group(libc::SIGKILL);
+            run.exit_poll = Some((now, Duration::from_millis(1)));
+            run.stage = Stage::Killed(reason);
+        } else {
+            ext.phase = Phase::gone(End::Failed(reason));
+        }
         self.check_startup(now);
-    }
-
-    /// Extension `idx` failed for good (until a reload).
-    pub(super) fn failed(&mut self, idx: usize, error: String) {
-        let ext = &mut self.exts[idx];
-        self.events.send(HostEvent::ExtensionFailed {
-            extension: ext.name.clone(),
-            error: error.clone(),
-        });
-        ext.phase = Phase::gone(End::Failed(error));
     }
 
     /// Reaps the process when it exited, else polls again (doubling to 50 ms).
@@ -259,6 +236,9 @@ impl Engine {
         }
     }
 
+    /// Its process exited: reaped with its group; its requests fail at
+    /// once, the interceptions it owes are settled as unavailable, its
+    /// names leave the registries (SPEC 3.13); a crash is supervised.
     pub(super) fn exited(&mut self, idx: usize, status: ExitStatus, now: Instant) {
         let desc = describe_status(status);
         // Frames its reader still has queued are dropped from now on: a
@@ -295,7 +275,7 @@ impl Engine {
             Stage::Stopping { .. } => None,
             Stage::AwaitingHello { .. } => {
                 let error = format!("exited before hello ({desc})");
-                self.failed(idx, error.clone());
+                self.fail(idx, error.clone(), now);
                 failed.then_some(error)
             }
             Stage::Killed(why) => {
@@ -310,38 +290,25 @@ impl Engine {
                 failed.then(|| desc.clone())
             }
         };
-        let guard_why = crash.as_ref().map_or_else(
-            || format!("exited: {desc}"),
-            |how| format!("crashed: {how}"),
-        );
+        let guard_why = match &crash {
+            Some(how) => format!("crashed: {how}"),
+            None => format!("exited: {desc}"),
+        };
         if let Some(how) = crash {
             self.crashed(idx, &how, now);
         }
-        let why = HostError::Exited {
-            extension: self.exts[idx].name.clone(),
-            status: desc,
-        };
-        self.drop_registrations(idx, why, &guard_why, now);
-        self.check_startup(now);
-    }
-
-    /// An extension is gone or unusable: its requests fail at once with
-    /// `why`, the interceptions it owes are settled as unavailable
-    /// (`guard_why`), its names leave the registries.
-    pub(super) fn drop_registrations(
-        &mut self,
-        idx: usize,
-        why: HostError,
-        guard_why: &str,
-        now: Instant,
-    ) {
         // Names first: a chain finished below may dispatch a tool, and it
         // must go to the next registrant, not to this extension.
         self.commands.remove_rank(idx);
         self.tools.remove_rank(idx);
-        self.exts[idx].commands_claimed = Claims::default();
-        self.exts[idx].tools_claimed = Claims::default();
-        self.release(idx, Some(&why), guard_why, now);
+        let ext = &mut self.exts[idx];
+        (ext.commands_claimed, ext.tools_claimed) = Default::default();
+        let why = HostError::Exited {
+            extension: ext.name.clone(),
+            status: desc,
+        };
+        self.release(idx, Some(&why), &guard_why, now);
+        self.check_startup(now);
     }
 
     /// Settles the interceptions extension `idx` owes as unavailable
@@ -469,22 +436,17 @@ impl Engine {
             }
         }
         self.fail_all(HostError::Cancelled);
-        if let Some(reload) = self.startup.as_mut().and_then(|s| s.reload.take()) {
+        // A startup still running (first or after a reload) ends with the stop.
+        let reload = self.startup.take().and_then(|s| s.reload);
+        let (earlier, reload) = match self.goal.take() {
+            Some(Goal::Shutdown(earlier)) => (earlier, reload),
+            Some(Goal::Reload(reload, _)) => (Vec::new(), Some(reload)),
+            None => (Vec::new(), reload),
+        };
+        if let Some(reload) = reload {
             reload(Err(HostError::Cancelled));
         }
-        match self.goal.take() {
-            Some(Goal::Shutdown(mut earlier)) => {
-                earlier.extend(replies);
-                self.goal = Some(Goal::Shutdown(earlier));
-            }
-            other => {
-                if let Some(Goal::Reload(reload, _)) = other {
-                    reload(Err(HostError::Cancelled));
-                }
-                // A first startup still running ends with the stop.
-                self.startup = None;
-                self.begin_stop(Goal::Shutdown(replies));
-            }
-        }
+        // Already stopping: only the replies are added.
+        self.begin_stop(Goal::Shutdown(earlier.into_iter().chain(replies).collect()));
     }
 }

@@ -179,18 +179,38 @@ impl Ext {
         )
     }
 
-    /// Why it failed, while it counts as failed.
-    fn failure(&self) -> Option<&str> {
+    /// Its state as listed, with why it failed or how it exited.
+    fn state(&self) -> (&'static str, Option<&String>) {
         match &self.phase {
-            Phase::Running(Run {
-                stage: Stage::Killed(why),
-                ..
-            })
-            | Phase::Gone {
-                end: End::Failed(why),
-                ..
-            } => Some(why),
-            _ => None,
+            Phase::Running(r) => match &r.stage {
+                Stage::Ready | Stage::Stopping { hello: true, .. } => ("ready", None),
+                Stage::Killed(why) => ("failed", Some(why)),
+                _ => ("starting", None),
+            },
+            Phase::Gone { end, .. } => match end {
+                End::Disabled => ("disabled", None),
+                End::Failed(why) => ("failed", Some(why)),
+                End::Exited(how) => ("exited", Some(how)),
+            },
+        }
+    }
+
+    /// Its entry in a [`Snapshot`], with the names it owns.
+    fn info(&self, commands: Vec<String>, tools: Vec<String>) -> ExtensionInfo {
+        let (state, error) = self.state();
+        ExtensionInfo {
+            name: self.name.clone(),
+            version: self.version.clone(),
+            scope: self.scope.as_str(),
+            dir: self.dir.clone(),
+            state,
+            error: error.cloned(),
+            pid: self.run().map(|r| r.proc.pid),
+            commands,
+            tools,
+            events: self.events.clone(),
+            intercept: self.intercept.clone(),
+            restarts: self.supervision.restarts,
         }
     }
 
@@ -295,13 +315,6 @@ pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// Why the loop woke up.
-enum Wake {
-    Inbound(Option<InboundMsg>),
-    Request(Option<Request>),
-    Timer,
-}
-
 /// Releases `Host::wait_ready` callers however the loop ends, even by
 /// a panic (setting an already set latch is a no-op).
 struct ReleaseLatch(Arc<ReadyLatch>);
@@ -360,24 +373,18 @@ pub(crate) fn run(
         let timeout = engine.next_deadline().map_or(Duration::MAX, |d| {
             d.saturating_duration_since(Instant::now())
         });
-        let woke = select! {
-            recv(inbound) -> msg => Wake::Inbound(msg.ok()),
-            recv(mcp_inbound) -> msg => Wake::Inbound(msg.ok()),
-            recv(requests) -> req => Wake::Request(req.ok()),
-            default(timeout) => Wake::Timer,
+        // The engine holds the inbound senders: those never disconnect.
+        let hung_up = select! {
+            recv(inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
+            recv(mcp_inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
+            recv(requests) -> req => req.map(|r| engine.request(r)).is_err(),
+            default(timeout) => false,
         };
-        match woke {
-            // The engine holds an inbound sender, so that never disconnects.
-            Wake::Inbound(Some(msg)) => engine.inbound(msg),
-            Wake::Request(Some(req)) => engine.request(req),
-            Wake::Request(None) => {
-                // Every handle is gone: nobody can ask for anything again.
-                requests = crossbeam_channel::never();
-                engine.request(Request::Shutdown {
-                    reply: Box::new(|_| {}),
-                });
-            }
-            Wake::Inbound(None) | Wake::Timer => {}
+        if hung_up {
+            // Every handle is gone: nobody can ask for anything again.
+            requests = crossbeam_channel::never();
+            let reply = Box::new(|_| {});
+            engine.request(Request::Shutdown { reply });
         }
         // Take what else is already waiting before handing frames to the
         // writer threads, so a burst costs one wake-up per extension.
@@ -411,38 +418,8 @@ fn later(now: Instant, d: Duration) -> Instant {
 
 impl Engine {
     fn snapshot(&self) -> Snapshot {
-        let extensions = self
-            .exts
-            .iter()
-            .enumerate()
-            .map(|(idx, e)| {
-                let (state, error) = match &e.phase {
-                    Phase::Running(r) => match &r.stage {
-                        Stage::Ready | Stage::Stopping { hello: true, .. } => ("ready", None),
-                        Stage::Killed(why) => ("failed", Some(why.clone())),
-                        _ => ("starting", None),
-                    },
-                    Phase::Gone { end, .. } => match end {
-                        End::Disabled => ("disabled", None),
-                        End::Failed(why) => ("failed", Some(why.clone())),
-                        End::Exited(how) => ("exited", Some(how.clone())),
-                    },
-                };
-                ExtensionInfo {
-                    name: e.name.clone(),
-                    version: e.version.clone(),
-                    scope: e.scope.as_str(),
-                    dir: e.dir.clone(),
-                    state,
-                    error,
-                    pid: e.run().map(|r| r.proc.pid),
-                    commands: self.commands.owned_by(idx),
-                    tools: self.tools.owned_by(idx),
-                    events: e.events.clone(),
-                    intercept: e.intercept.clone(),
-                    restarts: e.supervision.restarts,
-                }
-            })
+        let extensions = (self.exts.iter().enumerate())
+            .map(|(i, e)| e.info(self.commands.owned_by(i), self.tools.owned_by(i)))
             .collect();
         let commands = self
             .commands

@@ -3,7 +3,7 @@
 //! manifest says `"guard_failure": "block"`. A pending restart is the
 //! deadline of a gone extension's phase, cancelled by shutdown or reload.
 
-use super::{later, Drops, End, Engine, Ext, Phase, Stage};
+use super::{later, Drops, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
 use crate::types::{human, HostEvent, Request};
@@ -68,35 +68,25 @@ impl Ext {
     /// Whether it is a guard for `event` now: it answers, or it fails
     /// closed while it cannot (a disabled extension is no guard at all).
     pub(super) fn guards(&self, event: &str) -> bool {
-        let disabled = matches!(
-            self.phase,
-            Phase::Gone {
-                end: End::Disabled,
-                ..
-            }
-        );
-        self.intercept.iter().any(|e| e == event)
-            && (self.answers_guard() || (self.fails_closed() && !disabled))
+        let closed = self.fails_closed() && self.state().0 != "disabled";
+        self.intercept.iter().any(|e| e == event) && (self.answers_guard() || closed)
     }
 
     /// Why it cannot answer an interception now.
     pub(super) fn why_unavailable(&self) -> String {
-        match &self.phase {
-            Phase::Running(run) => match run.stage {
+        match (self.run(), self.state()) {
+            (Some(run), _) => match run.stage {
                 Stage::Stopping { .. } => "stopping".into(),
                 _ if !run.proc.writable() => "stdin closed".into(),
                 // A new run that has not subscribed to interception again yet.
                 _ => "restarting".into(),
             },
-            Phase::Gone {
-                end: End::Failed(how) | End::Exited(how),
-                restart_at: Some(_),
-            } => format!("restarting after {how}"),
-            Phase::Gone { end, .. } => match end {
-                End::Failed(why) => format!("failed: {why}"),
-                End::Exited(how) => format!("exited: {how}"),
-                End::Disabled => "not running".into(),
-            },
+            // Gone: its deadline is its restart.
+            (None, (_, Some(how))) if self.deadline().is_some() => {
+                format!("restarting after {how}")
+            }
+            (None, (state, Some(how))) => format!("{state}: {how}"),
+            (None, _) => "not running".into(),
         }
     }
 
@@ -154,7 +144,7 @@ impl Engine {
             None => {
                 let reason = format!("crashed {MAX_CRASHES} times in 3 min (last: {status})");
                 ext.log.line(&format!("not restarted again: {reason}"));
-                self.failed(idx, reason);
+                self.fail(idx, reason, now);
             }
         }
     }
@@ -164,14 +154,9 @@ impl Engine {
     /// start empty; its guard subscriptions count until it subscribes again.
     pub(super) fn restart(&mut self, idx: usize, now: Instant) {
         let ext = &mut self.exts[idx];
-        let Phase::Gone {
-            end: End::Failed(status) | End::Exited(status),
-            ..
-        } = &ext.phase
-        else {
+        let Some(status) = ext.state().1.cloned() else {
             return;
         };
-        let status = status.clone();
         ext.events.clear();
         ext.event_set.clear();
         ext.out.clear();
@@ -180,7 +165,7 @@ impl Engine {
         let attempt = ext.supervision.streak;
         if let Err(e) = self.spawn(idx, now) {
             self.exts[idx].log.line(&format!("not restarted: {e}"));
-            return self.failed(idx, e);
+            return self.fail(idx, e, now);
         }
         let ext = &mut self.exts[idx];
         ext.supervision.restarts += 1;
@@ -231,19 +216,7 @@ mod tests {
         let mut slow = Supervision::default();
         let minutes = [0, 1, 2, 3, 4, 5, 6, 9];
         let slow = minutes.map(|m| after(&mut slow, Duration::from_secs(60 * m)));
-        let capped = Some(8000);
-        assert_eq!(
-            slow,
-            [
-                Some(500),
-                Some(1000),
-                Some(2000),
-                Some(4000),
-                capped,
-                capped,
-                capped,
-                Some(500)
-            ]
-        );
+        let capped = [500, 1000, 2000, 4000, 8000, 8000, 8000, 500];
+        assert_eq!(slow, capped.map(Some));
     }
 }

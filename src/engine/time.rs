@@ -9,7 +9,7 @@ const MS: Duration = Duration::from_millis(1);
 
 impl Ext {
     /// When its phase next needs the loop.
-    fn deadline(&self) -> Option<Instant> {
+    pub(super) fn deadline(&self) -> Option<Instant> {
         let run = match &self.phase {
             Phase::Gone { restart_at, .. } => return *restart_at,
             Phase::Running(run) => run,
@@ -22,22 +22,19 @@ impl Ext {
             Stage::Stopping { signal, .. } => signal.map(|(at, _)| at),
             Stage::Ready | Stage::Killed(_) => None,
         };
-        stage
+        [stage, run.exit_poll.map(|(at, _)| at)]
             .into_iter()
-            .chain(run.exit_poll.map(|(at, _)| at))
+            .flatten()
             .min()
     }
 }
 
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        let exts = self.exts.iter().filter_map(Ext::deadline);
-        let pending = self.pending.next_deadline();
         let startup = self.startup.as_ref().map(|s| s.deadline);
-        exts.chain(pending)
-            .chain(startup)
-            .chain(self.liveness_at)
-            .min()
+        let engine = [self.pending.next_deadline(), startup, self.liveness_at];
+        let exts = self.exts.iter().map(Ext::deadline);
+        exts.chain(engine).flatten().min()
     }
 
     pub(super) fn tick(&mut self, now: Instant) {
@@ -45,9 +42,7 @@ impl Engine {
             self.tick_ext(idx, now);
         }
         self.expire(now);
-        if self.startup.as_ref().is_some_and(|s| s.deadline <= now) {
-            self.check_startup(now);
-        }
+        self.check_startup(now);
         self.check_liveness(now);
     }
 
@@ -86,10 +81,9 @@ impl Engine {
         let Stage::Stopping { signal, .. } = &mut run.stage else {
             return;
         };
-        let Some((at, sig)) = *signal else { return };
-        if at > now {
+        let Some((_, sig)) = signal.filter(|(at, _)| *at <= now) else {
             return;
-        }
+        };
         if sig == libc::SIGTERM {
             ext.log
                 .line("no exit within the shutdown grace: SIGTERM to its process group");
