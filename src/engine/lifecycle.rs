@@ -26,13 +26,9 @@ impl Phase {
 impl Engine {
     pub(super) fn start_all(&mut self, reload: Option<Reply<ReloadReport>>, stopped: usize) {
         let now = Instant::now();
-        let found = discovery::discover(
-            &self.cfg.ext_paths,
-            &self.cfg.cwd,
-            &self.cfg.zot_home,
-            self.cfg.discover,
-        );
-        let logs = discovery::logs_dir(&self.cfg.zot_home);
+        let cfg = &self.cfg;
+        let found = discovery::discover(&cfg.ext_paths, &cfg.cwd, &cfg.zot_home, cfg.discover);
+        let logs = discovery::logs_dir(&cfg.zot_home);
         let mut loaded = 0;
         for f in found {
             let name = match &f.manifest {
@@ -368,7 +364,7 @@ impl Engine {
     /// only from the main loop: a reload replaces `exts`, which must not
     /// happen under code that holds an index into it.
     pub(super) fn check_stopped(&mut self) {
-        if self.goal.is_none() || self.exts.iter().any(Ext::live) {
+        if self.goal.is_none() || self.exts.iter().any(|e| e.run().is_some()) {
             return;
         }
         match self.goal.take() {
@@ -396,16 +392,9 @@ impl Engine {
     /// Starts the graceful stop once every accepted request is answered
     /// (SPEC 3.14). Run only from the main loop, like `check_stopped`.
     pub(super) fn check_drained(&mut self) {
-        if self.closing.is_none()
-            || !self.pending.is_empty()
-            || !self.chains.is_empty()
-            || !self.deferred.is_empty()
-            || !self.parked.is_empty()
-            || self.starting()
-        {
-            return;
-        }
-        if let Some(replies) = self.closing.take() {
+        let busy = !self.pending.is_empty() || !self.chains.is_empty();
+        let held = !self.deferred.is_empty() || !self.parked.is_empty() || self.starting();
+        if let Some(replies) = self.closing.take_if(|_| !busy && !held) {
             self.begin_stop(Goal::Shutdown(replies));
             // Nothing may be left to wait for: finish in this iteration.
             self.check_stopped();

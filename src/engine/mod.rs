@@ -158,10 +158,6 @@ impl Ext {
         }
     }
 
-    fn live(&self) -> bool {
-        self.run().is_some()
-    }
-
     fn stage(&self) -> Option<&Stage> {
         self.run().map(|r| &r.stage)
     }
@@ -302,8 +298,7 @@ struct Engine {
     done: bool,
 }
 
-/// Most messages handled in one loop iteration before queued frames are
-/// handed to the writer threads.
+/// Most messages handled per loop iteration before frames are written.
 const BATCH: usize = 256;
 
 /// Yields until `ready()` or `budget` passes; with a zero budget it
@@ -316,7 +311,7 @@ pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
 }
 
 /// Releases `Host::wait_ready` callers however the loop ends, even by
-/// a panic (setting an already set latch is a no-op).
+/// a panic (setting a set latch is a no-op).
 struct ReleaseLatch(Arc<ReadyLatch>);
 
 impl Drop for ReleaseLatch {
@@ -408,8 +403,8 @@ pub(crate) fn run(
     }
 }
 
-/// `now + d`, or a deadline decades away when `d` is too large to add
-/// (`Duration::MAX` is a natural way to say "no timeout").
+/// `now + d`, or decades away when `d` is too large (`Duration::MAX`
+/// says "no timeout").
 fn later(now: Instant, d: Duration) -> Instant {
     now.checked_add(d)
         .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))

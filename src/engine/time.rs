@@ -100,7 +100,7 @@ impl Engine {
     /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
     /// while requests wait, else every [`LIVENESS_IDLE`].
     pub(super) fn check_liveness(&mut self, now: Instant) {
-        if !self.exts.iter().any(Ext::live) {
+        if !self.exts.iter().any(|e| e.run().is_some()) {
             self.liveness_at = None;
             return;
         }
