@@ -62,7 +62,8 @@ pub(crate) struct InboundMsg {
 /// Bytes queued for an extension's stdin: one or more whole lines.
 pub(crate) type OutChunk = Vec<u8>;
 
-/// A running extension process and its I/O threads.
+/// A running extension process and its I/O threads. Dropping it (or
+/// [`ExtProcess::finish`]) kills what is left of its group, once.
 ///
 /// Single writer: only the host loop, which owns it, calls `send`. The
 /// direct write is in order only because nobody else can write between
@@ -87,13 +88,20 @@ pub(crate) struct ExtProcess {
     log_done: Option<Receiver<()>>,
 }
 
+/// What the I/O threads share: where they report, and the stop socket.
+#[derive(Clone)]
+struct Io {
+    key: u64,
+    log: ExtLog,
+    inbound: Sender<InboundMsg>,
+    stop: Arc<UnixStream>,
+}
+
 impl ExtProcess {
     /// Starts the extension `m` (`exe` resolved, in `dir`) as the leader
-    /// of a new process group; `mcp` for an MCP server (SPEC 11).
-    ///
-    /// Linux sends the host-death signal when the *thread* that forked
-    /// the child ends, so call this from the host loop thread, which
-    /// outlives every extension it starts.
+    /// of a new process group; `mcp` for an MCP server (SPEC 11). Call it
+    /// from the host loop thread, which outlives every extension it
+    /// starts (see [`spawn_group`]).
     pub fn spawn(
         key: u64,
         m: &Manifest,
@@ -111,9 +119,8 @@ impl ExtProcess {
             .stdout(Stdio::piped())
             .stderr(log.child_stderr());
         let child = spawn_group(&mut command)?;
-        let pid = child.id();
         let mut proc = ExtProcess {
-            pid,
+            pid: child.id(),
             child,
             outbox: None,
             direct: None,
@@ -123,7 +130,8 @@ impl ExtProcess {
             log_done: None,
         };
         if let Err(e) = proc.start_io(key, &m.name, log, inbound, mcp) {
-            signal_group(pid, libc::SIGKILL);
+            // Reaped here; dropping it then ends what is left of the group.
+            let _ = proc.child.kill();
             let _ = proc.child.wait();
             return Err(e);
         }
@@ -144,16 +152,21 @@ impl ExtProcess {
         };
         let (stop, stop_rx) = UnixStream::pair()?;
         self.stop = Some(stop);
-        let stop_rx = Arc::new(stop_rx);
         let (tx, rx) = crossbeam_channel::unbounded();
         self.outbox = Some(tx.clone());
         let stdin = File::from(OwnedFd::from(stdin));
         // Non-blocking, so a full pipe pins neither the writer thread past
         // the stop nor the loop; if that fails, the loop never writes.
         let nonblocking = set_nonblocking(stdin.as_raw_fd());
+        let io = Io {
+            key,
+            log: log.clone(),
+            inbound,
+            stop: Arc::new(stop_rx),
+        };
         match mcp {
             Some(opts) => {
-                let (log, inbound, queued) = (log.clone(), inbound.clone(), self.queued.clone());
+                let (log, inbound, queued) = (log.clone(), io.inbound.clone(), self.queued.clone());
                 self.mcp = Some(mcp_client::start(key, opts, log, inbound, tx, queued)?);
             }
             // An MCP server's frames are translated first, never written
@@ -161,47 +174,19 @@ impl ExtProcess {
             None if nonblocking => self.direct = stdin.try_clone().ok(),
             None => {}
         }
-        let (adapter, stop, reader_log) = (self.mcp.clone(), stop_rx.clone(), log.clone());
-        let reader_inbound = inbound.clone();
-        start_thread("read", name, READER_STACK, move || {
-            let (log, inbound) = (&reader_log, &reader_inbound);
-            // False: stop reading (the host is gone, or the MCP handshake
-            // failed).
-            let handle = |line: &[u8]| match &adapter {
-                Some(a) => a.from_server(line),
-                None => match parse_ext_frame(line) {
-                    Ok(frame) => {
-                        let msg = Inbound::Frame(frame);
-                        inbound.send(InboundMsg { key, msg }).is_ok()
-                    }
-                    Err(why) => {
-                        log.line(&why);
-                        true
-                    }
-                },
-            };
-            let stdout = StopRead {
-                pipe: stdout,
-                stop: &stop,
-            };
-            if let Err(e) = read_lines(stdout, |m| log.line(&m), handle) {
-                log.line(&format!("reading stdout failed: {e}"));
-            }
-            let _ = inbound.send(InboundMsg {
-                key,
-                msg: Inbound::Eof,
-            });
+        let queued = self.queued.clone();
+        let adapter = self.mcp.clone();
+        io.start("read", name, READER_STACK, move |io| {
+            read_stdout(io, stdout, adapter)
         })?;
-        let (queued, stop) = (self.queued.clone(), stop_rx.clone());
-        start_thread("write", name, 64 * 1024, move || {
-            write_lines(key, stdin, &rx, &queued, &inbound, &stop);
+        io.start("write", name, 64 * 1024, move |io| {
+            write_lines(io, stdin, rx, &queued)
         })?;
         if let Some(stderr) = self.child.stderr.take() {
             let (done, log_done) = crossbeam_channel::bounded::<()>(0);
             self.log_done = Some(log_done);
-            let log = log.clone();
-            start_thread("log", name, 64 * 1024, move || {
-                pump_stderr(stderr, &log, &stop_rx);
+            io.start("log", name, 64 * 1024, move |io| {
+                pump_stderr(io, stderr);
                 drop(done);
             })?;
         }
@@ -265,41 +250,75 @@ impl ExtProcess {
         signal_group(self.pid, signal);
     }
 
-    /// Stops the I/O threads (a pipe held open by an escaped grandchild
-    /// must not keep them) and gives the stderr pump a bounded moment to
-    /// copy what is left, so the log is complete for whoever reads it next.
+    /// Ends it (see [`Drop`]), then gives the stderr pump a bounded moment
+    /// to copy what is left, so the log is complete for whoever reads it
+    /// next.
     pub fn finish(mut self) {
-        self.close_stdin();
-        self.stop = None;
-        if let Some(done) = self.log_done.take() {
+        let log_done = self.log_done.take();
+        drop(self);
+        if let Some(done) = log_done {
             let _ = done.recv_timeout(LOG_FLUSH_WAIT);
         }
     }
 }
 
 impl Drop for ExtProcess {
+    /// Kills what is left of the group (whatever the extension left in it
+    /// goes with it) and stops the I/O threads: a pipe held open by an
+    /// escaped grandchild must not keep them.
     fn drop(&mut self) {
-        self.stop = None;
-        // Normally the group is gone by now; if not, it goes with us.
         end_group(&mut self.child);
+        self.close_stdin();
+        self.stop = None;
     }
 }
 
-fn start_thread(
-    role: &str,
-    name: &str,
-    stack: usize,
-    run: impl FnOnce() + Send + 'static,
-) -> io::Result<()> {
-    let builder = thread::Builder::new().name(format!("zot-{role}-{name}"));
-    builder.stack_size(stack).spawn(run).map(drop)
+impl Io {
+    /// Runs `run` on a named thread of its own.
+    fn start(
+        &self,
+        role: &str,
+        name: &str,
+        stack: usize,
+        run: impl FnOnce(&Io) + Send + 'static,
+    ) -> io::Result<()> {
+        let io = self.clone();
+        let builder = thread::Builder::new().name(format!("zot-{role}-{name}"));
+        builder.stack_size(stack).spawn(move || run(&io)).map(drop)
+    }
+
+    fn report(&self, msg: Inbound) -> bool {
+        let key = self.key;
+        self.inbound.send(InboundMsg { key, msg }).is_ok()
+    }
+
+    /// Waits until `fd` is ready for `events` (or has an error to report)
+    /// or the stop socket is closed: (ready, stopped). Without waiting
+    /// when `block` is false.
+    fn wait(&self, fd: &impl AsRawFd, events: libc::c_short, block: bool) -> (bool, bool) {
+        let pollfd = |fd, events| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        };
+        let stop = self.stop.as_raw_fd();
+        let mut fds = [pollfd(fd.as_raw_fd(), events), pollfd(stop, libc::POLLIN)];
+        // SAFETY: `fds` is a live array of two pollfd structs for the call.
+        while unsafe { libc::poll(fds.as_mut_ptr(), 2, if block { -1 } else { 0 }) } < 0 {
+            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                // Let the read or write itself meet and report the problem.
+                return (true, false);
+            }
+        }
+        (fds[0].revents != 0, fds[1].revents != 0)
+    }
 }
 
 /// Spawns `command` as the leader of a new process group that dies with
 /// this process however it dies: the leader by `PR_SET_PDEATHSIG`, the
 /// rest of the group by the watchdog. Call [`end_group`] once done with the
-/// group is gone. Linux sends the death signal when the *thread* that
-/// forked ends, so spawn from a thread that outlives the child.
+/// group. Linux sends the death signal when the *thread* that forked
+/// ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
     let parent = std::process::id();
     command.process_group(0);
@@ -310,7 +329,7 @@ pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
         command.pre_exec(move || die_with_host(parent));
     }
     let child = command.spawn()?;
-    watchdog::guard(child.id());
+    watchdog::tell('+', child.id());
     Ok(child)
 }
 
@@ -323,7 +342,7 @@ pub fn end_group(leader: &mut Child) {
         signal_group(pgid, libc::SIGKILL);
         let _ = leader.try_wait();
     }
-    watchdog::release(pgid);
+    watchdog::tell('-', pgid);
 }
 
 /// In the child before exec: be killed when the host dies.
@@ -349,48 +368,37 @@ fn die_with_host(_host_pid: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// What [`wait_fd`] saw: the pipe is ready (or has an error to report),
-/// the stop socket reached end of file.
-struct Readiness {
-    ready: bool,
-    stopped: bool,
-}
-
-/// Waits until `fd` is ready for `events` or `stop` is closed; without
-/// waiting when `block` is false.
-fn wait_fd(fd: RawFd, events: libc::c_short, stop: &UnixStream, block: bool) -> Readiness {
-    let pollfd = |fd, events| libc::pollfd {
-        fd,
-        events,
-        revents: 0,
+/// The reader thread: stdout lines, as frames (or through the MCP
+/// translator), to the host loop; then [`Inbound::Eof`].
+fn read_stdout(io: &Io, pipe: ChildStdout, adapter: Option<Arc<Adapter>>) {
+    // False: stop reading (the host is gone, or the MCP handshake failed).
+    let handle = |line: &[u8]| match &adapter {
+        Some(a) => a.from_server(line),
+        None => match parse_ext_frame(line) {
+            Ok(frame) => io.report(Inbound::Frame(frame)),
+            Err(why) => {
+                io.log.line(&why);
+                true
+            }
+        },
     };
-    let mut fds = [pollfd(fd, events), pollfd(stop.as_raw_fd(), libc::POLLIN)];
-    // SAFETY: `fds` is a live array of two pollfd structs for the call.
-    while unsafe { libc::poll(fds.as_mut_ptr(), 2, if block { -1 } else { 0 }) } < 0 {
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            // Let the read or write itself meet and report the problem.
-            return Readiness {
-                ready: true,
-                stopped: false,
-            };
-        }
+    if let Err(e) = read_lines(StopRead { pipe, io }, |m| io.log.line(&m), handle) {
+        io.log.line(&format!("reading stdout failed: {e}"));
     }
-    Readiness {
-        ready: fds[0].revents != 0,
-        stopped: fds[1].revents != 0,
-    }
+    io.report(Inbound::Eof);
 }
 
 /// The stdout pipe, read only while the stop socket is open: a stop
 /// reads as end of file.
 struct StopRead<'a> {
     pipe: ChildStdout,
-    stop: &'a UnixStream,
+    io: &'a Io,
 }
 
 impl Read for StopRead<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if wait_fd(self.pipe.as_raw_fd(), libc::POLLIN, self.stop, true).stopped {
+        let (_, stopped) = self.io.wait(&self.pipe, libc::POLLIN, true);
+        if stopped {
             return Ok(0);
         }
         self.pipe.read(buf)
@@ -422,23 +430,23 @@ pub fn read_lines(
 
 /// Copies the child's stderr into its log until EOF or the stop; after
 /// the stop, only what is already in the pipe (bounded).
-fn pump_stderr(mut stderr: ChildStderr, log: &ExtLog, stop: &UnixStream) {
+fn pump_stderr(io: &Io, mut stderr: ChildStderr) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut drain_left: Option<usize> = None;
     loop {
-        let seen = wait_fd(stderr.as_raw_fd(), libc::POLLIN, stop, drain_left.is_none());
-        if seen.stopped {
+        let (ready, stopped) = io.wait(&stderr, libc::POLLIN, drain_left.is_none());
+        if stopped {
             match drain_left.get_or_insert(DRAIN_READS) {
                 0 => return,
                 n => *n -= 1,
             }
         }
-        if !seen.ready {
+        if !ready {
             return; // stopped, and nothing more waits in the pipe
         }
         match stderr.read(&mut buf) {
             Ok(0) => return,
-            Ok(n) => log.append(&buf[..n]),
+            Ok(n) => io.log.append(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
@@ -446,15 +454,8 @@ fn pump_stderr(mut stderr: ChildStderr, log: &ExtLog, stop: &UnixStream) {
 }
 
 /// The writer thread. Chunks come batched by the host loop: one write
-/// each, no buffer. A closed outbox closes stdin.
-fn write_lines(
-    key: u64,
-    mut stdin: File,
-    outbox: &Receiver<OutChunk>,
-    queued: &AtomicUsize,
-    inbound: &Sender<InboundMsg>,
-    stop: &UnixStream,
-) {
+/// each, no buffer. A closed outbox closes stdin; a stop ends the thread.
+fn write_lines(io: &Io, mut stdin: File, outbox: Receiver<OutChunk>, queued: &AtomicUsize) {
     for chunk in outbox {
         let mut rest = &chunk[..];
         let result = loop {
@@ -463,17 +464,16 @@ fn write_lines(
                 Ok(n) => rest = &rest[n..],
                 Err(e) => break Err(e),
             }
-            if wait_fd(stdin.as_raw_fd(), libc::POLLOUT, stop, true).stopped {
+            if io.wait(&stdin, libc::POLLOUT, true).1 {
                 break Ok(false);
             }
         };
         queued.fetch_sub(chunk.len(), Ordering::Release);
         match result {
             Ok(true) => {}
-            Ok(false) => return, // the process is done with
+            Ok(false) => return, // stopped: the process is done with
             Err(e) => {
-                let msg = Inbound::WriteFailed(e.to_string());
-                let _ = inbound.send(InboundMsg { key, msg });
+                io.report(Inbound::WriteFailed(e.to_string()));
                 return;
             }
         }

@@ -29,22 +29,13 @@ for pg in $l; do kill -s KILL -- "-$pg" 2>/dev/null; done
 /// started or has gone away (then nothing more is tried).
 static WATCHDOG: Mutex<Option<Option<ChildStdin>>> = Mutex::new(None);
 
-/// Asks the watchdog to kill process group `pgid` if the host dies.
-pub fn guard(pgid: u32) {
-    tell(&format!("+ {pgid}\n"));
-}
-
-/// The group `pgid` is gone: forget it, so a later group that reuses the
-/// id is never touched.
-pub fn release(pgid: u32) {
-    tell(&format!("- {pgid}\n"));
-}
-
-fn tell(line: &str) {
+/// `+`: kill process group `pgid` if the host dies; `-`: the group is
+/// gone, forget it (so a later group that reuses the id is never touched).
+pub fn tell(op: char, pgid: u32) {
     let mut watchdog = WATCHDOG.lock().unwrap_or_else(|p| p.into_inner());
     let stdin = watchdog.get_or_insert_with(start);
     if let Some(pipe) = stdin {
-        if pipe.write_all(line.as_bytes()).is_err() {
+        if pipe.write_all(format!("{op} {pgid}\n").as_bytes()).is_err() {
             eprintln!("zot: the extension watchdog has gone away");
             *stdin = None;
         }

@@ -7,7 +7,7 @@ use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
 use crate::mcp_client::McpOptions;
-use crate::process::{describe_status, group_alive, signal_group, ExtProcess};
+use crate::process::{describe_status, ExtProcess};
 use crate::protocol::HostFrame;
 use crate::types::{HostError, HostEvent, ReloadReport, Reply, Request};
 use std::collections::HashSet;
@@ -248,9 +248,6 @@ impl Engine {
         };
         ext.out.clear();
         // Whatever the extension left in its group goes with it.
-        if group_alive(proc.pid) {
-            signal_group(proc.pid, libc::SIGKILL);
-        }
         proc.finish();
         ext.log.line(&format!("exited ({desc})"));
         let (notes, events) = (ext.dropped_notes.total, ext.dropped_events.total);
