@@ -15,21 +15,6 @@ pub struct Claim<T> {
     pub info: T,
 }
 
-/// What a new claim did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Claimed {
-    /// The claimant owns the name now; `displaced` had it before.
-    Owner {
-        /// Rank of the previous owner, if any.
-        displaced: Option<usize>,
-    },
-    /// A higher-precedence extension keeps the name.
-    Shadowed {
-        /// Rank of the owner.
-        by: usize,
-    },
-}
-
 /// Names to claims, each list sorted by rank.
 #[derive(Debug, Default)]
 pub struct Registry<T> {
@@ -42,21 +27,20 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl<T> Registry<T> {
-    /// Records that extension `rank` registered `name`. A repeated
-    /// registration by the same extension updates its info.
-    pub fn claim(&mut self, name: &str, rank: usize, info: T) -> Claimed {
+    /// Records that extension `rank` registered `name` (again: updates its
+    /// info). Returns who is shadowed by whom, when the claimant either
+    /// lost to the owner or displaced it.
+    pub fn claim(&mut self, name: &str, rank: usize, info: T) -> Option<(usize, usize)> {
         let claims = self.names.entry(name.to_string()).or_default();
         let previous_owner = claims.first().map(|c| c.rank);
         match claims.binary_search_by_key(&rank, |c| c.rank) {
             Ok(i) => claims[i].info = info,
             Err(i) => claims.insert(i, Claim { rank, info }),
         }
-        match previous_owner {
-            Some(owner) if owner < rank => Claimed::Shadowed { by: owner },
-            Some(owner) if owner > rank => Claimed::Owner {
-                displaced: Some(owner),
-            },
-            _ => Claimed::Owner { displaced: None },
+        match previous_owner? {
+            owner if owner < rank => Some((rank, owner)),
+            owner if owner > rank => Some((owner, rank)),
+            _ => None,
         }
     }
 
@@ -118,12 +102,9 @@ mod tests {
     #[test]
     fn precedence_not_arrival_order() {
         let mut r = Registry::default();
-        assert_eq!(r.claim("x", 2, "late"), Claimed::Owner { displaced: None });
-        assert_eq!(
-            r.claim("x", 0, "first"),
-            Claimed::Owner { displaced: Some(2) }
-        );
-        assert_eq!(r.claim("x", 1, "mid"), Claimed::Shadowed { by: 0 });
+        assert_eq!(r.claim("x", 2, "late"), None);
+        assert_eq!(r.claim("x", 0, "first"), Some((2, 0)));
+        assert_eq!(r.claim("x", 1, "mid"), Some((1, 0)));
         r.release("x", 0);
         assert_eq!(r.owner("x").map(|c| c.info), Some("mid"));
     }

@@ -4,7 +4,7 @@ use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, MAX_NAMES};
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
-use crate::registry::{self, Claimed};
+use crate::registry;
 use crate::types::HostEvent;
 use serde_json::Value;
 use std::time::Instant;
@@ -234,14 +234,11 @@ impl Engine {
             }
             claims.count += 1;
         }
-        let (logged, now, by) = match names.claim(name, idx, (description, schema)) {
-            Claimed::Shadowed { by } => (idx, "", by),
-            Claimed::Owner {
-                displaced: Some(other),
-            } => (other, "now ", idx),
-            Claimed::Owner { displaced: None } => return,
+        let Some((shadowed, by)) = names.claim(name, idx, (description, schema)) else {
+            return;
         };
-        self.exts[logged].log.line(&format!(
+        let now = if shadowed == idx { "" } else { "now " };
+        self.exts[shadowed].log.line(&format!(
             "{kind} {shown} is {now}shadowed by extension {} (higher precedence)",
             self.exts[by].name
         ));
