@@ -125,12 +125,10 @@ fn load(scope: Scope, path: &Path) -> Found {
     }
 }
 
-/// Everything found, highest precedence first: `explicit` paths in the
-/// order given, then the project's directories, then the global ones.
-/// With `include_dirs` false only the explicit paths are read
-/// (`--no-ext`). The first valid manifest with a name claims it (even
-/// when disabled, so disabling the winning copy disables the
-/// extension); later ones with that name are [`Status::Shadowed`].
+/// Everything found, highest precedence first: `explicit` paths in order,
+/// then (with `include_dirs`) the project's directories, then the global
+/// ones. The first valid manifest with a name claims it, even disabled
+/// (so disabling the winning copy disables the extension).
 pub fn discover(
     explicit: &[PathBuf],
     cwd: &Path,
@@ -149,11 +147,10 @@ pub fn discover(
     let mut owners: HashMap<String, PathBuf> = HashMap::new();
     for f in &mut found {
         let Some(m) = &f.manifest else { continue };
-        match owners.get(&m.name) {
-            Some(by) => f.status = Status::Shadowed { by: by.clone() },
-            None => {
-                owners.insert(m.name.clone(), f.dir.clone());
-            }
+        if let Some(by) = owners.get(&m.name) {
+            f.status = Status::Shadowed { by: by.clone() };
+        } else {
+            owners.insert(m.name.clone(), f.dir.clone());
         }
     }
     found

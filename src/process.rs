@@ -26,16 +26,15 @@ use std::thread;
 use std::time::Duration;
 
 /// serde_json parses and drops a frame recursively: one at the depth
-/// limit (64) needs about 200 KiB in a debug build. Only touched pages
-/// cost memory.
+/// limit (64) needs about 200 KiB in a debug build.
 const READER_STACK: usize = 512 * 1024;
 
-/// Longest wait for the stderr pump to copy what is left once the
-/// process is done with; only a CPU-starved machine needs this long.
+/// Longest wait for the stderr pump to copy what is left (this long
+/// only on a CPU-starved machine).
 const LOG_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
-/// Reads the pump may still do after the stop (bounded: an escaped
-/// grandchild may write forever).
+/// Reads the pump may still do after the stop: an escaped grandchild
+/// may write forever.
 const DRAIN_READS: usize = 64;
 
 /// What an extension's threads report to the host loop.
@@ -75,14 +74,13 @@ pub(crate) struct ExtProcess {
     pub pid: u32,
     child: Child,
     outbox: Option<Sender<OutChunk>>,
-    /// The stdin pipe, written directly while the writer thread is idle
-    /// (saves a thread hand-off per request). `None` for an MCP server.
+    /// stdin, written directly while the writer thread is idle.
     direct: Option<File>,
     /// Bytes handed to the writer thread and not yet written.
     queued: Arc<AtomicUsize>,
     /// For an MCP server: the translator every frame goes through.
     mcp: Option<Arc<Adapter>>,
-    /// Dropping it (EOF on the threads' end) tells the I/O threads to end.
+    /// Dropping it tells the I/O threads to end.
     stop: Option<UnixStream>,
     /// Disconnects when the stderr pump ends.
     log_done: Option<Receiver<()>>,
@@ -250,9 +248,8 @@ impl ExtProcess {
         signal_group(self.pid, signal);
     }
 
-    /// Ends it (see [`Drop`]), then gives the stderr pump a bounded moment
-    /// to copy what is left, so the log is complete for whoever reads it
-    /// next.
+    /// Drops it, then gives the stderr pump a bounded moment to copy what
+    /// is left, so the log is complete for whoever reads it next.
     pub fn finish(mut self) {
         let log_done = self.log_done.take();
         drop(self);
@@ -263,9 +260,8 @@ impl ExtProcess {
 }
 
 impl Drop for ExtProcess {
-    /// Kills what is left of the group (whatever the extension left in it
-    /// goes with it) and stops the I/O threads: a pipe held open by an
-    /// escaped grandchild must not keep them.
+    /// Kills what is left of the group and stops the I/O threads (a pipe
+    /// held open by an escaped grandchild must not keep them).
     fn drop(&mut self) {
         end_group(&mut self.child);
         self.close_stdin();
@@ -315,10 +311,9 @@ impl Io {
 }
 
 /// Spawns `command` as the leader of a new process group that dies with
-/// this process however it dies: the leader by `PR_SET_PDEATHSIG`, the
-/// rest of the group by the watchdog. Call [`end_group`] once done with the
-/// group. Linux sends the death signal when the *thread* that forked
-/// ends, so spawn from a thread that outlives the child.
+/// this process however it dies; [`end_group`] ends it. Linux sends the
+/// death signal when the *thread* that forked ends, so spawn from a
+/// thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
     let parent = std::process::id();
     command.process_group(0);
@@ -334,8 +329,7 @@ pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
 }
 
 /// Ends a group started by [`spawn_group`]: SIGKILLs what is left of
-/// it, reaps the leader if it can, and has the watchdog forget it (so a
-/// later group that reuses the id is never touched).
+/// it, reaps the leader if it can, and has the watchdog forget it.
 pub fn end_group(leader: &mut Child) {
     let pgid = leader.id();
     if group_alive(pgid) {
@@ -369,7 +363,7 @@ fn die_with_host(_host_pid: u32) -> io::Result<()> {
 }
 
 /// The reader thread: stdout lines, as frames (or through the MCP
-/// translator), to the host loop; then [`Inbound::Eof`].
+/// translator), to the host loop.
 fn read_stdout(io: &Io, pipe: ChildStdout, adapter: Option<Arc<Adapter>>) {
     // False: stop reading (the host is gone, or the MCP handshake failed).
     let handle = |line: &[u8]| match &adapter {
@@ -407,8 +401,7 @@ impl Read for StopRead<'_> {
 
 /// Hands each non-blank stdout line to `handle` until it returns false
 /// or stdout ends; a line too long to keep is skipped and described to
-/// `dropped`. Shared with `zot ext check`, so the check reads stdout
-/// exactly as the host does.
+/// `dropped`. `zot ext check` reads stdout with it too.
 pub fn read_lines(
     stdout: impl Read,
     mut dropped: impl FnMut(String),
@@ -455,27 +448,25 @@ fn pump_stderr(io: &Io, mut stderr: ChildStderr) {
 
 /// The writer thread. Chunks come batched by the host loop: one write
 /// each, no buffer. A closed outbox closes stdin; a stop ends the thread.
-fn write_lines(io: &Io, mut stdin: File, outbox: Receiver<OutChunk>, queued: &AtomicUsize) {
+fn write_lines(io: &Io, stdin: File, outbox: Receiver<OutChunk>, queued: &AtomicUsize) {
     for chunk in outbox {
-        let mut rest = &chunk[..];
-        let result = loop {
-            match write_some(&mut stdin, rest) {
-                Ok(n) if n == rest.len() => break Ok(true),
-                Ok(n) => rest = &rest[n..],
-                Err(e) => break Err(e),
+        let mut written = 0;
+        let failed = loop {
+            match write_some(&stdin, &chunk[written..]) {
+                Ok(n) => written += n,
+                Err(e) => break Some(e),
             }
-            if io.wait(&stdin, libc::POLLOUT, true).1 {
-                break Ok(false);
+            // Done, or stopped: the process is done with.
+            if written == chunk.len() || io.wait(&stdin, libc::POLLOUT, true).1 {
+                break None;
             }
         };
         queued.fetch_sub(chunk.len(), Ordering::Release);
-        match result {
-            Ok(true) => {}
-            Ok(false) => return, // stopped: the process is done with
-            Err(e) => {
-                io.report(Inbound::WriteFailed(e.to_string()));
-                return;
-            }
+        if let Some(e) = failed {
+            io.report(Inbound::WriteFailed(e.to_string()));
+        }
+        if written < chunk.len() {
+            return;
         }
     }
 }
@@ -488,8 +479,8 @@ fn set_nonblocking(fd: RawFd) -> bool {
     }
 }
 
-/// Writes as much of `bytes` as a non-blocking `pipe` takes now. An error
-/// after some bytes went through is left for the next write to meet.
+/// Writes as much of `bytes` as a non-blocking `pipe` takes now; an error
+/// after some bytes is left for the next write.
 fn write_some(mut pipe: impl Write, bytes: &[u8]) -> io::Result<usize> {
     let mut written = 0;
     while written < bytes.len() {
