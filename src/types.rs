@@ -77,35 +77,28 @@ pub struct InterceptRequest {
     pub payload: EventPayload,
 }
 
-/// State of one extension.
+/// State of one extension: `name` from the manifest (the directory's when
+/// the manifest is invalid), `scope` `explicit`, `project` or `global`,
+/// `state` `starting`, `ready`, `failed`, `exited` or `disabled`, `error`
+/// why it failed or how it exited, `pid` while it runs, the names it owns
+/// or subscribed to, and its `restarts` after crashes (SPEC 12).
+#[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExtensionInfo {
-    /// Manifest name (directory name when the manifest is invalid).
     pub name: String,
-    /// Manifest version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    /// `explicit`, `project` or `global`.
     pub scope: &'static str,
-    /// Extension directory.
     pub dir: PathBuf,
-    /// `starting`, `ready`, `failed`, `exited` or `disabled`.
     pub state: &'static str,
-    /// Why it failed or how it exited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Process id while it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
-    /// Commands it owns.
     pub commands: Vec<String>,
-    /// Tools it owns.
     pub tools: Vec<String>,
-    /// Events it observes.
     pub events: Vec<String>,
-    /// Events it intercepts.
     pub intercept: Vec<String>,
-    /// How often it was restarted after a crash (SPEC 12).
     pub restarts: u32,
 }
 
@@ -145,16 +138,15 @@ impl Snapshot {
     }
 }
 
-/// What `/reload-ext` did.
+/// What `/reload-ext` did: extensions `stopped`, `loaded` (started) and of
+/// those `ready` when startup finished; invalid manifests, failed starts
+/// and handshakes as `errors`.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ReloadReport {
-    /// Extensions stopped.
     pub stopped: usize,
-    /// Extensions started.
     pub loaded: usize,
-    /// Of those, ready when startup finished.
     pub ready: usize,
-    /// Invalid manifests, failed starts and handshakes.
     pub errors: Vec<String>,
 }
 
