@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Default size at which a log is rotated to `.log.1`.
-pub const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Path of an extension's log file.
 pub fn log_path(logs_dir: &Path, name: &str) -> PathBuf {

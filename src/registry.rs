@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 /// One extension's claim on a name.
 #[derive(Debug, Clone)]
-pub struct Claim<T> {
+pub(crate) struct Claim<T> {
     /// The claimant's precedence (lower wins); also its index in the host.
     pub rank: usize,
     /// What the extension registered.
@@ -17,7 +17,7 @@ pub struct Claim<T> {
 
 /// Names to claims, each list sorted by rank.
 #[derive(Debug, Default)]
-pub struct Registry<T> {
+pub(crate) struct Registry<T> {
     names: BTreeMap<String, Vec<Claim<T>>>,
 }
 
