@@ -676,11 +676,12 @@ fn zot_ext_list_shows_protocol_and_prefix() {
 fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
     let t = TempDir::new("mcp-bridge");
     let ev = everything(&t.join("ev"));
-    let guard = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-clients/exts/guard");
+    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-clients");
+    let guard = clients.join("exts/guard");
     let args = json!(["mcp", "--no-ext", "--cwd", t.path(), "-e", guard, "-e", ev]);
     let python = mcp_deps().join("py2/bin/python");
     let out = Command::new(&python)
-        .arg(fixtures().join("bridge_client.py"))
+        .arg(clients.join("bridge_client.py"))
         .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
         .env("ZOT_MCP_ARGS", args.to_string())
         .env("ZOT_HELLO_TIMEOUT", SDK_START.as_secs().to_string())
