@@ -725,12 +725,12 @@ fn timeout_options_want_a_positive_number_of_seconds() {
     }
 }
 
-/// `zot rpc` with fixtures/mcp-hostile/server.py misbehaving as `mode`
+/// `zot rpc` with fixtures/mcp-servers/hostile.py misbehaving as `mode`
 /// says (`more`: its further arguments); not restarted, so a failure
 /// stays visible.
 fn hostile_rpc(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
     let python = which("python3");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-hostile/server.py");
+    let script = fixtures().join("hostile.py");
     let mut args = vec![script.to_str().expect("utf-8"), mode];
     args.extend(more.iter().map(|p| p.to_str().expect("utf-8")));
     let restart = json!({"restart": "never"});
