@@ -90,6 +90,8 @@ enum Phase {
     Initializing(Option<String>),
     Listing,
     Running,
+    /// The handshake failed: reading stops.
+    Failed,
 }
 
 /// What is registered of one kind, and its listing under way.
@@ -212,9 +214,7 @@ impl Adapter {
     /// Writes one JSON-RPC message to the server's stdin, unless closed.
     fn write(&self, msg: Value) {
         let stdin = lock(&self.stdin);
-        let Some(tx) = stdin.as_ref() else {
-            return;
-        };
+        let Some(tx) = stdin.as_ref() else { return };
         let mut line = serde_json::to_vec(&msg).unwrap_or_default();
         line.push(b'\n');
         let len = line.len();
@@ -318,51 +318,55 @@ impl Adapter {
     /// Handles one line from the server. False when reading should stop
     /// (the handshake failed).
     pub fn from_server(&self, line: &[u8]) -> bool {
-        let why = match parse_json::<Value>(line) {
+        let parsed = parse_json::<Value>(line);
+        let mut st = lock(&self.state);
+        let why = match parsed {
             Ok(msg) if msg.is_object() => {
                 let id = msg.get("id").filter(|id| !id.is_null());
                 match (msg["method"].as_str(), id) {
-                    (Some(method), Some(id)) => return self.server_request(method, id),
-                    (Some(method), None) => return self.notification(method, msg.get("params")),
-                    (None, Some(id)) => return self.response(id, &msg),
-                    (None, None) => "neither a request, a notification nor a response".into(),
+                    (Some(method), Some(id)) => self.server_request(method, id),
+                    (Some(method), None) => self.notification(&mut st, method, msg.get("params")),
+                    (None, Some(id)) => self.response(&mut st, id, &msg),
+                    (None, None) => {
+                        self.dropped(line, "neither a request, a notification nor a response")
+                    }
                 }
+                return st.phase != Phase::Failed;
             }
             Ok(_) => "not a JSON object".into(),
             Err(e) => e,
         };
+        self.dropped(line, &why);
+        true
+    }
+
+    fn dropped(&self, line: &[u8], why: &str) {
         let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
         log!(self, "dropped MCP message ({why}): {snippet}");
-        true
     }
 
     /// Requests from the server: `ping` is answered, the rest (sampling,
     /// elicitation, roots) refused: the host declares none of those
     /// capabilities.
-    fn server_request(&self, method: &str, id: &Value) -> bool {
+    fn server_request(&self, method: &str, id: &Value) {
         if method == "ping" {
-            self.write(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
-            return true;
+            return self.write(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
         }
-        log!(
-            self,
-            "refused the server's {method} request: zot declares no client capabilities"
-        );
-        let message = format!("Method not found: {method} (zot declares no client capabilities)");
+        let why = "zot declares no client capabilities";
+        log!(self, "refused the server's {method} request: {why}");
+        let message = format!("Method not found: {method} ({why})");
         let error = json!({"code": -32601, "message": message});
         self.write(json!({"jsonrpc": "2.0", "id": id, "error": error}));
-        true
     }
 
-    fn notification(&self, method: &str, params: Option<&Value>) -> bool {
-        let mut st = lock(&self.state);
+    fn notification(&self, st: &mut State, method: &str, params: Option<&Value>) {
         match method {
             "notifications/message" => match params.and_then(note_from_log) {
-                Some(note) => self.emit(&mut st, note),
+                Some(note) => self.emit(st, note),
                 None => log!(self, "dropped notifications/message without a level"),
             },
-            "notifications/tools/list_changed" => self.relist(&mut st, Kind::Tool),
-            "notifications/prompts/list_changed" => self.relist(&mut st, Kind::Prompt),
+            "notifications/tools/list_changed" => self.relist(st, Kind::Tool),
+            "notifications/prompts/list_changed" => self.relist(st, Kind::Prompt),
             "notifications/subscriptions/acknowledged" => {
                 let honored = params.and_then(|p| p.get("notifications"));
                 let honored = honored.map_or_else(|| "{}".into(), Value::to_string);
@@ -370,48 +374,38 @@ impl Adapter {
             }
             _ => {}
         }
-        true
     }
 
-    fn response(&self, id: &Value, msg: &Value) -> bool {
-        let mut st = lock(&self.state);
+    fn response(&self, st: &mut State, id: &Value, msg: &Value) {
         let Some(waiting) = id.as_u64().and_then(|n| st.waiting.remove(&n)) else {
-            log!(
-                self,
-                "dropped a response: id {id} is unknown, cancelled or already answered"
-            );
-            return true;
+            let why = "unknown, cancelled or already answered";
+            return log!(self, "dropped a response: id {id} is {why}");
         };
         let result = match (msg.get("result"), msg.get("error")) {
             (Some(r), _) => Ok(r),
             (None, Some(e)) => {
                 let message = e["message"].as_str().unwrap_or("(no message)");
-                let code = e["code"]
-                    .as_i64()
-                    .map_or(String::new(), |c| format!(" {c}"));
-                Err(format!("MCP error{code}: {message}"))
+                let code = e["code"].as_i64().map(|c| format!(" {c}"));
+                Err(format!("MCP error{}: {message}", code.unwrap_or_default()))
             }
             (None, None) => Err("response without result or error".to_string()),
         };
         match waiting {
-            Waiting::Discover => return self.discovered(&mut st, result),
-            Waiting::Initialize => return self.initialized(&mut st, result),
+            Waiting::Discover => self.discovered(st, result),
+            Waiting::Initialize => self.initialized(st, result),
             Waiting::Listen => {
-                let why = result
-                    .err()
-                    .unwrap_or_else(|| "closed by the server".into());
+                let why = result.err().unwrap_or("closed by the server".into());
                 log!(self, "subscriptions/listen ended: {why}");
             }
-            Waiting::Page(kind) => self.page(&mut st, kind, result),
+            Waiting::Page(kind) => self.page(st, kind, result),
             Waiting::Call(kind, host_id) => {
                 let frame = answer(kind, host_id, result.and_then(complete));
-                self.emit(&mut st, frame);
+                self.emit(st, frame);
             }
         }
-        true
     }
 
-    fn discovered(&self, st: &mut State, result: Result<&Value, String>) -> bool {
+    fn discovered(&self, st: &mut State, result: Result<&Value, String>) {
         let modern = |r: &&Value| {
             let versions = r["supportedVersions"].as_array();
             versions.is_some_and(|v| v.contains(&MODERN_VERSION.into()))
@@ -419,13 +413,11 @@ impl Adapter {
         let Some(result) = result.as_ref().ok().copied().filter(modern) else {
             let not_listed = || format!("{MODERN_VERSION} is not among its supportedVersions");
             let why = result.err().unwrap_or_else(not_listed);
-            return self.no_probe(
-                st,
-                format!("{why}; using the legacy initialize ({LEGACY_VERSION})"),
-            );
+            let why = format!("{why}; using the legacy initialize ({LEGACY_VERSION})");
+            return self.no_probe(st, why);
         };
         if !matches!(st.phase, Phase::Probing | Phase::Initializing(_)) {
-            return true;
+            return;
         }
         // Its answer to initialize (an error from a 2026-only server) no
         // longer matters.
@@ -444,61 +436,50 @@ impl Adapter {
             json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
         self.request(st, "subscriptions/listen", filter, Waiting::Listen);
         self.list_all(st, result.get("capabilities"));
-        true
     }
 
-    fn initialized(&self, st: &mut State, result: Result<&Value, String>) -> bool {
+    fn initialized(&self, st: &mut State, result: Result<&Value, String>) {
         let result = match result {
             Ok(r) => r,
-            Err(e) if st.waiting.contains_key(&PROBE_ID) => {
-                log!(
-                    self,
-                    "initialize failed: {e}; waiting for the server/discover answer"
-                );
-                st.phase = Phase::Initializing(Some(format!("initialize failed: {e}")));
+            Err(e) => {
+                let why = format!("initialize failed: {e}");
+                if !st.waiting.contains_key(&PROBE_ID) {
+                    return self.handshake_failed(st, why);
+                }
                 // Not forever: a probe still unanswered after one more
                 // limit fails the handshake with this reason.
-                self.after(PROBE_TIMEOUT, PROBE_ID);
-                return true;
+                log!(self, "{why}; waiting for the server/discover answer");
+                st.phase = Phase::Initializing(Some(why));
+                return self.after(PROBE_TIMEOUT, PROBE_ID);
             }
-            Err(e) => return self.handshake_failed(format!("initialize failed: {e}")),
         };
         let version = result["protocolVersion"].as_str();
-        log!(
-            self,
-            "speaking MCP {} (initialize)",
-            version.unwrap_or("of unknown version")
-        );
+        let version = version.unwrap_or("of unknown version");
+        log!(self, "speaking MCP {version} (initialize)");
         st.server_version = result["serverInfo"]["version"].as_str().map(Into::into);
         self.write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         self.list_all(st, result.get("capabilities"));
-        true
     }
 
     /// No usable probe answer (`why`): the legacy `initialize`, unless it
     /// is out already; when that was refused, the handshake fails.
-    fn no_probe(&self, st: &mut State, why: String) -> bool {
-        match &mut st.phase {
+    fn no_probe(&self, st: &mut State, why: String) {
+        match std::mem::take(&mut st.phase) {
             Phase::Probing => {
                 log!(self, "server/discover: {why}");
                 self.initialize(st);
             }
-            Phase::Initializing(refused) => {
-                if let Some(why) = refused.take() {
-                    return self.handshake_failed(why);
-                }
-            }
-            _ => {}
+            Phase::Initializing(Some(why)) => self.handshake_failed(st, why),
+            phase => st.phase = phase,
         }
-        true
     }
 
     /// The host fails the server with `why` (not the EOF that follows)
     /// and kills its process group; reading stops.
-    fn handshake_failed(&self, why: String) -> bool {
+    fn handshake_failed(&self, st: &mut State, why: String) {
         self.log.line(&why);
         self.report(Inbound::Failed(why));
-        false
+        st.phase = Phase::Failed;
     }
 
     /// Fetches the tools and prompts the server declares (both when it
@@ -616,21 +597,20 @@ impl Adapter {
             let description = text("description")
                 .or_else(|| text("title"))
                 .map(Into::into);
-            let frame = match kind {
-                Kind::Tool => {
-                    let schema = item.get("inputSchema").filter(|s| s.is_object()).cloned();
-                    ExtFrame::RegisterTool {
+            self.emit(
+                st,
+                match kind {
+                    Kind::Tool => ExtFrame::RegisterTool {
                         name: name.clone(),
                         description,
-                        schema,
-                    }
-                }
-                Kind::Prompt => ExtFrame::RegisterCommand {
-                    name: name.clone(),
-                    description,
+                        schema: item.get("inputSchema").filter(|s| s.is_object()).cloned(),
+                    },
+                    Kind::Prompt => ExtFrame::RegisterCommand {
+                        name: name.clone(),
+                        description,
+                    },
                 },
-            };
-            self.emit(st, frame);
+            );
             let args = item["arguments"].as_array().into_iter().flatten();
             let args =
                 args.filter_map(|a| Some((a["name"].as_str()?.to_string(), a["required"] == true)));
@@ -707,11 +687,8 @@ fn complete(result: &Value) -> Result<&Value, String> {
     if kind == "complete" {
         return Ok(result);
     }
-    let requests = result["inputRequests"]
-        .as_object()
-        .into_iter()
-        .flat_map(|r| r.values());
-    let wanted: Vec<&str> = requests.filter_map(|r| r["method"].as_str()).collect();
+    let requests = result["inputRequests"].as_object().into_iter().flatten();
+    let wanted: Vec<&str> = requests.filter_map(|(_, r)| r["method"].as_str()).collect();
     let wanted = match wanted.is_empty() {
         true => String::new(),
         false => format!(" ({})", wanted.join(", ")),
@@ -745,33 +722,30 @@ fn note_from_log(params: &Value) -> Option<ExtFrame> {
     Some(ExtFrame::Notify { level, message })
 }
 
-/// The frame answering the host's `tool_call` (content blocks and
-/// `is_error`, SPEC 11) or `command_invoked` (a `prompt` action with the
-/// text of the user messages, joined by blank lines).
+/// The frame answering the host's `tool_call` or `command_invoked`.
 fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     if kind == Kind::Tool {
-        let (content, is_error) =
-            result.map_or_else(|e| (vec![text_block(&e)], true), tool_content);
+        let (content, is_error) = tool_content(result);
+        let (content, is_error) = (Some(content), Some(is_error));
         return ExtFrame::ToolResult {
             id,
-            content: Some(content),
-            is_error: Some(is_error),
+            content,
+            is_error,
         };
     }
-    let messages = result.map(|r| {
+    // A `prompt` action: the text of the user messages, joined by blank lines.
+    let text = result.map(|r| {
         let messages = r["messages"].as_array().into_iter().flatten();
         let user = messages.filter(|m| m["role"] == "user" && m["content"]["type"] == "text");
         let texts: Vec<&str> = user.filter_map(|m| m["content"]["text"].as_str()).collect();
         texts.join("\n\n")
     });
-    let (action, prompt, display, error) = match messages {
+    let (action, prompt, display, error) = match text {
         Ok(text) if !text.is_empty() => ("prompt", Some(text), None, None),
-        Ok(_) => (
-            "display",
-            None,
-            Some("(the prompt has no user message)".into()),
-            None,
-        ),
+        Ok(_) => {
+            let display = Some("(the prompt has no user message)".into());
+            ("display", None, display, None)
+        }
         Err(e) => ("noop", None, None, Some(e)),
     };
     ExtFrame::CommandResponse(CommandResponse {
@@ -785,7 +759,12 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     })
 }
 
-fn tool_content(result: &Value) -> (Vec<Value>, bool) {
+/// A `tools/call` result as content blocks and `is_error` (SPEC 11).
+fn tool_content(result: Result<&Value, String>) -> (Vec<Value>, bool) {
+    let result = match result {
+        Ok(result) => result,
+        Err(e) => return (vec![text_block(&e)], true),
+    };
     let blocks = result["content"].as_array().into_iter().flatten();
     let mut content: Vec<Value> = blocks.map(map_block).collect();
     if let (true, Some(structured)) = (content.is_empty(), result.get("structuredContent")) {
@@ -915,12 +894,12 @@ mod tests {
 
     #[test]
     fn audio_and_resource_blocks() {
-        let (content, is_error) = tool_content(&json!({"content": [
+        let (content, is_error) = tool_content(Ok(&json!({"content": [
             {"type": "audio", "data": "aGk=", "mimeType": "audio/wav"},
             {"type": "resource_link", "uri": "file:///a", "name": "a"},
             {"type": "resource", "resource": {"uri": "file:///b", "text": "inside"}},
             {"type": "resource", "resource": {"uri": "file:///c", "blob": "aGk="}},
-        ], "isError": true}));
+        ], "isError": true})));
         let texts = [
             "[audio audio/wav]",
             "[resource file:///a]",
