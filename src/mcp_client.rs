@@ -102,7 +102,7 @@ struct Lists {
     registered: BTreeMap<String, (String, Vec<(String, bool)>)>,
     /// The items so far, and the cursors followed (one handed out again
     /// ends the listing).
-    listing: Option<(Vec<Value>, Vec<String>)>,
+    listing: Option<(Vec<Value>, BTreeSet<String>)>,
     /// A change was announced meanwhile: list again after.
     again: bool,
 }
@@ -256,10 +256,7 @@ impl Adapter {
     }
 
     fn timeout(&self, kind: Kind) -> Duration {
-        match kind {
-            Kind::Tool => self.opts.tool_timeout,
-            Kind::Prompt => self.opts.command_timeout,
-        }
+        [self.opts.tool_timeout, self.opts.command_timeout][kind as usize]
     }
 
     /// Sends a request and records what its response is for.
@@ -491,17 +488,15 @@ impl Adapter {
                 self.list(st, kind);
             }
         }
-        self.start_when_listed(st);
+        self.listed(st);
     }
 
     /// A list changed: fetch it again, now or after the running fetch.
     fn relist(&self, st: &mut State, kind: Kind) {
         log!(self, "{} changed: listing it again", kind.names()[1]);
-        let lists = &mut st.lists[kind as usize];
-        if st.phase == Phase::Running && lists.listing.is_none() {
-            self.list(st, kind);
-        } else if matches!(st.phase, Phase::Listing | Phase::Running) {
-            lists.again = true;
+        if matches!(st.phase, Phase::Listing | Phase::Running) {
+            st.lists[kind as usize].again = true;
+            self.listed(st);
         }
     }
 
@@ -518,66 +513,58 @@ impl Adapter {
         let Some((items, cursors)) = lists.listing.as_mut() else {
             return;
         };
-        let result = match result {
-            Ok(r) => r,
-            Err(e) => {
-                log!(self, "{method}: {e}; keeping what was listed");
-                lists.listing = None;
-                return self.start_when_listed(st);
+        match result {
+            Err(e) => log!(self, "{method}: {e}; keeping what was listed"),
+            Ok(result) => {
+                items.extend(result[key].as_array().into_iter().flatten().cloned());
+                if let Some(c) = result["nextCursor"].as_str().filter(|c| !c.is_empty()) {
+                    let why = match cursors.insert(c.into()) {
+                        false => format!("the server repeated the cursor {c:?}"),
+                        true if cursors.len() >= MAX_PAGES => {
+                            format!("stopped after {MAX_PAGES} pages")
+                        }
+                        true => {
+                            self.request(st, method, json!({"cursor": c}), Waiting::Page(kind));
+                            return;
+                        }
+                    };
+                    log!(self, "{method}: {why}; keeping the {} listed", items.len());
+                }
+                let (items, _) = lists.listing.take().unwrap_or_default();
+                self.register(st, kind, items);
             }
-        };
-        items.extend(result[key].as_array().into_iter().flatten().cloned());
-        let stop = match result["nextCursor"].as_str().filter(|c| !c.is_empty()) {
-            None => None,
-            Some(c) if cursors.iter().any(|seen| seen == c) => {
-                Some(format!("the server repeated the cursor {c:?}"))
-            }
-            Some(_) if cursors.len() + 1 >= MAX_PAGES => {
-                Some(format!("stopped after {MAX_PAGES} pages"))
-            }
-            Some(c) => {
-                cursors.push(c.into());
-                self.request(st, method, json!({"cursor": c}), Waiting::Page(kind));
-                return;
-            }
-        };
-        if let Some(why) = stop {
-            log!(self, "{method}: {why}; keeping the {} listed", items.len());
         }
-        let (items, _) = lists.listing.take().unwrap_or_default();
-        self.register(st, kind, items);
-        if st.phase == Phase::Running && st.lists[kind as usize].again {
-            self.list(st, kind);
-        }
-        self.start_when_listed(st);
+        st.lists[kind as usize].listing = None;
+        self.listed(st);
     }
 
-    /// Once the first listings are done, sends what a zot extension sends
-    /// on start: `hello`, its registrations (and notes that came
-    /// meanwhile), `ready`; then lists again what changed meanwhile.
-    fn start_when_listed(&self, st: &mut State) {
-        if st.phase != Phase::Listing || st.lists.iter().any(|l| l.listing.is_some()) {
-            return;
-        }
-        st.phase = Phase::Running;
-        self.report(Inbound::Frame(ExtFrame::Hello {
-            name: self.opts.name.clone(),
-            version: st.server_version.clone(),
-            capabilities: None,
-        }));
-        if st.dropped_notes > 0 {
-            let n = st.dropped_notes;
-            log!(
-                self,
-                "dropped {n} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)"
-            );
-        }
-        let held = st.held.drain(..).chain(st.held_notes.drain(..));
-        for frame in held.chain([ExtFrame::Ready]) {
-            self.report(Inbound::Frame(frame));
+    /// After a listing: once the first ones are done, what a zot extension
+    /// sends on start: `hello`, its registrations (and notes that came
+    /// meanwhile), `ready`. Then what changed meanwhile is listed again.
+    fn listed(&self, st: &mut State) {
+        let idle = |l: &Lists| l.listing.is_none();
+        if st.phase == Phase::Listing && st.lists.iter().all(idle) {
+            st.phase = Phase::Running;
+            self.report(Inbound::Frame(ExtFrame::Hello {
+                name: self.opts.name.clone(),
+                version: st.server_version.clone(),
+                capabilities: None,
+            }));
+            if st.dropped_notes > 0 {
+                let n = st.dropped_notes;
+                log!(
+                    self,
+                    "dropped {n} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)"
+                );
+            }
+            let held = st.held.drain(..).chain(st.held_notes.drain(..));
+            for frame in held.chain([ExtFrame::Ready]) {
+                self.report(Inbound::Frame(frame));
+            }
         }
         for kind in KINDS {
-            if st.lists[kind as usize].again {
+            let lists = &st.lists[kind as usize];
+            if st.phase == Phase::Running && lists.again && idle(lists) {
                 self.list(st, kind);
             }
         }
