@@ -645,7 +645,9 @@ fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
     std::os::unix::fs::symlink(&linked_target, t.join(".zot/extensions/linked")).unwrap();
     // `sh -c` would run this; without a shell it is just a missing file.
     let shelly = manifest(&t.join("shelly"), "shelly", "./x; touch pwned", vec![]);
-    let mut cfg = config(&t, &[bare.clone(), rel.clone(), shelly]);
+    // A bare name that is nowhere in $PATH fails with the name it looked for.
+    let missing = manifest(&t.join("missing"), "missing", "zot-no-such-program", vec![]);
+    let mut cfg = config(&t, &[bare.clone(), rel.clone(), shelly, missing]);
     cfg.discover = true;
     let host = start(cfg);
     let list = host.list().unwrap();
@@ -659,6 +661,16 @@ fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
         "{shelly:?}"
     );
     assert!(!t.join("shelly/pwned").exists() && !t.join("pwned").exists());
+    let missing = list.extension("missing").unwrap();
+    assert_eq!(missing.state, "failed");
+    assert!(
+        missing
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("`zot-no-such-program` not found in $PATH"),
+        "{missing:?}"
+    );
     let cwd = |name: &str| std::fs::read_to_string(t.join(&format!("{name}.cwd"))).unwrap();
     assert_eq!(cwd("bare"), bare.to_str().unwrap());
     assert_eq!(cwd("rel"), rel.to_str().unwrap());
