@@ -12,15 +12,17 @@ pub const INTERCEPTABLE: [&str; 3] = ["tool_call", "turn_start", "assistant_mess
 
 /// One guard's answer.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// Let it through unchanged (also: timed out, exited, unwritable).
     Allow,
     /// Refuse, with the reason shown to the model or user.
     Block(String),
-    /// `tool_call`: replace the args.
-    ModifyArgs(Value),
-    /// `assistant_message`: replace the text.
-    ReplaceText(String),
+    /// Replace the args (`tool_call`) or the text (`assistant_message`);
+    /// a rewrite that does not fit the event allows.
+    Rewrite {
+        args: Option<Value>,
+        text: Option<String>,
+    },
 }
 
 /// Result of a chain.
@@ -41,7 +43,7 @@ pub struct InterceptOutcome {
 
 /// What the host loop must do next.
 #[derive(Debug, PartialEq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Wait for more answers (or the round deadline).
     Wait,
     /// Ask the guards at these positions (again) with [`Chain::payload`].
@@ -52,11 +54,10 @@ pub enum Step {
 
 /// A chain over `n` guards in precedence order.
 #[derive(Debug)]
-pub struct Chain {
-    /// The event name.
-    pub event: String,
+pub(crate) struct Chain {
+    pub(crate) event: String,
     /// The value guards decide on, rewritten as the chain walks.
-    pub payload: EventPayload,
+    pub(crate) payload: EventPayload,
     /// This round's answers (`None`: not yet); those before `next` are used.
     answers: Vec<Option<Answer>>,
     next: usize,
@@ -65,7 +66,7 @@ pub struct Chain {
 
 impl Chain {
     /// A chain over `guards` guards; all of them are to be asked first.
-    pub fn new(event: &str, payload: EventPayload, guards: usize) -> Chain {
+    pub(crate) fn new(event: &str, payload: EventPayload, guards: usize) -> Chain {
         Chain {
             event: event.to_string(),
             payload,
@@ -77,71 +78,60 @@ impl Chain {
 
     /// Records the answer of the guard at `pos` for the current round;
     /// an answer nobody waits for is ignored.
-    pub fn answer(&mut self, pos: usize, answer: Answer) {
+    pub(crate) fn answer(&mut self, pos: usize, answer: Answer) {
         if let Some(slot @ None) = self.answers.get_mut(pos).filter(|_| pos >= self.next) {
             *slot = Some(answer);
         }
     }
 
     /// Walks the answers in precedence order as far as they go.
-    pub fn advance(&mut self) -> Step {
+    pub(crate) fn advance(&mut self) -> Step {
         while let Some(slot) = self.answers.get_mut(self.next) {
-            match slot.take() {
+            let (args, text) = match slot.take() {
                 None => return Step::Wait,
-                Some(Answer::Allow) => {}
+                Some(Answer::Allow) => (None, None),
                 Some(Answer::Block(reason)) => {
                     self.outcome.block = true;
                     self.outcome.reason = Some(reason);
                     break;
                 }
-                Some(Answer::ModifyArgs(args)) => {
+                Some(Answer::Rewrite { args, text }) => (args, text),
+            };
+            self.next += 1;
+            match (self.event.as_str(), args, text) {
+                ("tool_call", Some(args), _) => {
                     self.payload.tool_args = Some(args.clone());
                     self.outcome.modified_args = Some(args);
-                    return self.ask_after_rewrite();
                 }
-                Some(Answer::ReplaceText(text)) => {
+                ("assistant_message", _, Some(text)) if !text.is_empty() => {
                     self.payload.text = Some(text.clone());
                     self.outcome.replace_text = Some(text);
-                    return self.ask_after_rewrite();
                 }
+                _ => continue,
             }
-            self.next += 1;
+            if self.next < self.answers.len() {
+                // Later guards decided on the old value: ask again.
+                self.answers[self.next..].fill(None);
+                return Step::Ask(self.next..self.answers.len());
+            }
         }
         Step::Done(std::mem::take(&mut self.outcome))
     }
-
-    /// The guards after a rewriter decided on the old value: ask again.
-    fn ask_after_rewrite(&mut self) -> Step {
-        self.next += 1;
-        if self.next == self.answers.len() {
-            return self.advance();
-        }
-        self.answers[self.next..].fill(None);
-        Step::Ask(self.next..self.answers.len())
-    }
 }
 
-/// Turns a guard's response into an [`Answer`] for `event`. A rewrite
-/// that does not fit the event counts as allow.
-pub fn answer_from(
-    event: &str,
-    block: bool,
+/// Turns a guard's `event_intercept_response` into an [`Answer`].
+pub(crate) fn answer_from(
+    block: Option<bool>,
     reason: Option<String>,
-    modified_args: Option<Value>,
-    replace_text: Option<String>,
+    args: Option<Value>,
+    text: Option<String>,
     guard: &str,
 ) -> Answer {
-    if block {
-        let reason = reason
-            .filter(|r| !r.trim().is_empty())
-            .unwrap_or_else(|| format!("blocked by extension {guard}"));
-        return Answer::Block(reason);
+    if block != Some(true) {
+        return Answer::Rewrite { args, text };
     }
-    match (event, modified_args, replace_text) {
-        ("tool_call", Some(args), _) => Answer::ModifyArgs(args),
-        ("assistant_message", _, Some(text)) if !text.is_empty() => Answer::ReplaceText(text),
-        _ => Answer::Allow,
-    }
+    let reason = reason.filter(|r| !r.trim().is_empty());
+    Answer::Block(reason.unwrap_or_else(|| format!("blocked by extension {guard}")))
 }
 
 #[cfg(test)]
@@ -165,13 +155,19 @@ mod tests {
 
     #[test]
     fn rewrites_that_do_not_fit_the_event_allow() {
-        let a = |event, args: Option<Value>, text: Option<&str>| {
-            answer_from(event, false, None, args, text.map(String::from), "g")
+        let rewrite = |event, text: &str| {
+            let mut c = Chain::new(event, EventPayload::default(), 1);
+            let args = Some(json!(1));
+            c.answer(0, answer_from(None, None, args, Some(text.into()), "g"));
+            c.advance()
         };
-        assert_eq!(a("turn_start", Some(json!(1)), Some("t")), Answer::Allow);
-        assert_eq!(a("assistant_message", None, Some("")), Answer::Allow);
+        assert_eq!(rewrite("turn_start", "t"), Step::Done(Default::default()));
         assert_eq!(
-            answer_from("tool_call", true, Some(" ".into()), None, None, "g"),
+            rewrite("assistant_message", ""),
+            Step::Done(Default::default())
+        );
+        assert_eq!(
+            answer_from(Some(true), Some(" ".into()), None, None, "g"),
             Answer::Block("blocked by extension g".into())
         );
     }

@@ -98,10 +98,7 @@ impl Engine {
                 modified_args,
                 replace_text,
             } => {
-                let block = block.unwrap_or(false);
-                let answer = |event: &str, guard: &str| {
-                    answer_from(event, block, reason, modified_args, replace_text, guard)
-                };
+                let answer = answer_from(block, reason, modified_args, replace_text, &ext.name);
                 self.intercept_response(idx, &id, answer, now);
             }
             ExtFrame::Notify { level, message } => {
@@ -253,15 +250,11 @@ impl Engine {
         }
         let mut over = 0usize;
         for e in events {
-            if ext.event_set.contains(&e) {
-                continue;
-            }
             if ext.events.len() >= MAX_NAMES {
-                over += 1;
-                continue;
+                over += usize::from(!ext.event_set.contains(&e));
+            } else if ext.event_set.insert(e.clone()) {
+                ext.events.push(e);
             }
-            ext.event_set.insert(e.clone());
-            ext.events.push(e);
         }
         if over > 0 {
             ext.log.line(&format!(

@@ -124,7 +124,7 @@ impl Pending {
         }
         let due = self.take_where(|e| e.deadline <= now);
         self.earliest = self.entries.values().map(|e| e.deadline).min();
-        due.into_iter().map(|e| (e.ext, e.waiter)).collect()
+        due.map(|e| (e.ext, e.waiter)).collect()
     }
 
     /// Takes the guard answers extension `ext` owes, for their chains;
@@ -133,7 +133,7 @@ impl Pending {
         let owed = |e: &Entry| {
             e.ext == ext && (error.is_some() || matches!(e.waiter, Waiter::Guard { .. }))
         };
-        let owed = self.take_where(owed).into_iter();
+        let owed = self.take_where(owed);
         owed.filter_map(|e| match e.waiter {
             Waiter::Guard { chain, pos } => Some((chain, pos)),
             other => other.fail(error?.clone()),
@@ -155,15 +155,10 @@ impl Pending {
         self.entries.is_empty()
     }
 
-    fn take_where(&mut self, pick: impl Fn(&Entry) -> bool) -> Vec<Entry> {
-        let ids: Vec<String> = self
-            .entries
-            .iter()
-            .filter(|(_, e)| pick(e))
-            .map(|(id, _)| id.clone())
-            .collect();
-        ids.iter()
-            .filter_map(|id| self.entries.remove(id))
-            .collect()
+    fn take_where(&mut self, pick: impl Fn(&Entry) -> bool) -> impl Iterator<Item = Entry> {
+        let entries = std::mem::take(&mut self.entries).into_iter();
+        let (taken, kept): (HashMap<_, _>, _) = entries.partition(|(_, e)| pick(e));
+        self.entries = kept;
+        taken.into_values()
     }
 }

@@ -36,11 +36,13 @@ impl Engine {
     /// Admits a request from the embedder: held during startup, refused
     /// once a shutdown began, else run.
     pub(super) fn request(&mut self, req: Request) {
-        if let Request::ShutdownNow { reply } = req {
-            return self.shutdown_now(reply);
-        }
-        if matches!(req, Request::Reload { .. }) && self.reloading() {
-            return req.fail(HostError::ReloadRunning);
+        let now = Instant::now();
+        match req {
+            Request::ShutdownNow { .. } => return self.execute(req, false, now),
+            Request::Reload { .. } if self.reloading() => {
+                return req.fail(HostError::ReloadRunning)
+            }
+            _ => {}
         }
         // Until (re)started extensions are ready their registries are
         // incomplete: hold every request, in order, rather than fail it
@@ -60,14 +62,8 @@ impl Engine {
                 (Some(replies), _) | (None, Some(Goal::Shutdown(replies))) => replies.push(reply),
                 _ => reply(Ok(())),
             },
-            // Accepted requests finish first (check_drained); restarts
-            // are cancelled at once (SPEC 12).
-            Request::Shutdown { reply } => {
-                self.cancel_restarts();
-                self.closing = Some(vec![reply]);
-            }
             req if stopping => req.fail(HostError::ShuttingDown),
-            req => self.execute(req, true, Instant::now()),
+            req => self.execute(req, true, now),
         }
     }
 
@@ -124,7 +120,12 @@ impl Engine {
             }
             Request::List { reply } => reply(Ok(self.snapshot())),
             Request::Reload { reply } => self.begin_stop(Goal::Reload(reply, 0)),
-            Request::Shutdown { reply } => self.begin_stop(Goal::Shutdown(vec![reply])),
+            // Accepted requests finish first (check_drained); restarts
+            // are cancelled at once (SPEC 12).
+            Request::Shutdown { reply } => {
+                self.cancel_restarts();
+                self.closing = Some(vec![reply]);
+            }
             Request::ShutdownNow { reply } => self.shutdown_now(reply),
         }
     }
@@ -150,16 +151,13 @@ impl Engine {
 
     /// Runs parked requests once no extension is starting, or at their deadline.
     pub(super) fn run_parked(&mut self, now: Instant) {
-        if self.parked.is_empty() {
-            return;
-        }
-        let starting = self.any_starting();
-        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.parked)
-            .into_iter()
-            .partition(|(deadline, _)| !starting || *deadline <= now);
-        self.parked = wait;
-        for (_, req) in due {
-            self.execute(req, false, now);
+        let starting = !self.parked.is_empty() && self.any_starting();
+        for (deadline, req) in std::mem::take(&mut self.parked) {
+            if starting && deadline > now {
+                self.parked.push((deadline, req));
+            } else {
+                self.execute(req, false, now);
+            }
         }
     }
 
@@ -173,18 +171,17 @@ impl Engine {
             || self.startup.as_ref().is_some_and(|s| s.reload.is_some())
     }
 
+    /// Runs the held requests, in order, once extensions are ready; a
+    /// held reload that starts again holds the rest anew.
     pub(super) fn run_deferred(&mut self) {
-        if self.done {
-            for req in std::mem::take(&mut self.deferred) {
-                req.fail(HostError::Stopped);
-            }
-        }
-        if self.starting() || self.deferred.is_empty() {
+        if self.starting() && !self.done {
             return;
         }
-        // In order; a held reload that starts again holds the rest anew.
         for req in std::mem::take(&mut self.deferred) {
-            self.request(req);
+            match self.done {
+                true => req.fail(HostError::Stopped),
+                false => self.request(req),
+            }
         }
     }
 
@@ -458,22 +455,16 @@ impl Engine {
         }
     }
 
-    /// An `event_intercept_response`: `answer` makes the guard's answer
-    /// from the event and the guard's name.
+    /// A guard's `event_intercept_response`.
     pub(super) fn intercept_response(
         &mut self,
         idx: usize,
         id: &str,
-        answer: impl FnOnce(&str, &str) -> Answer,
+        answer: Answer,
         now: Instant,
     ) {
-        let Some(Waiter::Guard { chain, pos }) =
-            self.take_answer(idx, id, "event_intercept_response")
-        else {
-            return;
-        };
-        if let Some(state) = self.chains.get(&chain) {
-            let answer = answer(&state.chain.event, &self.exts[idx].name);
+        let answer_frame = "event_intercept_response";
+        if let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, answer_frame) {
             self.answer_guard(chain, pos, answer, now);
         }
     }
