@@ -42,7 +42,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
+    fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
         let ext = &mut self.exts[idx];
         let Phase::Running(run) = &mut ext.phase else {
             return;
@@ -99,7 +99,7 @@ impl Engine {
                 replace_text,
             } => {
                 let answer = answer_from(block, reason, modified_args, replace_text, &ext.name);
-                self.intercept_response(idx, &id, answer, now);
+                self.guard_response(idx, &id, answer, now);
             }
             ExtFrame::Notify { level, message } => {
                 let level = match level {
@@ -158,7 +158,7 @@ impl Engine {
         }
     }
 
-    pub(super) fn hello(&mut self, idx: usize, name: &str, version: Option<String>, now: Instant) {
+    fn hello(&mut self, idx: usize, name: &str, version: Option<String>, now: Instant) {
         let ext = &mut self.exts[idx];
         if name != ext.name {
             ext.log.line(&format!(
@@ -242,7 +242,7 @@ impl Engine {
     }
 
     /// Linear in the names given, whatever their number (issue 9.3).
-    pub(super) fn subscribe(&mut self, idx: usize, events: Vec<String>, intercept: Vec<String>) {
+    fn subscribe(&mut self, idx: usize, events: Vec<String>, intercept: Vec<String>) {
         let ext = &mut self.exts[idx];
         if !intercept.is_empty() {
             // A restarted guard's own subscriptions replace its last run's.

@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 use std::ops::Range;
 use std::time::Instant;
 
+/// The actions a `command_response` may ask for.
+const ACTIONS: [&str; 5] = ["prompt", "insert", "display", "noop", "open_panel"];
+
 /// Who gets the outcome of an interception chain.
 pub(super) enum Then {
     /// The embedder, who asked for the chain alone.
@@ -260,10 +263,7 @@ impl Engine {
         };
         let mut action = r.action.unwrap_or_default();
         let mut error = r.error.filter(|e| !e.is_empty());
-        if !matches!(
-            action.as_str(),
-            "prompt" | "insert" | "display" | "noop" | "open_panel"
-        ) {
+        if !ACTIONS.contains(&action.as_str()) {
             let why = format!("unknown action {action:?}");
             self.exts[idx].log.line(&format!("command_response: {why}"));
             error.get_or_insert(why);
@@ -297,11 +297,8 @@ impl Engine {
         if !builtin && self.tools.owner(&name).is_none() {
             return reply(Err(HostError::UnknownTool(name)));
         }
-        let args = if call.args.is_null() {
-            json!({})
-        } else {
-            call.args
-        };
+        let args = Some(call.args).filter(|a| !a.is_null());
+        let args = args.unwrap_or_else(|| json!({}));
         if !pipeline {
             return self.dispatch_tool(name, args, reply, now);
         }
@@ -456,13 +453,7 @@ impl Engine {
     }
 
     /// A guard's `event_intercept_response`.
-    pub(super) fn intercept_response(
-        &mut self,
-        idx: usize,
-        id: &str,
-        answer: Answer,
-        now: Instant,
-    ) {
+    pub(super) fn guard_response(&mut self, idx: usize, id: &str, answer: Answer, now: Instant) {
         let answer_frame = "event_intercept_response";
         if let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, answer_frame) {
             self.answer_guard(chain, pos, answer, now);
