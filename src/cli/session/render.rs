@@ -256,42 +256,39 @@ impl Out {
         self.line("Anything else that does not start with / is a prompt.");
     }
 
+    /// `title:` and `rows` in columns, or `title: none`.
+    fn table(&mut self, title: &str, rows: &[(String, String)]) {
+        if rows.is_empty() {
+            return self.line(&format!("{title}: none"));
+        }
+        self.toned(Tone::Bold, &format!("{title}:"));
+        self.columns(rows);
+    }
+
     /// `/commands`.
     pub fn commands(&mut self, snap: &Snapshot) {
-        if snap.commands.is_empty() {
-            return self.line("extension commands: none");
-        }
-        self.toned(Tone::Bold, "extension commands:");
         let rows: Vec<(String, String)> = snap
             .commands
             .iter()
             .map(|c| (format!("/{}", c.name), owned(&c.description, &c.extension)))
             .collect();
-        self.columns(&rows);
+        self.table("extension commands", &rows);
     }
 
     /// `/tools`.
     pub fn tools(&mut self, snap: &Snapshot) {
-        if snap.tools.is_empty() {
-            return self.line("tools: none");
-        }
-        self.toned(Tone::Bold, "tools:");
         let rows: Vec<(String, String)> = snap
             .tools
             .iter()
             .map(|t| (signature(t), owned(&t.description, &t.extension)))
             .collect();
-        self.columns(&rows);
+        self.table("tools", &rows);
     }
 
     /// `/ext`.
     pub fn extensions(&mut self, snap: &Snapshot) {
-        if snap.extensions.is_empty() {
-            return self.line("extensions: none");
-        }
-        self.toned(Tone::Bold, "extensions:");
         let rows: Vec<(String, String)> = snap.extensions.iter().map(ext_row).collect();
-        self.columns(&rows);
+        self.table("extensions", &rows);
     }
 }
 
