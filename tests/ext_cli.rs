@@ -1,33 +1,27 @@
 //! `zot ext ...` driven through the real binary, with a temporary
 //! `$ZOT_HOME` and a temporary project directory as the working directory.
 
+mod common;
+
+use common::{assert_fails_naming, assert_ok, stderr_of, stdout_of, TempDir, DEADLINE};
 use serde_json::Value;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
-
-/// Long enough for a loaded CI machine; only hit when something is broken.
-const DEADLINE: Duration = Duration::from_secs(20);
 
 /// A scratch world: `root/home` is `$ZOT_HOME`, `root/proj` the project.
 struct World {
-    root: PathBuf,
+    root: TempDir,
     home: PathBuf,
     proj: PathBuf,
 }
 
 impl World {
     fn new(test: &str) -> World {
-        static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let n = SEQ.fetch_add(1, Ordering::SeqCst);
-        let root =
-            std::env::temp_dir().join(format!("zot-ext-cli-{}-{n}-{test}", std::process::id()));
-        let _ = fs::remove_dir_all(&root);
+        let root = TempDir::new(&format!("ext-cli-{test}"));
         let (home, proj) = (root.join("home"), root.join("proj"));
         fs::create_dir_all(&home).unwrap();
         fs::create_dir_all(&proj).unwrap();
@@ -83,12 +77,6 @@ impl World {
     }
 }
 
-impl Drop for World {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.root);
-    }
-}
-
 /// An extension directory: manifest, an executable script, a symlink.
 fn make_ext(dir: &Path, name: &str) {
     fs::create_dir_all(dir).unwrap();
@@ -109,33 +97,10 @@ fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn assert_ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "failed: {out:?}\nstderr: {}",
-        stderr(out)
-    );
-}
-
 /// Exit status 1 and a `zot: ` message mentioning `want`.
 fn assert_fails(out: &Output, want: &str) {
-    let err = stderr(out);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout: {}\nstderr: {err}",
-        stdout(out)
-    );
-    assert!(err.starts_with("zot: "), "{err}");
-    assert!(err.contains(want), "stderr should mention {want:?}: {err}");
+    assert_fails_naming(out, &[want]);
+    assert!(stderr_of(out).starts_with("zot: "), "{}", stderr_of(out));
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -179,9 +144,9 @@ fn install_from_dot_uses_the_manifest_name() {
     let out = w.zot_in(&src, &["install", "."]);
     assert_ok(&out);
     assert!(
-        stdout(&out).contains("installed hello 1.0.0"),
+        stdout_of(&out).contains("installed hello 1.0.0"),
         "{}",
-        stdout(&out)
+        stdout_of(&out)
     );
     assert_eq!(w.installed(), ["hello"]);
     let dest = w.global().join("hello");
@@ -255,7 +220,7 @@ fn install_over_an_existing_one_needs_force() {
 
     let out = w.zot(&["install", v2.to_str().unwrap()]);
     assert_fails(&out, "--force");
-    assert!(stderr(&out).contains(&w.global().join("x").display().to_string()));
+    assert!(stderr_of(&out).contains(&w.global().join("x").display().to_string()));
     assert!(
         !w.global().join("x/NEW").exists(),
         "the old copy must be untouched"
@@ -264,7 +229,11 @@ fn install_over_an_existing_one_needs_force() {
 
     let out = w.zot(&["install", "--force", v2.to_str().unwrap()]);
     assert_ok(&out);
-    assert!(stdout(&out).contains("replaced x"), "{}", stdout(&out));
+    assert!(
+        stdout_of(&out).contains("replaced x"),
+        "{}",
+        stdout_of(&out)
+    );
     assert!(w.global().join("x/NEW").exists());
     assert_eq!(w.installed(), ["x"], "no scratch or old copies left");
 }
@@ -297,9 +266,9 @@ fn git_repository_without_a_manifest_leaves_nothing_behind() {
     let out = w.zot(&["install", &url]);
     assert_fails(&out, "extension.json");
     assert!(
-        stderr(&out).contains("nothing was installed"),
+        stderr_of(&out).contains("nothing was installed"),
         "{}",
-        stderr(&out)
+        stderr_of(&out)
     );
     assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
 }
@@ -398,7 +367,7 @@ fn list_shows_invalid_disabled_and_shadowed_extensions() {
 
     let out = w.zot(&["list"]);
     assert_ok(&out);
-    let table = stdout(&out);
+    let table = stdout_of(&out);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 6, "{table}");
     assert!(
@@ -420,8 +389,12 @@ fn list_with_nothing_installed_hints_and_succeeds() {
     let w = World::new("empty");
     let out = w.zot(&["list"]);
     assert_ok(&out);
-    assert_eq!(stdout(&out), "");
-    assert!(stderr(&out).contains("zot ext install"), "{}", stderr(&out));
+    assert_eq!(stdout_of(&out), "");
+    assert!(
+        stderr_of(&out).contains("zot ext install"),
+        "{}",
+        stderr_of(&out)
+    );
     assert!(w.list_json().is_empty());
 }
 
@@ -458,9 +431,9 @@ fn enable_and_disable_change_only_the_enabled_field() {
     let out = w.zot(&["disable", "keep"]);
     assert_ok(&out);
     assert!(
-        stdout(&out).contains("already disabled"),
+        stdout_of(&out).contains("already disabled"),
         "{}",
-        stdout(&out)
+        stdout_of(&out)
     );
 
     assert_ok(&w.zot(&["enable", "keep"]));
@@ -508,7 +481,11 @@ fn disable_without_an_enabled_field_adds_it_and_finds_manifest_names() {
     // Already enabled by default: nothing to write.
     let out = w.zot(&["enable", "real"]);
     assert_ok(&out);
-    assert!(stdout(&out).contains("already enabled"), "{}", stdout(&out));
+    assert!(
+        stdout_of(&out).contains("already enabled"),
+        "{}",
+        stdout_of(&out)
+    );
     assert_eq!(fs::read_to_string(&path).unwrap(), compact);
 
     assert_ok(&w.zot(&["disable", "real"]));
@@ -546,7 +523,11 @@ fn remove_needs_confirmation_or_yes() {
     make_ext(&w.global().join("gone"), "gone");
     let out = w.zot(&["remove", "gone"]);
     assert_fails(&out, "--yes");
-    assert!(stderr(&out).contains("not a terminal"), "{}", stderr(&out));
+    assert!(
+        stderr_of(&out).contains("not a terminal"),
+        "{}",
+        stderr_of(&out)
+    );
     assert!(w.global().join("gone").exists());
 
     assert_ok(&w.zot(&["remove", "gone", "--yes"]));
@@ -592,7 +573,7 @@ fn logs_prints_the_log_file() {
     fs::write(w.home.join("logs/ext-x.log"), "line one\n[zot] line two\n").unwrap();
     let out = w.zot(&["logs", "x"]);
     assert_ok(&out);
-    assert_eq!(stdout(&out), "line one\n[zot] line two\n");
+    assert_eq!(stdout_of(&out), "line one\n[zot] line two\n");
     assert_fails(&w.zot(&["logs", "missing"]), "ext-missing.log");
 }
 
@@ -661,7 +642,7 @@ fn help_and_usage_errors() {
     ] {
         let out = w.zot(args);
         assert_ok(&out);
-        let text = stdout(&out);
+        let text = stdout_of(&out);
         assert!(
             text.starts_with("usage:") || text.contains("\nusage:"),
             "{args:?}: {text}"
@@ -677,11 +658,11 @@ fn help_and_usage_errors() {
         &["list", "--force"],
     ] {
         let out = w.zot(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr_of(&out));
         assert!(
-            stderr(&out).starts_with("zot: "),
+            stderr_of(&out).starts_with("zot: "),
             "{args:?}: {}",
-            stderr(&out)
+            stderr_of(&out)
         );
     }
 }

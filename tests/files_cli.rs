@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{ext_dir, Rpc, TempDir, DEADLINE};
+use common::{assert_fails_naming, assert_ok, ext_dir, stderr_of, Rpc, TempDir, DEADLINE};
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -116,29 +116,6 @@ fn run_bounded(cmd: &mut Command, what: &str) -> Output {
             let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
             panic!("`zot {what}` did not finish within {DEADLINE:?} (hung?)");
         }
-    }
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn assert_ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "zot failed: {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        stderr(out)
-    );
-}
-
-/// Exit status 1 with a message naming every one of `want`.
-fn assert_fails(out: &Output, want: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
-    for w in want {
-        assert!(err.contains(w), "stderr should mention {w:?}: {err}");
     }
 }
 
@@ -263,7 +240,7 @@ fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
     fs::create_dir_all(&src).expect("src");
     std::os::unix::fs::symlink("/dev/zero", src.join("extension.json")).expect("symlink");
     let out = w.zot(&["ext", "install", src.to_str().expect("utf-8 path")]);
-    assert_fails(
+    assert_fails_naming(
         &out,
         &[
             "extension.json",
@@ -276,13 +253,13 @@ fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
     fs::create_dir_all(&big).expect("src");
     fs::write(big.join("extension.json"), " ".repeat(2 << 20)).expect("big");
     let out = w.zot(&["ext", "install", big.to_str().expect("utf-8 path")]);
-    assert_fails(&out, &["extension.json", "larger than 1048576 bytes"]);
+    assert_fails_naming(&out, &["extension.json", "larger than 1048576 bytes"]);
 
     let fifo = w.tmp.join("src-fifo");
     fs::create_dir_all(&fifo).expect("src");
     mkfifo(&fifo.join("extension.json"));
     let out = w.zot(&["ext", "install", fifo.to_str().expect("utf-8 path")]);
-    assert_fails(&out, &["extension.json", "nothing was installed"]);
+    assert_fails_naming(&out, &["extension.json", "nothing was installed"]);
     assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
 
     let bom = w.tmp.join("src-bom");
@@ -314,7 +291,7 @@ fn disable_never_writes_through_a_symlink_out_of_the_extension() {
     std::os::unix::fs::symlink(&outside, dir.join("extension.json")).expect("symlink");
 
     let out = w.zot(&["ext", "disable", "linky"]);
-    assert_fails(
+    assert_fails_naming(
         &out,
         &[
             "refusing to edit",
@@ -399,7 +376,7 @@ fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
 
     let out = w.zot(&["ext", "list"]);
     assert_ok(&out);
-    let err = stderr(&out);
+    let err = stderr_of(&out);
     assert!(
         err.contains(&format!(".install-{dead}-0"))
             && err.contains(&format!("left by process {dead}, which no longer runs")),
@@ -475,7 +452,7 @@ fn install_from_a_local_bare_repository_clones_it() {
     git(&repos, &["clone", "-q", "--bare", "../empty", "empty.git"]);
     let bare = repos.join("empty.git");
     let out = w.zot(&["ext", "install", bare.to_str().expect("utf-8 path")]);
-    assert_fails(
+    assert_fails_naming(
         &out,
         &["extension.json at the top of", "nothing was installed"],
     );
@@ -543,7 +520,7 @@ fn provider_and_model_reach_hello_ack() {
     );
     // A missing value is a usage error.
     let out = w.zot(&["rpc", "--model"]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
 }
 
 #[test]
@@ -758,9 +735,9 @@ fn an_install_killed_mid_copy_is_cleaned_up_by_the_next_command() {
         let out = w.zot(&["ext", "list"]);
         assert_ok(&out);
         assert!(
-            stderr(&out).contains(&format!("removed stale {}", root.join(&left).display())),
+            stderr_of(&out).contains(&format!("removed stale {}", root.join(&left).display())),
             "{}",
-            stderr(&out)
+            stderr_of(&out)
         );
         assert_eq!(scratch(), None, "scratch directory still there");
         return;

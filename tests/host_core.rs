@@ -42,14 +42,8 @@ fn registrations_before_and_after_the_ack_count() {
         }),
     );
     let host = start_ready(config(&t, &[a]));
-    assert_eq!(
-        host.command("early", "").unwrap().display.as_deref(),
-        Some("e")
-    );
-    assert_eq!(
-        host.command("late", "").unwrap().display.as_deref(),
-        Some("l")
-    );
+    assert_eq!(display_of(&host, "early").as_deref(), Some("e"));
+    assert_eq!(display_of(&host, "late").as_deref(), Some("l"));
 }
 
 #[test]
@@ -117,28 +111,19 @@ fn precedence_explicit_then_project_then_global() {
     let mut cfg = config(&t, &[dev]);
     cfg.discover = true;
     let host = start_ready(cfg.clone());
-    assert_eq!(
-        host.command("who", "").unwrap().display.as_deref(),
-        Some("explicit")
-    );
+    assert_eq!(display_of(&host, "who").as_deref(), Some("explicit"));
     assert_eq!(host.list().unwrap().extensions.len(), 1);
     host.shutdown();
 
     cfg.ext_paths.clear();
     let host = start_ready(cfg.clone());
-    assert_eq!(
-        host.command("who", "").unwrap().display.as_deref(),
-        Some("project")
-    );
+    assert_eq!(display_of(&host, "who").as_deref(), Some("project"));
     host.shutdown();
     assert!(log_of(&t, "same").contains("is shadowed by"));
 
     std::fs::remove_dir_all(t.join(".zot")).unwrap();
     let host = start_ready(cfg);
-    assert_eq!(
-        host.command("who", "").unwrap().display.as_deref(),
-        Some("global")
-    );
+    assert_eq!(display_of(&host, "who").as_deref(), Some("global"));
 }
 
 #[test]
@@ -225,10 +210,7 @@ fn commands_with_every_action() {
         host.command("i", "").unwrap().insert.as_deref(),
         Some("/weather berlin")
     );
-    assert_eq!(
-        host.command("d", "").unwrap().display.as_deref(),
-        Some("shown")
-    );
+    assert_eq!(display_of(&host, "d").as_deref(), Some("shown"));
     assert_eq!(host.command("n", "").unwrap().action, "noop");
     let panel = host.command("o", "").unwrap().open_panel.unwrap();
     assert_eq!((panel.id.as_str(), panel.lines.unwrap().len()), ("p1", 2));
@@ -410,10 +392,7 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
         }),
     );
     let host = start_ready(config(&t, &[a]));
-    assert_eq!(
-        host.command("fine", "").unwrap().display.as_deref(),
-        Some("still works")
-    );
+    assert_eq!(display_of(&host, "fine").as_deref(), Some("still works"));
     assert!(host.list().unwrap().tools.is_empty());
     drop(host);
     let log = log_of(&t, "a");
@@ -441,10 +420,7 @@ fn a_line_over_16_mib_is_dropped_and_reading_goes_on() {
                "commands": {"after": {"action": "display", "display": "ok"}}}),
     );
     let host = start_ready(config(&t, &[a]));
-    assert_eq!(
-        host.command("after", "").unwrap().display.as_deref(),
-        Some("ok")
-    );
+    assert_eq!(display_of(&host, "after").as_deref(), Some("ok"));
     drop(host);
     assert!(log_of(&t, "a").contains("longer than 16777216 bytes"));
 }
@@ -602,10 +578,7 @@ fn a_late_extension_keeps_loading_and_announces_itself() {
         extension: "late".into(),
     };
     wait_event(&host, "registered", |e| *e == announced);
-    assert_eq!(
-        host.command("late", "").unwrap().display.as_deref(),
-        Some("here")
-    );
+    assert_eq!(display_of(&host, "late").as_deref(), Some("here"));
     drop(host);
     assert!(log_of(&t, "late").contains("still loading after the startup grace"));
 }
@@ -768,10 +741,7 @@ fn timeouts_may_be_duration_max() {
     (t_.hello, t_.command, t_.tool, t_.intercept) =
         (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
     let host = start_ready(cfg);
-    assert_eq!(
-        host.command("x", "").unwrap().display.as_deref(),
-        Some("ok")
-    );
+    assert_eq!(display_of(&host, "x").as_deref(), Some("ok"));
     let call = zot_host::ToolRequest {
         name: "y".into(),
         args: json!({}),

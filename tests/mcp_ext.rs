@@ -564,10 +564,7 @@ fn a_server_that_never_answers_initialize_fails_alone() {
     // The probe gets its 3 s, initialize the rest.
     cfg.timeouts.hello = Duration::from_secs(5);
     let host = start(cfg);
-    assert_eq!(
-        host.command("ok", "").unwrap().display.as_deref(),
-        Some("fine")
-    );
+    assert_eq!(display_of(&host, "ok").as_deref(), Some("fine"));
     let failed = wait_event(&host, "extension_failed", |e| {
         matches!(e, HostEvent::ExtensionFailed { .. })
     });
@@ -582,10 +579,7 @@ fn a_server_that_never_answers_initialize_fails_alone() {
         "{log}"
     );
     assert!(log.contains("mute: ignoring initialize"), "{log}");
-    assert_eq!(
-        host.command("ok", "").unwrap().display.as_deref(),
-        Some("fine")
-    );
+    assert_eq!(display_of(&host, "ok").as_deref(), Some("fine"));
     host.shutdown();
 }
 

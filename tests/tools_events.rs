@@ -275,10 +275,7 @@ fn a_subscriber_that_never_reads_slows_nobody() {
             delivered() >= sent
         });
     }
-    assert_eq!(
-        host.command("ping", "").unwrap().display.as_deref(),
-        Some("pong")
-    );
+    assert_eq!(display_of(&host, "ping").as_deref(), Some("pong"));
     let started = Instant::now();
     host.shutdown();
     // Grace 0.5 s + SIGTERM; far from hanging on the full pipe.

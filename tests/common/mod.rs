@@ -627,3 +627,45 @@ impl Drop for Zot {
         let _ = self.child.wait();
     }
 }
+
+/// What command `name` of `host`, run without arguments, displays.
+pub fn display_of(host: &Host, name: &str) -> Option<String> {
+    host.command(name, "")
+        .unwrap_or_else(|e| panic!("/{name} failed: {e}"))
+        .display
+}
+
+/// A finished command's stderr, as text.
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A finished command's stdout, as text.
+pub fn stdout_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Fails unless the command exited 0, showing its status and output.
+pub fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "zot failed: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        stdout_of(out),
+        stderr_of(out)
+    );
+}
+
+/// Exit status 1 with a stderr naming every one of `want`.
+pub fn assert_fails_naming(out: &std::process::Output, want: &[&str]) {
+    let err = stderr_of(out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {err}",
+        stdout_of(out)
+    );
+    for w in want {
+        assert!(err.contains(w), "stderr should mention {w:?}: {err}");
+    }
+}
