@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_fails_naming, assert_ok, stderr_of, stdout_of, TempDir, DEADLINE};
+use common::{assert_fails_naming, assert_ok, git, stderr_of, stdout_of, TempDir, DEADLINE};
 use serde_json::Value;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -101,24 +101,6 @@ fn mode(path: &Path) -> u32 {
 fn assert_fails(out: &Output, want: &str) {
     assert_fails_naming(out, &[want]);
     assert!(stderr_of(out).starts_with("zot: "), "{}", stderr_of(out));
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("this test needs git installed (running git failed: {e})"));
-    assert!(status.success(), "git {args:?} failed in {}", dir.display());
 }
 
 /// A committed git repository at `dir` holding what `fill` wrote; its file:// URL.

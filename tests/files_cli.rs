@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_fails_naming, assert_ok, ext_dir, stderr_of, Rpc, TempDir, DEADLINE};
+use common::{assert_fails_naming, assert_ok, ext_dir, git, stderr_of, Rpc, TempDir, DEADLINE};
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -395,18 +395,6 @@ fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
     assert_eq!(status_of(&statuses, "weather"), "ok");
     let _ = live.kill();
     let _ = live.wait();
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let status = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(["-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("this test needs git installed (running git failed: {e})"));
-    assert!(status.success(), "git {args:?} failed in {}", dir.display());
 }
 
 #[test]

@@ -55,11 +55,7 @@ fn ready_frame_and_legacy_watchdog() {
         "b",
         json!({"register": [command("y")], "ready": false}),
     );
-    let mut cfg = config(&t, &[explicit, legacy]);
-    // About the ready frame and the watchdog, not the grace: Python may
-    // take more than the 3 s default to start on a loaded machine.
-    cfg.timeouts.startup = DEADLINE;
-    let host = Host::start(cfg).unwrap();
+    let host = Host::start(config(&t, &[explicit, legacy])).unwrap();
     let ready = host.wait_ready();
     assert_eq!(
         ready,
@@ -82,10 +78,8 @@ fn ready_frame_and_legacy_watchdog() {
 fn ready_event_is_sent_once() {
     let t = TempDir::new("readyev");
     let a = ext_dir(&t.join("a"), "a", json!({}));
-    let mut cfg = config(&t, &[a]);
-    // The event lists who was ready within the grace: give Python time.
-    cfg.timeouts.startup = DEADLINE;
-    let host = start_ready(cfg);
+    // The event lists who was ready within the grace (config's is long).
+    let host = start_ready(config(&t, &[a]));
     let first = host.events().recv_timeout(DEADLINE).unwrap();
     assert_eq!(
         first,
@@ -754,10 +748,8 @@ fn timeouts_may_be_duration_max() {
 fn a_second_reload_while_one_runs_is_refused() {
     let t = TempDir::new("reload-twice");
     let a = ext_dir(&t.join("a"), "a", json!({}));
-    let mut cfg = config(&t, &[a]);
-    // The report counts who was ready within the grace: give Python time.
-    cfg.timeouts.startup = DEADLINE;
-    let host = start_ready(cfg);
+    // The report counts who was ready within the grace (config's is long).
+    let host = start_ready(config(&t, &[a]));
     let (tx, rx) = crossbeam_channel::unbounded();
     for _ in 0..2 {
         let tx = tx.clone();

@@ -294,22 +294,12 @@ impl Rpc {
 
     /// Waits for the process to exit; returns its exit code.
     pub fn wait(&mut self) -> Option<i32> {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                // Drain what is left so `seen` is complete: up to EOF
-                // (the reader thread then ends), however slow it is.
-                let end = Instant::now() + DEADLINE;
-                while let Ok(line) = self.lines.recv_deadline(end) {
-                    if let Ok(v) = serde_json::from_str(&line) {
-                        self.seen.push(v);
-                    }
-                }
-                return status.code();
+        let seen = &mut self.seen;
+        wait_exit(&mut self.child, &self.lines, "zot rpc", |line| {
+            if let Ok(v) = serde_json::from_str(&line) {
+                seen.push(v);
             }
-            assert!(Instant::now() < end, "zot rpc did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        })
     }
 }
 
@@ -596,19 +586,8 @@ impl Zot {
 
     /// Waits for exit; returns the exit code and collects what is left.
     pub fn wait(&mut self) -> Option<i32> {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                // Up to EOF (the reader thread then ends), however slow.
-                let end = Instant::now() + DEADLINE;
-                while let Ok(line) = self.lines.recv_deadline(end) {
-                    self.seen.push(line);
-                }
-                return status.code();
-            }
-            assert!(Instant::now() < end, "zot did not exit");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let seen = &mut self.seen;
+        wait_exit(&mut self.child, &self.lines, "zot", |line| seen.push(line))
     }
 
     /// The pid `/ext` shows for extension `name`.
@@ -667,5 +646,41 @@ pub fn assert_fails_naming(out: &std::process::Output, want: &[&str]) {
     );
     for w in want {
         assert!(err.contains(w), "stderr should mention {w:?}: {err}");
+    }
+}
+
+/// Runs `git ARGS` in `dir` with a fixed identity and default branch.
+pub fn git(dir: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("this test needs git installed (running git failed: {e})"));
+    assert!(status.success(), "git {args:?} failed in {}", dir.display());
+}
+
+/// Waits for `child` (`what`) to exit, failing at the deadline; then
+/// hands each stdout line left to `line`, up to EOF (the reader thread
+/// then ends), however slow that is. Returns the exit code.
+fn wait_exit(
+    child: &mut Child,
+    lines: &crossbeam_channel::Receiver<String>,
+    what: &str,
+    mut line: impl FnMut(String),
+) -> Option<i32> {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            let end = Instant::now() + DEADLINE;
+            while let Ok(l) = lines.recv_deadline(end) {
+                line(l);
+            }
+            return status.code();
+        }
+        assert!(Instant::now() < end, "{what} did not exit");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
