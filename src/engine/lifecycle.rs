@@ -88,9 +88,8 @@ impl Engine {
         self.check_startup(now);
     }
 
-    /// Starts the process of extension `idx` (first start or restart)
-    /// under a new key, so that nothing its previous run still had in
-    /// flight is taken for the new run's.
+    /// Starts extension `idx` under a new key, so that nothing a previous
+    /// run still had in flight is taken for the new run's.
     pub(super) fn spawn(&mut self, idx: usize, now: Instant) -> Result<(), String> {
         let key = self.next_key;
         self.next_key += 1;
@@ -130,8 +129,7 @@ impl Engine {
         Ok(())
     }
 
-    /// Ends the startup (or reload) once no extension is loading any
-    /// more, or at its deadline.
+    /// Ends the startup (or reload) once none is loading, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
         // Called on every ready, exit and failure: no scan once started.
         let starting = self.startup.is_some() && self.any_starting();
@@ -144,7 +142,10 @@ impl Engine {
             match e.state() {
                 ("ready", _) => ready.push(e.name.clone()),
                 ("failed", Some(why)) => errors.push(format!("{}: {why}", e.name)),
-                ("starting", _) => e.log.line("still loading after the startup grace; its registrations count when they arrive"),
+                ("starting", _) => e.log.line(
+                    "still loading after the startup grace; \
+                     its registrations count when they arrive",
+                ),
                 _ => {}
             }
         }
@@ -195,10 +196,9 @@ impl Engine {
         self.check_startup(now);
     }
 
-    /// Extension `idx` failed: for good (until a reload) when it has no
-    /// process; else its handshake failed (only a process awaiting hello
-    /// fails), so it is killed and its exit awaited. Either way it owns no
-    /// names and is owed nothing: there is nothing to release.
+    /// Extension `idx` failed: without a process, until a reload; else its
+    /// handshake failed: it is killed and its exit awaited. Either way it
+    /// owns no names and is owed nothing.
     pub(super) fn fail(&mut self, idx: usize, reason: String, now: Instant) {
         let ext = &mut self.exts[idx];
         self.events.send(HostEvent::ExtensionFailed {
@@ -283,13 +283,13 @@ impl Engine {
                 failed.then(|| desc.clone())
             }
         };
-        let guard_why = match &crash {
-            Some(how) => format!("crashed: {how}"),
+        let guard_why = match crash {
+            Some(how) => {
+                self.crashed(idx, &how, now);
+                format!("crashed: {how}")
+            }
             None => format!("exited: {desc}"),
         };
-        if let Some(how) = crash {
-            self.crashed(idx, &how, now);
-        }
         // Names first: a chain finished below may dispatch a tool, and it
         // must go to the next registrant, not to this extension.
         self.commands.remove_rank(idx);
@@ -357,9 +357,8 @@ impl Engine {
         });
     }
 
-    /// Finishes a shutdown or reload once every extension is gone. Run
-    /// only from the main loop: a reload replaces `exts`, which must not
-    /// happen under code that holds an index into it.
+    /// Finishes a shutdown or reload once every extension is gone. Only
+    /// from the main loop: a reload replaces `exts`, indexes and all.
     pub(super) fn check_stopped(&mut self) {
         if self.goal.is_none() || self.exts.iter().any(|e| e.run().is_some()) {
             return;

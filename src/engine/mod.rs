@@ -323,7 +323,7 @@ impl Drop for ReleaseLatch {
 /// Runs the loop until shutdown.
 pub(crate) fn run(
     cfg: HostConfig,
-    requests: Receiver<Request>,
+    mut requests: Receiver<Request>,
     events: Sender<HostEvent>,
     events_sent: Arc<std::sync::atomic::AtomicU64>,
     latch: Arc<ReadyLatch>,
@@ -357,7 +357,6 @@ pub(crate) fn run(
         done: false,
     };
     engine.start_all(None, 0);
-    let mut requests = requests;
     while !engine.done {
         // The next frame or request usually follows within microseconds,
         // and waking a sleeping loop costs more (tens of µs across CPUs).

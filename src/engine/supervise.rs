@@ -1,7 +1,6 @@
-//! Supervision (SPEC 12): crashed extensions are started again after a
-//! backoff, up to a limit; a guard that cannot answer blocks when its
-//! manifest says `"guard_failure": "block"`. A pending restart is the
-//! deadline of a gone extension's phase, cancelled by shutdown or reload.
+//! Supervision (SPEC 12): crashed extensions restart after a backoff, up
+//! to a limit; a guard that cannot answer blocks when its manifest says
+//! `"guard_failure": "block"`. A pending restart is a gone phase's deadline.
 
 use super::{later, Drops, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
@@ -149,9 +148,9 @@ impl Engine {
         }
     }
 
-    /// Starts a crashed extension again, its backoff over: it gets
-    /// `hello_ack` and registers anew; its event subscriptions and queue
-    /// start empty; its guard subscriptions count until it subscribes again.
+    /// Starts a crashed extension again, its backoff over: it registers
+    /// anew with empty subscriptions and queue; its guard subscriptions
+    /// count until it subscribes again.
     pub(super) fn restart(&mut self, idx: usize, now: Instant) {
         let ext = &mut self.exts[idx];
         let Some(status) = ext.state().1.cloned() else {
