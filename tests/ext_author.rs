@@ -18,7 +18,7 @@ fn fixture(name: &str) -> PathBuf {
 
 /// Runs `zot ext check` with `args`; ZOT_HOME is a fresh directory that
 /// the check must not touch.
-fn run_check(args: &[&str], envs: &[(&str, &Path)]) -> Output {
+fn run_check(args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
     let home = TempDir::new("check-home");
     let mut cmd = zot();
     cmd.args(["ext", "check"])
@@ -35,10 +35,21 @@ fn run_check(args: &[&str], envs: &[(&str, &Path)]) -> Output {
 
 /// `zot ext check DIR --json ARGS...`: exit code and report.
 fn check_json(dir: &Path, args: &[&str]) -> (i32, Value) {
+    check_json_with(dir, args, &[])
+}
+
+/// The same, for an extension that sends `ready` and must pass `--strict`:
+/// a startup grace of 60 s (`$ZOT_STARTUP_TIMEOUT`), so that a slow start
+/// on a busy machine is not the "slower than the startup grace" warning.
+fn patient_check_json(dir: &Path, args: &[&str]) -> (i32, Value) {
+    check_json_with(dir, args, &[("ZOT_STARTUP_TIMEOUT", "60".as_ref())])
+}
+
+fn check_json_with(dir: &Path, args: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> (i32, Value) {
     let dir = dir.to_str().expect("utf-8 path");
     let mut all = vec![dir, "--json"];
     all.extend_from_slice(args);
-    let out = run_check(&all, &[]);
+    let out = run_check(&all, envs);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
         panic!(
@@ -85,7 +96,7 @@ fn statuses(report: &Value) -> Vec<String> {
 
 #[test]
 fn a_clean_extension_passes_every_rule() {
-    let (code, report) = check_json(&fixture("clean"), &["--strict"]);
+    let (code, report) = patient_check_json(&fixture("clean"), &["--strict"]);
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(report["ok"], true);
     let all = statuses(&report);
@@ -290,7 +301,7 @@ fn a_surviving_grandchild_fails_and_is_killed() {
     let dir = fixture("grandchild");
     let out = run_check(
         &[dir.to_str().unwrap(), "--json"],
-        &[("PID_FILE", &pid_file)],
+        &[("PID_FILE", pid_file.as_os_str())],
     );
     let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
     assert_eq!(out.status.code(), Some(1), "{report:#}");
@@ -536,7 +547,7 @@ fn template_round_trip(lang: &str) {
         build(&dir, lang);
     }
 
-    let (code, report) = check_json(
+    let (code, report) = patient_check_json(
         &dir,
         &[
             "--strict",
@@ -726,11 +737,33 @@ fn a_late_ready_is_not_reported_as_missing() {
         "register": [{"type": "register_command", "name": "hi", "description": "hi command"}]});
     let manifest = json!({"name": "late", "exec": ext, "args": [cfg.to_string()]});
     std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
-    let (code, report) = check_json(&dir, &["--strict"]);
+    let (code, report) = patient_check_json(&dir, &["--strict"]);
     assert_eq!(code, 0, "{report:#}");
     assert_finding(&report, "ready", "pass", "ready");
     assert!(
         findings(&report, "ready").iter().all(|(s, _)| *s == "pass"),
         "{report:#}"
     );
+}
+
+/// The check judges against the limits `zot` would use here:
+/// `$ZOT_HELLO_TIMEOUT` and `$ZOT_STARTUP_TIMEOUT` as for the session
+/// and `zot rpc`, and a bad value is a usage error naming the variable.
+#[test]
+fn the_limits_come_from_the_environment() {
+    let t = TempDir::new("check-env");
+    let dir = t.join("mute");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let manifest = json!({"name": "mute", "exec": "/bin/sh", "args": ["-c", "exec sleep 30"]});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    let (code, report) = check_json_with(&dir, &[], &[("ZOT_HELLO_TIMEOUT", "1".as_ref())]);
+    assert_eq!(code, 1, "{report:#}");
+    assert_finding(&report, "hello", "fail", "no hello within 1 s");
+    let out = run_check(
+        &[dir.to_str().unwrap()],
+        &[("ZOT_STARTUP_TIMEOUT", "soon".as_ref())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ZOT_STARTUP_TIMEOUT"), "{stderr}");
 }

@@ -203,6 +203,22 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
     config
 }
 
+/// Sets the startup grace and the hello limit from the options given,
+/// else from `$ZOT_STARTUP_TIMEOUT` / `$ZOT_HELLO_TIMEOUT`.
+pub fn apply_limits(
+    config: &mut zot_host::HostConfig,
+    startup: Option<std::time::Duration>,
+    hello: Option<std::time::Duration>,
+) -> Result<(), CliError> {
+    if let Some(grace) = option_or_env(startup, "ZOT_STARTUP_TIMEOUT")? {
+        config.timeouts.startup = grace;
+    }
+    if let Some(limit) = option_or_env(hello, "ZOT_HELLO_TIMEOUT")? {
+        config.timeouts.hello = limit;
+    }
+    Ok(())
+}
+
 /// Starts a host for the session or `zot rpc` from the shared options.
 pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     let zot_home = zot_home()?;
@@ -224,12 +240,7 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     }
     config.provider = opts.provider.clone().unwrap_or_default();
     config.model = opts.model.clone().unwrap_or_default();
-    if let Some(grace) = option_or_env(opts.startup_timeout, "ZOT_STARTUP_TIMEOUT")? {
-        config.timeouts.startup = grace;
-    }
-    if let Some(limit) = option_or_env(opts.hello_timeout, "ZOT_HELLO_TIMEOUT")? {
-        config.timeouts.hello = limit;
-    }
+    apply_limits(&mut config, opts.startup_timeout, opts.hello_timeout)?;
     zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }

@@ -4,8 +4,8 @@
 //!
 //! It drives the extension with the library's own pieces (manifest
 //! loading and exec resolution, the frame types and parser of `protocol`,
-//! the host's default limits), so what passes here is what the host
-//! accepts.
+//! the host's limits, `$ZOT_STARTUP_TIMEOUT` / `$ZOT_HELLO_TIMEOUT`
+//! included), so what passes here is what the host accepts.
 
 mod child;
 mod report;
@@ -40,6 +40,9 @@ options:
       --cwd DIR              project directory sent in hello_ack (default: .)
   -h, --help                 show this help
 
+The limits are the host's: ZOT_HELLO_TIMEOUT and ZOT_STARTUP_TIMEOUT
+(seconds) change them here as they do for `zot` and `zot rpc`.
+
 Exit status: 0 when nothing failed, 1 otherwise, 2 on a usage error.
 ";
 
@@ -55,6 +58,8 @@ pub(super) enum Probe {
 pub(super) struct Opts {
     path: PathBuf,
     cwd: PathBuf,
+    /// The host's config, limits included, as `zot` would run it here.
+    config: zot_host::HostConfig,
     json: bool,
     strict: bool,
     probes: Vec<Probe>,
@@ -116,9 +121,12 @@ fn parse(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<Option<Opts>, CliE
         Some(dir) => dir,
         None => crate::cli::project_dir(None)?,
     };
+    let mut config = crate::cli::host_config(PathBuf::new(), cwd.clone());
+    crate::cli::apply_limits(&mut config, None, None)?;
     Ok(Some(Opts {
         path: absolute(path.unwrap_or_else(|| PathBuf::from(".")))?,
         cwd,
+        config,
         json,
         strict,
         probes,

@@ -6,7 +6,7 @@ use super::report::{human, Report};
 use super::schema::schema_problem;
 use super::{Opts, Probe};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 use zot_host::intercept::INTERCEPTABLE;
@@ -58,7 +58,7 @@ pub(super) fn run(
     let mut trial = Trial {
         proc,
         report,
-        config: crate::cli::host_config(PathBuf::new(), opts.cwd.clone()),
+        config: opts.config.clone(),
         name: manifest.name.clone(),
         spawned: t,
         dropped: Vec::new(),
