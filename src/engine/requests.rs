@@ -195,11 +195,9 @@ impl Engine {
             .iter_mut()
             .find(|e| e.name == extension && e.serving())
             .ok_or_else(|| HostError::NoSuchExtension(extension.to_string()))?;
-        if ext.send(&frame.to_line()) {
-            Ok(())
-        } else {
-            Err(HostError::NotServing(extension.to_string()))
-        }
+        let sent = ext.send(&frame.to_line());
+        sent.then_some(())
+            .ok_or_else(|| HostError::NotServing(extension.to_string()))
     }
 
     /// Sends request frame `line` to extension `idx` and registers
@@ -463,7 +461,6 @@ impl Engine {
     /// Records the answer of the guard at `pos` and walks the chain on.
     pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
         if let Some(state) = self.chains.get_mut(&chain) {
-            state.ids[pos] = None;
             state.chain.answer(pos, answer);
             self.drive(chain, now);
         }
