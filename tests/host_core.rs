@@ -31,9 +31,8 @@ fn handshake_sends_hello_ack_with_host_fields() {
 #[test]
 fn registrations_before_and_after_the_ack_count() {
     let t = TempDir::new("reg");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({
             "eager": [command("early")],
             "register": [command("late")],
@@ -41,7 +40,6 @@ fn registrations_before_and_after_the_ack_count() {
                          "late": {"action": "display", "display": "l"}},
         }),
     );
-    let host = start_ready(config(&t, &[a]));
     assert_eq!(display_of(&host, "early").as_deref(), Some("e"));
     assert_eq!(display_of(&host, "late").as_deref(), Some("l"));
 }
@@ -178,9 +176,8 @@ fn builtin_command_names_win() {
 fn commands_with_every_action() {
     let t = TempDir::new("actions");
     let rec = t.join("rec");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({
             "record": rec,
             "register": [command("p"), command("i"), command("d"), command("n"), command("o"), command("e")],
@@ -194,7 +191,6 @@ fn commands_with_every_action() {
             },
         }),
     );
-    let host = start_ready(config(&t, &[a]));
     let p = host.command("p", "  some args  ").unwrap();
     assert_eq!(
         (p.action.as_str(), p.prompt.as_deref(), p.extension.as_str()),
@@ -229,9 +225,8 @@ fn commands_with_every_action() {
 fn notes_and_panels_reach_the_embedder() {
     let t = TempDir::new("notes");
     let rec = t.join("rec");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({
             "record": rec,
             "on_ready": [
@@ -243,7 +238,6 @@ fn notes_and_panels_reach_the_embedder() {
             ],
         }),
     );
-    let host = start_ready(config(&t, &[a]));
     // Until the panel closes, the last frame sent; a `ready` event and,
     // when startup outlasted the grace, a `registered` one come too.
     let mut got = Vec::new();
@@ -367,9 +361,8 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
 #[test]
 fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
     let t = TempDir::new("garbage");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({
             "before_hello": ["this is not json", "{\"no_type\": 1}"],
             "register": [
@@ -385,7 +378,6 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
             "commands": {"fine": {"action": "display", "display": "still works"}},
         }),
     );
-    let host = start_ready(config(&t, &[a]));
     assert_eq!(display_of(&host, "fine").as_deref(), Some("still works"));
     assert!(host.list().unwrap().tools.is_empty());
     drop(host);
@@ -407,13 +399,11 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
 #[test]
 fn a_line_over_16_mib_is_dropped_and_reading_goes_on() {
     let t = TempDir::new("huge");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({"huge_line": 17 * 1024 * 1024, "register": [command("after")],
                "commands": {"after": {"action": "display", "display": "ok"}}}),
     );
-    let host = start_ready(config(&t, &[a]));
     assert_eq!(display_of(&host, "after").as_deref(), Some("ok"));
     drop(host);
     assert!(log_of(&t, "a").contains("longer than 16777216 bytes"));
@@ -472,8 +462,7 @@ fn command_timeout_fails_the_request() {
 #[test]
 fn shutdown_kills_an_extension_that_ignores_it_and_sigterm() {
     let t = TempDir::new("stubborn");
-    let a = ext_dir(&t.join("a"), "a", json!({"ignore_shutdown": true}));
-    let host = start_ready(config(&t, &[a]));
+    let host = start_one(&t, json!({"ignore_shutdown": true}));
     let pid = host.list().unwrap().extension("a").unwrap().pid.unwrap();
     host.shutdown();
     assert!(process_gone(pid), "stubborn extension still alive");
@@ -485,8 +474,7 @@ fn shutdown_kills_an_extension_that_ignores_it_and_sigterm() {
 fn no_grandchild_outlives_shutdown() {
     let t = TempDir::new("grandchild");
     let pidfile = t.join("gc.pid");
-    let a = ext_dir(&t.join("a"), "a", json!({"grandchild": pidfile}));
-    let host = start_ready(config(&t, &[a]));
+    let host = start_one(&t, json!({"grandchild": pidfile}));
     let grandchild = read_pid(&pidfile);
     assert!(!process_gone(grandchild));
     host.shutdown();

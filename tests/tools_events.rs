@@ -31,9 +31,8 @@ fn tool_call_intercept(args: Value) -> InterceptRequest {
 #[test]
 fn tool_results_are_mapped_and_attributed() {
     let t = TempDir::new("tools");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({
             "register": [tool("echo"), tool("fails"), tool("pic"), tool("badpic"), tool("empty"), tool("odd")],
             "tools": {
@@ -45,7 +44,6 @@ fn tool_results_are_mapped_and_attributed() {
             },
         }),
     );
-    let host = start_ready(config(&t, &[a]));
     let ok = host
         .call_tool(call("echo", json!({"city": "Berlin"})))
         .unwrap();
@@ -91,12 +89,10 @@ fn tool_results_are_mapped_and_attributed() {
 fn tools_named_like_builtins_are_never_dispatched() {
     let t = TempDir::new("builtin-tool");
     let rec = t.join("rec");
-    let a = ext_dir(
-        &t.join("a"),
-        "a",
+    let host = start_one(
+        &t,
         json!({"record": rec, "register": [tool("bash"), tool("read")]}),
     );
-    let host = start_ready(config(&t, &[a]));
     // The pipeline gives the embedder its verdict; nothing is dispatched.
     let verdict = host.call_tool(call("bash", json!({}))).unwrap();
     assert!(verdict.builtin && !verdict.blocked, "{verdict:?}");

@@ -684,3 +684,9 @@ fn wait_exit(
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A host with one extension, `a` (under `t`) behaving as `cfg`, once
+/// it is ready.
+pub fn start_one(t: &TempDir, cfg: Value) -> Host {
+    start_ready(config(t, &[ext_dir(&t.join("a"), "a", cfg)]))
+}
