@@ -682,21 +682,14 @@ fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
         .env("ZOT_HOME", t.join("home"))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "client failed:\n{stdout}\n{stderr}");
-    for step in [
+    let steps = [
         "tools/list",
         "tools/call",
         "guard block",
         "image",
         "prompts",
-    ] {
-        assert!(
-            stdout.lines().any(|l| l == format!("ok {step}")),
-            "step {step} did not pass:\n{stdout}\n{stderr}"
-        );
-    }
+    ];
+    assert_client_passed("bridge_client.py", out.status, &out, &steps);
 }
 
 #[test]

@@ -118,13 +118,7 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = child.wait_with_output().expect("client output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        status.success(),
-        "{script} failed ({status}).\nstdout:\n{stdout}\nstderr:\n{stderr}"
-    );
-    for step in [
+    let steps = [
         "tools/list",
         "tools/call",
         "guard block",
@@ -134,12 +128,8 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
         "log message",
         "list_changed",
         "eof",
-    ] {
-        assert!(
-            stdout.lines().any(|l| l == format!("ok {step}")),
-            "{script}: step {step:?} did not pass.\nstdout:\n{stdout}\nstderr:\n{stderr}"
-        );
-    }
+    ];
+    assert_client_passed(script, status, &out, &steps);
     let pids = fixture_pids(&fixture_dir);
     assert!(
         pids.len() >= 4,

@@ -690,3 +690,22 @@ fn wait_exit(
 pub fn start_one(t: &TempDir, cfg: Value) -> Host {
     start_ready(config(t, &[ext_dir(&t.join("a"), "a", cfg)]))
 }
+
+/// A client fixture (`script`) ended with `status` and printed
+/// `ok STEP` for every one of `steps`.
+pub fn assert_client_passed(
+    script: &str,
+    status: std::process::ExitStatus,
+    out: &std::process::Output,
+    steps: &[&str],
+) {
+    let (stdout, stderr) = (stdout_of(out), stderr_of(out));
+    let output = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(status.success(), "{script} failed ({status}).\n{output}");
+    for step in steps {
+        assert!(
+            stdout.lines().any(|l| l == format!("ok {step}")),
+            "{script}: step {step:?} did not pass.\n{output}"
+        );
+    }
+}
