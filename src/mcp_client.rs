@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-/// The stateless revision probed first, and the legacy fallback's.
+/// The revision probed first, and the legacy fallback's.
 const MODERN_VERSION: &str = "2026-07-28";
 const LEGACY_VERSION: &str = "2025-11-25";
 /// How long the `server/discover` probe may go unanswered.
@@ -59,8 +59,6 @@ enum Kind {
     Prompt = 1,
 }
 
-const KINDS: [Kind; 2] = [Kind::Tool, Kind::Prompt];
-
 impl Kind {
     /// `tool`, the key of its list (`tools`), the methods listing and calling one.
     fn names(self) -> [&'static str; 4] {
@@ -97,11 +95,9 @@ enum Phase {
 /// What is registered of one kind, and its listing under way.
 #[derive(Default)]
 struct Lists {
-    /// Registered name -> its name on the server and, for a prompt, its
-    /// declared arguments (name, required).
+    /// Registered name -> server name, declared arguments (name, required).
     registered: BTreeMap<String, (String, Vec<(String, bool)>)>,
-    /// The items so far, and the cursors followed (one handed out again
-    /// ends the listing).
+    /// The items so far, and the cursors followed.
     listing: Option<(Vec<Value>, BTreeSet<String>)>,
     /// A change was announced meanwhile: list again after.
     again: bool,
@@ -114,8 +110,7 @@ struct State {
     modern: bool,
     waiting: HashMap<u64, Waiting>,
     lists: [Lists; 2],
-    /// Frames held until `hello` is sent (registrations), and notes, at
-    /// most [`HELD_NOTES`].
+    /// Frames held until `hello` is sent, notes apart (capped).
     held: Vec<ExtFrame>,
     held_notes: VecDeque<ExtFrame>,
     dropped_notes: usize,
@@ -155,18 +150,16 @@ pub(crate) fn start(
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "zot", "version": opts.client_version},
     });
-    let stdin = Mutex::new(Some(stdin));
-    let state = Mutex::default();
     let adapter = Arc::new(Adapter {
         key,
         opts,
         log,
         inbound,
-        stdin,
+        stdin: Mutex::new(Some(stdin)),
         queued,
         timer,
         meta,
-        state,
+        state: Mutex::default(),
     });
     let weak = Arc::downgrade(&adapter);
     std::thread::Builder::new()
@@ -342,9 +335,7 @@ impl Adapter {
         log!(self, "dropped MCP message ({why}): {snippet}");
     }
 
-    /// Requests from the server: `ping` is answered, the rest (sampling,
-    /// elicitation, roots) refused: the host declares none of those
-    /// capabilities.
+    /// `ping` is answered; sampling, elicitation and roots are refused.
     fn server_request(&self, method: &str, id: &Value) {
         if method == "ping" {
             return self.write(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
@@ -483,7 +474,7 @@ impl Adapter {
     /// declares no capabilities at all).
     fn list_all(&self, st: &mut State, caps: Option<&Value>) {
         st.phase = Phase::Listing;
-        for kind in KINDS {
+        for kind in [Kind::Tool, Kind::Prompt] {
             if caps.is_none_or(|c| c.get(kind.names()[1]).is_some()) {
                 self.list(st, kind);
             }
@@ -562,7 +553,7 @@ impl Adapter {
                 self.report(Inbound::Frame(frame));
             }
         }
-        for kind in KINDS {
+        for kind in [Kind::Tool, Kind::Prompt] {
             let lists = &st.lists[kind as usize];
             if st.phase == Phase::Running && lists.again && idle(lists) {
                 self.list(st, kind);
@@ -784,19 +775,19 @@ fn map_block(block: &Value) -> Value {
 /// badly).
 fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<String, Value>, String> {
     let args = args.trim();
-    let usage = || {
+    let with_usage = |why: String| {
         let part = |(n, required): &(String, bool)| match required {
             true => format!("{n}=..."),
             false => format!("[{n}=...]"),
         };
-        declared.iter().map(part).collect::<Vec<_>>().join(" ")
+        let parts: Vec<String> = declared.iter().map(part).collect();
+        Err(format!("{why} (arguments: {})", parts.join(" ")))
     };
     let mut map = Map::new();
     if let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(args) {
-        map = obj
-            .into_iter()
-            .map(|(k, v)| (k, text_of(&v).into()))
-            .collect();
+        for (k, v) in obj {
+            map.insert(k, text_of(&v).into());
+        }
     } else if let [(only, _)] = declared {
         if !args.is_empty() {
             map.insert(only.clone(), args.into());
@@ -804,19 +795,14 @@ fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<Strin
     } else if !declared.is_empty() {
         for (k, v) in key_values(args)? {
             if !declared.iter().any(|(name, _)| *name == k) {
-                return Err(format!("unknown argument `{k}` (arguments: {})", usage()));
+                return with_usage(format!("unknown argument `{k}`"));
             }
-            map.insert(k, Value::String(v));
+            map.insert(k, v.into());
         }
     }
-    match declared
-        .iter()
-        .find(|(n, req)| *req && !map.contains_key(n))
-    {
-        Some((missing, _)) => Err(format!(
-            "missing required argument `{missing}` (arguments: {})",
-            usage()
-        )),
+    let missing = |(n, required): &&(String, bool)| *required && !map.contains_key(n);
+    match declared.iter().find(missing) {
+        Some((n, _)) => with_usage(format!("missing required argument `{n}`")),
         None => Ok(map),
     }
 }
@@ -857,8 +843,7 @@ fn key_values(text: &str) -> Result<Vec<(String, String)>, String> {
 mod tests {
     use super::*;
 
-    // What tests/mcp_ext.rs does not reach: the argument errors and the
-    // audio and resource blocks (no server there sends those).
+    // What tests/mcp_ext.rs does not reach (no server there sends these).
     #[test]
     fn prompt_argument_errors() {
         let two = [("city".to_string(), true), ("state".to_string(), false)];
