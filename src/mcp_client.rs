@@ -117,8 +117,7 @@ struct State {
     server_version: Option<String>,
 }
 
-/// The per-server translator; shared by the reader thread, the host
-/// loop (through `ExtProcess::send`) and the timer thread.
+/// The per-server translator, shared by the reader, host loop and timer threads.
 pub struct Adapter {
     key: u64,
     opts: McpOptions,
@@ -133,8 +132,7 @@ pub struct Adapter {
     state: Mutex<State>,
 }
 
-/// Creates the adapter for a freshly spawned server, starts its timer
-/// thread and sends the `server/discover` probe.
+/// Creates the adapter for a spawned server, starts its timer and sends the probe.
 pub(crate) fn start(
     key: u64,
     opts: McpOptions,
@@ -197,8 +195,7 @@ fn run_timer(adapter: &Weak<Adapter>, rx: &Receiver<(Instant, u64)>) {
     }
 }
 
-/// A panic elsewhere cannot leave the adapter half-updated in a way that
-/// matters more than stopping the server would.
+/// Poison is ignored: a panic elsewhere matters less than stopping the server.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -217,8 +214,7 @@ impl Adapter {
         }
     }
 
-    /// Closes the server's stdin (the MCP stdio shutdown) once every
-    /// queued line is written.
+    /// Closes stdin (MCP's stdio shutdown) once every queued line is written.
     pub fn close_stdin(&self) {
         lock(&self.stdin).take();
     }
@@ -259,24 +255,21 @@ impl Adapter {
         // Python SDK server answers -32601 and locks the stream to legacy.
         if st.modern || matches!(waiting, Waiting::Discover) {
             params["_meta"] = self.meta.clone();
-            // 2026-07-28 servers send log messages only to requests that
-            // opt in; legacy servers send them all, so ask for all.
+            // 2026-07-28 servers send log messages only to requests that opt in.
             if matches!(waiting, Waiting::Call(..)) {
                 params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
             }
         }
         st.waiting.insert(st.next_id, waiting);
-        let id = st.next_id;
-        self.write(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
+        self.write(json!({"jsonrpc": "2.0", "id": st.next_id, "method": method, "params": params}));
+        st.next_id
     }
 
     /// A timer is due: the probe's limit, or a request's cancellation.
     fn fire(&self, id: u64) {
         let mut st = lock(&self.state);
         match st.waiting.get(&id) {
-            // The probe stays outstanding: a slow server (an SDK still
-            // importing) may answer it after all, and that answer wins.
+            // A slow server (an SDK still importing) may answer it yet: that wins.
             Some(Waiting::Discover) => {
                 let secs = PROBE_TIMEOUT.as_secs();
                 let why = format!("no answer within {secs} s; trying the legacy initialize");
@@ -305,8 +298,7 @@ impl Adapter {
         self.request(st, "initialize", params, Waiting::Initialize);
     }
 
-    /// Handles one line from the server. False when reading should stop
-    /// (the handshake failed).
+    /// Handles one line from the server; false once the handshake failed.
     pub fn from_server(&self, line: &[u8]) -> bool {
         let parsed = parse_json::<Value>(line);
         let mut st = lock(&self.state);
@@ -407,23 +399,18 @@ impl Adapter {
         if !matches!(st.phase, Phase::Probing | Phase::Initializing(_)) {
             return;
         }
-        // Its answer to initialize (an error from a 2026-only server) no
-        // longer matters.
+        // Its answer to initialize (a 2026-only server's error) no longer matters.
         st.waiting.retain(|_, w| !matches!(w, Waiting::Initialize));
         st.modern = true;
-        // The official SDKs put the identity in `_meta`; the
-        // specification page shows a `serverInfo` field: take either.
+        // The SDKs put the identity in `_meta`, the specification in `serverInfo`.
         let at = |pointer| result.pointer(pointer).and_then(Value::as_str);
         let version = at("/_meta/io.modelcontextprotocol~1serverInfo/version");
-        st.server_version = version
-            .or_else(|| at("/serverInfo/version"))
-            .map(Into::into);
         log!(self, "speaking MCP {MODERN_VERSION} (server/discover)");
         // The 2026 era announces list changes only on a listen stream.
         let filter =
             json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
         self.request(st, "subscriptions/listen", filter, Waiting::Listen);
-        self.list_all(st, result.get("capabilities"));
+        self.list_all(st, result, version.or_else(|| at("/serverInfo/version")));
     }
 
     fn initialized(&self, st: &mut State, result: Result<&Value, String>) {
@@ -434,8 +421,7 @@ impl Adapter {
                 if !st.waiting.contains_key(&PROBE_ID) {
                     return self.handshake_failed(st, why);
                 }
-                // Not forever: a probe still unanswered after one more
-                // limit fails the handshake with this reason.
+                // Not forever: one more limit, then this refusal is the reason.
                 log!(self, "{why}; waiting for the server/discover answer");
                 st.phase = Phase::Initializing(Some(why));
                 return self.after(PROBE_TIMEOUT, PROBE_ID);
@@ -444,9 +430,8 @@ impl Adapter {
         let version = result["protocolVersion"].as_str();
         let version = version.unwrap_or("of unknown version");
         log!(self, "speaking MCP {version} (initialize)");
-        st.server_version = result["serverInfo"]["version"].as_str().map(Into::into);
         self.write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        self.list_all(st, result.get("capabilities"));
+        self.list_all(st, result, result["serverInfo"]["version"].as_str());
     }
 
     /// No usable probe answer (`why`): the legacy `initialize`, unless it
@@ -462,18 +447,19 @@ impl Adapter {
         }
     }
 
-    /// The host fails the server with `why` (not the EOF that follows)
-    /// and kills its process group; reading stops.
+    /// The host fails the server with `why` (not the EOF that follows), kills it.
     fn handshake_failed(&self, st: &mut State, why: String) {
         self.log.line(&why);
         self.report(Inbound::Failed(why));
         st.phase = Phase::Failed;
     }
 
-    /// Fetches the tools and prompts the server declares (both when it
-    /// declares no capabilities at all).
-    fn list_all(&self, st: &mut State, caps: Option<&Value>) {
+    /// The handshake's `result`: fetches the tools and prompts the server
+    /// declares (both when it declares no capabilities at all).
+    fn list_all(&self, st: &mut State, result: &Value, version: Option<&str>) {
         st.phase = Phase::Listing;
+        st.server_version = version.map(Into::into);
+        let caps = result.get("capabilities");
         for kind in [Kind::Tool, Kind::Prompt] {
             if caps.is_none_or(|c| c.get(kind.names()[1]).is_some()) {
                 self.list(st, kind);
@@ -529,9 +515,8 @@ impl Adapter {
         self.listed(st);
     }
 
-    /// After a listing: once the first ones are done, what a zot extension
-    /// sends on start: `hello`, its registrations (and notes that came
-    /// meanwhile), `ready`. Then what changed meanwhile is listed again.
+    /// After a listing: once the first ones are done, `hello`, the held frames
+    /// and `ready`, as a zot extension starts; then lists again what changed.
     fn listed(&self, st: &mut State) {
         let idle = |l: &Lists| l.listing.is_none();
         if st.phase == Phase::Listing && st.lists.iter().all(idle) {
@@ -626,10 +611,8 @@ impl Adapter {
         }
     }
 
-    /// `tools/call` for the host's `tool_call`, `prompts/get` for its
-    /// `command_invoked` (a tool's arguments as the host gave them, a
-    /// prompt's parsed from the command's text); cancelled when the host
-    /// gives up on it.
+    /// `tools/call` for the host's `tool_call`, `prompts/get` (arguments parsed
+    /// from the text) for its `command_invoked`; cancelled when the host gives up.
     fn call(&self, kind: Kind, host_id: &str, name: &str, args: Option<&Value>) {
         let mut st = lock(&self.state);
         let host_id = host_id.to_string();
@@ -770,9 +753,8 @@ fn map_block(block: &Value) -> Value {
     }
 }
 
-/// The arguments of `/name args` for a prompt `declared` (name, required)
-/// as SPEC 11 says; required ones are checked here (servers report them
-/// badly).
+/// The arguments of `/name args` for a prompt `declared` (name, required), as
+/// SPEC 11 says; required ones are checked here (servers report them badly).
 fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<String, Value>, String> {
     let args = args.trim();
     let with_usage = |why: String| {
@@ -847,12 +829,10 @@ mod tests {
     #[test]
     fn prompt_argument_errors() {
         let two = [("city".to_string(), true), ("state".to_string(), false)];
+        let unknown = "unknown argument `x` (arguments: city=... [state=...])";
         for (args, error) in [
             ("Paris", "expected key=value arguments, got `Paris`"),
-            (
-                "x=1 city=a",
-                "unknown argument `x` (arguments: city=... [state=...])",
-            ),
+            ("x=1 city=a", unknown),
             ("city=\"a", "unterminated quote in the value of `city`"),
         ] {
             assert_eq!(prompt_arguments(&two, args), Err(error.to_string()));
