@@ -1,6 +1,6 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
-use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, MAX_NAMES};
+use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, EXIT_GRACE, MAX_NAMES};
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
@@ -16,7 +16,17 @@ impl Engine {
         };
         let now = Instant::now();
         match msg.msg {
-            Inbound::Frame(frame) => self.frame(idx, frame, now),
+            Inbound::Frame(frame) => {
+                // It exited and its pipe is still draining: wait on.
+                if let Phase::Running(Run {
+                    exit_poll: Some((at, EXIT_GRACE)),
+                    ..
+                }) = &mut self.exts[idx].phase
+                {
+                    *at = later(now, EXIT_GRACE);
+                }
+                self.frame(idx, frame, now)
+            }
             Inbound::Eof => {
                 if let Phase::Running(Run {
                     stage: Stage::AwaitingHello { eof_at, .. },

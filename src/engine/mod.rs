@@ -41,6 +41,11 @@ const LIVENESS_IDLE: Duration = Duration::from_secs(1);
 /// (and be reported with its status) before it is failed for the EOF.
 const EOF_GRACE: Duration = Duration::from_millis(100);
 
+/// After an exit found by polling, how long the loop waits for the
+/// next frame still in its pipe (the EOF comes after the last) before
+/// it handles the exit: a grandchild may hold stdout open.
+const EXIT_GRACE: Duration = Duration::from_millis(250);
+
 /// Parsed frames that may wait between the reader threads and the loop.
 /// Beyond it a reader blocks, its extension's stdout pipe fills and the
 /// extension blocks in its write: backpressure, not memory (issue 9.2).
@@ -63,7 +68,8 @@ enum Phase {
 
 struct Run {
     proc: ExtProcess,
-    /// When to check again whether it exited, and the step (it doubles).
+    /// When to check again whether it exited, and the step (it doubles;
+    /// [`EXIT_GRACE`] once it exited and its last frames are awaited).
     exit_poll: Option<(Instant, Duration)>,
     stage: Stage,
 }

@@ -1,7 +1,7 @@
 //! Deadlines: the next wake-up, each phase's deadline, the shutdown
 //! ladder and the liveness check.
 
-use super::{later, Engine, Ext, Phase, Stage, LIVENESS_EVERY, LIVENESS_IDLE};
+use super::{later, Engine, Ext, Phase, Stage, EXIT_GRACE, LIVENESS_EVERY, LIVENESS_IDLE};
 use crate::types::human;
 use std::time::{Duration, Instant};
 
@@ -110,10 +110,12 @@ impl Engine {
             LIVENESS_EVERY
         };
         if self.liveness_at.is_some_and(|at| at <= now) {
-            for idx in 0..self.exts.len() {
-                if let Phase::Running(run) = &mut self.exts[idx].phase {
-                    if let Some(status) = run.proc.try_wait() {
-                        self.exited(idx, status, now);
+            for ext in &mut self.exts {
+                // Frames it wrote before exiting may still be in the pipe:
+                // the EOF behind them reaps it, or EXIT_GRACE of silence.
+                if let Phase::Running(run) = &mut ext.phase {
+                    if run.exit_poll.is_none() && run.proc.try_wait().is_some() {
+                        run.exit_poll = Some((later(now, EXIT_GRACE), EXIT_GRACE));
                     }
                 }
             }
