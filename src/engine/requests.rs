@@ -358,17 +358,22 @@ impl Engine {
         for (idx, waiter) in self.pending.expired(now) {
             let ext = &self.exts[idx];
             let limit = waiter.limit(&self.cfg.timeouts);
-            let why = format!("no answer within {}", human(limit));
-            let request = match &waiter {
-                Waiter::Command { name, .. } => format!("/{name}"),
-                Waiter::Tool { name, .. } => format!("tool {name}"),
+            let within = format!("within {}", human(limit));
+            // The log names the frame the extension owes, for its author.
+            let (request, owed) = match &waiter {
+                Waiter::Command { name, .. } => {
+                    (format!("/{name}"), format!("command_response for /{name}"))
+                }
+                Waiter::Tool { name, .. } => {
+                    (format!("tool {name}"), format!("tool_result for {name}"))
+                }
                 Waiter::Guard { chain, pos } => {
-                    let answer = ext.unavailable(&why);
+                    let answer = ext.unavailable(&format!("no answer {within}"));
                     self.answer_guard(*chain, *pos, answer, now);
                     continue;
                 }
             };
-            ext.log.line(&format!("{request}: {why}"));
+            ext.log.line(&format!("no {owed} {within}"));
             let extension = ext.name.clone();
             waiter.fail(HostError::TimedOut {
                 extension,
