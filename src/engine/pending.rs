@@ -146,7 +146,8 @@ impl Pending {
         self.entries.drain().map(|(_, e)| e.waiter)
     }
 
-    /// No request expires before it (it may be earlier than the first).
+    /// When the loop must next look for expired requests: never after the
+    /// first deadline, but possibly before it (once that one was answered).
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.earliest
     }
