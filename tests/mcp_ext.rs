@@ -307,6 +307,9 @@ fn a_guard_blocks_an_mcp_tool_and_sees_its_tool_call_event() {
     let ev = everything(&t.join("ev"));
     let mut rpc = patient_rpc(&t, &[guard, ev]);
     until_ready(&mut rpc, "everything");
+    // On a busy machine the guard may start after the startup grace too:
+    // its subscription counts only once it arrives (SPEC 3.6).
+    until_ready(&mut rpc, "guard");
     let r = tool_call(
         &mut rpc,
         "1",
