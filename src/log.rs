@@ -1,5 +1,5 @@
 //! Per-extension logs, `$ZOT_HOME/logs/ext-<name>.log` (SPEC 3.4): the
-//! extension's stderr (copied here by its pump thread, see `process.rs`)
+//! extension's stderr (copied here by its reader thread, see `process.rs`)
 //! and the host's own `[zot]` lines for it. Before any write that would
 //! take the file over its limit, it is renamed to `.log.1`, so one
 //! extension's logs stay under twice the limit however much it writes.
@@ -76,7 +76,7 @@ impl ExtLog {
         }
     }
 
-    /// The child's stderr: a pipe for the pump to [`ExtLog::append`] to,
+    /// The child's stderr: a pipe for the reader to [`ExtLog::append`] to,
     /// or the host's stderr when there is no file.
     pub fn child_stderr(&self) -> Stdio {
         match self.file {

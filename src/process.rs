@@ -1,6 +1,6 @@
-//! One extension process in its own process group, with three named
-//! threads: stdout -> frames -> the host's inbound channel, outbox ->
-//! stdin, and stderr -> its (rotating) log.
+//! One extension process in its own process group, with two named
+//! threads: stdout -> frames -> the host's inbound channel (and stderr ->
+//! its rotating log, on the same thread), and outbox -> stdin.
 //!
 //! The process dies with the host (`PR_SET_PDEATHSIG`, and `watchdog.rs`
 //! for its group). The threads wait on their pipe and on a stop socket at
@@ -12,7 +12,7 @@ use crate::manifest::Manifest;
 use crate::mcp_client::{self, Adapter, McpOptions};
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -29,11 +29,11 @@ use std::time::Duration;
 /// limit (64) needs about 200 KiB in a debug build.
 const READER_STACK: usize = 512 * 1024;
 
-/// Longest wait for the stderr pump to copy what is left (this long
-/// only on a CPU-starved machine).
+/// Longest wait for the reader to copy what is left of stderr (this
+/// long only on a CPU-starved machine).
 const LOG_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
-/// Reads the pump may still do after the stop: an escaped grandchild
+/// Reads of stderr still done after the stop: an escaped grandchild
 /// may write forever.
 const DRAIN_READS: usize = 64;
 
@@ -82,7 +82,7 @@ pub(crate) struct ExtProcess {
     mcp: Option<Arc<Adapter>>,
     /// Dropping it tells the I/O threads to end.
     stop: Option<UnixStream>,
-    /// Disconnects when the stderr pump ends.
+    /// Disconnects when the reader thread (which copies stderr) ends.
     log_done: Option<Receiver<()>>,
 }
 
@@ -174,20 +174,20 @@ impl ExtProcess {
         }
         let queued = self.queued.clone();
         let adapter = self.mcp.clone();
+        let (done, log_done) = crossbeam_channel::bounded::<()>(0);
+        self.log_done = Some(log_done);
+        // A thread of its own would cost about 20 KB of memory per
+        // extension (stack, buffer, malloc arena) for a pipe that is
+        // mostly silent.
+        let mut stderr = Stderr(self.child.stderr.take());
         io.start("read", name, READER_STACK, move |io| {
-            read_stdout(io, stdout, adapter)
+            read_stdout(io, stdout, &mut stderr, adapter);
+            stderr.drain(io);
+            drop(done);
         })?;
         io.start("write", name, 64 * 1024, move |io| {
             write_lines(io, stdin, rx, &queued)
         })?;
-        if let Some(stderr) = self.child.stderr.take() {
-            let (done, log_done) = crossbeam_channel::bounded::<()>(0);
-            self.log_done = Some(log_done);
-            io.start("log", name, 64 * 1024, move |io| {
-                pump_stderr(io, stderr);
-                drop(done);
-            })?;
-        }
         Ok(())
     }
 
@@ -248,8 +248,8 @@ impl ExtProcess {
         signal_group(self.pid, signal);
     }
 
-    /// Drops it, then gives the stderr pump a bounded moment to copy what
-    /// is left, so the log is complete for whoever reads it next.
+    /// Drops it, then gives the reader a bounded moment to copy what is
+    /// left of stderr, so the log is complete for whoever reads it next.
     pub fn finish(mut self) {
         let log_done = self.log_done.take();
         drop(self);
@@ -283,30 +283,48 @@ impl Io {
         builder.stack_size(stack).spawn(move || run(&io)).map(drop)
     }
 
+    /// Hands `msg` to the loop. While the loop's channel is full it looks
+    /// at the stop now and then: a process done with (whose frames the
+    /// loop drops) must not keep its reader, nor `finish`, waiting.
     fn report(&self, msg: Inbound) -> bool {
-        let key = self.key;
-        self.inbound.send(InboundMsg { key, msg }).is_ok()
+        let mut msg = InboundMsg { key: self.key, msg };
+        loop {
+            match self.inbound.send_timeout(msg, Duration::from_millis(10)) {
+                Ok(()) => return true,
+                Err(SendTimeoutError::Timeout(m)) => msg = m,
+                Err(SendTimeoutError::Disconnected(_)) => return false,
+            }
+            if self.wait(-1, 0, -1, false).2 {
+                return false;
+            }
+        }
     }
 
-    /// Waits until `fd` is ready for `events` (or has an error to report)
-    /// or the stop socket is closed: (ready, stopped). Without waiting
-    /// when `block` is false.
-    fn wait(&self, fd: &impl AsRawFd, events: libc::c_short, block: bool) -> (bool, bool) {
+    /// Waits until `fd` is ready for `events` (or has an error to
+    /// report), `also` (-1: none) for reading, or the stop socket is
+    /// closed: (ready, `also`'s poll(2) revents, stopped). Without
+    /// waiting when `block` is false.
+    fn wait(&self, fd: RawFd, events: i16, also: RawFd, block: bool) -> (bool, i16, bool) {
         let pollfd = |fd, events| libc::pollfd {
             fd,
             events,
             revents: 0,
         };
         let stop = self.stop.as_raw_fd();
-        let mut fds = [pollfd(fd.as_raw_fd(), events), pollfd(stop, libc::POLLIN)];
-        // SAFETY: `fds` is a live array of two pollfd structs for the call.
-        while unsafe { libc::poll(fds.as_mut_ptr(), 2, if block { -1 } else { 0 }) } < 0 {
+        let mut fds = [
+            pollfd(fd, events),
+            pollfd(also, libc::POLLIN),
+            pollfd(stop, libc::POLLIN),
+        ];
+        // SAFETY: `fds` is a live array of three pollfd structs for the
+        // call; poll(2) skips negative fds.
+        while unsafe { libc::poll(fds.as_mut_ptr(), 3, if block { -1 } else { 0 }) } < 0 {
             if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 // Let the read or write itself meet and report the problem.
-                return (true, false);
+                return (true, 0, false);
             }
         }
-        (fds[0].revents != 0, fds[1].revents != 0)
+        (fds[0].revents != 0, fds[1].revents, fds[2].revents != 0)
     }
 }
 
@@ -363,8 +381,8 @@ fn die_with_host(_host_pid: u32) -> io::Result<()> {
 }
 
 /// The reader thread: stdout lines, as frames (or through the MCP
-/// translator), to the host loop.
-fn read_stdout(io: &Io, pipe: ChildStdout, adapter: Option<Arc<Adapter>>) {
+/// translator), to the host loop; meanwhile stderr to the log.
+fn read_stdout(io: &Io, pipe: ChildStdout, stderr: &mut Stderr, adapter: Option<Arc<Adapter>>) {
     // False: stop reading (the host is gone, or the MCP handshake failed).
     let handle = |line: &[u8]| match &adapter {
         Some(a) => a.from_server(line),
@@ -376,26 +394,34 @@ fn read_stdout(io: &Io, pipe: ChildStdout, adapter: Option<Arc<Adapter>>) {
             }
         },
     };
-    if let Err(e) = read_lines(StopRead { pipe, io }, |m| io.log.line(&m), handle) {
+    let stdout = StopRead { pipe, stderr, io };
+    if let Err(e) = read_lines(stdout, |m| io.log.line(&m), handle) {
         io.log.line(&format!("reading stdout failed: {e}"));
     }
     io.report(Inbound::Eof);
 }
 
 /// The stdout pipe, read only while the stop socket is open: a stop
-/// reads as end of file.
+/// reads as end of file. While it waits, stderr goes to the log.
 struct StopRead<'a> {
     pipe: ChildStdout,
+    stderr: &'a mut Stderr,
     io: &'a Io,
 }
 
 impl Read for StopRead<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let (_, stopped) = self.io.wait(&self.pipe, libc::POLLIN, true);
-        if stopped {
-            return Ok(0);
+        loop {
+            let fd = self.pipe.as_raw_fd();
+            let (ready, stderr, stopped) = self.io.wait(fd, libc::POLLIN, self.stderr.fd(), true);
+            if stopped {
+                return Ok(0);
+            }
+            self.stderr.copy(self.io, stderr);
+            if ready {
+                return self.pipe.read(buf);
+            }
         }
-        self.pipe.read(buf)
     }
 }
 
@@ -421,27 +447,52 @@ pub fn read_lines(
     }
 }
 
-/// Copies the child's stderr into its log until EOF or the stop; after
-/// the stop, only what is already in the pipe (bounded).
-fn pump_stderr(io: &Io, mut stderr: ChildStderr) {
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut drain_left: Option<usize> = None;
-    loop {
-        let (ready, stopped) = io.wait(&stderr, libc::POLLIN, drain_left.is_none());
-        if stopped {
-            match drain_left.get_or_insert(DRAIN_READS) {
-                0 => return,
-                n => *n -= 1,
+/// The child's stderr (`None` once at end of file, or when inherited),
+/// copied into its log by the reader thread.
+struct Stderr(Option<ChildStderr>);
+
+impl Stderr {
+    fn fd(&self) -> RawFd {
+        self.0.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    }
+
+    /// Copies what poll(2) says waits (`revents`) into the log.
+    fn copy(&mut self, io: &Io, revents: i16) {
+        let Some(pipe) = &mut self.0 else {
+            return;
+        };
+        if revents & libc::POLLIN == 0 {
+            if revents != 0 {
+                self.0 = None; // hung up with nothing left, or failed
             }
+            return;
         }
-        if !ready {
-            return; // stopped, and nothing more waits in the pipe
-        }
-        match stderr.read(&mut buf) {
-            Ok(0) => return,
+        // On the stack, so only a stderr that is written to costs memory.
+        let mut buf = [0u8; 4096];
+        match pipe.read(&mut buf) {
+            Ok(0) => self.0 = None,
             Ok(n) => io.log.append(&buf[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
+            Err(_) => self.0 = None,
+        }
+    }
+
+    /// Once stdout has ended: copies until EOF or the stop; after the
+    /// stop, only what is already in the pipe (bounded).
+    fn drain(&mut self, io: &Io) {
+        let mut drain_left: Option<usize> = None;
+        while self.0.is_some() {
+            let (_, revents, stopped) = io.wait(-1, 0, self.fd(), drain_left.is_none());
+            if stopped {
+                match drain_left.get_or_insert(DRAIN_READS) {
+                    0 => return,
+                    n => *n -= 1,
+                }
+            }
+            if revents == 0 {
+                return; // stopped, and nothing more waits in the pipe
+            }
+            self.copy(io, revents);
         }
     }
 }
@@ -457,7 +508,7 @@ fn write_lines(io: &Io, stdin: File, outbox: Receiver<OutChunk>, queued: &Atomic
                 Err(e) => break Some(e),
             }
             // Done, or stopped: the process is done with.
-            if written == chunk.len() || io.wait(&stdin, libc::POLLOUT, true).1 {
+            if written == chunk.len() || io.wait(stdin.as_raw_fd(), libc::POLLOUT, -1, true).2 {
                 break None;
             }
         };
