@@ -24,7 +24,7 @@ mod host;
 pub mod intercept;
 pub mod log;
 pub mod manifest;
-pub mod mcp_client;
+mod mcp_client;
 pub mod process;
 pub mod protocol;
 pub mod registry;

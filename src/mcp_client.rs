@@ -1,8 +1,8 @@
 //! MCP servers as extensions (SPEC 11): the host is the server's MCP
 //! client, and this adapter translates at the frame layer so the host
 //! loop never sees a second protocol. The reader thread hands it the
-//! server's lines (`Adapter::from_server`), the host loop its frames
-//! (`Adapter::from_host`); a timer thread fires the probe limit and
+//! server's lines (`Adapter::on_server_line`), the host loop its frames
+//! (`Adapter::on_host_chunk`); a timer thread fires the probe limit and
 //! cancellations. Wire shapes: MCP 2025-11-25, and 2026-07-28 for
 //! `server/discover`, `_meta` and `subscriptions/listen`.
 
@@ -117,7 +117,7 @@ struct State {
 }
 
 /// The per-server translator, shared by the reader, host loop and timer threads.
-pub struct Adapter {
+pub(crate) struct Adapter {
     key: u64,
     opts: McpOptions,
     log: ExtLog,
@@ -297,7 +297,7 @@ impl Adapter {
     }
 
     /// Handles one line from the server; false once the handshake failed.
-    pub fn from_server(&self, line: &[u8]) -> bool {
+    pub fn on_server_line(&self, line: &[u8]) -> bool {
         let parsed = parse_json::<Value>(line);
         let mut st = lock(&self.state);
         let why = match parsed {
@@ -590,7 +590,7 @@ impl Adapter {
     }
 
     /// Handles a chunk of frames the host loop wrote for this extension.
-    pub fn from_host(&self, chunk: &[u8]) {
+    pub fn on_host_chunk(&self, chunk: &[u8]) {
         for line in chunk.split(|&b| b == b'\n') {
             let Ok(frame) = serde_json::from_slice::<Value>(line) else {
                 continue; // the host's own frames always parse

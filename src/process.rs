@@ -199,7 +199,7 @@ impl ExtProcess {
             return false;
         };
         if let Some(mcp) = &self.mcp {
-            mcp.from_host(&chunk);
+            mcp.on_host_chunk(&chunk);
             return true;
         }
         // Acquire pairs with the writer's Release: zero means every
@@ -385,7 +385,7 @@ fn die_with_host(_host_pid: u32) -> io::Result<()> {
 fn read_stdout(io: &Io, pipe: ChildStdout, stderr: &mut Stderr, adapter: Option<Arc<Adapter>>) {
     // False: stop reading (the host is gone, or the MCP handshake failed).
     let handle = |line: &[u8]| match &adapter {
-        Some(a) => a.from_server(line),
+        Some(a) => a.on_server_line(line),
         None => match parse_ext_frame(line) {
             Ok(frame) => io.report(Inbound::Frame(frame)),
             Err(why) => {
