@@ -135,16 +135,12 @@ impl Engine {
 
     /// A command or tool request for a name nobody has registered.
     fn unknown_name(&self, req: &Request) -> bool {
-        match req {
-            Request::Command { name, .. } => {
-                !self.cfg.builtin_commands.contains(name) && self.commands.owner(name).is_none()
-            }
-            Request::Tool { call, .. } => {
-                !self.cfg.builtin_tools.contains(&call.name)
-                    && self.tools.owner(&call.name).is_none()
-            }
-            _ => false,
-        }
+        let (builtins, names, name) = match req {
+            Request::Command { name, .. } => (&self.cfg.builtin_commands, &self.commands, name),
+            Request::Tool { call, .. } => (&self.cfg.builtin_tools, &self.tools, &call.name),
+            _ => return false,
+        };
+        !builtins.contains(name) && names.owner(name).is_none()
     }
 
     /// Some extension has not said hello or is still registering.
