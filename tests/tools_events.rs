@@ -189,7 +189,11 @@ fn thousands_of_events_arrive_in_order_and_none_are_lost_before_shutdown() {
             json!({"record": rec, "register": [subscribe(&["turn_start", "turn_end"], &[])]}),
         )
     };
-    let host = start_ready(config(&t, &[sub("s1", &r1), sub("s2", &r2)]));
+    let mut cfg = config(&t, &[sub("s1", &r1), sub("s2", &r2)]);
+    // Working through 3000 events may take a starved fixture longer than
+    // the tests' 500 ms shutdown grace; the grace is not the subject here.
+    cfg.timeouts.shutdown_grace = DEADLINE;
+    let host = start_ready(cfg);
     const N: u64 = 3000;
     for step in 0..N {
         let to = host
