@@ -1,11 +1,10 @@
 //! Kills extension process groups when the host dies, however it dies
-//! (SPEC 3.14). `PR_SET_PDEATHSIG` takes each extension down with the
-//! host, but not what it started in its group. For those, one `sh` per
-//! host process, in a group of its own (out of a terminal Ctrl-C's
-//! reach), reads group ids from a pipe whose write end only the host
-//! holds (close-on-exec). When the host dies the kernel closes that end,
-//! and the watchdog sends SIGKILL to every group still listed. Without
-//! `sh`, only the extensions themselves are covered.
+//! (SPEC 3.14): one `sh` per host process, in a group of its own (out of
+//! a terminal Ctrl-C's reach), reads group ids from a pipe whose write
+//! end only the host holds (close-on-exec). When the host dies the kernel
+//! closes that end, and the watchdog sends SIGKILL to every group still
+//! listed, leaders included. Without `sh`, `PR_SET_PDEATHSIG` covers the
+//! extensions themselves, not what they started.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -28,6 +27,12 @@ for pg in $l; do kill -s KILL -- "-$pg" 2>/dev/null; done
 /// The watchdog's stdin once started; `None` inside when it could not be
 /// started or has gone away (then nothing more is tried).
 static WATCHDOG: Mutex<Option<Option<ChildStdin>>> = Mutex::new(None);
+
+/// Whether the watchdog runs (it starts on first use).
+pub fn running() -> bool {
+    let mut watchdog = WATCHDOG.lock().unwrap_or_else(|p| p.into_inner());
+    watchdog.get_or_insert_with(start).is_some()
+}
 
 /// `+`: kill process group `pgid` if the host dies; `-`: the group is
 /// gone, forget it (so a later group that reuses the id is never touched).
