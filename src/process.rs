@@ -1,6 +1,7 @@
 //! One extension process in its own process group, with two named
 //! threads: stdout -> frames -> the host's inbound channel (and stderr ->
-//! its rotating log, on the same thread), and outbox -> stdin.
+//! its rotating log, on the same thread), and outbox -> stdin (started
+//! only when the loop's direct write finds the pipe full).
 //!
 //! The process and its group die with the host (`watchdog.rs`, or
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot run). The threads wait on their pipe and on a stop socket at
@@ -13,6 +14,7 @@ use crate::mcp_client::{self, Adapter, McpOptions};
 use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
+use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -84,6 +86,9 @@ pub(crate) struct ExtProcess {
     stop: Option<UnixStream>,
     /// Disconnects when the reader thread (which copies stderr) ends.
     log_done: Option<Receiver<()>>,
+    /// Starts the writer thread at the first write the pipe refuses:
+    /// most extensions never fill it.
+    writer: Cell<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// What the I/O threads share: where they report, and the stop socket.
@@ -126,6 +131,7 @@ impl ExtProcess {
             mcp: None,
             stop: None,
             log_done: None,
+            writer: Cell::new(None),
         };
         if let Err(e) = proc.start_io(key, &m.name, log, inbound, mcp) {
             // Reaped here; dropping it then ends what is left of the group.
@@ -185,9 +191,19 @@ impl ExtProcess {
             stderr.drain(io);
             drop(done);
         })?;
-        io.start("write", name, 64 * 1024, move |io| {
-            write_lines(io, stdin, rx, &queued)
-        })?;
+        let name = name.to_owned();
+        let writer = move || {
+            let run = move |io: &Io| write_lines(io, stdin, rx, &queued);
+            if let Err(e) = io.start("write", &name, 64 * 1024, run) {
+                // Like an extension that stops reading: bounded by the
+                // loop's backlog limits.
+                io.log.line(&format!("cannot start the writer thread: {e}"));
+            }
+        };
+        match self.mcp {
+            Some(_) => writer(),
+            None => self.writer.set(Some(Box::new(writer))),
+        }
         Ok(())
     }
 
@@ -217,6 +233,9 @@ impl ExtProcess {
             self.queued.fetch_sub(len, Ordering::Relaxed);
             return false;
         }
+        if let Some(start) = self.writer.take() {
+            start();
+        }
         true
     }
 
@@ -234,6 +253,7 @@ impl ExtProcess {
     pub fn close_stdin(&mut self) {
         self.outbox = None;
         self.direct = None;
+        self.writer = Cell::new(None); // never started: nothing is queued
         if let Some(mcp) = &self.mcp {
             mcp.close_stdin();
         }
