@@ -4,7 +4,7 @@
 //! over stdin/stdout. [`Host`] discovers and starts them, keeps their
 //! registries of slash commands and tools, routes requests, delivers
 //! lifecycle events and runs interception chains, all from one loop
-//! thread with one reader and one writer thread per extension.
+//! thread; per extension a reader thread (and a writer once stdin fills).
 //!
 //! ```no_run
 //! use zot_host::{Host, HostConfig};
