@@ -51,3 +51,46 @@ fn an_answer_written_just_before_exit_is_delivered() {
 fn an_answer_behind_a_full_pipe_at_exit_is_delivered() {
     answer_written_before_exit_arrives("exit-order-pipe", 15_000, 1 << 20);
 }
+
+/// The wait for frames after an exit is bounded: when the extension
+/// exits while a child it started keeps writing frames to its stdout,
+/// the exit is still handled (SPEC 3.13), and the child dies with the
+/// group.
+#[test]
+fn an_exit_is_handled_while_a_child_keeps_writing() {
+    let t = TempDir::new("exit-chatty");
+    let dir = t.join("chatty");
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let pid_file = t.join("child.pid");
+    let script = format!(
+        r#"printf '{{"type":"hello","name":"chatty"}}\n'
+read ack
+printf '{{"type":"ready"}}\n'
+(while :; do printf '{{"type":"notify","level":"info","message":"tick"}}\n'; sleep 0.1; done) &
+echo $! > {pid}
+sleep 0.5
+exit 0
+"#,
+        pid = pid_file.display()
+    );
+    let manifest = json!({"name": "chatty", "exec": "/bin/sh", "args": ["-c", script],
+                          "restart": "never"});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    let mut rpc = Rpc::start(&t, &[dir]);
+    let end = std::time::Instant::now() + DEADLINE;
+    loop {
+        let ticks = rpc.seen.iter().filter(|v| v["message"] == "tick").count();
+        assert!(
+            std::time::Instant::now() < end,
+            "the exit was never handled while its child wrote ({ticks} ticks seen)"
+        );
+        let v = rpc.next().expect("zot rpc output");
+        if v["type"] == "extension_exited" && v["extension"] == "chatty" {
+            break;
+        }
+    }
+    let child = read_pid(&pid_file);
+    wait_for("the writing child to die with the group", || {
+        process_gone(child)
+    });
+}

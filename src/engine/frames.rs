@@ -1,6 +1,6 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
-use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, EXIT_GRACE, MAX_NAMES};
+use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, EXIT_DRAIN_MAX, EXIT_GRACE, MAX_NAMES};
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
@@ -17,13 +17,15 @@ impl Engine {
         let now = Instant::now();
         match msg.msg {
             Inbound::Frame(frame) => {
-                // It exited and its pipe is still draining: wait on.
+                // It exited and its pipe is still draining: wait on, up
+                // to EXIT_DRAIN_MAX (a grandchild may write forever).
                 if let Phase::Running(Run {
                     exit_poll: Some((at, EXIT_GRACE)),
+                    exit_seen: Some(seen),
                     ..
                 }) = &mut self.exts[idx].phase
                 {
-                    *at = later(now, EXIT_GRACE);
+                    *at = later(now, EXIT_GRACE).min(later(*seen, EXIT_DRAIN_MAX));
                 }
                 self.frame(idx, frame, now)
             }

@@ -119,6 +119,7 @@ impl Engine {
         ext.phase = Phase::Running(Run {
             proc,
             exit_poll: None,
+            exit_seen: None,
             stage: Stage::AwaitingHello {
                 deadline,
                 eof_at: None,

@@ -46,6 +46,10 @@ const EOF_GRACE: Duration = Duration::from_millis(100);
 /// it handles the exit: a grandchild may hold stdout open.
 const EXIT_GRACE: Duration = Duration::from_millis(250);
 
+/// The most an exit found by polling waits for frames in all: a pipe
+/// drains well within it, a grandchild that keeps writing does not.
+const EXIT_DRAIN_MAX: Duration = Duration::from_secs(2);
+
 /// Parsed frames that may wait between the reader threads and the loop.
 /// Beyond it a reader blocks, its extension's stdout pipe fills and the
 /// extension blocks in its write: backpressure, not memory (issue 9.2).
@@ -71,6 +75,8 @@ struct Run {
     /// When to check again whether it exited, and the step (it doubles;
     /// [`EXIT_GRACE`] once it exited and its last frames are awaited).
     exit_poll: Option<(Instant, Duration)>,
+    /// When polling found it exited while its stdout was still open.
+    exit_seen: Option<Instant>,
     stage: Stage,
 }
 

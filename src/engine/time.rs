@@ -116,6 +116,7 @@ impl Engine {
                 if let Phase::Running(run) = &mut ext.phase {
                     if run.exit_poll.is_none() && run.proc.try_wait().is_some() {
                         run.exit_poll = Some((later(now, EXIT_GRACE), EXIT_GRACE));
+                        run.exit_seen = Some(now);
                     }
                 }
             }
