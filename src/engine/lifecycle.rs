@@ -132,7 +132,7 @@ impl Engine {
 
     /// Ends the startup (or reload) once none is loading, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
-        // Called on every ready, exit and failure: no scan once started.
+        // Called on every loop pass (tick): no scan once started.
         let starting = self.startup.is_some() && self.any_starting();
         let Some(st) = self.startup.take_if(|st| now >= st.deadline || !starting) else {
             return;
