@@ -493,6 +493,9 @@ fn build(dir: &Path, lang: &str) {
         cmd.args(args).current_dir(dir);
         // A private Go cache: the test must not depend on one being set up.
         cmd.env("GOCACHE", dir.join(".gocache"));
+        // The template's manifest runs ./target/release/NAME: a target
+        // directory set for the test run itself must not move it.
+        cmd.env_remove("CARGO_TARGET_DIR");
         cmd.output().expect("run the build")
     };
     let out = match lang {
