@@ -94,7 +94,7 @@ impl HostConfig {
             builtin_tools: BUILTIN_TOOLS.map(String::from).to_vec(),
             builtin_commands: Vec::new(),
             event_queue_limit: 16 * 1024 * 1024,
-            log_rotate_bytes: crate::log::ROTATE_BYTES,
+            log_rotate_bytes: 8 * 1024 * 1024,
             event_budget: 8 * 1024 * 1024,
             spin_before_sleep: Duration::from_micros(50),
         }

@@ -11,9 +11,6 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Default size at which a log is rotated to `.log.1`.
-pub(crate) const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
-
 /// Path of an extension's log file.
 pub fn log_path(logs_dir: &Path, name: &str) -> PathBuf {
     logs_dir.join(format!("ext-{name}.log"))
@@ -51,16 +48,15 @@ impl ExtLog {
             }
             let file = append_to(&path)?;
             let len = file.metadata()?.len();
-            let path = path.clone();
             Ok(LogFile {
-                path,
+                path: path.clone(),
                 limit,
                 file,
                 len,
             })
         });
         let file = opened
-            .map_err(|e| eprintln!("zot: cannot open log {}: {e}", path.display()))
+            .inspect_err(|e| eprintln!("zot: cannot open log {}: {e}", path.display()))
             .ok();
         ExtLog {
             name: name.into(),
@@ -101,6 +97,7 @@ impl ExtLog {
         }
     }
 
+    /// Writes to the file; false when there is none or the write failed.
     fn write(&self, bytes: &[u8]) -> bool {
         let Some(file) = &self.file else {
             return false;

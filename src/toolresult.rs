@@ -21,25 +21,20 @@ pub(crate) fn text_block(s: &str) -> Value {
 }
 
 fn map_block(block: Value) -> Value {
-    let kind = block.get("type").and_then(Value::as_str).unwrap_or("");
-    match kind {
-        "text" => match block.get("text").and_then(Value::as_str) {
+    match block["type"].as_str().unwrap_or("") {
+        "text" => match block["text"].as_str() {
             Some(t) => text_block(t),
             None => text_block("error: text block without a string `text`"),
         },
-        "image" => {
-            let mime = block.get("mime_type").and_then(Value::as_str);
-            let data = block.get("data").and_then(Value::as_str);
-            match (mime, data) {
-                (Some(m), Some(d)) if !m.is_empty() && valid_base64(d) => {
-                    json!({"type": "image", "mime_type": m, "data": d})
-                }
-                (Some(m), Some(_)) if !m.is_empty() => {
-                    text_block("error: image block `data` is not valid base64")
-                }
-                _ => text_block("error: image block needs string `mime_type` and `data`"),
+        "image" => match (block["mime_type"].as_str(), block["data"].as_str()) {
+            (Some(m), Some(d)) if !m.is_empty() && valid_base64(d) => {
+                json!({"type": "image", "mime_type": m, "data": d})
             }
-        }
+            (Some(m), Some(_)) if !m.is_empty() => {
+                text_block("error: image block `data` is not valid base64")
+            }
+            _ => text_block("error: image block needs string `mime_type` and `data`"),
+        },
         other => text_block(&format!("error: unsupported content block type {other:?}")),
     }
 }

@@ -374,12 +374,9 @@ impl ReadyLatch {
     }
 
     pub(crate) fn wait(&self) -> Vec<String> {
-        let mut ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(names) = &*ready {
-                return names.clone();
-            }
-            ready = self.cond.wait(ready).unwrap_or_else(|p| p.into_inner());
-        }
+        let ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        let ready = self.cond.wait_while(ready, |names| names.is_none());
+        let names = ready.unwrap_or_else(|p| p.into_inner());
+        names.clone().unwrap_or_default()
     }
 }
