@@ -8,7 +8,7 @@
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{parse_json, CommandResponse, ExtFrame};
+use crate::protocol::{parse_json, snippet, CommandResponse, ExtFrame};
 use crate::toolresult::text_block;
 use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -59,7 +59,7 @@ enum Kind {
 }
 
 impl Kind {
-    /// `tool`, the key of its list (`tools`), the methods listing and calling one.
+    /// `tool`; `tools` (its capability and list key); the methods listing and calling one.
     fn names(self) -> [&'static str; 4] {
         match self {
             Kind::Tool => ["tool", "tools", "tools/list", "tools/call"],
@@ -78,6 +78,7 @@ enum Waiting {
     Call(Kind, String),
 }
 
+/// Where the handshake is: frames pass to the host only once `Running`.
 #[derive(Default, PartialEq, Eq)]
 enum Phase {
     #[default]
@@ -106,8 +107,10 @@ struct Lists {
 struct State {
     next_id: u64,
     phase: Phase,
+    /// It speaks 2026-07-28: our requests carry `_meta`.
     modern: bool,
     waiting: HashMap<u64, Waiting>,
+    /// Indexed by `Kind`.
     lists: [Lists; 2],
     /// Frames held until `hello` is sent, notes apart (capped).
     held: Vec<ExtFrame>,
@@ -298,21 +301,8 @@ impl Adapter {
 
     /// Handles one line from the server; false once the handshake failed.
     pub fn on_server_line(&self, line: &[u8]) -> bool {
-        let parsed = parse_json::<Value>(line);
-        let mut st = lock(&self.state);
-        let why = match parsed {
-            Ok(msg) if msg.is_object() => {
-                let id = msg.get("id").filter(|id| !id.is_null());
-                match (msg["method"].as_str(), id) {
-                    (Some(method), Some(id)) => self.server_request(method, id),
-                    (Some(method), None) => self.notification(&mut st, method, msg.get("params")),
-                    (None, Some(id)) => self.response(&mut st, id, &msg),
-                    (None, None) => {
-                        self.dropped(line, "neither a request, a notification nor a response")
-                    }
-                }
-                return st.phase != Phase::Failed;
-            }
+        let why = match parse_json::<Value>(line) {
+            Ok(msg) if msg.is_object() => return self.message(line, &msg),
             Ok(_) => "not a JSON object".into(),
             Err(e) => e,
         };
@@ -320,9 +310,21 @@ impl Adapter {
         true
     }
 
+    /// Dispatches one JSON-RPC message; false once the handshake failed.
+    fn message(&self, line: &[u8], msg: &Value) -> bool {
+        let mut st = lock(&self.state);
+        let id = msg.get("id").filter(|id| !id.is_null());
+        match (msg["method"].as_str(), id) {
+            (Some(method), Some(id)) => self.server_request(method, id),
+            (Some(method), None) => self.notification(&mut st, method, msg.get("params")),
+            (None, Some(id)) => self.response(&mut st, id, msg),
+            (None, None) => self.dropped(line, "neither a request, a notification nor a response"),
+        }
+        st.phase != Phase::Failed
+    }
+
     fn dropped(&self, line: &[u8], why: &str) {
-        let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
-        log!(self, "dropped MCP message ({why}): {snippet}");
+        log!(self, "dropped MCP message ({why}): {}", snippet(line));
     }
 
     /// `ping` is answered; sampling, elicitation and roots are refused.
@@ -384,15 +386,18 @@ impl Adapter {
     }
 
     fn discovered(&self, st: &mut State, result: Result<&Value, String>) {
-        let modern = |r: &&Value| {
+        let supports_modern = |r: &Value| {
             let versions = r["supportedVersions"].as_array();
             versions.is_some_and(|v| v.contains(&MODERN_VERSION.into()))
         };
-        let Some(result) = result.as_ref().ok().copied().filter(modern) else {
-            let not_listed = || format!("{MODERN_VERSION} is not among its supportedVersions");
-            let why = result.err().unwrap_or_else(not_listed);
-            let why = format!("{why}; using the legacy initialize ({LEGACY_VERSION})");
-            return self.no_probe(st, why);
+        let legacy = |why: String| format!("{why}; using the legacy initialize ({LEGACY_VERSION})");
+        let result = match result {
+            Ok(result) if supports_modern(result) => result,
+            Ok(_) => {
+                let why = format!("{MODERN_VERSION} is not among its supportedVersions");
+                return self.no_probe(st, legacy(why));
+            }
+            Err(e) => return self.no_probe(st, legacy(e)),
         };
         if !matches!(st.phase, Phase::Probing | Phase::Initializing(_)) {
             return;
@@ -459,7 +464,8 @@ impl Adapter {
         st.server_version = version.map(Into::into);
         let caps = result.get("capabilities");
         for kind in [Kind::Tool, Kind::Prompt] {
-            if caps.is_none_or(|c| c.get(kind.names()[1]).is_some()) {
+            let [_, capability, ..] = kind.names();
+            if caps.is_none_or(|c| c.get(capability).is_some()) {
                 self.list(st, kind);
             }
         }
@@ -468,7 +474,8 @@ impl Adapter {
 
     /// A list changed: fetch it again, now or after the running fetch.
     fn relist(&self, st: &mut State, kind: Kind) {
-        log!(self, "{} changed: listing it again", kind.names()[1]);
+        let [_, list_key, ..] = kind.names();
+        log!(self, "{list_key} changed: listing it again");
         if matches!(st.phase, Phase::Listing | Phase::Running) {
             st.lists[kind as usize].again = true;
             self.listed(st);
@@ -479,33 +486,32 @@ impl Adapter {
     fn list(&self, st: &mut State, kind: Kind) {
         st.lists[kind as usize].listing = Some(Default::default());
         st.lists[kind as usize].again = false;
-        self.request(st, kind.names()[2], json!({}), Waiting::Page(kind));
+        let [_, _, list_method, _] = kind.names();
+        self.request(st, list_method, json!({}), Waiting::Page(kind));
     }
 
     fn page(&self, st: &mut State, kind: Kind, result: Result<&Value, String>) {
         let [_, key, method, _] = kind.names();
-        let lists = &mut st.lists[kind as usize];
-        let Some((items, cursors)) = lists.listing.as_mut() else {
+        let Some((items, cursors)) = st.lists[kind as usize].listing.as_mut() else {
             return;
         };
         match result {
             Err(e) => log!(self, "{method}: {e}; keeping what was listed"),
             Ok(result) => {
                 items.extend(result[key].as_array().into_iter().flatten().cloned());
-                if let Some(c) = result["nextCursor"].as_str().filter(|c| !c.is_empty()) {
-                    let why = match cursors.insert(c.into()) {
-                        false => format!("the server repeated the cursor {c:?}"),
-                        true if cursors.len() >= MAX_PAGES => {
-                            format!("stopped after {MAX_PAGES} pages")
-                        }
-                        true => {
-                            self.request(st, method, json!({"cursor": c}), Waiting::Page(kind));
-                            return;
-                        }
+                if let Some(cursor) = result["nextCursor"].as_str().filter(|c| !c.is_empty()) {
+                    let why = if !cursors.insert(cursor.into()) {
+                        format!("the server repeated the cursor {cursor:?}")
+                    } else if cursors.len() >= MAX_PAGES {
+                        format!("stopped after {MAX_PAGES} pages")
+                    } else {
+                        let params = json!({"cursor": cursor});
+                        self.request(st, method, params, Waiting::Page(kind));
+                        return;
                     };
                     log!(self, "{method}: {why}; keeping the {} listed", items.len());
                 }
-                let (items, _) = lists.listing.take().unwrap_or_default();
+                let items = std::mem::take(items);
                 self.register(st, kind, items);
             }
         }
@@ -558,20 +564,18 @@ impl Adapter {
             let description = text("description")
                 .or_else(|| text("title"))
                 .map(Into::into);
-            self.emit(
-                st,
-                match kind {
-                    Kind::Tool => ExtFrame::RegisterTool {
-                        name: name.clone(),
-                        description,
-                        schema: item.get("inputSchema").filter(|s| s.is_object()).cloned(),
-                    },
-                    Kind::Prompt => ExtFrame::RegisterCommand {
-                        name: name.clone(),
-                        description,
-                    },
+            let frame = match kind {
+                Kind::Tool => ExtFrame::RegisterTool {
+                    name: name.clone(),
+                    description,
+                    schema: item.get("inputSchema").filter(|s| s.is_object()).cloned(),
                 },
-            );
+                Kind::Prompt => ExtFrame::RegisterCommand {
+                    name: name.clone(),
+                    description,
+                },
+            };
+            self.emit(st, frame);
             let args = item["arguments"].as_array().into_iter().flatten();
             let args =
                 args.filter_map(|a| Some((a["name"].as_str()?.to_string(), a["required"] == true)));
@@ -614,8 +618,9 @@ impl Adapter {
     fn call(&self, kind: Kind, host_id: &str, name: &str, args: Option<&Value>) {
         let mut st = lock(&self.state);
         let host_id = host_id.to_string();
+        let [what, _, _, call_method] = kind.names();
         let Some((server_name, declared)) = st.lists[kind as usize].registered.get(name) else {
-            let e = format!("MCP server has no {} {name:?}", kind.names()[0]);
+            let e = format!("MCP server has no {what} {name:?}");
             return self.emit(&mut st, answer(kind, host_id, Err(e)));
         };
         let arguments = match (kind, args) {
@@ -631,7 +636,7 @@ impl Adapter {
             Ok(arguments) => {
                 let params = json!({"name": server_name, "arguments": arguments});
                 let waiting = Waiting::Call(kind, host_id);
-                let id = self.request(&mut st, kind.names()[3], params, waiting);
+                let id = self.request(&mut st, call_method, params, waiting);
                 self.after(self.timeout(kind), id);
             }
             Err(e) => self.emit(&mut st, answer(kind, host_id, Err(e))),
@@ -685,11 +690,10 @@ fn note_from_log(params: &Value) -> Option<ExtFrame> {
 fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     if kind == Kind::Tool {
         let (content, is_error) = tool_content(result);
-        let (content, is_error) = (Some(content), Some(is_error));
         return ExtFrame::ToolResult {
             id,
-            content,
-            is_error,
+            content: Some(content),
+            is_error: Some(is_error),
         };
     }
     // A `prompt` action: the text of the user messages, joined by blank lines.
@@ -725,14 +729,15 @@ fn tool_content(result: Result<&Value, String>) -> (Vec<Value>, bool) {
         Err(e) => return (vec![text_block(&e)], true),
     };
     let blocks = result["content"].as_array().into_iter().flatten();
-    let mut content: Vec<Value> = blocks.map(map_block).collect();
+    let mut content: Vec<Value> = blocks.map(zot_block).collect();
     if let (true, Some(structured)) = (content.is_empty(), result.get("structuredContent")) {
         content.push(text_block(&structured.to_string()));
     }
     (content, result["isError"] == true)
 }
 
-fn map_block(block: &Value) -> Value {
+/// An MCP content block as zot's (SPEC 11).
+fn zot_block(block: &Value) -> Value {
     let field = |b: &Value, key: &str| b[key].as_str().unwrap_or("").to_string();
     match block["type"].as_str().unwrap_or("") {
         "image" => json!({

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::io::{self, BufRead};
 
 /// Longest line accepted from an extension; longer lines are discarded.
@@ -436,10 +437,12 @@ fn check_depth(json: &[u8]) -> Result<(), String> {
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
     parse_json(line)
         .and_then(|map| Fields(map).into_frame())
-        .map_err(|e| {
-            let snippet = String::from_utf8_lossy(&line[..line.len().min(120)]);
-            format!("dropped frame ({e}): {snippet}")
-        })
+        .map_err(|e| format!("dropped frame ({e}): {}", snippet(line)))
+}
+
+/// The start of a dropped line, for the log.
+pub(crate) fn snippet(line: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(&line[..line.len().min(120)])
 }
 
 #[cfg(test)]
