@@ -136,16 +136,31 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
 /// A positive number of seconds (fractions allowed), for `option`.
 fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliError> {
     let text = string(value)?;
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .and_then(|s| std::time::Duration::try_from_secs_f64(s).ok())
+    decimal_seconds(text.trim())
+        .filter(|d| !d.is_zero())
         .ok_or_else(|| {
             CliError::Usage(format!(
                 "{option} {text:?}: expected a positive number of seconds"
             ))
         })
+}
+
+/// `2`, `0.5` or `.5` seconds, to the nanosecond. Decimal digits only:
+/// parsing a float would add about 13 KB to the binary (`make static`).
+fn decimal_seconds(text: &str) -> Option<std::time::Duration> {
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(whole) || !digits(fraction) || whole.len() + fraction.len() == 0 {
+        return None;
+    }
+    let secs = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    // The first nine digits of the fraction, padded with zeros.
+    let nanos = format!("{fraction:0<9.9}").parse().ok()?;
+    Some(std::time::Duration::new(secs, nanos))
 }
 
 /// A limit given as an option, else by environment variable `var`
@@ -297,4 +312,35 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         return mcp::run(opts);
     }
     session::run(opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal_seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_are_decimal_numbers() {
+        let ms = |n| Some(Duration::from_millis(n));
+        assert_eq!(decimal_seconds("2"), ms(2000));
+        assert_eq!(decimal_seconds("0.25"), ms(250));
+        assert_eq!(decimal_seconds(".5"), ms(500));
+        assert_eq!(decimal_seconds("1."), ms(1000));
+        assert_eq!(
+            decimal_seconds("0.0000000019"),
+            Some(Duration::from_nanos(1))
+        );
+        for bad in [
+            "",
+            ".",
+            "-1",
+            "+1",
+            "1e3",
+            "1.2.3",
+            "abc",
+            "99999999999999999999",
+        ] {
+            assert_eq!(decimal_seconds(bad), None, "{bad:?}");
+        }
+    }
 }
