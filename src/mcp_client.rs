@@ -126,6 +126,7 @@ pub(crate) struct Adapter {
     log: ExtLog,
     inbound: Sender<InboundMsg>,
     stdin: Mutex<Option<Sender<OutChunk>>>,
+    /// Bytes queued for stdin, shared with the process (its writer subtracts them).
     queued: Arc<AtomicUsize>,
     /// When to look at which request again (the probe, a cancellation).
     timer: Sender<(Instant, u64)>,
