@@ -84,6 +84,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         select.ready();
     }
     server.close_listens();
+    server.report_dropped();
     drop(host);
     drop(reader); // blocked on stdin at worst; the process exits anyway
     server.close();

@@ -29,6 +29,11 @@ use zot_host::{HostEvent, HostHandle, Request, Snapshot};
 /// Notes kept for a legacy client until `notifications/initialized`.
 pub const BUFFERED_NOTES: usize = 100;
 
+/// Bytes waiting for the writer beyond which notes are dropped (and
+/// counted), so a client that stops reading stdout costs bounded
+/// memory; replies are never dropped (at most `MAX_IN_FLIGHT` are owed).
+pub const UNREAD_BUDGET: usize = 8 * 1024 * 1024;
+
 /// How far the legacy handshake got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Handshake {
@@ -62,6 +67,8 @@ struct State {
     legacy_level: Level,
     buffered: VecDeque<Value>,
     dropped_notes: u64,
+    /// Notes dropped because the client did not read fast enough.
+    unread_dropped: u64,
     /// Requests being served, by id key: the log level each opted in to.
     in_flight: HashMap<String, Option<Level>>,
     listens: Vec<Listen>,
@@ -100,6 +107,7 @@ impl Server {
                 legacy_level: Level::Debug,
                 buffered: VecDeque::new(),
                 dropped_notes: 0,
+                unread_dropped: 0,
                 in_flight: HashMap::new(),
                 listens: Vec::new(),
                 lists: None,
@@ -306,6 +314,18 @@ impl Server {
         });
     }
 
+    /// At the end: how many notes were dropped for a slow client.
+    pub fn report_dropped(&self) {
+        self.with(|s| {
+            if s.unread_dropped > 0 {
+                super::diagnostic(&format!(
+                    "{} notes dropped: they came faster than the client read them",
+                    s.unread_dropped
+                ));
+            }
+        });
+    }
+
     /// At the end: answer every open listen request (the server's way
     /// to close a subscription gracefully).
     pub fn close_listens(&self) {
@@ -330,10 +350,11 @@ impl Server {
                 level,
                 message,
             } => self.note(s, &extension, &level, message),
+            // The host's own budget: notes came faster than we took them.
+            HostEvent::EventsDropped { count } => dropped(s, count),
             HostEvent::ClearNotes { .. }
             | HostEvent::PanelRender { .. }
-            | HostEvent::PanelClose { .. }
-            | HostEvent::EventsDropped { .. } => {}
+            | HostEvent::PanelClose { .. } => {}
             HostEvent::Ready { .. } => {
                 s.ready = true;
                 submit.append(&mut s.deferred);
@@ -353,10 +374,10 @@ impl Server {
         );
         // 2026-07-28: only while a request that opted in is in flight.
         if s.in_flight.values().flatten().any(|min| level >= *min) {
-            return write(s, &note);
+            return write_note(s, &note);
         }
         match s.handshake {
-            Handshake::Initialized if level >= s.legacy_level => write(s, &note),
+            Handshake::Initialized if level >= s.legacy_level => write_note(s, &note),
             Handshake::Initialized => {}
             Handshake::None if s.modern_seen => {}
             Handshake::None | Handshake::Initializing => {
@@ -418,6 +439,28 @@ fn write(s: &mut State, value: &Value) {
     // Serialising a `Value` cannot fail.
     let _ = serde_json::to_writer(&mut s.out, value);
     s.out.push(b'\n');
+}
+
+/// Appends a note for the client, unless more than [`UNREAD_BUDGET`]
+/// bytes already wait for it: then the note is dropped and counted.
+fn write_note(s: &mut State, note: &Value) {
+    if s.out.len() >= UNREAD_BUDGET {
+        return dropped(s, 1);
+    }
+    write(s, note);
+}
+
+/// Counts notes dropped for a client that reads too slowly; stderr says
+/// so once when it first happens and gives the total at the end (one
+/// line each: a stderr nobody reads must not fill up either).
+fn dropped(s: &mut State, count: u64) {
+    if s.unread_dropped == 0 {
+        super::diagnostic(
+            "notes come faster than the client reads them: some are dropped \
+             (the total is given at exit)",
+        );
+    }
+    s.unread_dropped += count;
 }
 
 /// Tells the client that a list changed: a legacy client directly, each
