@@ -88,7 +88,8 @@ pub fn logs_dir(zot_home: &Path) -> PathBuf {
 
 /// Extension directories directly below `root` (symlinks followed),
 /// sorted by name; none when `root` is missing. Dot directories are
-/// skipped: they are `zot ext install`/`remove` scratch space.
+/// skipped: they are `zot ext install`/`remove` scratch space. A broken
+/// symlink (dangling, or a loop) is kept, to be reported as invalid.
 pub fn scan(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
@@ -97,7 +98,7 @@ pub fn scan(root: &Path) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
         .map(|e| e.path())
-        .filter(|p| p.is_dir())
+        .filter(|p| p.is_dir() || (p.is_symlink() && !p.exists()))
         .collect();
     dirs.sort();
     dirs

@@ -138,3 +138,116 @@ fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
         "stderr should end with {total:?}: {stderr}"
     );
 }
+
+/// `zot ext list --json` in `t` (project `t`, ZOT_HOME `t/home`).
+fn list_json(t: &TempDir) -> Vec<Value> {
+    let out = zot()
+        .args(["ext", "list", "--json", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .output()
+        .expect("run zot ext list");
+    assert_ok(&out);
+    serde_json::from_slice::<Value>(&out.stdout)
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_else(|| panic!("not a JSON array: {}", stdout_of(&out)))
+}
+
+#[test]
+fn broken_symlinked_extension_dirs_are_reported_not_skipped() {
+    // Extension directories may be symlinks (a checkout being worked
+    // on); one whose target moved away, or a link loop, is an invalid
+    // extension to report, like any unreadable manifest.
+    let t = TempDir::new("hostile-links");
+    let exts = t.join("home/extensions");
+    std::fs::create_dir_all(&exts).expect("extensions dir");
+    std::os::unix::fs::symlink(t.join("moved-away"), exts.join("dangling")).expect("symlink");
+    std::os::unix::fs::symlink("loop", exts.join("loop")).expect("symlink loop");
+    ext_dir(&exts.join("good"), "good", json!({}));
+    let rows = list_json(&t);
+    let status = |dir: &str| {
+        let row = rows
+            .iter()
+            .find(|r| r["dir"] == exts.join(dir).to_str().expect("utf-8 path"))
+            .unwrap_or_else(|| panic!("{dir} is missing from zot ext list: {rows:?}"));
+        row["status"].as_str().unwrap_or_default().to_string()
+    };
+    assert!(status("dangling").starts_with("invalid: "), "{rows:?}");
+    assert!(status("loop").starts_with("invalid: "), "{rows:?}");
+    assert_eq!(status("good"), "ok", "{rows:?}");
+
+    let mut cmd = zot();
+    cmd.args(["rpc", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        .env("ZOT_STARTUP_TIMEOUT", "20");
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let list = rpc.call("1", json!({"type": "list"}));
+    let exts_listed = list["data"]["extensions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for name in ["dangling", "loop"] {
+        let e = exts_listed
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is missing from rpc list: {list}"));
+        let error = e["error"].as_str().unwrap_or_default();
+        assert!(
+            e["state"] == "failed" && error.contains(&format!("{name}/extension.json")),
+            "{name} should be failed, naming its manifest: {e}"
+        );
+    }
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
+}
+
+#[test]
+fn mcp_refuses_a_request_whose_id_is_already_in_flight() {
+    // MCP: "The request ID MUST NOT have been previously used by the
+    // requestor within the same session". A client that reuses one
+    // while the first is still running gets an error for the second,
+    // not silence (its answer could not be told from the first's).
+    let t = TempDir::new("hostile-mcp-dup-id");
+    let mut rpc = mcp(&t, &[fixture("flood")]);
+    initialize(&mut rpc);
+    call_tool(&mut rpc, 7, "slow", json!({"ms": 3000}));
+    call_tool(&mut rpc, 7, "slow", json!({"ms": 0}));
+    rpc.send(json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));
+    mcp_response(&mut rpc, json!(8));
+    let ours = |rpc: &Rpc| -> Vec<Value> {
+        rpc.seen
+            .iter()
+            .filter(|v| v["id"] == 7 && v.get("method").is_none())
+            .cloned()
+            .collect()
+    };
+    let end = std::time::Instant::now() + DEADLINE;
+    while ours(&rpc).len() < 2 {
+        assert!(
+            std::time::Instant::now() < end && rpc.next().is_some(),
+            "two answers for id 7, got {:?}",
+            ours(&rpc)
+        );
+    }
+    let answers = ours(&rpc);
+    assert_eq!(answers[0]["error"]["code"], -32600, "{answers:?}");
+    let message = answers[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("already") && message.contains('7'),
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers[1]["result"]["content"][0]["text"], "slow done",
+        "{answers:?}"
+    );
+    end_by_eof(&mut rpc, "zot mcp");
+    assert_eq!(
+        ours(&rpc).len(),
+        2,
+        "one answer per request: {:?}",
+        ours(&rpc)
+    );
+}

@@ -203,6 +203,15 @@ impl Server {
         // Blocks the reader while MAX_IN_FLIGHT answers are owed.
         let _ = self.slots.0.send(());
         let now = self.with(|s| {
+            if s.in_flight.contains_key(&id_key(id)) {
+                // Its answer could not be told from the first one's.
+                s.answered += 1;
+                let why =
+                    format!("invalid request: id {id} is already used by a request in flight");
+                let error = RpcError::new(jsonrpc::INVALID_REQUEST, why);
+                write(s, &jsonrpc::error_line(id, &error));
+                return None;
+            }
             s.in_flight.insert(id_key(id), log);
             s.hold_until_ready(request)
         });
