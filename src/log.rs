@@ -11,6 +11,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Longest message of one `[zot]` line: many quote what an extension
+/// sent (a name, a frame), which may be megabytes.
+const MAX_LINE_MSG: usize = 4096;
+
 /// Path of an extension's log file.
 pub fn log_path(logs_dir: &Path, name: &str) -> PathBuf {
     logs_dir.join(format!("ext-{name}.log"))
@@ -90,6 +94,14 @@ impl ExtLog {
 
     /// Appends one `[zot] <timestamp> <msg>` line.
     pub fn line(&self, msg: &str) {
+        let mut cut = msg.len().min(MAX_LINE_MSG);
+        while !msg.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let msg = match &msg[cut..] {
+            "" => msg.to_string(),
+            rest => format!("{}... ({} more bytes)", &msg[..cut], rest.len()),
+        };
         // One write per line keeps lines whole next to the child's output.
         let text = format!("[zot] {} {msg}\n", timestamp());
         if !self.write(text.as_bytes()) {

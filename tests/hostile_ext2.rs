@@ -1,0 +1,68 @@
+//! Hostile extensions, second round: what an extension sends or does
+//! that the first round (tests/hostile.rs) does not cover. Fixtures in
+//! fixtures/hostile2/.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// An extension directory whose manifest runs `fixtures/hostile2/<script>`
+/// with `args`; `extra` fields are added to the manifest.
+fn hostile_ext(t: &TempDir, name: &str, script: &str, args: &[&str], extra: Value) -> PathBuf {
+    let dir = t.join(name);
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let exe = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/hostile2")
+        .join(script);
+    let mut manifest = json!({"name": name, "exec": exe, "args": args});
+    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
+        m.extend(extra.clone());
+    }
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    dir
+}
+
+/// Size of a file, 0 when it does not exist.
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// Strings an extension sends are echoed into its log when the host
+/// refuses them; a huge one must not take the log past its bound
+/// (README: under 2 x the rotation limit however much it writes).
+#[test]
+fn huge_strings_echoed_in_the_log_keep_it_bounded() {
+    let t = TempDir::new("h2-huge-strings");
+    // 100,000 x U+200B: 300 KB on the wire, 800 KB once escaped.
+    let ext = hostile_ext(&t, "huge", "huge_strings.py", &["100000"], json!({}));
+    let limit = 256 * 1024;
+    let mut cfg = config(&t, &[ext]);
+    cfg.log_rotate_bytes = limit;
+    let host = start_ready(cfg);
+    assert_eq!(display_of(&host, "ping").as_deref(), Some("pong"));
+    host.shutdown();
+    let logs = t.join("home/logs");
+    let (live, old) = (logs.join("ext-huge.log"), logs.join("ext-huge.log.1"));
+    assert!(
+        size(&live) <= limit && size(&old) <= limit,
+        "log over its {limit}-byte limit: {} + {} bytes",
+        size(&live),
+        size(&old)
+    );
+    let text = std::fs::read_to_string(&old).unwrap_or_default()
+        + &std::fs::read_to_string(&live).unwrap_or_default();
+    for refused in [
+        "hello says name \"huge",
+        "rejected command \"two words",
+        "cannot intercept \"nothing",
+        "notify level \"loud",
+    ] {
+        assert!(
+            text.contains(refused),
+            "the log no longer says {refused:?}:\n{}",
+            &text[..text.len().min(2000)]
+        );
+    }
+}
