@@ -66,3 +66,54 @@ fn huge_strings_echoed_in_the_log_keep_it_bounded() {
         );
     }
 }
+
+/// An extension that closes its stdout but runs on can never answer
+/// again: the request it was given fails soon, not at its timeout, and
+/// the extension is failed and killed (SPEC 3.5 says so before hello).
+#[test]
+fn an_extension_that_closes_its_stdout_but_runs_on_is_failed() {
+    let t = TempDir::new("h2-mute");
+    let pid_file = t.join("mute.pid");
+    let pid_arg = pid_file.to_string_lossy().into_owned();
+    let ext = hostile_ext(
+        &t,
+        "mute",
+        "mute.sh",
+        &[&pid_arg],
+        json!({"restart": "never"}),
+    );
+    let mut cfg = config(&t, &[ext]);
+    cfg.timeouts.command = std::time::Duration::from_secs(600);
+    let host = start_ready(cfg);
+    let pid = read_pid(&pid_file);
+    let (tx, reply) = crossbeam_channel::bounded(1);
+    host.handle().submit(zot_host::Request::Command {
+        name: "c".into(),
+        args: String::new(),
+        reply: Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    });
+    let reply = reply
+        .recv_timeout(DEADLINE)
+        .expect("the request to the muted extension waited for its 600 s timeout");
+    let why = "closed its stdout but did not exit";
+    assert_eq!(
+        reply.map(|r| r.display).map_err(|e| e.to_string()),
+        Err(format!("extension mute exited (killed: {why})"))
+    );
+    let failed = wait_event(&host, "extension_failed", |e| {
+        matches!(e, zot_host::HostEvent::ExtensionFailed { .. })
+    });
+    assert_eq!(
+        failed,
+        zot_host::HostEvent::ExtensionFailed {
+            extension: "mute".into(),
+            error: why.into()
+        }
+    );
+    wait_for("the muted extension to be killed", || process_gone(pid));
+    let list = host.list().expect("list");
+    let mute = list.extension("mute").expect("mute listed");
+    assert_eq!((mute.state, mute.error.as_deref()), ("failed", Some(why)));
+}

@@ -1,6 +1,9 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
-use super::{later, Engine, Phase, Run, Stage, EOF_GRACE, EXIT_DRAIN_MAX, EXIT_GRACE, MAX_NAMES};
+use super::{
+    later, Engine, Phase, Run, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX, EXIT_GRACE,
+    MAX_NAMES,
+};
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
@@ -30,12 +33,15 @@ impl Engine {
                 self.frame(idx, frame, now)
             }
             Inbound::Eof => {
-                if let Phase::Running(Run {
-                    stage: Stage::AwaitingHello { eof_at, .. },
-                    ..
-                }) = &mut self.exts[idx].phase
-                {
-                    *eof_at = Some(later(now, EOF_GRACE));
+                if let Phase::Running(run) = &mut self.exts[idx].phase {
+                    run.eof_at = match run.stage {
+                        Stage::AwaitingHello { .. } => Some(later(now, EOF_GRACE)),
+                        Stage::Registering { .. } | Stage::Ready => {
+                            Some(later(now, EOF_RUNNING_GRACE))
+                        }
+                        // Being killed or stopped: on their own deadlines.
+                        Stage::Killed(_) | Stage::Stopping { .. } => None,
+                    };
                 }
                 self.poll_exit(idx, now)
             }

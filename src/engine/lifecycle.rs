@@ -120,10 +120,8 @@ impl Engine {
             proc,
             exit_poll: None,
             exit_seen: None,
-            stage: Stage::AwaitingHello {
-                deadline,
-                eof_at: None,
-            },
+            eof_at: None,
+            stage: Stage::AwaitingHello { deadline },
         });
         self.by_key.retain(|_, i| *i != idx);
         self.by_key.insert(key, idx);
@@ -237,7 +235,7 @@ impl Engine {
     /// once, the interceptions it owes are settled as unavailable, its
     /// names leave the registries (SPEC 3.13); a crash is supervised.
     pub(super) fn exited(&mut self, idx: usize, status: ExitStatus, now: Instant) {
-        let desc = describe_status(status);
+        let mut desc = describe_status(status);
         // Frames its reader still has queued are dropped from now on: a
         // dead extension must not claim names (issue 9.10).
         self.by_key.retain(|_, i| *i != idx);
@@ -274,6 +272,8 @@ impl Engine {
             }
             Stage::Killed(why) => {
                 ext.phase = Phase::gone(End::Failed(why.clone()));
+                // What its requests fail with: why we killed it.
+                desc = format!("killed: {why}");
                 Some(why)
             }
             Stage::Registering { .. } | Stage::Ready => {

@@ -41,6 +41,10 @@ const LIVENESS_IDLE: Duration = Duration::from_secs(1);
 /// (and be reported with its status) before it is failed for the EOF.
 const EOF_GRACE: Duration = Duration::from_millis(100);
 
+/// The same once it said `hello`: longer, so that an extension that
+/// closes stdout on its way out is not taken for one that runs on mute.
+const EOF_RUNNING_GRACE: Duration = Duration::from_secs(2);
+
 /// After an exit found by polling, how long the loop waits for the
 /// next frame still in its pipe (the EOF comes after the last) before
 /// it handles the exit: a grandchild may hold stdout open.
@@ -77,15 +81,16 @@ struct Run {
     exit_poll: Option<(Instant, Duration)>,
     /// When polling found it exited while its stdout was still open.
     exit_seen: Option<Instant>,
+    /// Its stdout closed: failed then unless it has exited (it can
+    /// never answer again).
+    eof_at: Option<Instant>,
     stage: Stage,
 }
 
 enum Stage {
-    /// Failed at `deadline` without `hello`, or at `eof_at` when its
-    /// stdout closed first and it has not exited by then.
+    /// Failed at `deadline` without `hello` (or at `eof_at`).
     AwaitingHello {
         deadline: Instant,
-        eof_at: Option<Instant>,
     },
     /// Said hello: ready at `ready_at` (silence) unless `ready` comes first.
     Registering {

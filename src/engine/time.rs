@@ -15,14 +15,12 @@ impl Ext {
             Phase::Running(run) => run,
         };
         let stage = match run.stage {
-            Stage::AwaitingHello { deadline, eof_at } => {
-                Some(eof_at.map_or(deadline, |e| e.min(deadline)))
-            }
+            Stage::AwaitingHello { deadline } => Some(deadline),
             Stage::Registering { ready_at } => Some(ready_at),
             Stage::Stopping { signal, .. } => signal.map(|(at, _)| at),
             Stage::Ready | Stage::Killed(_) => None,
         };
-        [stage, run.exit_poll.map(|(at, _)| at)]
+        [stage, run.exit_poll.map(|(at, _)| at), run.eof_at]
             .into_iter()
             .flatten()
             .min()
@@ -63,11 +61,6 @@ impl Engine {
                 let why = format!("no hello within {}", human(t.hello));
                 return self.fail(idx, why, now);
             }
-            Stage::AwaitingHello {
-                eof_at: Some(at), ..
-            } if at <= now => {
-                return self.fail(idx, "closed its stdout before hello".into(), now);
-            }
             Stage::Registering { ready_at } if ready_at <= now => {
                 let idle = human(t.ready_idle);
                 let why = format!("no ready frame: treated as ready after {idle} of silence");
@@ -77,6 +70,14 @@ impl Engine {
         }
         if run.exit_poll.is_some_and(|(at, _)| at <= now) {
             return self.poll_exit(idx, now);
+        }
+        if run.eof_at.take_if(|at| *at <= now).is_some() {
+            let why = match run.stage {
+                Stage::AwaitingHello { .. } => "closed its stdout before hello",
+                Stage::Registering { .. } | Stage::Ready => "closed its stdout but did not exit",
+                Stage::Killed(_) | Stage::Stopping { .. } => return,
+            };
+            return self.fail(idx, why.into(), now);
         }
         let Stage::Stopping { signal, .. } = &mut run.stage else {
             return;
