@@ -44,11 +44,11 @@ impl<T> Registry<T> {
         }
     }
 
-    /// Whether extension `rank` has a claim on `name`.
-    pub fn claimed_by(&self, name: &str, rank: usize) -> bool {
-        self.names
-            .get(name)
-            .is_some_and(|c| c.binary_search_by_key(&rank, |c| c.rank).is_ok())
+    /// What extension `rank` registered as `name`, if it did.
+    pub fn claim_of(&self, name: &str, rank: usize) -> Option<&T> {
+        let claims = self.names.get(name)?;
+        let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
+        Some(&claims[i].info)
     }
 
     /// The winning claim on `name`.
@@ -56,14 +56,16 @@ impl<T> Registry<T> {
         self.names.get(name).and_then(|c| c.first())
     }
 
-    /// Drops extension `rank`'s claim on `name` (it unregistered it).
-    pub fn release(&mut self, name: &str, rank: usize) {
-        if let Some(claims) = self.names.get_mut(name) {
-            claims.retain(|c| c.rank != rank);
-            if claims.is_empty() {
-                self.names.remove(name);
-            }
+    /// Drops extension `rank`'s claim on `name` (it unregistered it);
+    /// returns what it had registered.
+    pub fn release(&mut self, name: &str, rank: usize) -> Option<T> {
+        let claims = self.names.get_mut(name)?;
+        let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
+        let claim = claims.remove(i);
+        if claims.is_empty() {
+            self.names.remove(name);
         }
+        Some(claim.info)
     }
 
     /// Drops every claim of extension `rank` (it exited).

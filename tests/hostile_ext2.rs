@@ -117,3 +117,59 @@ fn an_extension_that_closes_its_stdout_but_runs_on_is_failed() {
     let mute = list.extension("mute").expect("mute listed");
     assert_eq!((mute.state, mute.error.as_deref()), ("failed", Some(why)));
 }
+
+/// Resident memory of process `pid` in kB (`VmRSS`), if readable.
+fn rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// What an extension registers stays in the host's memory until it
+/// exits: 10,000 names per kind are no bound when each may be 16 MiB.
+const HOARD: usize = 48;
+const HOARD_BYTES: usize = 1 << 20;
+/// Far below the ~200 MB the hoard would take if it were all kept.
+const HOARD_RSS_BOUND_KB: u64 = 120 * 1024;
+
+#[test]
+fn registrations_keep_their_memory_bounded() {
+    let t = TempDir::new("h2-hoard");
+    let done = t.join("hoard.done");
+    let args = [HOARD.to_string(), HOARD_BYTES.to_string()];
+    let done_arg = done.to_string_lossy().into_owned();
+    let ext = hostile_ext(
+        &t,
+        "hoard",
+        "hoard.py",
+        &[&args[0], &args[1], &done_arg],
+        json!({}),
+    );
+    let mut rpc = Rpc::start(&t, &[ext]);
+    wait_for_within(
+        "the hoard to be written",
+        std::time::Duration::from_secs(120),
+        || done.exists(),
+    );
+    // The fixture serves `ping` only once all is written: its answer
+    // comes after every registration.
+    let ping = rpc.call("p", json!({"type": "command", "name": "ping"}));
+    assert_eq!(ping["data"]["display"], "pong", "{ping}");
+    let rss = rss_kb(rpc.child.id()).expect("VmRSS of zot rpc");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(
+        rss < HOARD_RSS_BOUND_KB,
+        "zot keeps {rss} kB after {HOARD} tools and events of {HOARD_BYTES} bytes each: \
+         registrations are kept without bound"
+    );
+    let log = log_of(&t, "hoard");
+    for capped in [
+        "more than 16 MiB of tools registered: the rest are ignored",
+        "event names beyond the cap (10000 names, 16 MiB) ignored",
+    ] {
+        assert!(log.contains(capped), "the log lacks {capped:?}");
+    }
+}

@@ -2,7 +2,7 @@
 
 use super::{
     later, Engine, Phase, Run, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX, EXIT_GRACE,
-    MAX_NAMES,
+    MAX_NAMES, MAX_NAME_BYTES,
 };
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
@@ -152,8 +152,8 @@ impl Engine {
                 ext.close_stdin()
             }
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
-            ExtFrame::UnregisterCommand { name } => self.commands.release(&name, idx),
-            ExtFrame::UnregisterTool { name } => self.tools.release(&name, idx),
+            ExtFrame::UnregisterCommand { name } => self.unregister(idx, false, &name),
+            ExtFrame::UnregisterTool { name } => self.unregister(idx, true, &name),
         }
     }
 
@@ -238,17 +238,26 @@ impl Engine {
             true => (&mut self.tools, &mut ext.tools_claimed),
             false => (&mut self.commands, &mut ext.commands_claimed),
         };
-        if !names.claimed_by(name, idx) {
-            if claims.count >= MAX_NAMES {
-                if !std::mem::replace(&mut claims.capped, true) {
-                    ext.log.line(&format!(
-                        "more than {MAX_NAMES} {kind}s registered: the rest are ignored"
-                    ));
-                }
-                return;
+        let old = names
+            .claim_of(name, idx)
+            .map(|(d, s)| footprint(name, d, s));
+        let bytes = claims.bytes - old.unwrap_or(0) + footprint(name, &description, &schema);
+        let over = match (old, claims.count) {
+            (None, n) if n >= MAX_NAMES => format!("more than {MAX_NAMES} {kind}s"),
+            _ if bytes > MAX_NAME_BYTES => {
+                format!("more than {} MiB of {kind}s", MAX_NAME_BYTES >> 20)
             }
-            claims.count += 1;
+            _ => String::new(),
+        };
+        if !over.is_empty() {
+            if !std::mem::replace(&mut claims.capped, true) {
+                ext.log
+                    .line(&format!("{over} registered: the rest are ignored"));
+            }
+            return;
         }
+        claims.count += usize::from(old.is_none());
+        claims.bytes = bytes;
         let Some((shadowed, by)) = names.claim(name, idx, (description, schema)) else {
             return;
         };
@@ -257,6 +266,20 @@ impl Engine {
             "{kind} {shown} is {now}shadowed by extension {} (higher precedence)",
             self.exts[by].name
         ));
+    }
+
+    /// An MCP server's prompt or tool left its list: its claim goes, and
+    /// with it what the claim counted against the caps.
+    fn unregister(&mut self, idx: usize, tool: bool, name: &str) {
+        let ext = &mut self.exts[idx];
+        let (names, claims) = match tool {
+            true => (&mut self.tools, &mut ext.tools_claimed),
+            false => (&mut self.commands, &mut ext.commands_claimed),
+        };
+        if let Some((description, schema)) = names.release(name, idx) {
+            claims.count -= 1;
+            claims.bytes -= footprint(name, &description, &schema);
+        }
     }
 
     /// Linear in the names given, whatever their number (issue 9.3).
@@ -268,15 +291,21 @@ impl Engine {
         }
         let mut over = 0usize;
         for e in events {
-            if ext.events.len() >= MAX_NAMES {
-                over += usize::from(!ext.event_set.contains(&e));
-            } else if ext.event_set.insert(e.clone()) {
+            if ext.event_set.contains(&e) {
+                continue;
+            }
+            if ext.events.len() >= MAX_NAMES || ext.event_bytes + e.len() > MAX_NAME_BYTES {
+                over += 1;
+            } else {
+                ext.event_bytes += e.len();
+                ext.event_set.insert(e.clone());
                 ext.events.push(e);
             }
         }
         if over > 0 {
             ext.log.line(&format!(
-                "subscribe: {over} event names beyond the cap of {MAX_NAMES} ignored"
+                "subscribe: {over} event names beyond the cap ({MAX_NAMES} names, {} MiB) ignored",
+                MAX_NAME_BYTES >> 20
             ));
         }
         let mut refused = Vec::new();
@@ -297,4 +326,21 @@ impl Engine {
             ));
         }
     }
+}
+
+/// About the bytes a registration holds in memory: a schema takes more
+/// than its text (an array of zeros, 16 times more).
+fn footprint(name: &str, description: &str, schema: &Option<Value>) -> usize {
+    fn value(v: &Value) -> usize {
+        let inner = match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(value).sum(),
+            Value::Object(o) => (o.iter())
+                .map(|(k, v)| std::mem::size_of::<String>() + k.len() + value(v))
+                .sum(),
+            _ => 0,
+        };
+        std::mem::size_of::<Value>() + inner
+    }
+    name.len() + description.len() + schema.as_ref().map_or(0, value)
 }

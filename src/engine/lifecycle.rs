@@ -57,6 +57,7 @@ impl Engine {
                 log,
                 events: Vec::new(),
                 event_set: HashSet::new(),
+                event_bytes: 0,
                 intercept: Vec::new(),
                 commands_claimed: Claims::default(),
                 tools_claimed: Claims::default(),

@@ -63,6 +63,11 @@ const INBOUND_FRAMES: usize = 256;
 /// register, each; the excess is ignored and logged (issue 9.3).
 pub(crate) const MAX_NAMES: usize = 10_000;
 
+/// Most bytes one extension's commands, its tools and its event names
+/// may hold in memory, each (names, descriptions, schemas): 10,000
+/// names of up to 16 MiB each would be no bound at all.
+pub(crate) const MAX_NAME_BYTES: usize = 16 << 20;
+
 /// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
 /// phase owns its deadline; only a running one has a process.
 enum Phase {
@@ -123,6 +128,8 @@ struct Ext {
     /// Observed events in subscription order, and as a set for lookups.
     events: Vec<String>,
     event_set: HashSet<String>,
+    /// Bytes of those names, against [`MAX_NAME_BYTES`].
+    event_bytes: usize,
     intercept: Vec<String>,
     commands_claimed: Claims,
     tools_claimed: Claims,
@@ -138,10 +145,12 @@ struct Ext {
     supervision: Supervision,
 }
 
-/// Names one extension claimed in a registry, against [`MAX_NAMES`].
+/// Names one extension claimed in a registry, against [`MAX_NAMES`] and
+/// [`MAX_NAME_BYTES`].
 #[derive(Default)]
 struct Claims {
     count: usize,
+    bytes: usize,
     /// The cap was hit (logged once).
     capped: bool,
 }

@@ -158,6 +158,7 @@ impl Engine {
         };
         ext.events.clear();
         ext.event_set.clear();
+        ext.event_bytes = 0;
         ext.out.clear();
         ext.dropped_events = Drops::default();
         ext.supervision.remembered = !ext.intercept.is_empty();
