@@ -121,7 +121,7 @@ impl ExtProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log.child_stderr());
-        let child = spawn_group(&mut command)?;
+        let child = spawn_group(&mut command).map_err(|e| explain_spawn_error(exe, dir, e))?;
         let mut proc = ExtProcess {
             pid: child.id(),
             child,
@@ -380,6 +380,24 @@ pub fn end_group(leader: &mut Child) {
         let _ = leader.try_wait();
     }
     watchdog::tell('-', pgid);
+}
+
+/// exec(2)'s error in words: its errno is about the file even when the
+/// trouble is the `#!` interpreter (ENOENT) or the file's kind (EACCES).
+fn explain_spawn_error(exe: &Path, dir: &Path, e: io::Error) -> io::Error {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(exe) else {
+        return e;
+    };
+    let why = match e.kind() {
+        io::ErrorKind::NotFound if dir.is_dir() => "the interpreter on its #! line was not found",
+        io::ErrorKind::PermissionDenied if meta.is_dir() => "it is a directory",
+        io::ErrorKind::PermissionDenied if meta.permissions().mode() & 0o111 == 0 => {
+            "it is not executable"
+        }
+        _ => return e,
+    };
+    io::Error::new(e.kind(), why)
 }
 
 /// In the child before exec: be killed when the host dies.

@@ -173,3 +173,49 @@ fn registrations_keep_their_memory_bounded() {
         assert!(log.contains(capped), "the log lacks {capped:?}");
     }
 }
+
+/// An `exec` that cannot run gets an error that says why, not the bare
+/// errno of exec(2): for a script whose `#!` interpreter is missing that
+/// is "No such file or directory", about a file that is there.
+#[test]
+fn an_exec_that_cannot_run_is_failed_with_the_reason() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new("h2-exec");
+    let ext = |name: &str, exec: &str| {
+        let dir = t.join(name);
+        std::fs::create_dir_all(dir.join("sub")).expect("create ext dir");
+        let manifest = json!({"name": name, "exec": exec});
+        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+        dir
+    };
+    let is_dir = ext("isdir", "./sub");
+    let plain = ext("plain", "./run.sh");
+    std::fs::write(plain.join("run.sh"), "#!/bin/sh\n").expect("write run.sh");
+    let shebang = ext("shebang", "./run.sh");
+    let script = shebang.join("run.sh");
+    std::fs::write(&script, "#!/no/such/interpreter\n").expect("write run.sh");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let host = start(config(
+        &t,
+        &[is_dir.clone(), plain.clone(), shebang.clone()],
+    ));
+    let list = host.list().expect("list");
+    for (name, dir, exec, why) in [
+        ("isdir", &is_dir, "./sub", "it is a directory"),
+        ("plain", &plain, "./run.sh", "it is not executable"),
+        (
+            "shebang",
+            &shebang,
+            "./run.sh",
+            "the interpreter on its #! line was not found",
+        ),
+    ] {
+        let ext = list.extension(name).expect("listed");
+        let want = format!("cannot start {}: {why}", dir.join(exec).display());
+        assert_eq!(
+            (ext.state, ext.error.as_deref()),
+            ("failed", Some(want.as_str())),
+            "{name}"
+        );
+    }
+}
