@@ -251,3 +251,97 @@ fn mcp_refuses_a_request_whose_id_is_already_in_flight() {
         ours(&rpc)
     );
 }
+
+/// Runs `zot ARGS --no-ext -e flood` with stdin left open, sends
+/// `before` (which must make the flood extension write its pid to
+/// `pid`), reads stdout until a line containing `seen`, then closes
+/// stdout and sends `after`: a client that is gone but whose stdin
+/// pipe lingers. zot must notice, stop its extensions and exit 0.
+fn gone_reader(args: &[&str], before: &str, seen: &str, after: &str) {
+    use std::io::{BufRead, BufReader, Write};
+    let t = TempDir::new("hostile-gone-reader");
+    let pid_file = t.join("ext.pid");
+    let mut child = zot()
+        .args(args)
+        .args(["--no-ext", "-e"])
+        .arg(fixture("flood"))
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        .env("ZOT_STARTUP_TIMEOUT", "20")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn zot");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let before = before.replace("PID", pid_file.to_str().expect("utf-8 path"));
+    writeln!(stdin, "{before}").expect("write the first line");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while !line.contains(seen) {
+        line.clear();
+        let n = stdout.read_line(&mut line).expect("read stdout");
+        assert!(n > 0, "zot {args:?} ended before printing {seen:?}");
+    }
+    let ext = read_pid(&pid_file);
+    drop(stdout); // the client stops reading: every write now fails
+                  // Written until zot stops reading them (then the pipe breaks).
+    for _ in 0..3 {
+        let _ = writeln!(stdin, "{after}").and_then(|()| stdin.flush());
+    }
+    let end = std::time::Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            panic!("zot {args:?} kept running after its stdout was closed (stdin still open)");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    let _ = child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "zot {args:?}: {status}; stderr: {stderr}"
+    );
+    assert!(
+        !stderr.contains("panicked"),
+        "zot {args:?} panicked: {stderr}"
+    );
+    wait_for("the extension to be stopped", || process_gone(ext));
+    drop(stdin);
+}
+
+#[test]
+fn rpc_ends_when_its_client_closes_stdout() {
+    gone_reader(
+        &["rpc"],
+        r#"{"type":"tool_call","id":"1","name":"slow","args":{"pid":"PID"}}"#,
+        "slow done",
+        r#"{"type":"ping","id":"2"}"#,
+    );
+}
+
+#[test]
+fn mcp_ends_when_its_client_closes_stdout() {
+    gone_reader(
+        &["mcp"],
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"pid":"PID"}}}"#,
+        "slow done",
+        r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#,
+    );
+}
+
+#[test]
+fn the_session_ends_when_its_stdout_is_closed() {
+    gone_reader(&[], r#"/call slow {"pid":"PID"}"#, "slow done", "/tools");
+}

@@ -63,20 +63,25 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         .spawn(move || read_requests(&handle, &out_tx, &slot_tx))
         .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?;
     // Until the host loop ends, which is only after the graceful stop.
-    write_output(host.events(), &out_rx, &slot_rx);
+    write_output(&host, &out_rx, &slot_rx);
     drop(host); // joins the loop thread, which has ended
     Ok(0)
 }
 
 /// Writes events and responses to stdout until the host loop ends;
-/// the `shutdown` response, if any, goes last.
-fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Receiver<()>) {
+/// the `shutdown` response, if any, goes last. A stdout that cannot be
+/// written (the client closed it) stops the host as EOF would: nobody
+/// can read the answers any more.
+fn write_output(host: &zot_host::Host, out: &Receiver<Out>, slots: &Receiver<()>) {
+    let events = host.events();
     let mut w = Writer {
         stdout: io::BufWriter::new(io::stdout().lock()),
         slots,
         order: Ordered::default(),
         last: None,
+        broken: false,
     };
+    let mut stopping = false;
     let mut replies = out.clone();
     loop {
         select! {
@@ -90,7 +95,14 @@ fn write_output(events: &Receiver<HostEvent>, out: &Receiver<Out>, slots: &Recei
             },
         }
         if events.is_empty() && replies.is_empty() {
-            let _ = w.stdout.flush();
+            w.broken |= w.stdout.flush().is_err();
+        }
+        if w.broken && !stopping {
+            stopping = true;
+            let _ = writeln!(io::stderr(), "zot rpc: stdout is closed, shutting down");
+            host.submit(Request::Shutdown {
+                reply: Box::new(|_| {}),
+            });
         }
     }
     // Every reply of the loop is queued by now.
@@ -109,6 +121,8 @@ struct Writer<'a> {
     order: Ordered<Out>,
     /// The `shutdown` response, written at the very end.
     last: Option<Vec<u8>>,
+    /// A write to stdout failed.
+    broken: bool,
 }
 
 impl InOrder for Writer<'_> {
@@ -126,15 +140,16 @@ impl InOrder for Writer<'_> {
     }
 
     fn handle_event(&mut self, event: HostEvent) {
-        if serde_json::to_writer(&mut self.stdout, &event).is_ok() {
-            let _ = self.stdout.write_all(b"\n");
-        }
+        let written = serde_json::to_writer(&mut self.stdout, &event)
+            .map_err(io::Error::from)
+            .and_then(|()| self.stdout.write_all(b"\n"));
+        self.broken |= written.is_err();
     }
 
     fn handle_reply(&mut self, reply: Out) {
         match reply {
             Out::Response { line, .. } => {
-                let _ = self.stdout.write_all(&line);
+                self.broken |= self.stdout.write_all(&line).is_err();
             }
             Out::Last(line) => self.last = Some(line),
         }

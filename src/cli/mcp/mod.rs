@@ -53,8 +53,16 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                         .write_all(&out)
                         .and_then(|()| stdout.flush())
                         .is_err()
-                        || end
                     {
+                        // The client closed it: nobody can read answers
+                        // any more, so stop as on EOF.
+                        diagnostic("stdout is closed, shutting down");
+                        server.submit(Request::Shutdown {
+                            reply: Box::new(|_| {}),
+                        });
+                        break;
+                    }
+                    if end {
                         break;
                     }
                 }

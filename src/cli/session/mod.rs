@@ -320,7 +320,9 @@ struct Session {
 
 impl Session {
     fn finished(&self) -> bool {
-        self.leave.is_some() || (self.eof && !self.jobs.busy() && self.queue.is_empty())
+        self.leave.is_some()
+            || self.out.closed()
+            || (self.eof && !self.jobs.busy() && self.queue.is_empty())
     }
 
     fn out_prompt(&mut self) {

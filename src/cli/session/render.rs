@@ -57,6 +57,8 @@ pub struct Out {
     interactive: bool,
     prompt_shown: bool,
     out: io::Stdout,
+    /// A write failed: nobody reads our stdout any more.
+    closed: bool,
 }
 
 impl Out {
@@ -67,6 +69,7 @@ impl Out {
             interactive,
             prompt_shown: false,
             out: io::stdout(),
+            closed: false,
         }
     }
 
@@ -82,11 +85,16 @@ impl Out {
         format!("\x1b[{}m{s}\x1b[0m", tone.code())
     }
 
-    /// Writes raw text. Errors are ignored: when nobody reads our
-    /// stdout any more there is nobody to tell.
+    /// Writes raw text. An error means nobody reads our stdout any
+    /// more: there is nobody to tell, and the session ends (`closed`).
     fn write(&mut self, s: &str) {
-        let _ = self.out.write_all(s.as_bytes());
-        let _ = self.out.flush();
+        let written = self.out.write_all(s.as_bytes());
+        self.closed |= written.and_then(|()| self.out.flush()).is_err();
+    }
+
+    /// Whether stdout could not be written.
+    pub fn closed(&self) -> bool {
+        self.closed
     }
 
     /// Takes the prompt off the screen before other output.
