@@ -345,3 +345,76 @@ fn mcp_ends_when_its_client_closes_stdout() {
 fn the_session_ends_when_its_stdout_is_closed() {
     gone_reader(&[], r#"/call slow {"pid":"PID"}"#, "slow done", "/tools");
 }
+
+#[test]
+fn rpc_and_mcp_answer_request_ids_of_every_json_type() {
+    let t = TempDir::new("hostile-ids");
+    // zot rpc: ids are strings (SPEC 7); `null` is no id; any other type
+    // is refused by name, and each line still gets exactly one answer.
+    let mut rpc = Rpc::start(&t, &[]);
+    for id in [json!(1), json!({"a": 1}), json!([1]), json!(true)] {
+        rpc.send(json!({"type": "ping", "id": id}));
+        let v = rpc.until("the answer to a ping with a non-string id", |v| {
+            v["type"] == "response" && v["command"] == "parse"
+        });
+        assert_eq!(v["error"], "`id` must be a string", "id {id}: {v}");
+        assert!(v.get("id").is_none(), "id {id}: {v}");
+        rpc.seen.clear();
+    }
+    rpc.send(json!({"type": "ping", "id": null}));
+    let v = rpc.until("the answer to a ping with id null", |v| {
+        v["command"] == "ping"
+    });
+    assert!(v.get("id").is_none() && v["data"]["pong"] == true, "{v}");
+    let v = rpc.call("", json!({"type": "ping"}));
+    assert_eq!(v["data"]["pong"], true, "an empty string is an id: {v}");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
+
+    // zot mcp: string and integer ids are echoed; MCP forbids null, and
+    // JSON-RPC other types: -32600 with id null.
+    let mut mcp = mcp(&t, &[]);
+    for id in [json!("s"), json!(-3), json!(1.5)] {
+        mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let v = mcp_response(&mut mcp, id.clone());
+        assert_eq!(v["result"], json!({}), "id {id}: {v}");
+    }
+    for id in [json!(null), json!({"a": 1}), json!([1]), json!(false)] {
+        mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let v = mcp_response(&mut mcp, json!(null));
+        assert_eq!(v["error"]["code"], -32600, "id {id}: {v}");
+        mcp.seen.clear();
+    }
+    mcp.send(json!({"jsonrpc": "2.0", "id": "end", "method": "ping"}));
+    mcp_response(&mut mcp, json!("end"));
+    end_by_eof(&mut mcp, "zot mcp");
+}
+
+#[test]
+fn rpc_and_mcp_refuse_lines_over_16_mib_and_go_on() {
+    let t = TempDir::new("hostile-long-lines");
+    let mut long = br#"{"type":"ping","id":"long","pad":""#.to_vec();
+    long.extend(std::iter::repeat_n(b'x', 17 << 20));
+    long.extend(b"\"}\n");
+    let mut rpc = Rpc::start(&t, &[]);
+    rpc.send_bytes(&long);
+    rpc.send(json!({"type": "ping", "id": "after"}));
+    let v = rpc.until("the parse error for the long line", |v| {
+        v["command"] == "parse"
+    });
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("longer than 16777216"), "{v}");
+    assert_eq!(rpc.response("after")["data"]["pong"], true);
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
+
+    let mut mcp = mcp(&t, &[]);
+    mcp.send_bytes(&long);
+    mcp.send(json!({"jsonrpc": "2.0", "id": "after", "method": "ping"}));
+    let v = mcp_response(&mut mcp, json!(null));
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("longer than 16777216"), "{v}");
+    mcp_response(&mut mcp, json!("after"));
+    end_by_eof(&mut mcp, "zot mcp");
+}
