@@ -418,3 +418,49 @@ fn rpc_and_mcp_refuse_lines_over_16_mib_and_go_on() {
     mcp_response(&mut mcp, json!("after"));
     end_by_eof(&mut mcp, "zot mcp");
 }
+
+#[test]
+fn a_relative_zot_home_works_for_installed_extensions() {
+    // `ZOT_HOME=state zot ...`: the extension's `exec` is relative to its
+    // directory, which is relative to where zot runs, not to where the
+    // extension runs (its own directory).
+    let t = TempDir::new("hostile-relative-home");
+    let out = zot()
+        .args(["ext", "install"])
+        .arg(fixture("flood"))
+        .current_dir(t.path())
+        .env("ZOT_HOME", "state")
+        .output()
+        .expect("run zot ext install");
+    assert_ok(&out);
+    assert!(
+        t.join("state/extensions/flood/flood.py").exists(),
+        "not installed"
+    );
+    let mut cmd = zot();
+    cmd.arg("rpc")
+        .current_dir(t.path())
+        .env("ZOT_HOME", "state")
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        .env("ZOT_STARTUP_TIMEOUT", "20");
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let list = rpc.call("1", json!({"type": "list"}));
+    let flood = &list["data"]["extensions"][0];
+    assert_eq!(flood["state"], "ready", "the installed extension: {list}");
+    assert_eq!(
+        flood["dir"],
+        t.join("state/extensions/flood").to_str().expect("utf-8"),
+        "{list}"
+    );
+    let r = rpc.call(
+        "2",
+        json!({"type": "tool_call", "name": "slow", "args": {}}),
+    );
+    assert_eq!(r["data"]["content"][0]["text"], "slow done", "{r}");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
+    assert!(
+        t.join("state/logs/ext-flood.log").exists(),
+        "the log goes under the relative ZOT_HOME"
+    );
+}

@@ -192,10 +192,12 @@ pub fn string(value: OsString) -> Result<String, CliError> {
         .map_err(|v| CliError::Usage(format!("argument {v:?} is not valid UTF-8")))
 }
 
-/// `$ZOT_HOME` (or the platform's default), or an error saying how to set it.
+/// `$ZOT_HOME` (or the platform's default), made absolute (extensions
+/// run in their own directory), or an error saying how to set it.
 pub fn zot_home() -> Result<PathBuf, CliError> {
     zot_host::discovery::zot_home()
         .ok_or_else(|| CliError::Failed("cannot find the zot state directory: set ZOT_HOME".into()))
+        .and_then(absolute)
 }
 
 /// The project directory: `--cwd`, else the current directory.
