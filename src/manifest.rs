@@ -143,6 +143,13 @@ impl Manifest {
         if exec.trim().is_empty() {
             return Err("field `exec` is empty".into());
         }
+        let args = raw.args.unwrap_or_default();
+        // No program name or argument can hold a NUL: it could never start.
+        for (field, text) in [("exec", exec.clone()), ("args", args.concat())] {
+            if text.contains('\0') {
+                return Err(format!("field `{field}` contains a NUL byte"));
+            }
+        }
         let protocol = match raw.protocol.as_deref() {
             None | Some("zot") => Protocol::Zot,
             Some("mcp") => Protocol::Mcp,
@@ -171,7 +178,7 @@ impl Manifest {
         Ok(Manifest {
             name,
             exec,
-            args: raw.args.unwrap_or_default(),
+            args,
             version: raw.version,
             language: raw.language,
             description: raw.description,

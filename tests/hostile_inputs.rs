@@ -464,3 +464,37 @@ fn a_relative_zot_home_works_for_installed_extensions() {
         "the log goes under the relative ZOT_HOME"
     );
 }
+
+#[test]
+fn a_nul_byte_in_exec_or_args_makes_the_manifest_invalid() {
+    // No program name or argument can hold a NUL: such a manifest can
+    // never start, so it is invalid, naming the field, not "ok" in
+    // `zot ext list` and then failing to start without naming it.
+    let t = TempDir::new("hostile-nul-exec");
+    for (dir, manifest) in [
+        (
+            "exec-nul",
+            json!({"name": "exec-nul", "exec": "/bin/ec\u{0}ho"}),
+        ),
+        (
+            "args-nul",
+            json!({"name": "args-nul", "exec": "/bin/echo", "args": ["a", "b\u{0}c"]}),
+        ),
+    ] {
+        let dir = t.join("home/extensions").join(dir);
+        std::fs::create_dir_all(&dir).expect("extension dir");
+        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    }
+    let rows = list_json(&t);
+    for (name, field) in [("exec-nul", "exec"), ("args-nul", "args")] {
+        let row = rows
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is missing from zot ext list: {rows:?}"));
+        assert_eq!(
+            row["status"],
+            format!("invalid: field `{field}` contains a NUL byte"),
+            "{row}"
+        );
+    }
+}
