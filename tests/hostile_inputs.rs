@@ -498,3 +498,26 @@ fn a_nul_byte_in_exec_or_args_makes_the_manifest_invalid() {
         );
     }
 }
+
+#[test]
+fn a_zot_home_that_is_a_file_costs_the_logs_not_the_host() {
+    // Logs cannot be written under a ZOT_HOME that is a file: zot says
+    // which log on stderr, writes its log lines there, and keeps working.
+    let t = TempDir::new("hostile-home-file");
+    std::fs::write(t.join("home"), "not a directory").expect("write the file");
+    let mut rpc = Rpc::start(&t, &[fixture("flood")]);
+    let r = rpc.call(
+        "1",
+        json!({"type": "tool_call", "name": "slow", "args": {}}),
+    );
+    assert_eq!(r["data"]["content"][0]["text"], "slow done", "{r}");
+    let stderr = end_by_eof(&mut rpc, "zot rpc");
+    let log = t.join("home/logs/ext-flood.log");
+    assert!(
+        stderr.contains(&format!(
+            "zot: cannot open log {}: Not a directory",
+            log.display()
+        )) && stderr.contains("ext-flood: started"),
+        "stderr should name the log and carry its lines: {stderr}"
+    );
+}
