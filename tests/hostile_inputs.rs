@@ -521,3 +521,40 @@ fn a_zot_home_that_is_a_file_costs_the_logs_not_the_host() {
         "stderr should name the log and carry its lines: {stderr}"
     );
 }
+
+#[test]
+fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
+    // SPEC 3.14: the second Ctrl-C skips the wait for a tool call that
+    // never ends, from an extension that ignores `shutdown` and SIGTERM
+    // and has a child of its own: zot still exits 0, both are gone.
+    let t = TempDir::new("hostile-ctrl-c-twice");
+    let gc = t.join("gc.pid");
+    let ext = ext_dir(
+        &t.join("stuck"),
+        "stuck",
+        json!({"tools": {"t": {"hang": true}}, "ignore_shutdown": true, "grandchild": gc}),
+    );
+    let mut rpc = Rpc::start(&t, &[ext]);
+    let list = rpc.call("l", json!({"type": "list"}));
+    let pid = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
+    let grandchild = read_pid(&gc);
+    rpc.send(json!({"type": "tool_call", "id": "t", "name": "t"}));
+    let sigint = |rpc: &Rpc| {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(rpc.child.id() as i32, libc::SIGINT) };
+    };
+    sigint(&rpc);
+    // The first must have taken effect (new requests refused) before
+    // the second, or the two may arrive as one.
+    let mut n = 0;
+    wait_for("the first Ctrl-C to start the shutdown", || {
+        n += 1;
+        rpc.call(&format!("p{n}"), json!({"type": "list"}))["success"] == false
+    });
+    sigint(&rpc);
+    let r = rpc.response("t");
+    assert_eq!(r["success"], false, "the hung call fails at once: {r}");
+    assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
+    wait_for("the extension to be gone", || process_gone(pid));
+    wait_for("its child to be gone", || process_gone(grandchild));
+}
