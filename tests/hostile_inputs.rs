@@ -558,3 +558,82 @@ fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
     wait_for("the extension to be gone", || process_gone(pid));
     wait_for("its child to be gone", || process_gone(grandchild));
 }
+
+/// Params for a 2026-07-28 `subscriptions/listen` to tool list changes.
+fn listen_params() -> Value {
+    json!({"notifications": {"toolsListChanged": true},
+           "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
+}
+
+#[test]
+fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
+    // Each open `subscriptions/listen` stream is kept until the end and
+    // costs a notification per list change: a client opening them by
+    // the thousand would grow zot mcp and its output without bound.
+    const MAX_LISTENS: usize = 64;
+    let t = TempDir::new("hostile-mcp-listens");
+    let mut mcp = mcp(&t, &[]);
+    let listen = |mcp: &mut Rpc, id: Value| {
+        mcp.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+                        "params": listen_params()}),
+        );
+    };
+    let acked = |mcp: &Rpc| {
+        mcp.seen
+            .iter()
+            .filter(|v| v["method"] == "notifications/subscriptions/acknowledged")
+            .count()
+    };
+    listen(&mut mcp, json!("a"));
+    listen(&mut mcp, json!("a"));
+    let v = mcp_response(&mut mcp, json!("a"));
+    assert_eq!(v["error"]["code"], -32600, "a second listen with id a: {v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already used"),
+        "{v}"
+    );
+    mcp.seen.clear();
+    mcp.send(json!({"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}));
+    let v = mcp_response(&mut mcp, json!("a"));
+    assert_eq!(
+        v["error"]["code"], -32600,
+        "a request with an open listen's id: {v}"
+    );
+    for n in 1..MAX_LISTENS {
+        listen(&mut mcp, json!(n));
+    }
+    listen(&mut mcp, json!("one too many"));
+    let v = mcp_response(&mut mcp, json!("one too many"));
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at most 64"),
+        "{v}"
+    );
+    assert_eq!(
+        acked(&mcp),
+        MAX_LISTENS - 1,
+        "acknowledged before the refusal"
+    );
+    mcp.send(json!({"jsonrpc": "2.0", "id": "end", "method": "ping"}));
+    mcp_response(&mut mcp, json!("end"));
+    end_by_eof(&mut mcp, "zot mcp");
+    let closed = mcp
+        .seen
+        .iter()
+        .filter(|v| {
+            v["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_string()
+                || v["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"].is_number()
+        })
+        .count();
+    assert_eq!(
+        closed, MAX_LISTENS,
+        "every open stream is answered at the end"
+    );
+}

@@ -29,6 +29,10 @@ use zot_host::{HostEvent, HostHandle, Request, Snapshot};
 /// Notes kept for a legacy client until `notifications/initialized`.
 pub const BUFFERED_NOTES: usize = 100;
 
+/// `subscriptions/listen` streams open at once, at most: each is kept
+/// until the end and costs a notification per list change.
+pub const MAX_LISTENS: usize = 64;
+
 /// Bytes waiting for the writer beyond which notes are dropped (and
 /// counted), so a client that stops reading stdout costs bounded
 /// memory; replies are never dropped (at most `MAX_IN_FLIGHT` are owed).
@@ -203,13 +207,8 @@ impl Server {
         // Blocks the reader while MAX_IN_FLIGHT answers are owed.
         let _ = self.slots.0.send(());
         let now = self.with(|s| {
-            if s.in_flight.contains_key(&id_key(id)) {
-                // Its answer could not be told from the first one's.
+            if s.id_in_use(id) {
                 s.answered += 1;
-                let why =
-                    format!("invalid request: id {id} is already used by a request in flight");
-                let error = RpcError::new(jsonrpc::INVALID_REQUEST, why);
-                write(s, &jsonrpc::error_line(id, &error));
                 return None;
             }
             s.in_flight.insert(id_key(id), log);
@@ -298,6 +297,15 @@ impl Server {
     /// Opens a listen stream and acknowledges it.
     pub fn listen(&self, id: &Value, tools: bool, prompts: bool) {
         self.with(|s| {
+            if s.id_in_use(id) {
+                return;
+            }
+            if s.listens.len() == MAX_LISTENS {
+                let why =
+                    format!("invalid request: at most {MAX_LISTENS} listen streams may be open");
+                let error = RpcError::new(jsonrpc::INVALID_REQUEST, why);
+                return write(s, &jsonrpc::error_line(id, &error));
+            }
             s.listens.push(Listen {
                 id: id.clone(),
                 tools,
@@ -433,6 +441,22 @@ impl Server {
 }
 
 impl State {
+    /// Whether `id` belongs to a request in flight or an open listen
+    /// stream; if so the client is told (an answer to a second request
+    /// with that id could not be told from the first one's).
+    fn id_in_use(&mut self, id: &Value) -> bool {
+        let used =
+            self.in_flight.contains_key(&id_key(id)) || self.listens.iter().any(|l| l.id == *id);
+        if used {
+            let why = format!("invalid request: id {id} is already used by a request in flight");
+            write(
+                self,
+                &jsonrpc::error_line(id, &RpcError::new(jsonrpc::INVALID_REQUEST, why)),
+            );
+        }
+        used
+    }
+
     /// `request` when the host is ready for it, else `None` (held).
     fn hold_until_ready(&mut self, request: Request) -> Option<Request> {
         if self.ready {
