@@ -24,6 +24,24 @@ fn hostile_ext(t: &TempDir, name: &str, script: &str, args: &[&str], extra: Valu
     dir
 }
 
+/// A host that, when dropped, stops without waiting for the requests
+/// it accepted: a failing test must not wait for their 600 s timeout.
+struct StopNow(zot_host::Host);
+
+impl std::ops::Deref for StopNow {
+    type Target = zot_host::Host;
+    fn deref(&self) -> &zot_host::Host {
+        &self.0
+    }
+}
+
+impl Drop for StopNow {
+    fn drop(&mut self) {
+        let reply = Box::new(|_| {});
+        self.0.submit(zot_host::Request::ShutdownNow { reply });
+    }
+}
+
 /// Size of a file, 0 when it does not exist.
 fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
@@ -84,7 +102,7 @@ fn an_extension_that_closes_its_stdout_but_runs_on_is_failed() {
     );
     let mut cfg = config(&t, &[ext]);
     cfg.timeouts.command = std::time::Duration::from_secs(600);
-    let host = start_ready(cfg);
+    let host = StopNow(start_ready(cfg));
     let pid = read_pid(&pid_file);
     let (tx, reply) = crossbeam_channel::bounded(1);
     host.handle().submit(zot_host::Request::Command {
@@ -218,4 +236,37 @@ fn an_exec_that_cannot_run_is_failed_with_the_reason() {
             "{name}"
         );
     }
+}
+
+/// An extension that closes its stdin but runs on: the request whose
+/// frame could not be written fails soon after the write failed, not
+/// at its timeout (one asked later fails at once).
+#[test]
+fn a_request_to_an_extension_that_closed_its_stdin_fails_soon() {
+    let t = TempDir::new("h2-deaf");
+    let pid_file = t.join("deaf.pid");
+    let pid_arg = pid_file.to_string_lossy().into_owned();
+    let ext = hostile_ext(&t, "deaf", "deaf.sh", &[&pid_arg], json!({}));
+    let mut cfg = config(&t, &[ext]);
+    cfg.timeouts.command = std::time::Duration::from_secs(600);
+    let host = StopNow(start_ready(cfg));
+    read_pid(&pid_file); // its stdin is closed now
+    let (tx, reply) = crossbeam_channel::bounded(1);
+    host.handle().submit(zot_host::Request::Command {
+        name: "c".into(),
+        args: String::new(),
+        reply: Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    });
+    let reply = reply
+        .recv_timeout(DEADLINE)
+        .expect("the request that could not be written waited for its 600 s timeout");
+    assert_eq!(
+        reply.map(|r| r.display).map_err(|e| e.to_string()),
+        Err("extension deaf is not accepting input".to_string())
+    );
+    drop(host);
+    let log = log_of(&t, "deaf");
+    assert!(log.contains("cannot write to stdin"), "{log}");
 }

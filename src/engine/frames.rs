@@ -56,6 +56,10 @@ impl Engine {
                 ext.out.clear();
                 ext.close_stdin();
                 self.release(idx, None, "stdin closed", now);
+                // Its commands and tools may still be answered (it read
+                // them, or it is exiting): they fail once its last frames
+                // have had the time an exit's have, not at their timeout.
+                self.pending.hurry(idx, later(now, EXIT_DRAIN_MAX));
             }
         }
     }
