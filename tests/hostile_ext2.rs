@@ -270,3 +270,48 @@ fn a_request_to_an_extension_that_closed_its_stdin_fails_soon() {
     let log = log_of(&t, "deaf");
     assert!(log.contains("cannot write to stdin"), "{log}");
 }
+
+/// CPU time (user + system) process `pid` has used so far.
+fn cpu_time(pid: u32) -> std::time::Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/PID/stat");
+    let fields: Vec<u64> = (stat.rsplit_once(')').map_or("", |(_, rest)| rest))
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // SAFETY: sysconf(3) takes an integer and touches no memory.
+    let ticks_per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    // utime and stime are fields 14 and 15; `fields` starts at field 3.
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    std::time::Duration::from_millis(ticks * 1000 / ticks_per_s)
+}
+
+/// An extension that crashes at every start is restarted after 0.5, 1,
+/// 2 and 4 s, then given up on: 7.5 s in which the host only waits. A
+/// loop spinning on a backoff deadline would burn most of that in CPU
+/// time even on a loaded machine; waiting costs next to none.
+#[test]
+fn a_crash_loop_costs_the_host_no_cpu_while_it_backs_off() {
+    let t = TempDir::new("h2-crashloop");
+    let dir = t.join("crashy");
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let script = r#"printf '{"type":"hello","name":"crashy"}\n'; exit 3"#;
+    let manifest = json!({"name": "crashy", "exec": "/bin/sh", "args": ["-c", script]});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    let mut rpc = Rpc::start(&t, &[dir]);
+    let reason = "crashed 5 times in 3 min (last: exit code 3)";
+    let end = std::time::Instant::now() + DEADLINE + std::time::Duration::from_secs(10);
+    loop {
+        let v = rpc.next_within(end.saturating_duration_since(std::time::Instant::now()));
+        let v = v.unwrap_or_else(|| panic!("no give-up within 30 s; seen {:?}", rpc.seen));
+        if v["type"] == "extension_failed" && v["error"] == reason {
+            break;
+        }
+    }
+    let cpu = cpu_time(rpc.child.id());
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(
+        cpu < std::time::Duration::from_secs(1),
+        "zot used {cpu:?} of CPU through 5 crashes and 7.5 s of backoff: it spins while it waits"
+    );
+}
