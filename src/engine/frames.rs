@@ -1,8 +1,8 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
 use super::{
-    later, Engine, Phase, Run, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX, EXIT_GRACE,
-    MAX_NAMES, MAX_NAME_BYTES,
+    later, Engine, ExitCheck, Phase, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX,
+    EXIT_GRACE, MAX_NAMES, MAX_NAME_BYTES,
 };
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
@@ -19,19 +19,7 @@ impl Engine {
         };
         let now = Instant::now();
         match msg.msg {
-            Inbound::Frame(frame) => {
-                // It exited and its pipe is still draining: wait on, up
-                // to EXIT_DRAIN_MAX (a grandchild may write forever).
-                if let Phase::Running(Run {
-                    exit_poll: Some((at, EXIT_GRACE)),
-                    exit_seen: Some(seen),
-                    ..
-                }) = &mut self.exts[idx].phase
-                {
-                    *at = later(now, EXIT_GRACE).min(later(*seen, EXIT_DRAIN_MAX));
-                }
-                self.frame(idx, frame, now)
-            }
+            Inbound::Frame(frame) => self.frame(idx, frame, now),
             Inbound::Eof => {
                 if let Phase::Running(run) = &mut self.exts[idx].phase {
                     run.eof_at = match run.stage {
@@ -69,6 +57,11 @@ impl Engine {
         let Phase::Running(run) = &mut ext.phase else {
             return;
         };
+        // It exited and its pipe is still draining: wait on, up
+        // to EXIT_DRAIN_MAX (a grandchild may write forever).
+        if let Some((at, ExitCheck::Drain(seen))) = &mut run.exit_check {
+            *at = later(now, EXIT_GRACE).min(later(*seen, EXIT_DRAIN_MAX));
+        }
         match &mut run.stage {
             Stage::AwaitingHello { .. } => {
                 return match frame {

@@ -2,7 +2,7 @@
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
 use super::supervise::Supervision;
-use super::{later, Claims, Drops, End, Engine, Ext, Goal, Phase, Run, Stage, Startup};
+use super::{later, Claims, Drops, End, Engine, ExitCheck, Ext, Goal, Phase, Run, Stage, Startup};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
@@ -119,8 +119,7 @@ impl Engine {
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.phase = Phase::Running(Run {
             proc,
-            exit_poll: None,
-            exit_seen: None,
+            exit_check: None,
             eof_at: None,
             stage: Stage::AwaitingHello { deadline },
         });
@@ -208,7 +207,7 @@ impl Engine {
         if let Phase::Running(run) = &mut ext.phase {
             ext.log.line(&format!("failed: {reason}"));
             run.proc.signal_group(libc::SIGKILL);
-            run.exit_poll = Some((now, Duration::from_millis(1)));
+            run.exit_check = Some((now, ExitCheck::Poll(Duration::from_millis(1))));
             run.stage = Stage::Killed(reason);
         } else {
             ext.phase = Phase::gone(End::Failed(reason));
@@ -224,10 +223,11 @@ impl Engine {
         match run.proc.try_wait() {
             Some(status) => self.exited(idx, status, now),
             None => {
-                let step = run.exit_poll.map_or(Duration::from_millis(1), |(_, s)| {
-                    (s * 2).min(Duration::from_millis(50))
-                });
-                run.exit_poll = Some((now + step, step));
+                let step = match run.exit_check {
+                    Some((_, ExitCheck::Poll(s))) => (s * 2).min(Duration::from_millis(50)),
+                    _ => Duration::from_millis(1),
+                };
+                run.exit_check = Some((now + step, ExitCheck::Poll(step)));
             }
         }
     }

@@ -81,15 +81,19 @@ enum Phase {
 
 struct Run {
     proc: ExtProcess,
-    /// When to check again whether it exited, and the step (it doubles;
-    /// [`EXIT_GRACE`] once it exited and its last frames are awaited).
-    exit_poll: Option<(Instant, Duration)>,
-    /// When polling found it exited while its stdout was still open.
-    exit_seen: Option<Instant>,
+    /// When to look again at its exit, and why.
+    exit_check: Option<(Instant, ExitCheck)>,
     /// Its stdout closed: failed then unless it has exited (it can
     /// never answer again).
     eof_at: Option<Instant>,
     stage: Stage,
+}
+
+enum ExitCheck {
+    /// It should exit soon: poll whether it did, the step doubling.
+    Poll(Duration),
+    /// Polling found it exited, at this time: its last frames are awaited.
+    Drain(Instant),
 }
 
 enum Stage {

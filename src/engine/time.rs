@@ -1,7 +1,8 @@
 //! Deadlines: the next wake-up, each phase's deadline, the shutdown
 //! ladder and the liveness check.
 
-use super::{later, Engine, Ext, Phase, Stage, EXIT_GRACE, LIVENESS_EVERY, LIVENESS_IDLE};
+use super::{later, Engine, ExitCheck, Ext, Phase, Stage};
+use super::{EXIT_GRACE, LIVENESS_EVERY, LIVENESS_IDLE};
 use crate::types::human;
 use std::time::{Duration, Instant};
 
@@ -20,10 +21,8 @@ impl Ext {
             Stage::Stopping { signal, .. } => signal.map(|(at, _)| at),
             Stage::Ready | Stage::Killed(_) => None,
         };
-        [stage, run.exit_poll.map(|(at, _)| at), run.eof_at]
-            .into_iter()
-            .flatten()
-            .min()
+        let exit = run.exit_check.as_ref().map(|(at, _)| *at);
+        [stage, exit, run.eof_at].into_iter().flatten().min()
     }
 }
 
@@ -68,7 +67,7 @@ impl Engine {
             }
             _ => {}
         }
-        if run.exit_poll.is_some_and(|(at, _)| at <= now) {
+        if run.exit_check.as_ref().is_some_and(|(at, _)| *at <= now) {
             return self.poll_exit(idx, now);
         }
         if run.eof_at.take_if(|at| *at <= now).is_some() {
@@ -95,7 +94,7 @@ impl Engine {
             *signal = None;
         }
         run.proc.signal_group(sig);
-        run.exit_poll = Some((now + MS, MS));
+        run.exit_check = Some((now + MS, ExitCheck::Poll(MS)));
     }
 
     /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
@@ -115,9 +114,8 @@ impl Engine {
                 // Frames it wrote before exiting may still be in the pipe:
                 // the EOF behind them reaps it, or EXIT_GRACE of silence.
                 if let Phase::Running(run) = &mut ext.phase {
-                    if run.exit_poll.is_none() && run.proc.try_wait().is_some() {
-                        run.exit_poll = Some((later(now, EXIT_GRACE), EXIT_GRACE));
-                        run.exit_seen = Some(now);
+                    if run.exit_check.is_none() && run.proc.try_wait().is_some() {
+                        run.exit_check = Some((later(now, EXIT_GRACE), ExitCheck::Drain(now)));
                     }
                 }
             }
