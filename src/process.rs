@@ -17,7 +17,7 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -86,6 +86,8 @@ pub(crate) struct ExtProcess {
     stop: Option<UnixStream>,
     /// Disconnects when the reader thread (which copies stderr) ends.
     log_done: Option<Receiver<()>>,
+    /// A copy of stdout's read end: it tells whether anything can still write.
+    stdout: Option<OwnedFd>,
     /// Starts the writer thread at the first write the pipe refuses:
     /// most extensions never fill it.
     writer: Cell<Option<Box<dyn FnOnce() + Send>>>,
@@ -131,6 +133,7 @@ impl ExtProcess {
             mcp: None,
             stop: None,
             log_done: None,
+            stdout: None,
             writer: Cell::new(None),
         };
         if let Err(e) = proc.start_io(key, &m.name, log, inbound, mcp) {
@@ -154,6 +157,7 @@ impl ExtProcess {
         let (Some(stdin), Some(stdout)) = pipes else {
             return Err(io::Error::other("child pipes missing"));
         };
+        self.stdout = stdout.as_fd().try_clone_to_owned().ok();
         let (stop, stop_rx) = UnixStream::pair()?;
         self.stop = Some(stop);
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -259,6 +263,17 @@ impl ExtProcess {
         }
     }
 
+    /// Whether something may still write to its stdout (when it has
+    /// exited: a grandchild, perhaps escaped). When nothing can, the end
+    /// of file follows whatever the pipe still holds.
+    pub fn stdout_held(&self) -> bool {
+        let Some(fd) = &self.stdout else {
+            return true;
+        };
+        let mut fds = [pollfd(fd.as_raw_fd(), 0)];
+        !poll(&mut fds, false) || fds[0].revents & libc::POLLHUP == 0
+    }
+
     /// The exit status, once the process has exited (reaps it).
     pub fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
@@ -325,27 +340,40 @@ impl Io {
     /// closed: (ready, `also`'s poll(2) revents, stopped). Without
     /// waiting when `block` is false.
     fn wait(&self, fd: RawFd, events: i16, also: RawFd, block: bool) -> (bool, i16, bool) {
-        let pollfd = |fd, events| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
         let stop = self.stop.as_raw_fd();
         let mut fds = [
             pollfd(fd, events),
             pollfd(also, libc::POLLIN),
             pollfd(stop, libc::POLLIN),
         ];
-        // SAFETY: `fds` is a live array of three pollfd structs for the
-        // call; poll(2) skips negative fds.
-        while unsafe { libc::poll(fds.as_mut_ptr(), 3, if block { -1 } else { 0 }) } < 0 {
-            if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-                // Let the read or write itself meet and report the problem.
-                return (true, 0, false);
-            }
+        if !poll(&mut fds, block) {
+            // Let the read or write itself meet and report the problem.
+            return (true, 0, false);
         }
         (fds[0].revents != 0, fds[1].revents, fds[2].revents != 0)
     }
+}
+
+fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// poll(2) on `fds`, waiting while `block`, again when interrupted;
+/// false when it failed.
+fn poll(fds: &mut [libc::pollfd], block: bool) -> bool {
+    let len = fds.len() as libc::nfds_t;
+    // SAFETY: `fds` is a live slice of `len` pollfd structs for the call;
+    // poll(2) skips negative fds.
+    while unsafe { libc::poll(fds.as_mut_ptr(), len, if block { -1 } else { 0 }) } < 0 {
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+    true
 }
 
 /// Spawns `command` as the leader of a new process group that dies with

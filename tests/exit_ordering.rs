@@ -7,23 +7,34 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::path::Path;
+
+/// `zot rpc` with the extension `burst` (configured by `cfg`), ready.
+fn start_burst(t: &TempDir, cfg: Value) -> Rpc {
+    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/exit-ordering/burst.py");
+    let dir = t.join("burst");
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let manifest = json!({"name": "burst", "exec": exec, "args": [cfg.to_string()],
+                          "restart": "never"});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    let mut rpc = Rpc::start(t, &[dir]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    rpc
+}
 
 /// Calls `burst`, which answers after `notes` notes and exits at once;
 /// with `pipe_bytes`, its stdout pipe holds the whole burst at the exit.
 fn answer_written_before_exit_arrives(tag: &str, notes: usize, pipe_bytes: usize) {
     let t = TempDir::new(tag);
-    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/exit-ordering/burst.py");
-    let dir = t.join("burst");
-    std::fs::create_dir_all(&dir).expect("create ext dir");
     let cfg = json!({"notes": notes, "wait_ms": 300, "pipe_bytes": pipe_bytes});
-    let manifest = json!({"name": "burst", "exec": exec, "args": [cfg.to_string()],
-                          "restart": "never"});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
-    let mut rpc = Rpc::start(&t, &[dir]);
-    rpc.until("ready event", |v| v["type"] == "ready");
+    let mut rpc = start_burst(&t, cfg);
     let answer = rpc.call("b", json!({"type": "tool_call", "name": "burst"}));
+    assert_delivered(&rpc, &answer, notes);
+}
+
+/// `answer` is burst's, and every note came before it, in order.
+fn assert_delivered(rpc: &Rpc, answer: &Value, notes: usize) {
     assert_eq!(
         answer["data"]["content"],
         json!([{"type": "text", "text": "done"}]),
@@ -40,6 +51,38 @@ fn answer_written_before_exit_arrives(tag: &str, notes: usize, pipe_bytes: usize
         seen.len(),
         seen.iter().zip(&want).position(|(a, b)| a != b)
     );
+}
+
+/// The same when the host gets no CPU for longer than its wait for an
+/// exited extension's last frames (a busy machine; here SIGSTOP, twice:
+/// while the extension writes its burst and exits, then in the middle of
+/// the drain). Nothing can write to the dead extension's stdout any more,
+/// so whatever its pipe still holds is delivered, however late.
+#[test]
+fn a_starved_host_delivers_all_an_exited_extension_wrote() {
+    let t = TempDir::new("exit-order-starved");
+    let (notes, go) = (15_000, t.join("go"));
+    let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20});
+    let mut rpc = start_burst(&t, cfg);
+    let list = rpc.call("l", json!({"type": "list"}));
+    let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
+    let host = rpc.child.id() as i32;
+    // SAFETY: kill(2) to our own child process, with integer arguments.
+    let signal = |sig| assert_eq!(unsafe { libc::kill(host, sig) }, 0, "kill zot rpc");
+    rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b"}));
+    wait_for("burst to get the call", || t.join("go.called").exists());
+    signal(libc::SIGSTOP);
+    std::fs::write(&go, "").expect("write go");
+    wait_for("burst to exit", || process_gone(ext));
+    signal(libc::SIGCONT);
+    rpc.until("the first note", |v| v["message"] == "n0");
+    signal(libc::SIGSTOP);
+    // Not a synchronisation: the host is kept off the CPU longer than
+    // any bound it puts on the drain of an exited extension's pipe.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    signal(libc::SIGCONT);
+    let answer = rpc.response("b");
+    assert_delivered(&rpc, &answer, notes);
 }
 
 #[test]

@@ -67,8 +67,14 @@ impl Engine {
             }
             _ => {}
         }
-        if run.exit_check.as_ref().is_some_and(|(at, _)| *at <= now) {
-            return self.poll_exit(idx, now);
+        match &run.exit_check {
+            // Nothing can write to its stdout any more: however slowly the
+            // loop gets to them, the frames left come, then the end of file.
+            Some((at, ExitCheck::Drain(_))) if *at <= now && !run.proc.stdout_held() => {
+                run.exit_check = Some((later(now, EXIT_GRACE), ExitCheck::Drain(now)));
+            }
+            Some((at, _)) if *at <= now => return self.poll_exit(idx, now),
+            _ => {}
         }
         if run.eof_at.take_if(|at| *at <= now).is_some() {
             let why = match run.stage {
