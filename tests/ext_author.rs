@@ -487,27 +487,38 @@ fn missing_runtime(lang: &str) -> Option<&'static str> {
     (!have(needs)).then_some(why)
 }
 
-fn build(dir: &Path, lang: &str) {
-    let run = |program: &str, args: &[&str]| {
-        let mut cmd = Command::new(program);
-        cmd.args(args).current_dir(dir);
+/// Runs the build command `zot ext new` printed (`said`) in `dir`, with
+/// CARGO_TARGET_DIR pointing elsewhere, as a user's environment may: the
+/// binary must still land where the manifest runs it.
+fn build(dir: &Path, lang: &str, said: &str) {
+    let line = said
+        .lines()
+        .find(|l| l.contains("build it:"))
+        .expect("a build step");
+    let command = line.split("&& ").nth(1).and_then(|c| c.strip_suffix(')'));
+    let command: Vec<&str> = command
+        .expect("(cd DIR && COMMAND)")
+        .split_whitespace()
+        .collect();
+    let elsewhere = dir.with_file_name("cargo-target-elsewhere");
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(command[0]);
+        cmd.args(&command[1..]).args(extra).current_dir(dir);
         // A private Go cache: the test must not depend on one being set up.
         cmd.env("GOCACHE", dir.join(".gocache"));
-        // The template's manifest runs ./target/release/NAME: a target
-        // directory set for the test run itself must not move it.
-        cmd.env_remove("CARGO_TARGET_DIR");
+        cmd.env("CARGO_TARGET_DIR", &elsewhere);
         cmd.output().expect("run the build")
     };
     let out = match lang {
-        "go" => run("go", &["build", "-o", "hello-go", "."]),
+        "go" => run(&[]),
         // serde_json is in the local registry already (zot uses it);
         // the network is only needed when it is not.
         _ => {
-            let offline = run("cargo", &["build", "--release", "--quiet", "--offline"]);
+            let offline = run(&["--quiet", "--offline"]);
             if offline.status.success() {
                 offline
             } else {
-                run("cargo", &["build", "--release", "--quiet"])
+                run(&["--quiet"])
             }
         }
     };
@@ -544,10 +555,10 @@ fn template_round_trip(lang: &str) {
         let want = if lang == "go" {
             "go build"
         } else {
-            "cargo build --release"
+            "cargo build --release --target-dir target"
         };
         assert!(hint.contains(want), "{lang}: hint {hint:?}");
-        build(&dir, lang);
+        build(&dir, lang, &said);
     }
 
     let (code, report) = patient_check_json(

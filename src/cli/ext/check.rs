@@ -268,7 +268,9 @@ fn build_hint(dir: &Path, exec: &str) -> Option<String> {
         ))
     } else if dir.join("Cargo.toml").is_file() {
         Some(format!(
-            "it is a Rust extension that is not built yet: cd {at} && cargo build --release"
+            "it is a Rust extension that is not built yet: cd {at} && cargo build --release \
+             --target-dir target   (without --target-dir, a CARGO_TARGET_DIR or \
+             build.target-dir puts the binary elsewhere)"
         ))
     } else {
         None

@@ -95,7 +95,9 @@ const TEMPLATES: [Template; 5] = [
             file!("rust", "main.rs", "src/main.rs", false),
             file!("rust", "gitignore", ".gitignore", false),
         ],
-        build: Some("cargo build --release"),
+        // The manifest runs ./target/release/NAME: `--target-dir` beats a
+        // CARGO_TARGET_DIR (or build.target-dir) that would build it elsewhere.
+        build: Some("cargo build --release --target-dir target"),
         needs: "Rust (cargo) to build",
     },
 ];

@@ -1,8 +1,9 @@
 //! {{name}}: a zot extension in Rust, with serde_json only (made with
 //! `zot ext new`).
 //!
-//! Build it first: cargo build --release   (the manifest runs
-//! ./target/release/{{crate}}).
+//! Build it first: cargo build --release --target-dir target
+//! (the manifest runs ./target/release/{{crate}}; `--target-dir target`
+//! keeps it there when CARGO_TARGET_DIR or build.target-dir says otherwise).
 //!
 //! zot starts it and speaks JSON lines with it: one JSON object per line,
 //! frames from zot on our stdin, our frames on stdout. stdout is for frames
