@@ -315,3 +315,46 @@ fn a_crash_loop_costs_the_host_no_cpu_while_it_backs_off() {
         "zot used {cpu:?} of CPU through 5 crashes and 7.5 s of backoff: it spins while it waits"
     );
 }
+
+/// An MCP server's tools that leave its list give their share of the
+/// registration caps back: a server whose list churns (each `rotate`
+/// swaps a 2 MiB tool for a new one) keeps registering past the 16 MiB
+/// it would have spent in all.
+#[test]
+fn an_mcp_tool_list_that_churns_does_not_use_up_the_caps() {
+    let t = TempDir::new("h2-churn");
+    let size = (2usize << 20).to_string();
+    let ext = hostile_ext(
+        &t,
+        "churn",
+        "churn_mcp.py",
+        &[&size],
+        json!({"protocol": "mcp"}),
+    );
+    let host = StopNow(start_ready(config(&t, &[ext])));
+    for n in 1..=12 {
+        let call = zot_host::ToolRequest {
+            name: "rotate".into(),
+            args: json!({}),
+            tool_id: None,
+        };
+        let outcome = host.call_tool_direct(call).expect("rotate answered");
+        let big = format!("big{n}");
+        assert_eq!(outcome.content, [json!({"type": "text", "text": big})]);
+        let end = std::time::Instant::now() + DEADLINE;
+        while !host
+            .list()
+            .expect("list")
+            .tools
+            .iter()
+            .any(|t| t.name == big)
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "tool {big} never registered after {n} list changes:\n{}",
+                log_of(&t, "churn")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
