@@ -358,3 +358,60 @@ fn an_mcp_tool_list_that_churns_does_not_use_up_the_caps() {
         }
     }
 }
+
+/// What an extension says reaches the user's terminal through the
+/// session: its control characters must not act there (an escape
+/// sequence can move the cursor over earlier lines, retitle the window
+/// or, with OSC 52, write the clipboard; a carriage return can overwrite
+/// the `[ext] info:` prefix). They are shown in caret notation.
+#[test]
+fn the_session_shows_control_characters_from_extensions_inert() {
+    let t = TempDir::new("h2-escapes");
+    let evil = "\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\rspoofed\u{9b}1m\ttab";
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "register": [{"type": "register_command", "name": "x", "description": evil},
+                         command("p")],
+            "on_ready": [{"type": "notify", "level": "info", "message": evil}],
+            "commands": {
+                "x": {"action": "display", "display": evil},
+                "p": {"action": "open_panel",
+                      "open_panel": {"id": "p", "title": evil, "lines": [evil], "footer": evil}},
+            },
+        }),
+    );
+    let mut z = Zot::start(&t, &[a], &[]);
+    z.saw("[a] info: ");
+    z.send("/x");
+    z.send("/p");
+    z.send("/commands");
+    z.expect("/x");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+    let raw: Vec<&String> = (z.seen.iter())
+        .filter(|l| l.chars().any(|c| c.is_control() && c != '\t'))
+        .collect();
+    assert!(
+        raw.is_empty(),
+        "control characters reached the terminal: {raw:?}"
+    );
+    let shown = "^[]52;c;aGk=^G^[[2J^Mspoofed\\u{9b}1m\ttab";
+    for (what, prefix) in [
+        ("note", "[a] info: "),
+        ("display", "[/x] "),
+        ("panel title", "┌─ "),
+        ("panel line", "│ "),
+        ("panel footer", "└─ "),
+        ("description", "  /x"),
+    ] {
+        assert!(
+            z.seen
+                .iter()
+                .any(|l| l.starts_with(prefix) && l.contains(shown)),
+            "the {what} is not shown as {shown:?}:\n{}",
+            z.seen.join("\n")
+        );
+    }
+}

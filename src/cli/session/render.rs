@@ -118,7 +118,7 @@ impl Out {
             } else {
                 s.push_str(&indent);
             }
-            s.push_str(line);
+            s.push_str(&inert(line));
             s.push('\n');
         }
         self.write(&s);
@@ -185,15 +185,16 @@ impl Out {
     /// A panel as a boxed block of lines.
     pub fn panel(&mut self, ext: &str, panel: &Panel) {
         let title = panel.title.as_deref().unwrap_or("");
-        let head = format!("┌─ {title} [{ext}/{}]", panel.panel_id);
+        let head = inert(&format!("┌─ {title} [{ext}/{}]", panel.panel_id)).into_owned();
         let mut lines = vec![self.paint(Tone::Magenta, &head)];
         for line in panel.lines.iter().flatten() {
             for part in line.split('\n') {
-                lines.push(format!("{}{part}", self.paint(Tone::Magenta, "│ ")));
+                let bar = self.paint(Tone::Magenta, "│ ");
+                lines.push(format!("{bar}{}", inert(part)));
             }
         }
         let foot = match panel.footer.as_deref() {
-            Some(f) if !f.is_empty() => format!("└─ {f}"),
+            Some(f) if !f.is_empty() => inert(&format!("└─ {f}")).into_owned(),
             _ => "└─".to_string(),
         };
         lines.push(self.paint(Tone::Magenta, &foot));
@@ -298,6 +299,28 @@ impl Out {
         let rows: Vec<(String, String)> = snap.extensions.iter().map(ext_row).collect();
         self.table("extensions", &rows);
     }
+}
+
+/// Text from an extension as it may reach a terminal: a control
+/// character there acts (an escape sequence moves the cursor over
+/// earlier lines, retitles the window, writes the clipboard; `\r`
+/// overwrites the prefix), so each is shown instead: `^[` (caret
+/// notation) for C0 and DEL, `\u{9b}` for C1. Tabs are kept.
+fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| c.is_control() && c != '\t';
+    if !text.contains(acts) {
+        return text.into();
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match u8::try_from(c) {
+            _ if !acts(c) => shown.push(c),
+            Ok(b) if b < 0x20 => shown.extend(['^', char::from(b + 0x40)]),
+            Ok(0x7f) => shown.push_str("^?"),
+            _ => shown.extend(c.escape_unicode()),
+        }
+    }
+    shown.into()
 }
 
 fn owned(description: &str, extension: &str) -> String {
