@@ -415,3 +415,29 @@ fn the_session_shows_control_characters_from_extensions_inert() {
         );
     }
 }
+
+/// The session logs a `panel_render` for a panel that is not open; it
+/// appends to the extension's log itself, past the host's rotation, so
+/// logging every one let an extension fill the disk (100 MB in 10 s).
+#[test]
+fn renders_of_a_closed_panel_keep_the_log_bounded() {
+    let t = TempDir::new("h2-pflood");
+    let ext = hostile_ext(&t, "pflood", "panel_flood.sh", &["100000"], json!({}));
+    let mut z = Zot::start(&t, &[ext], &[]);
+    z.saw("[pflood] info: flood done");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+    let logs = t.join("home/logs");
+    let (live, old) = (logs.join("ext-pflood.log"), logs.join("ext-pflood.log.1"));
+    assert!(
+        size(&live) + size(&old) < 64 * 1024,
+        "100,000 renders of a closed panel took the log to {} + {} bytes",
+        size(&live),
+        size(&old)
+    );
+    let log = log_of(&t, "pflood");
+    assert!(
+        log.contains("panel_render for panel \"nope\", which is not open: not shown (1 so far)"),
+        "the first render is no longer logged:\n{log}"
+    );
+}

@@ -86,6 +86,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         step: 0,
         notes: HashMap::new(),
         panels: Vec::new(),
+        unshown: HashMap::new(),
         insert: None,
     };
     let events = host.events().clone();
@@ -314,6 +315,9 @@ struct Session {
     notes: HashMap<String, u64>,
     /// Open panels: (extension, panel), most recent last.
     panels: Vec<(String, Panel)>,
+    /// Renders of panels that were not open, per extension: logged at
+    /// 1, 10, 100... (this log is not rotated by the host).
+    unshown: HashMap<String, u64>,
     /// An `insert` on offer: an empty line on a terminal accepts it.
     insert: Option<String>,
 }

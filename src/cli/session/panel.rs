@@ -113,20 +113,21 @@ impl Session {
     /// An extension's `panel_render`: updates an open panel in place
     /// (fields it leaves out are kept). A render for a panel that is not
     /// open (closed already, or never opened) is not shown, and is
-    /// logged: it must not bring a closed panel back.
+    /// logged (the 1st, 10th, 100th...): it must not bring a closed panel back.
     pub(super) fn render_panel(&mut self, extension: String, panel: Panel) {
         let open = self
             .panels
             .iter_mut()
             .find(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
         let Some((_, old)) = open else {
-            return log_line(
-                &extension,
-                &format!(
-                    "panel_render for panel {:?}, which is not open: not shown",
-                    panel.panel_id
-                ),
-            );
+            let n = self.unshown.entry(extension.clone()).or_default();
+            *n += 1;
+            if power_of_ten(*n) {
+                let id: String = panel.panel_id.chars().take(100).collect();
+                let why = format!("panel_render for panel {id:?}, which is not open: not shown");
+                log_line(&extension, &format!("{why} ({n} so far)"));
+            }
+            return;
         };
         if panel.title.is_some() {
             old.title = panel.title;
@@ -150,6 +151,11 @@ impl Session {
                 .line(&format!("panel closed: {extension}/{panel_id}"));
         }
     }
+}
+
+/// 1, 10, 100...: when a line repeated that often is logged again.
+fn power_of_ten(n: u64) -> bool {
+    std::iter::successors(Some(1u64), |p| p.checked_mul(10)).any(|p| p == n)
 }
 
 /// Whether `word` is something `/key` accepts as a key.
