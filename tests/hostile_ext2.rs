@@ -441,3 +441,31 @@ fn renders_of_a_closed_panel_keep_the_log_bounded() {
         "the first render is no longer logged:\n{log}"
     );
 }
+
+/// An extension that stops itself (SIGSTOP) mid-call: the call times
+/// out, and shutdown's SIGKILL ends it (a stopped process never acts
+/// on `shutdown` or SIGTERM, and is not an exited one to reap).
+#[test]
+fn an_extension_that_stops_itself_mid_call_times_out_and_is_killed() {
+    let t = TempDir::new("h2-stops");
+    let pid_file = t.join("stops.pid");
+    let pid_arg = pid_file.to_string_lossy().into_owned();
+    let ext = hostile_ext(&t, "stops", "stops.sh", &[&pid_arg], json!({}));
+    let mut cfg = config(&t, &[ext]);
+    cfg.timeouts.command = std::time::Duration::from_secs(1);
+    let host = start_ready(cfg);
+    let pid = read_pid(&pid_file);
+    assert_eq!(
+        host.command("c", "").map_err(|e| e.to_string()),
+        Err("extension stops did not answer /c within 1 s".to_string())
+    );
+    let list = host.list().expect("list");
+    assert_eq!(list.extension("stops").map(|e| e.state), Some("ready"));
+    host.shutdown();
+    assert!(process_gone(pid), "the stopped extension outlived shutdown");
+    let log = log_of(&t, "stops");
+    assert!(
+        log.contains("SIGKILL") && log.contains("exited (signal 9)"),
+        "{log}"
+    );
+}
