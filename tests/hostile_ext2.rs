@@ -469,3 +469,31 @@ fn an_extension_that_stops_itself_mid_call_times_out_and_is_killed() {
         "{log}"
     );
 }
+
+/// A tool registered again replaces its registration, in the caps too:
+/// 48 registrations of one 3 MiB tool hold 3 MiB, not 144, so the last
+/// is taken like the first.
+#[test]
+fn a_tool_registered_again_and_again_counts_once() {
+    let t = TempDir::new("h2-again");
+    let done = t.join("again.done");
+    let done_arg = done.to_string_lossy().into_owned();
+    let size = HOARD_BYTES.to_string();
+    let args = ["48", &size, &done_arg, "same"];
+    let ext = hostile_ext(&t, "hoard", "hoard.py", &args, json!({}));
+    let host = StopNow(start_ready(config(&t, &[ext])));
+    wait_for_within(
+        "the registrations to be written",
+        std::time::Duration::from_secs(120),
+        || done.exists(),
+    );
+    // The fixture serves `ping` only once all is written.
+    assert_eq!(display_of(&host, "ping").as_deref(), Some("pong"));
+    let list = host.list().expect("list");
+    let tool = list.tools.iter().find(|t| t.name == "t").expect("tool t");
+    let number = tool.description.split(' ').next().unwrap_or_default();
+    assert_eq!(
+        number, "47",
+        "tool t kept registration {number}, not the last"
+    );
+}
