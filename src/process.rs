@@ -418,7 +418,11 @@ fn explain_spawn_error(exe: &Path, dir: &Path, e: io::Error) -> io::Error {
         return e;
     };
     let why = match e.kind() {
-        io::ErrorKind::NotFound if dir.is_dir() => "the interpreter on its #! line was not found",
+        io::ErrorKind::NotFound if dir.is_dir() => match starts_with_shebang(exe) {
+            true => "the interpreter on its #! line was not found",
+            // An ELF file names its dynamic loader: built for another libc?
+            false => "its dynamic loader was not found (built for another system?)",
+        },
         io::ErrorKind::PermissionDenied if meta.is_dir() => "it is a directory",
         io::ErrorKind::PermissionDenied if meta.permissions().mode() & 0o111 == 0 => {
             "it is not executable"
@@ -426,6 +430,12 @@ fn explain_spawn_error(exe: &Path, dir: &Path, e: io::Error) -> io::Error {
         _ => return e,
     };
     io::Error::new(e.kind(), why)
+}
+
+fn starts_with_shebang(exe: &Path) -> bool {
+    let mut start = [0u8; 2];
+    let read = File::open(exe).and_then(|mut f| f.read_exact(&mut start));
+    read.is_ok() && start == *b"#!"
 }
 
 /// In the child before exec: be killed when the host dies.

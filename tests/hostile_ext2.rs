@@ -497,3 +497,50 @@ fn a_tool_registered_again_and_again_counts_once() {
         "tool t kept registration {number}, not the last"
     );
 }
+
+/// An ELF program whose dynamic loader is missing (built for another
+/// libc) fails with ENOENT like a missing `#!` interpreter: the reason
+/// must name the loader, not a `#!` line it does not have.
+#[test]
+fn an_elf_exec_without_its_loader_is_failed_with_the_reason() {
+    use std::os::unix::fs::PermissionsExt;
+    // This test's own binary: dynamically linked, unless built static.
+    let mut elf = std::fs::read(std::env::current_exe().expect("test exe")).expect("read exe");
+    let Some(interp) = elf_interpreter_offset(&elf) else {
+        eprintln!("skipped: this test binary is statically linked (no PT_INTERP)");
+        return;
+    };
+    elf[interp + 1] = b'X'; // "/lib64/ld-..." -> "/Xib64/ld-...": not there
+    let t = TempDir::new("h2-loader");
+    let dir = t.join("loader");
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let exe = dir.join("prog");
+    std::fs::write(&exe, &elf).expect("write prog");
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let manifest = json!({"name": "loader", "exec": "./prog"});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    let host = start(config(&t, std::slice::from_ref(&dir)));
+    let list = host.list().expect("list");
+    let ext = list.extension("loader").expect("listed");
+    let why = "its dynamic loader was not found (built for another system?)";
+    let want = format!("cannot start {}: {why}", dir.join("./prog").display());
+    assert_eq!(
+        (ext.state, ext.error.as_deref()),
+        ("failed", Some(want.as_str()))
+    );
+}
+
+/// Where an ELF64 file's PT_INTERP path starts, if it has one.
+fn elf_interpreter_offset(elf: &[u8]) -> Option<usize> {
+    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
+    let u64_at = |at: usize| Some(u64::from_le_bytes(elf.get(at..at + 8)?.try_into().ok()?));
+    if elf.get(..5)? != b"\x7fELF\x02" {
+        return None;
+    }
+    let (phoff, phentsize, phnum) = (u64_at(0x20)?, u16_at(0x36)?, u16_at(0x38)?);
+    (0..usize::from(phnum)).find_map(|i| {
+        let ph = usize::try_from(phoff).ok()? + i * usize::from(phentsize);
+        let is_interp = elf.get(ph..ph + 4)? == 3u32.to_le_bytes();
+        is_interp.then(|| usize::try_from(u64_at(ph + 8)?).ok())?
+    })
+}
