@@ -21,7 +21,8 @@ pub fn log_path(logs_dir: &Path, name: &str) -> PathBuf {
 }
 
 /// An extension's log. Clones append to the same file; without a file
-/// (it could not be opened) lines go to the host's stderr.
+/// (it could not be opened) lines go to the host's stderr: the child's
+/// as written, like the file, and the host's own made [`inert`].
 #[derive(Clone, Debug)]
 pub(crate) struct ExtLog {
     name: Arc<str>,
@@ -105,7 +106,8 @@ impl ExtLog {
         // One write per line keeps lines whole next to the child's output.
         let text = format!("[zot] {} {msg}\n", timestamp());
         if !self.write(text.as_bytes()) {
-            eprintln!("[zot] {} ext-{}: {msg}", timestamp(), self.name);
+            let line = format!("[zot] {} ext-{}: {msg}", timestamp(), self.name);
+            eprintln!("{}", inert(&line));
         }
     }
 
@@ -141,6 +143,29 @@ fn rotate(path: &Path) -> io::Result<()> {
 
 fn append_to(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
+}
+
+/// Text from an extension as it may reach a terminal: a control
+/// character there acts (an escape sequence moves the cursor over
+/// earlier lines, retitles the window, writes the clipboard; `\r`
+/// overwrites the prefix), so each is shown instead: `^[` (caret
+/// notation) for C0 and DEL, `\u{9b}` for C1. Tabs are kept. Newlines
+/// too are shown: callers split lines first where they mean to keep them.
+pub fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts = |c: char| c.is_control() && c != '\t';
+    if !text.contains(acts) {
+        return text.into();
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match u8::try_from(c) {
+            _ if !acts(c) => shown.push(c),
+            Ok(b) if b < 0x20 => shown.extend(['^', char::from(b + 0x40)]),
+            Ok(0x7f) => shown.push_str("^?"),
+            _ => shown.extend(c.escape_unicode()),
+        }
+    }
+    shown.into()
 }
 
 /// UTC time as `2026-11-29T23:59:23.123Z`, without a date crate.

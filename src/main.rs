@@ -3,17 +3,19 @@
 mod cli;
 
 use cli::CliError;
+use zot_host::log::inert;
 
 fn main() {
     let code = match cli::run(std::env::args_os().skip(1).collect()) {
         Ok(code) => code,
+        // Messages may quote an extension's files (paths, manifest fields).
         Err(CliError::Usage(msg)) => {
-            eprintln!("zot: {msg}");
+            eprintln!("zot: {}", inert(&msg));
             eprintln!("{}", cli::USAGE_LINE);
             2
         }
         Err(CliError::Failed(msg)) => {
-            eprintln!("zot: {msg}");
+            eprintln!("zot: {}", inert(&msg));
             1
         }
     };

@@ -637,3 +637,85 @@ fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
         "every open stream is answered at the end"
     );
 }
+
+/// Control characters an extension's files can hold (a directory name,
+/// a manifest's `version`): OSC 52 (writes the clipboard), a screen
+/// clear, a carriage return, C1 CSI and DEL; no `/`, so a directory can
+/// be named with it.
+const EVIL: &str = "\u{1b}]52;c;aGk=\u{7}\u{1b}[2J\r\u{9b}1m\u{7f}";
+/// How zot shows it.
+const EVIL_SHOWN: &str = "^[]52;c;aGk=^G^[[2J^M\\u{9b}1m^?";
+
+/// Fails if a control character (other than a newline or a tab) reached
+/// `out`'s stdout or stderr, or if `EVIL` is not shown there at all.
+fn assert_inert(what: &str, out: &std::process::Output) {
+    let (stdout, stderr) = (stdout_of(out), stderr_of(out));
+    for (stream, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        let raw: Vec<&str> = (text.split('\n'))
+            .filter(|l| l.contains(|c: char| c.is_control() && c != '\t'))
+            .collect();
+        assert!(
+            raw.is_empty(),
+            "{what}: control characters reached the terminal on {stream}: {raw:?}"
+        );
+    }
+    assert!(
+        stdout.contains(EVIL_SHOWN) || stderr.contains(EVIL_SHOWN),
+        "{what} should show {EVIL_SHOWN}:\nstdout: {stdout}\nstderr: {stderr}"
+    );
+}
+
+#[test]
+fn text_from_extension_files_reaches_the_terminal_inert() {
+    // A cloned project can hold an extension directory named with
+    // escape sequences, and any manifest may hold them in its fields:
+    // zot prints both (startup errors, tables, reports), so an installed
+    // extension could clear the user's screen or write their clipboard
+    // before it ever runs. Every such text is shown in caret notation.
+    let t = TempDir::new("hostile-escapes-in-files");
+    let project = t.join(".zot/extensions").join(EVIL);
+    std::fs::create_dir_all(&project).expect("create the project extension");
+    std::fs::write(project.join("extension.json"), r#"{"name": "#).expect("write");
+    let src = t.join("src");
+    std::fs::create_dir_all(&src).expect("create the source");
+    let manifest = json!({"name": "evil", "exec": "./missing", "version": EVIL,
+                          "description": EVIL, "enabled": false});
+    std::fs::write(src.join("extension.json"), manifest.to_string()).expect("write");
+    let run = |args: &[&std::ffi::OsStr]| {
+        zot()
+            .args(args)
+            .current_dir(t.path())
+            .env("ZOT_HOME", t.join("home"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run zot")
+    };
+    let install = run(&["ext".as_ref(), "install".as_ref(), src.as_os_str()]);
+    assert_ok(&install);
+    assert_inert("zot ext install", &install);
+    let list = run(&["ext".as_ref(), "list".as_ref()]);
+    assert_ok(&list);
+    assert_inert("zot ext list", &list);
+    let check = run(&["ext".as_ref(), "check".as_ref(), src.as_os_str()]);
+    assert_inert("zot ext check", &check);
+    let refused = run(&["ext".as_ref(), "install".as_ref(), project.as_os_str()]);
+    assert_fails_naming(&refused, &["cannot install", "invalid JSON"]);
+    assert_inert("zot ext install of an invalid manifest", &refused);
+    // The invalid project manifest is reported at every host's startup.
+    // (The stdout of rpc and mcp is JSON, escaped by serde, for programs.)
+    for (what, args) in [
+        ("zot rpc", &["rpc"][..]),
+        ("zot mcp", &["mcp"]),
+        ("zot", &[]),
+    ] {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        let mut out = run(&args);
+        assert_ok(&out);
+        let stderr = stderr_of(&out);
+        assert!(stderr.contains("invalid manifest"), "{what}: {stderr}");
+        if what != "zot" {
+            out.stdout.clear();
+        }
+        assert_inert(what, &out);
+    }
+}

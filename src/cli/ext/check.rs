@@ -12,7 +12,7 @@ mod report;
 mod schema;
 mod trial;
 
-use super::{out, usage};
+use super::{out, say, usage};
 use crate::cli::{absolute, string, CliError};
 use report::{Report, Status};
 use serde_json::Value;
@@ -81,7 +81,7 @@ pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliE
     if opts.json {
         out(&format!("{}\n", report.to_json(opts.strict)))?;
     } else {
-        out(&report.to_text(opts.strict))?;
+        say(&report.to_text(opts.strict))?;
     }
     Ok(if report.passed(opts.strict) { 0 } else { 1 })
 }

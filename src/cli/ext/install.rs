@@ -8,7 +8,7 @@
 //! whole tree as it is.
 
 use super::scratch::{self, Kind};
-use super::{failed, remove_tree, CliError, Ctx};
+use super::{failed, remove_tree, say, CliError, Ctx};
 use std::ffi::OsStr;
 use std::fs;
 use std::io;
@@ -16,6 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
+use zot_host::log::inert;
 use zot_host::manifest::{Manifest, MANIFEST_FILE};
 
 /// Git transports allowed for installs; everything else (`ext::`,
@@ -66,7 +67,11 @@ pub(super) fn run(ctx: &Ctx, source: &OsStr, force: bool) -> Result<i32, CliErro
         .map(|v| format!(" {v}"))
         .unwrap_or_default();
     let verb = if replaced { "replaced" } else { "installed" };
-    println!("{verb} {}{version} in {}", manifest.name, dest.display());
+    say(&format!(
+        "{verb} {}{version} in {}",
+        manifest.name,
+        dest.display()
+    ))?;
     Ok(0)
 }
 
@@ -229,10 +234,11 @@ fn copy_entry(from: &Path, to: &Path) -> Result<(), String> {
         fs::copy(from, to).map(drop).map_err(err)
     } else {
         // Reading a FIFO would block forever; devices and sockets make no sense here.
-        eprintln!(
-            "zot: skipping {}: not a file, directory or symlink",
+        let skipped = format!(
+            "skipping {}: not a file, directory or symlink",
             from.display()
         );
+        eprintln!("zot: {}", inert(&skipped));
         Ok(())
     }
 }

@@ -3,6 +3,7 @@
 use super::{out, raw_manifest, CliError, Ctx};
 use serde_json::{json, Value};
 use zot_host::discovery::{self, Found, Scope, Status};
+use zot_host::log::inert;
 
 /// One line of the listing.
 struct Row {
@@ -121,8 +122,8 @@ impl Row {
     }
 }
 
-/// Aligned columns. Control characters from manifests are blanked so a
-/// manifest cannot move the cursor or recolour the terminal.
+/// Aligned columns. Control characters from manifests and directory
+/// names are shown [`inert`] (tabs as spaces, to keep the columns).
 fn table(rows: &[Row]) -> String {
     const HEADER: [&str; 10] = [
         "SCOPE",
@@ -136,11 +137,7 @@ fn table(rows: &[Row]) -> String {
         "DIR",
         "STATUS",
     ];
-    let clean = |s: &str| {
-        s.chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect::<String>()
-    };
+    let clean = |s: &str| inert(s).replace('\t', " ");
     let mut lines: Vec<Vec<String>> = vec![HEADER.iter().map(|h| h.to_string()).collect()];
     lines.extend(
         rows.iter()

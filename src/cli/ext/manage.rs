@@ -1,12 +1,13 @@
 //! `zot ext remove`, `enable` and `disable`.
 
 use super::scratch::{self, Kind};
-use super::{check_name, failed, find, out, remove_tree, CliError, Ctx};
+use super::{check_name, failed, find, remove_tree, say, CliError, Ctx};
 use serde_json::Value;
 use std::fs;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use zot_host::log::inert;
 use zot_host::manifest::{self, Manifest, MANIFEST_FILE};
 
 /// Runs `zot ext remove <name> [--yes]`: only global extensions; a
@@ -21,7 +22,7 @@ pub(super) fn remove(ctx: &Ctx, name: &str, yes: bool) -> Result<i32, CliError> 
         return Err(failed(format!("{name} was not removed")));
     }
     delete(&root, &dir)?;
-    out(&format!("removed {name} ({})\n", dir.display()))?;
+    say(&format!("removed {name} ({})", dir.display()))?;
     Ok(0)
 }
 
@@ -50,7 +51,10 @@ fn confirm(name: &str, dir: &Path) -> Result<bool, CliError> {
             dir.display()
         )));
     }
-    eprint!("remove {name} ({})? [y/N] ", dir.display());
+    eprint!(
+        "{}",
+        inert(&format!("remove {name} ({})? [y/N] ", dir.display()))
+    );
     let _ = io::stderr().flush();
     let mut answer = String::new();
     io::stdin()
@@ -103,9 +107,9 @@ pub(super) fn set_enabled(ctx: &Ctx, name: &str, enabled: bool) -> Result<i32, C
     };
     let path = dir.join(MANIFEST_FILE);
     if rewrite_enabled(&dir, &path, enabled)? {
-        out(&format!("{word} {name} ({})\n", path.display()))?;
+        say(&format!("{word} {name} ({})", path.display()))?;
     } else {
-        out(&format!("{name} is already {word} ({})\n", path.display()))?;
+        say(&format!("{name} is already {word} ({})", path.display()))?;
     }
     if global {
         warn_if_shadowed(ctx, name);
@@ -117,11 +121,12 @@ pub(super) fn set_enabled(ctx: &Ctx, name: &str, enabled: bool) -> Result<i32, C
 /// changes nothing in this project: say so.
 fn warn_if_shadowed(ctx: &Ctx, name: &str) {
     if let Ok(Some(dir)) = find(&ctx.project(), name) {
-        eprintln!(
-            "zot: note: the project copy {} takes precedence in {}; its own manifest decides there",
+        let note = format!(
+            "note: the project copy {} takes precedence in {}; its own manifest decides there",
             dir.display(),
             ctx.cwd.display()
         );
+        eprintln!("zot: {}", inert(&note));
     }
 }
 

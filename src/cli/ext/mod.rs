@@ -20,6 +20,7 @@ use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
 use zot_host::discovery;
+use zot_host::log::inert;
 use zot_host::manifest::{self, MANIFEST_FILE};
 
 const HELP: &str = "\
@@ -325,6 +326,17 @@ fn find(root: &Path, name: &str) -> Result<Option<PathBuf>, CliError> {
         )));
     }
     Ok(matches.pop())
+}
+
+/// Writes human-readable `text` to stdout, each line [`inert`]: it may
+/// quote an extension's files (names, paths, manifest fields).
+fn say(text: &str) -> Result<(), CliError> {
+    let mut shown = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        shown.push_str(&inert(line.strip_suffix('\n').unwrap_or(line)));
+        shown.push('\n');
+    }
+    out(&shown)
 }
 
 /// Writes to stdout; a closed stdout (`| head`) is not an error.

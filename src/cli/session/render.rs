@@ -10,6 +10,7 @@
 use super::HOST_COMMANDS;
 use serde_json::Value;
 use std::io::{self, Write};
+use zot_host::log::inert;
 use zot_host::protocol::Panel;
 use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolOutcome};
 
@@ -299,28 +300,6 @@ impl Out {
         let rows: Vec<(String, String)> = snap.extensions.iter().map(ext_row).collect();
         self.table("extensions", &rows);
     }
-}
-
-/// Text from an extension as it may reach a terminal: a control
-/// character there acts (an escape sequence moves the cursor over
-/// earlier lines, retitles the window, writes the clipboard; `\r`
-/// overwrites the prefix), so each is shown instead: `^[` (caret
-/// notation) for C0 and DEL, `\u{9b}` for C1. Tabs are kept.
-fn inert(text: &str) -> std::borrow::Cow<'_, str> {
-    let acts = |c: char| c.is_control() && c != '\t';
-    if !text.contains(acts) {
-        return text.into();
-    }
-    let mut shown = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match u8::try_from(c) {
-            _ if !acts(c) => shown.push(c),
-            Ok(b) if b < 0x20 => shown.extend(['^', char::from(b + 0x40)]),
-            Ok(0x7f) => shown.push_str("^?"),
-            _ => shown.extend(c.escape_unicode()),
-        }
-    }
-    shown.into()
 }
 
 fn owned(description: &str, extension: &str) -> String {
