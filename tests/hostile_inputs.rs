@@ -719,3 +719,32 @@ fn text_from_extension_files_reaches_the_terminal_inert() {
         assert_inert(what, &out);
     }
 }
+
+#[test]
+fn zot_ext_says_plainly_that_a_zot_home_file_is_not_a_directory() {
+    // Not "no extensions installed": the user must learn that their
+    // ZOT_HOME is wrong, not that their extensions are gone.
+    let t = TempDir::new("hostile-home-file-ext");
+    let home = t.join("home");
+    std::fs::write(&home, "not a directory").expect("write the file");
+    let want = format!("$ZOT_HOME ({}) is not a directory", home.display());
+    let flood = fixture("flood");
+    let flood = flood.to_str().expect("utf-8 path");
+    for args in [
+        &["ext", "list"][..],
+        &["ext", "list", "--json"],
+        &["ext", "install", flood],
+        &["ext", "remove", "flood", "--yes"],
+        &["ext", "disable", "flood"],
+        &["ext", "logs", "flood"],
+    ] {
+        let out = zot()
+            .args(args)
+            .current_dir(t.path())
+            .env("ZOT_HOME", &home)
+            .output()
+            .expect("run zot ext");
+        assert_fails_naming(&out, &[&want]);
+        assert_eq!(stdout_of(&out), "", "zot {args:?} prints nothing on stdout");
+    }
+}

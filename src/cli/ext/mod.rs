@@ -256,12 +256,14 @@ pub(super) struct Ctx {
 
 impl Ctx {
     fn new(cwd: Option<PathBuf>) -> Result<Ctx, CliError> {
-        let home = super::zot_home()?;
+        let home = absolute(super::zot_home()?)?;
+        // Else a file there reads as "no extensions installed".
+        if std::fs::metadata(&home).is_ok_and(|m| !m.is_dir()) {
+            let home = home.display();
+            return Err(failed(format!("$ZOT_HOME ({home}) is not a directory")));
+        }
         let cwd = super::project_dir(cwd.as_deref())?;
-        Ok(Ctx {
-            home: absolute(home)?,
-            cwd,
-        })
+        Ok(Ctx { home, cwd })
     }
 
     /// `$ZOT_HOME/extensions`.
