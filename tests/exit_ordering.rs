@@ -85,6 +85,40 @@ fn a_starved_host_delivers_all_an_exited_extension_wrote() {
     assert_delivered(&rpc, &answer, notes);
 }
 
+/// The same when the extension closed its stdin before it answered and
+/// exited (as an exit does: fd 0 closes before fd 1), and the host, which
+/// failed to write to it, gets no CPU for longer than the grace it gives
+/// a live extension with a closed stdin: the exit decides, once the
+/// frames left in its pipe are read.
+#[test]
+fn an_answer_after_a_failed_write_is_delivered_when_the_extension_exits() {
+    let t = TempDir::new("exit-order-deaf");
+    let (notes, go) = (15_000, t.join("go"));
+    let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20, "deaf": true});
+    let mut rpc = start_burst(&t, cfg);
+    let list = rpc.call("l", json!({"type": "list"}));
+    let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
+    let host = rpc.child.id() as i32;
+    // SAFETY: kill(2) to our own child process, with integer arguments.
+    let signal = |sig| assert_eq!(unsafe { libc::kill(host, sig) }, 0, "kill zot rpc");
+    rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b"}));
+    wait_for("burst to get the call", || t.join("go.called").exists());
+    // A second call: writing it fails, burst's stdin is closed.
+    rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b2"}));
+    wait_for("the write to burst to fail", || {
+        log_of(&t, "burst").contains("cannot write to stdin")
+    });
+    signal(libc::SIGSTOP);
+    std::fs::write(&go, "").expect("write go");
+    wait_for("burst to exit", || process_gone(ext));
+    // Not a synchronisation: the host is kept off the CPU past the 2 s
+    // it gives an extension whose stdin is closed.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    signal(libc::SIGCONT);
+    let answer = rpc.response("b");
+    assert_delivered(&rpc, &answer, notes);
+}
+
 #[test]
 fn an_answer_written_just_before_exit_is_delivered() {
     answer_written_before_exit_arrives("exit-order", 3000, 0);

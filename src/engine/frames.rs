@@ -45,9 +45,10 @@ impl Engine {
                 ext.close_stdin();
                 self.release(idx, None, "stdin closed", now);
                 // Its commands and tools may still be answered (it read
-                // them, or it is exiting): they fail once its last frames
-                // have had the time an exit's have, not at their timeout.
-                self.pending.hurry(idx, later(now, EXIT_DRAIN_MAX));
+                // them, or it is exiting): not at once, not at their timeout.
+                if let Phase::Running(run) = &mut self.exts[idx].phase {
+                    run.deaf_at = Some(later(now, EXIT_DRAIN_MAX));
+                }
             }
         }
     }

@@ -121,6 +121,7 @@ impl Engine {
             proc,
             exit_check: None,
             eof_at: None,
+            deaf_at: None,
             stage: Stage::AwaitingHello { deadline },
         });
         self.by_key.retain(|_, i| *i != idx);

@@ -86,6 +86,9 @@ struct Run {
     /// Its stdout closed: failed then unless it has exited (it can
     /// never answer again).
     eof_at: Option<Instant>,
+    /// A write to its stdin failed: what it owes fails then, unless it
+    /// has exited (then its exit decides, once its pipe is read).
+    deaf_at: Option<Instant>,
     stage: Stage,
 }
 

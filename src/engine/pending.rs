@@ -127,15 +127,6 @@ impl Pending {
         due.map(|e| (e.ext, e.waiter)).collect()
     }
 
-    /// Brings the deadline of every request to extension `ext` to `at`
-    /// at the latest.
-    pub(super) fn hurry(&mut self, ext: usize, at: Instant) {
-        for e in self.entries.values_mut().filter(|e| e.ext == ext) {
-            e.deadline = e.deadline.min(at);
-            self.earliest = Some(self.earliest.map_or(at, |t| t.min(at)));
-        }
-    }
-
     /// Takes the guard answers extension `ext` owes, for their chains;
     /// with an `error`, also fails every command and tool call it owes.
     pub(super) fn fail_ext(&mut self, ext: usize, error: Option<&HostError>) -> Vec<(u64, usize)> {

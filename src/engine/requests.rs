@@ -370,12 +370,6 @@ impl Engine {
                 }
             };
             let extension = ext.name.clone();
-            // Hurried: its stdin closed; the request may never have reached it.
-            if !ext.run().is_some_and(|r| r.proc.writable()) {
-                ext.log.line(&format!("no {owed}: its stdin is closed"));
-                waiter.fail(HostError::NotServing(extension));
-                continue;
-            }
             ext.log.line(&format!("no {owed} {within}"));
             waiter.fail(HostError::TimedOut {
                 extension,

@@ -3,7 +3,7 @@
 
 use super::{later, Engine, ExitCheck, Ext, Phase, Stage};
 use super::{EXIT_GRACE, LIVENESS_EVERY, LIVENESS_IDLE};
-use crate::types::human;
+use crate::types::{human, HostError};
 use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);
@@ -22,7 +22,10 @@ impl Ext {
             Stage::Ready | Stage::Killed(_) => None,
         };
         let exit = run.exit_check.as_ref().map(|(at, _)| *at);
-        [stage, exit, run.eof_at].into_iter().flatten().min()
+        [stage, exit, run.eof_at, run.deaf_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 
@@ -75,6 +78,17 @@ impl Engine {
             }
             Some((at, _)) if *at <= now => return self.poll_exit(idx, now),
             _ => {}
+        }
+        if run.deaf_at.take_if(|at| *at <= now).is_some() {
+            if run.proc.try_wait().is_none() {
+                ext.log.line("its stdin is closed: what it owes fails");
+                let error = HostError::NotServing(ext.name.clone());
+                return self.release(idx, Some(&error), "stdin closed", now);
+            }
+            // It exited: the frames still in its pipe come first.
+            if run.exit_check.is_none() {
+                run.exit_check = Some((later(now, EXIT_GRACE), ExitCheck::Drain(now)));
+            }
         }
         if run.eof_at.take_if(|at| *at <= now).is_some() {
             let why = match run.stage {
