@@ -33,6 +33,21 @@ fn answer_written_before_exit_arrives(tag: &str, notes: usize, pipe_bytes: usize
     assert_delivered(&rpc, &answer, notes);
 }
 
+/// Starts burst with `cfg` (which holds `go`) and calls it (id `b`);
+/// returns once burst got the call: zot rpc, burst's pid, and a way to
+/// send zot rpc a signal.
+fn call_burst_and_hold(t: &TempDir, cfg: Value) -> (Rpc, u32, impl Fn(libc::c_int)) {
+    let mut rpc = start_burst(t, cfg);
+    let list = rpc.call("l", json!({"type": "list"}));
+    let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
+    let host = rpc.child.id() as i32;
+    // SAFETY: kill(2) to our own child process, with integer arguments.
+    let signal = move |sig| assert_eq!(unsafe { libc::kill(host, sig) }, 0, "kill zot rpc");
+    rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b"}));
+    wait_for("burst to get the call", || t.join("go.called").exists());
+    (rpc, ext, signal)
+}
+
 /// `answer` is burst's, and every note came before it, in order.
 fn assert_delivered(rpc: &Rpc, answer: &Value, notes: usize) {
     assert_eq!(
@@ -63,14 +78,7 @@ fn a_starved_host_delivers_all_an_exited_extension_wrote() {
     let t = TempDir::new("exit-order-starved");
     let (notes, go) = (15_000, t.join("go"));
     let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20});
-    let mut rpc = start_burst(&t, cfg);
-    let list = rpc.call("l", json!({"type": "list"}));
-    let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
-    let host = rpc.child.id() as i32;
-    // SAFETY: kill(2) to our own child process, with integer arguments.
-    let signal = |sig| assert_eq!(unsafe { libc::kill(host, sig) }, 0, "kill zot rpc");
-    rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b"}));
-    wait_for("burst to get the call", || t.join("go.called").exists());
+    let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg);
     signal(libc::SIGSTOP);
     std::fs::write(&go, "").expect("write go");
     wait_for("burst to exit", || process_gone(ext));
@@ -95,14 +103,7 @@ fn an_answer_after_a_failed_write_is_delivered_when_the_extension_exits() {
     let t = TempDir::new("exit-order-deaf");
     let (notes, go) = (15_000, t.join("go"));
     let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20, "deaf": true});
-    let mut rpc = start_burst(&t, cfg);
-    let list = rpc.call("l", json!({"type": "list"}));
-    let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
-    let host = rpc.child.id() as i32;
-    // SAFETY: kill(2) to our own child process, with integer arguments.
-    let signal = |sig| assert_eq!(unsafe { libc::kill(host, sig) }, 0, "kill zot rpc");
-    rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b"}));
-    wait_for("burst to get the call", || t.join("go.called").exists());
+    let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg);
     // A second call: writing it fails, burst's stdin is closed.
     rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b2"}));
     wait_for("the write to burst to fail", || {

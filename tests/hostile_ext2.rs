@@ -47,6 +47,40 @@ fn size(path: &Path) -> u64 {
     std::fs::metadata(path).map_or(0, |m| m.len())
 }
 
+/// Starts `hostile_ext(name, script, [pid file], extra)` with commands
+/// timing out after `command`; returns once the extension wrote its pid
+/// (which each such fixture does once it is in the state under test).
+fn start_with_pid(
+    t: &TempDir,
+    name: &str,
+    script: &str,
+    extra: Value,
+    command: std::time::Duration,
+) -> (zot_host::Host, u32) {
+    let pid_file = t.join(&format!("{name}.pid"));
+    let pid_arg = pid_file.to_string_lossy().into_owned();
+    let ext = hostile_ext(t, name, script, &[&pid_arg], extra);
+    let mut cfg = config(t, &[ext]);
+    cfg.timeouts.command = command;
+    let host = start_ready(cfg);
+    (host, read_pid(&pid_file))
+}
+
+/// Runs `/c`, whose answer must come well before its timeout: a reply
+/// not there within DEADLINE fails the test with `late`.
+fn command_c(host: &zot_host::Host, late: &str) -> Result<Option<String>, String> {
+    let (tx, reply) = crossbeam_channel::bounded(1);
+    host.handle().submit(zot_host::Request::Command {
+        name: "c".into(),
+        args: String::new(),
+        reply: Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    });
+    let reply = reply.recv_timeout(DEADLINE).expect(late);
+    reply.map(|r| r.display).map_err(|e| e.to_string())
+}
+
 /// Strings an extension sends are echoed into its log when the host
 /// refuses them; a huge one must not take the log past its bound
 /// (README: under 2 x the rotation limit however much it writes).
@@ -91,33 +125,14 @@ fn huge_strings_echoed_in_the_log_keep_it_bounded() {
 #[test]
 fn an_extension_that_closes_its_stdout_but_runs_on_is_failed() {
     let t = TempDir::new("h2-mute");
-    let pid_file = t.join("mute.pid");
-    let pid_arg = pid_file.to_string_lossy().into_owned();
-    let ext = hostile_ext(
-        &t,
-        "mute",
-        "mute.sh",
-        &[&pid_arg],
-        json!({"restart": "never"}),
-    );
-    let mut cfg = config(&t, &[ext]);
-    cfg.timeouts.command = std::time::Duration::from_secs(600);
-    let host = StopNow(start_ready(cfg));
-    let pid = read_pid(&pid_file);
-    let (tx, reply) = crossbeam_channel::bounded(1);
-    host.handle().submit(zot_host::Request::Command {
-        name: "c".into(),
-        args: String::new(),
-        reply: Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    });
-    let reply = reply
-        .recv_timeout(DEADLINE)
-        .expect("the request to the muted extension waited for its 600 s timeout");
+    let never = json!({"restart": "never"});
+    let ten_minutes = std::time::Duration::from_secs(600);
+    let (host, pid) = start_with_pid(&t, "mute", "mute.sh", never, ten_minutes);
+    let host = StopNow(host);
+    let late = "the request to the muted extension waited for its 600 s timeout";
     let why = "closed its stdout but did not exit";
     assert_eq!(
-        reply.map(|r| r.display).map_err(|e| e.to_string()),
+        command_c(&host, late),
         Err(format!("extension mute exited (killed: {why})"))
     );
     let failed = wait_event(&host, "extension_failed", |e| {
@@ -259,26 +274,13 @@ fn an_exec_that_cannot_run_is_failed_with_the_reason() {
 #[test]
 fn a_request_to_an_extension_that_closed_its_stdin_fails_soon() {
     let t = TempDir::new("h2-deaf");
-    let pid_file = t.join("deaf.pid");
-    let pid_arg = pid_file.to_string_lossy().into_owned();
-    let ext = hostile_ext(&t, "deaf", "deaf.sh", &[&pid_arg], json!({}));
-    let mut cfg = config(&t, &[ext]);
-    cfg.timeouts.command = std::time::Duration::from_secs(600);
-    let host = StopNow(start_ready(cfg));
-    read_pid(&pid_file); // its stdin is closed now
-    let (tx, reply) = crossbeam_channel::bounded(1);
-    host.handle().submit(zot_host::Request::Command {
-        name: "c".into(),
-        args: String::new(),
-        reply: Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    });
-    let reply = reply
-        .recv_timeout(DEADLINE)
-        .expect("the request that could not be written waited for its 600 s timeout");
+    let ten_minutes = std::time::Duration::from_secs(600);
+    // Its pid is written once its stdin is closed.
+    let (host, _) = start_with_pid(&t, "deaf", "deaf.sh", json!({}), ten_minutes);
+    let host = StopNow(host);
+    let late = "the request that could not be written waited for its 600 s timeout";
     assert_eq!(
-        reply.map(|r| r.display).map_err(|e| e.to_string()),
+        command_c(&host, late),
         Err("extension deaf is not accepting input".to_string())
     );
     drop(host);
@@ -463,13 +465,8 @@ fn renders_of_a_closed_panel_keep_the_log_bounded() {
 #[test]
 fn an_extension_that_stops_itself_mid_call_times_out_and_is_killed() {
     let t = TempDir::new("h2-stops");
-    let pid_file = t.join("stops.pid");
-    let pid_arg = pid_file.to_string_lossy().into_owned();
-    let ext = hostile_ext(&t, "stops", "stops.sh", &[&pid_arg], json!({}));
-    let mut cfg = config(&t, &[ext]);
-    cfg.timeouts.command = std::time::Duration::from_secs(1);
-    let host = start_ready(cfg);
-    let pid = read_pid(&pid_file);
+    let second = std::time::Duration::from_secs(1);
+    let (host, pid) = start_with_pid(&t, "stops", "stops.sh", json!({}), second);
     assert_eq!(
         host.command("c", "").map_err(|e| e.to_string()),
         Err("extension stops did not answer /c within 1 s".to_string())
