@@ -4,8 +4,9 @@
 //! only when the loop's direct write finds the pipe full).
 //!
 //! The process and its group die with the host (`watchdog.rs`, or
-//! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot run). The threads wait on their pipe and on a stop socket at
-//! once, so they end when the process is done with even if an escaped
+//! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
+//! run). The threads wait on their pipe and on a stop socket at once,
+//! so they end when the process is done with even if an escaped
 //! (`setsid`) grandchild keeps the pipes open: nothing leaks per reload.
 
 use crate::log::ExtLog;
