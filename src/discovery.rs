@@ -3,6 +3,7 @@
 
 use crate::manifest::{Manifest, ManifestError, MANIFEST_FILE};
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 /// Where an extension was found.
@@ -56,19 +57,29 @@ pub struct Found {
     pub status: Status,
 }
 
-/// The state directory: `$ZOT_HOME`, else the platform default
-/// (`$XDG_STATE_HOME/zot` or `~/.local/state/zot` on Linux,
-/// `~/Library/Application Support/zot` on macOS).
+/// The state directory: `$ZOT_HOME`, else `$XDG_STATE_HOME/zot` on every
+/// platform (SPEC 14.9), else the platform default (`~/.local/state/zot`
+/// on Linux, `~/Library/Application Support/zot` on macOS).
 pub fn zot_home() -> Option<PathBuf> {
     if let Some(home) = std::env::var_os("ZOT_HOME").filter(|h| !h.is_empty()) {
         return Some(PathBuf::from(home));
     }
-    if cfg!(target_os = "macos") {
-        return dirs::data_dir().map(|d| d.join("zot"));
-    }
-    dirs::state_dir()
-        .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
-        .map(|d| d.join("zot"))
+    let platform = if cfg!(target_os = "macos") {
+        dirs::data_dir()
+    } else {
+        dirs::home_dir().map(|h| h.join(".local/state"))
+    };
+    default_home(std::env::var_os("XDG_STATE_HOME"), platform)
+}
+
+/// `$ZOT_HOME`'s default: `$XDG_STATE_HOME/zot` when that is set to an
+/// absolute path (the XDG rule: a relative one is ignored), else
+/// `platform/zot`.
+fn default_home(xdg_state_home: Option<OsString>, platform: Option<PathBuf>) -> Option<PathBuf> {
+    let xdg = xdg_state_home
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    xdg.or(platform).map(|d| d.join("zot"))
 }
 
 /// `$ZOT_HOME/extensions`.
@@ -160,6 +171,24 @@ pub fn discover(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xdg_state_home_wins_over_every_platform_default() {
+        let mac = Some(PathBuf::from("/Users/u/Library/Application Support"));
+        let xdg = Some(OsString::from("/var/state"));
+        assert_eq!(
+            default_home(xdg, mac.clone()),
+            Some(PathBuf::from("/var/state/zot"))
+        );
+        assert_eq!(
+            default_home(Some("relative/state".into()), mac.clone()),
+            Some(PathBuf::from("/Users/u/Library/Application Support/zot"))
+        );
+        assert_eq!(
+            default_home(None, mac),
+            Some(PathBuf::from("/Users/u/Library/Application Support/zot"))
+        );
+    }
 
     #[test]
     fn hidden_dirs_are_skipped_and_a_disabled_copy_keeps_its_name() {

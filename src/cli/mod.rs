@@ -49,8 +49,8 @@ session commands (type /help in the session):
 files:
   extensions are found in ./.zot/extensions/*/ and $ZOT_HOME/extensions/*/
   each extension's stderr and the host's lines about it: $ZOT_HOME/logs/ext-NAME.log
-  (zot ext logs NAME); ZOT_HOME defaults to $XDG_STATE_HOME/zot or ~/.local/state/zot
-  (~/Library/Application Support/zot on macOS)
+  (zot ext logs NAME); ZOT_HOME defaults to $XDG_STATE_HOME/zot when that is set
+  (on every platform), else ~/.local/state/zot (~/Library/Application Support/zot on macOS)
 ";
 
 /// How a command failed.
