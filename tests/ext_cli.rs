@@ -521,18 +521,95 @@ fn remove_needs_confirmation_or_yes() {
 }
 
 #[test]
-fn remove_finds_manifest_names_and_leaves_project_copies_alone() {
+fn remove_finds_manifest_and_directory_names_in_project_and_global() {
     let w = World::new("remove-by-name");
     make_ext(&w.global().join("checkout-dir"), "named");
     assert_ok(&w.zot(&["remove", "-y", "named"]));
     assert!(w.installed().is_empty());
 
-    make_ext(&w.project().join("local"), "local");
-    assert_fails(
-        &w.zot(&["remove", "--yes", "local"]),
-        "belongs to this project",
+    // A project copy is found too, by its directory name, and `rm` is
+    // upstream's alias of `remove`.
+    make_ext(&w.project().join("local-dir"), "local");
+    let out = w.zot(&["rm", "--yes", "local-dir"]);
+    assert_ok(&out);
+    assert!(
+        stdout_of(&out).contains("removed local-dir"),
+        "{}",
+        stdout_of(&out)
     );
-    assert!(w.project().join("local").exists());
+    assert!(!w.project().join("local-dir").exists());
+}
+
+#[test]
+fn a_name_shared_by_two_installations_changes_nothing() {
+    let w = World::new("ambiguous");
+    // The same extension in the project and globally, and a global
+    // directory whose manifest name is another one's directory name.
+    make_ext(&w.project().join("twin"), "twin");
+    make_ext(&w.global().join("twin"), "twin");
+    make_ext(&w.global().join("other"), "tool");
+    make_ext(&w.global().join("tool"), "something-else");
+    let manifests = |w: &World| {
+        [
+            w.project().join("twin"),
+            w.global().join("twin"),
+            w.global().join("tool"),
+        ]
+        .map(|d| fs::read_to_string(d.join("extension.json")).unwrap())
+    };
+    let before = manifests(&w);
+    for args in [
+        &["remove", "--yes", "twin"][..],
+        &["rm", "--yes", "tool"],
+        &["disable", "twin"],
+        &["disable", "tool"],
+    ] {
+        let out = w.zot(args);
+        let name = args.last().unwrap();
+        assert_fails(&out, &format!("{name} matches 2 installations"));
+        assert_fails(&out, "nothing was changed");
+        let err = stderr_of(&out);
+        let (a, b) = match *name {
+            "twin" => (w.project().join("twin"), w.global().join("twin")),
+            _ => (w.global().join("other"), w.global().join("tool")),
+        };
+        for dir in [a, b] {
+            assert!(
+                err.contains(&dir.display().to_string()),
+                "{args:?} should list {dir:?}: {err}"
+            );
+        }
+    }
+    assert_eq!(
+        manifests(&w),
+        before,
+        "a refused command changed a manifest"
+    );
+    assert_eq!(w.installed(), ["other", "tool", "twin"]);
+    assert!(w.project().join("twin").exists());
+
+    // --global / --project pick one of them.
+    assert_ok(&w.zot(&["disable", "--global", "twin"]));
+    let global_twin = w.global().join("twin").display().to_string();
+    let rows = w.list_json();
+    let row = rows
+        .iter()
+        .find(|r| r["dir"] == global_twin.as_str())
+        .unwrap();
+    assert_eq!(row["enabled"], false, "{rows:?}");
+    assert_eq!(
+        rows[0]["status"], "ok",
+        "the project copy changed: {rows:?}"
+    );
+    assert_ok(&w.zot(&["rm", "--yes", "--project", "twin"]));
+    assert!(!w.project().join("twin").exists());
+    let both = w.zot(&["enable", "--project", "--global", "twin"]);
+    assert_eq!(both.status.code(), Some(2), "{}", stderr_of(&both));
+    assert!(
+        stderr_of(&both).contains("exclude each other"),
+        "{}",
+        stderr_of(&both)
+    );
 }
 
 #[test]

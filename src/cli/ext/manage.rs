@@ -1,45 +1,36 @@
 //! `zot ext remove`, `enable` and `disable`.
 
 use super::scratch::{self, Kind};
-use super::{check_name, failed, find, remove_tree, say, CliError, Ctx};
+use super::{check_name, failed, lookup, remove_tree, say, CliError, Ctx, Installed};
 use serde_json::Value;
 use std::fs;
 use std::io::{self, BufRead, IsTerminal, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use zot_host::discovery::Scope;
 use zot_host::log::inert;
 use zot_host::manifest::{self, Manifest, MANIFEST_FILE};
 
-/// Runs `zot ext remove <name> [--yes]`: only global extensions; a
-/// project copy belongs to the project and is left to the user.
-pub(super) fn remove(ctx: &Ctx, name: &str, yes: bool) -> Result<i32, CliError> {
+/// Runs `zot ext remove <name> [--yes]`: the one project or global
+/// installation `name` means (see [`lookup`]).
+pub(super) fn remove(
+    ctx: &Ctx,
+    name: &str,
+    only: Option<Scope>,
+    yes: bool,
+) -> Result<i32, CliError> {
     check_name(name)?;
-    let root = ctx.global();
-    let Some(dir) = find(&root, name)? else {
-        return Err(not_installed(ctx, name));
-    };
+    let Installed { scope, dir } = lookup(ctx, name, only)?;
     if !yes && !confirm(name, &dir)? {
         return Err(failed(format!("{name} was not removed")));
     }
+    let root = match scope {
+        Scope::Project => ctx.project(),
+        _ => ctx.global(),
+    };
     delete(&root, &dir)?;
     say(&format!("removed {name} ({})", dir.display()))?;
     Ok(0)
-}
-
-fn not_installed(ctx: &Ctx, name: &str) -> CliError {
-    let root = ctx.global();
-    match find(&ctx.project(), name) {
-        Ok(Some(dir)) => failed(format!(
-            "{name} is not installed in {}; the copy in {} belongs to this project, \
-             delete that directory yourself if you mean to",
-            root.display(),
-            dir.display()
-        )),
-        _ => failed(format!(
-            "no extension named {name} in {} (see zot ext list)",
-            root.display()
-        )),
-    }
 }
 
 /// Asks on the terminal; without one, refuses rather than guess.
@@ -87,31 +78,24 @@ fn delete(root: &Path, dir: &Path) -> Result<(), CliError> {
     })
 }
 
-/// Runs `zot ext enable|disable <name>`: the global copy, or the project
-/// copy when there is no global one.
-pub(super) fn set_enabled(ctx: &Ctx, name: &str, enabled: bool) -> Result<i32, CliError> {
+/// Runs `zot ext enable|disable <name>` on the one project or global
+/// installation `name` means (see [`lookup`]).
+pub(super) fn set_enabled(
+    ctx: &Ctx,
+    name: &str,
+    only: Option<Scope>,
+    enabled: bool,
+) -> Result<i32, CliError> {
     check_name(name)?;
     let word = if enabled { "enabled" } else { "disabled" };
-    let (dir, global) = match find(&ctx.global(), name)? {
-        Some(dir) => (dir, true),
-        None => match find(&ctx.project(), name)? {
-            Some(dir) => (dir, false),
-            None => {
-                return Err(failed(format!(
-                    "no extension named {name} in {} or {} (see zot ext list)",
-                    ctx.global().display(),
-                    ctx.project().display()
-                )));
-            }
-        },
-    };
+    let Installed { scope, dir } = lookup(ctx, name, only)?;
     let path = dir.join(MANIFEST_FILE);
     if rewrite_enabled(&dir, &path, enabled)? {
         say(&format!("{word} {name} ({})", path.display()))?;
     } else {
         say(&format!("{name} is already {word} ({})", path.display()))?;
     }
-    if global {
+    if scope == Scope::Global {
         warn_if_shadowed(ctx, name);
     }
     Ok(0)
@@ -120,7 +104,7 @@ pub(super) fn set_enabled(ctx: &Ctx, name: &str, enabled: bool) -> Result<i32, C
 /// A project copy wins over the global one, so editing the global one
 /// changes nothing in this project: say so.
 fn warn_if_shadowed(ctx: &Ctx, name: &str) {
-    if let Ok(Some(dir)) = find(&ctx.project(), name) {
+    if let Ok(Installed { dir, .. }) = lookup(ctx, name, Some(Scope::Project)) {
         let note = format!(
             "note: the project copy {} takes precedence in {}; its own manifest decides there",
             dir.display(),

@@ -1,10 +1,9 @@
 //! `zot ext`: manage installed extensions (SPEC section 5).
 //!
 //! Global extensions live in `$ZOT_HOME/extensions/<name>/`, project
-//! ones in `./.zot/extensions/<name>/`. `install` and `remove` only
-//! touch the global directory; `list` shows both; `enable`/`disable`
-//! edit the global copy, or the project copy when there is no global
-//! one.
+//! ones in `./.zot/extensions/<name>/`. `install` only writes the global
+//! directory; `list` shows both; `remove`, `enable` and `disable` act on
+//! the one installation, project or global, a name means.
 
 mod check;
 mod install;
@@ -19,7 +18,7 @@ use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
-use zot_host::discovery;
+use zot_host::discovery::{self, Scope};
 use zot_host::log::inert;
 use zot_host::manifest::{self, MANIFEST_FILE};
 
@@ -29,7 +28,7 @@ zot ext: manage installed extensions
 usage:
   zot ext list [--json]                     list project and global extensions
   zot ext install <path|git-url> [--force]  copy or clone into $ZOT_HOME/extensions/<name>
-  zot ext remove <name> [--yes]             delete an installed extension
+  zot ext remove|rm <name> [--yes]          delete an installed extension (project or global)
   zot ext enable <name>                     set \"enabled\": true in its extension.json
   zot ext disable <name>                    set \"enabled\": false (stays installed)
   zot ext logs <name> [-f]                  print, or follow, the extension's log
@@ -78,26 +77,30 @@ const SUBS: &[Sub] = &[
     },
     Sub {
         name: "remove",
-        usage: "zot ext remove <name> [--yes]",
-        about: "Delete $ZOT_HOME/extensions/<name> (a directory name or a manifest name).\n\
+        usage: "zot ext remove|rm <name> [--yes] [--project|--global] [--cwd DIR]",
+        about: "Delete the extension's directory, project or global. <name> is its manifest\n\
+                name or its directory name; a name that matches several installations lists\n\
+                them and removes nothing (--project or --global narrows the search).\n\
                 Asks for confirmation on a terminal; elsewhere --yes is required.",
-        flags: &[(Some('y'), "yes")],
+        flags: &[(Some('y'), "yes"), (None, "project"), (None, "global")],
         arg: Some("<name>"),
     },
     Sub {
         name: "enable",
-        usage: "zot ext enable <name> [--cwd DIR]",
+        usage: "zot ext enable <name> [--project|--global] [--cwd DIR]",
         about: "Set \"enabled\": true in the extension's manifest, changing nothing else.\n\
-                Edits the global copy, or the project copy when there is no global one.",
-        flags: &[],
+                <name> is looked up as for remove: manifest or directory name, project\n\
+                and global, and a name matching several installations changes nothing.",
+        flags: &[(None, "project"), (None, "global")],
         arg: Some("<name>"),
     },
     Sub {
         name: "disable",
-        usage: "zot ext disable <name> [--cwd DIR]",
+        usage: "zot ext disable <name> [--project|--global] [--cwd DIR]",
         about: "Set \"enabled\": false in the extension's manifest, changing nothing else.\n\
-                Edits the global copy, or the project copy when there is no global one.",
-        flags: &[],
+                <name> is looked up as for remove: manifest or directory name, project\n\
+                and global, and a name matching several installations changes nothing.",
+        flags: &[(None, "project"), (None, "global")],
         arg: Some("<name>"),
     },
     Sub {
@@ -121,6 +124,16 @@ struct Parsed {
 impl Parsed {
     fn has(&self, flag: &str) -> bool {
         self.flags.contains(&flag)
+    }
+
+    /// `--project` or `--global`: the one scope a name is looked up in.
+    fn only(&self) -> Result<Option<Scope>, CliError> {
+        match (self.has("project"), self.has("global")) {
+            (true, true) => Err(usage("--project and --global exclude each other")),
+            (true, false) => Ok(Some(Scope::Project)),
+            (false, true) => Ok(Some(Scope::Global)),
+            (false, false) => Ok(None),
+        }
     }
 
     /// The positional argument as a string (present: checked by the parser).
@@ -159,8 +172,15 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
             parsed.arg.as_deref().unwrap_or_default(),
             parsed.has("force"),
         ),
-        "remove" => manage::remove(&ctx, &parsed.arg_string()?, parsed.has("yes")),
-        "enable" | "disable" => manage::set_enabled(&ctx, &parsed.arg_string()?, sub == "enable"),
+        "remove" => manage::remove(
+            &ctx,
+            &parsed.arg_string()?,
+            parsed.only()?,
+            parsed.has("yes"),
+        ),
+        "enable" | "disable" => {
+            manage::set_enabled(&ctx, &parsed.arg_string()?, parsed.only()?, sub == "enable")
+        }
         _ => logs::run(&ctx, &parsed.arg_string()?, parsed.has("follow")),
     }
 }
@@ -205,6 +225,8 @@ fn parse(args: Vec<OsString>) -> Result<Request, CliError> {
             None => return Err(usage("missing command")),
         }
     };
+    // `rm` is upstream's alias of `remove`.
+    let sub = if sub == "rm" { "remove".into() } else { sub };
     let sub = SUBS
         .iter()
         .find(|s| s.name == sub)
@@ -308,26 +330,52 @@ fn raw_manifest(dir: &Path) -> Map<String, Value> {
     }
 }
 
-/// The extension directory in `root` called `name`, or whose manifest
-/// declares `name`. Several declaring it is an error: which one is meant?
-fn find(root: &Path, name: &str) -> Result<Option<PathBuf>, CliError> {
-    let direct = root.join(name);
-    let meta = std::fs::symlink_metadata(&direct);
-    if meta.is_ok_and(|m| m.is_dir() || m.file_type().is_symlink()) {
-        return Ok(Some(direct));
-    }
-    let mut matches: Vec<PathBuf> = discovery::scan(root)
-        .into_iter()
-        .filter(|dir| raw_manifest(dir).get("name").and_then(Value::as_str) == Some(name))
+/// One installed extension a name given on the command line can mean.
+struct Installed {
+    scope: Scope,
+    dir: PathBuf,
+}
+
+/// The one installation, project or global (`only` narrows it to one
+/// scope), whose directory name or manifest name is `name` (SPEC 14.8).
+/// None: an error saying where it looked. Several: an error listing
+/// them, so nothing is changed on a guess.
+fn lookup(ctx: &Ctx, name: &str, only: Option<Scope>) -> Result<Installed, CliError> {
+    let roots = [
+        (Scope::Project, ctx.project()),
+        (Scope::Global, ctx.global()),
+    ];
+    let roots: Vec<(Scope, PathBuf)> = (roots.into_iter())
+        .filter(|(scope, _)| only.is_none_or(|o| o == *scope))
         .collect();
+    let mut matches: Vec<Installed> = Vec::new();
+    for (scope, root) in &roots {
+        for dir in discovery::scan(root) {
+            let by_dir = dir.file_name().is_some_and(|n| n == name);
+            let by_name = || raw_manifest(&dir).get("name").and_then(Value::as_str) == Some(name);
+            if by_dir || by_name() {
+                matches.push(Installed { scope: *scope, dir });
+            }
+        }
+    }
     if matches.len() > 1 {
-        let dirs: Vec<String> = matches.iter().map(|d| d.display().to_string()).collect();
+        let listed: Vec<String> = (matches.iter())
+            .map(|m| format!("{} {}", m.scope.as_str(), m.dir.display()))
+            .collect();
         return Err(failed(format!(
-            "several extensions are named {name}: {}; use the directory name instead",
-            dirs.join(", ")
+            "{name} matches {} installations: {}; nothing was changed. Pick one by a directory \
+             name only it has, or with --project or --global",
+            matches.len(),
+            listed.join(", ")
         )));
     }
-    Ok(matches.pop())
+    matches.pop().ok_or_else(|| {
+        let looked: Vec<String> = roots.iter().map(|(_, r)| r.display().to_string()).collect();
+        failed(format!(
+            "no extension named {name} in {} (see zot ext list)",
+            looked.join(" or ")
+        ))
+    })
 }
 
 /// Writes human-readable `text` to stdout, each line [`inert`]: it may
