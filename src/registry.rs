@@ -4,7 +4,17 @@
 //! the registrations arrive in. Lower-precedence claims are kept so a
 //! name passes to the next registrant when its owner exits.
 
+use serde_json::Value;
 use std::collections::BTreeMap;
+
+/// Most commands, tools and event subscriptions one extension may
+/// register, each; the excess is ignored and logged.
+pub const MAX_NAMES: usize = 10_000;
+
+/// Most bytes one extension's commands, its tools and its event names
+/// may hold in memory, each (names, descriptions, schemas, as counted by
+/// [`footprint`]): 10,000 names of up to 16 MiB each would be no bound.
+pub const MAX_NAME_BYTES: usize = 16 << 20;
 
 /// One extension's claim on a name.
 #[derive(Debug, Clone)]
@@ -19,6 +29,23 @@ pub(crate) struct Claim<T> {
 #[derive(Debug, Default)]
 pub(crate) struct Registry<T> {
     names: BTreeMap<String, Vec<Claim<T>>>,
+}
+
+/// About the bytes a registration holds in memory: a schema takes more
+/// than its text (an array of zeros, 16 times more).
+pub fn footprint(name: &str, description: &str, schema: &Option<Value>) -> usize {
+    fn value(v: &Value) -> usize {
+        let inner = match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(value).sum(),
+            Value::Object(o) => (o.iter())
+                .map(|(k, v)| std::mem::size_of::<String>() + k.len() + value(v))
+                .sum(),
+            _ => 0,
+        };
+        std::mem::size_of::<Value>() + inner
+    }
+    name.len() + description.len() + schema.as_ref().map_or(0, value)
 }
 
 /// Whether `name` is usable as a command or tool name.

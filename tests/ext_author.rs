@@ -781,3 +781,136 @@ fn the_limits_come_from_the_environment() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("ZOT_STARTUP_TIMEOUT"), "{stderr}");
 }
+
+/// An extension directory `dir/name` whose exec is `sh -c script`.
+fn sh_ext(t: &TempDir, name: &str, script: &str) -> PathBuf {
+    let dir = t.join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let manifest = json!({"name": name, "exec": "/bin/sh", "args": ["-c", script]});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    dir
+}
+
+/// Runs `zot ext check --json DIR` and returns its report with the
+/// peak resident memory (kB) of the check process, from `wait4`.
+fn check_peak_rss(dir: &Path) -> (Value, i64) {
+    let home = TempDir::new("check-rss-home");
+    let mut child = zot()
+        .args(["ext", "check", "--json"])
+        .arg(dir)
+        .env("ZOT_HOME", home.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn zot ext check");
+    let mut stdout = String::new();
+    use std::io::Read;
+    let mut pipe = child.stdout.take().expect("stdout");
+    pipe.read_to_string(&mut stdout).expect("read report");
+    let pid = child.id() as libc::pid_t;
+    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
+    // SAFETY: wait4 on our own child with valid out-pointers; std's
+    // Child does not expose the rusage of the wait.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(
+        got,
+        pid,
+        "wait4 failed: {}",
+        std::io::Error::last_os_error()
+    );
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("--json printed no JSON object ({e}): {stdout}"));
+    (report, usage.ru_maxrss)
+}
+
+/// The stderr tail shown on a failure is read from the end of the log:
+/// 100 MB of stderr (long lines or 2-byte ones) cost the check no more
+/// than a few MiB, and the last lines are still shown.
+#[test]
+fn a_huge_stderr_is_tailed_in_bounded_memory() {
+    let t = TempDir::new("check-stderr");
+    for (name, line) in [("long-lines", "x".repeat(70)), ("short-lines", "a".into())] {
+        let script = format!(
+            "yes '{line}' | head -c 100000000 >&2; echo 'last words before exit' >&2; exit 3"
+        );
+        let dir = sh_ext(&t, name, &script);
+        let (report, peak_kb) = check_peak_rss(&dir);
+        assert_finding(&report, "hello", "fail", "exit code 3");
+        let tail = report["stderr_tail"].as_array().expect("stderr_tail");
+        // `head -c` cuts the flood mid-line: the last words end that line.
+        let last = tail.last().and_then(Value::as_str).unwrap_or("");
+        assert!(last.ends_with("last words before exit"), "{name}: {tail:?}");
+        assert!(tail.len() <= 20, "{name}: {} lines shown", tail.len());
+        // A bound far above the check's own few MiB, far below the log.
+        assert!(
+            peak_kb < 40 * 1024,
+            "{name}: zot ext check peaked at {peak_kb} kB reading a 100 MB stderr"
+        );
+    }
+}
+
+/// 200,000 commands in one write: the check applies the host's caps
+/// (10,000 names per kind, the rest ignored) and finishes.
+#[test]
+fn a_flood_of_registrations_is_capped_like_the_host_does() {
+    let t = TempDir::new("check-flood");
+    let script = "printf '%s\\n' '{\"type\":\"hello\",\"name\":\"flood\"}'; \
+        i=0; while [ $i -lt 200000 ]; do \
+        printf '{\"type\":\"register_command\",\"name\":\"c%d\",\"description\":\"d\"}\\n' $i; \
+        i=$((i+1)); done > cmds; \
+        read ack; cat cmds; echo '{\"type\":\"ready\"}'; \
+        while read line; do case $line in *shutdown*) \
+        echo '{\"type\":\"shutdown_ack\"}'; exit 0;; esac; done";
+    let dir = sh_ext(&t, "flood", script);
+    let (_, report) = patient_check_json(&dir, &[]);
+    let commands: Vec<_> = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| {
+            c["rule"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("command /"))
+        })
+        .collect();
+    assert!(
+        commands.len() <= 10_001,
+        "{} command findings: the host's cap is 10,000 names",
+        commands.len()
+    );
+    assert_finding(&report, "registrations", "warn", "more than 10000 commands");
+    assert_finding(&report, "shutdown", "pass", "shutdown_ack");
+}
+
+/// Only registrations that arrive after the startup grace are names
+/// the host's startup leaves out: a `ready` after the grace, with every
+/// name in before it (a slow start on a busy machine), is no warning,
+/// and the measured time is said either way.
+#[test]
+fn the_startup_grace_warning_is_about_late_registrations() {
+    let t = TempDir::new("check-grace");
+    let hello = |name| format!(r#"sleep 1; echo '{{"type":"hello","name":"{name}"}}'; read ack"#);
+    let reg = r#"echo '{"type":"register_command","name":"hi","description":"hi command"}'"#;
+    let rest = r#"echo '{"type":"ready"}'; while read line; do case $line in *shutdown*)
+        echo '{"type":"shutdown_ack"}'; exit 0;; esac; done"#;
+    let grace = [("ZOT_STARTUP_TIMEOUT", "4".as_ref())];
+    // Names at about 1 s, ready at about 4.5 s: after the 4 s grace.
+    let early = sh_ext(
+        &t,
+        "early",
+        &format!("{}; {reg}; sleep 3.5; {rest}", hello("early")),
+    );
+    let (code, report) = check_json_with(&early, &["--strict"], &grace);
+    assert_eq!(code, 0, "{report:#}");
+    assert_finding(&report, "ready", "pass", "after it was started");
+    // Names and ready at about 4.5 s: the host's startup is over by then.
+    let late = sh_ext(
+        &t,
+        "late",
+        &format!("{}; sleep 3.5; {reg}; {rest}", hello("late")),
+    );
+    let (code, report) = check_json_with(&late, &["--strict"], &grace);
+    assert_eq!(code, 1, "{report:#}");
+    assert_finding(&report, "ready", "pass", "after it was started");
+    assert_finding(&report, "ready", "warn", "registered");
+}

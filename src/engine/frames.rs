@@ -7,7 +7,7 @@ use super::{
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
-use crate::registry;
+use crate::registry::{self, footprint};
 use crate::types::HostEvent;
 use serde_json::Value;
 use std::time::Instant;
@@ -324,21 +324,4 @@ impl Engine {
             ));
         }
     }
-}
-
-/// About the bytes a registration holds in memory: a schema takes more
-/// than its text (an array of zeros, 16 times more).
-fn footprint(name: &str, description: &str, schema: &Option<Value>) -> usize {
-    fn value(v: &Value) -> usize {
-        let inner = match v {
-            Value::String(s) => s.len(),
-            Value::Array(a) => a.iter().map(value).sum(),
-            Value::Object(o) => (o.iter())
-                .map(|(k, v)| std::mem::size_of::<String>() + k.len() + value(v))
-                .sum(),
-            _ => 0,
-        };
-        std::mem::size_of::<Value>() + inner
-    }
-    name.len() + description.len() + schema.as_ref().map_or(0, value)
 }

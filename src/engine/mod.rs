@@ -59,14 +59,9 @@ const EXIT_DRAIN_MAX: Duration = Duration::from_secs(2);
 /// extension blocks in its write: backpressure, not memory (issue 9.2).
 const INBOUND_FRAMES: usize = 256;
 
-/// Most commands, tools and event subscriptions one extension may
-/// register, each; the excess is ignored and logged (issue 9.3).
-pub(crate) const MAX_NAMES: usize = 10_000;
-
-/// Most bytes one extension's commands, its tools and its event names
-/// may hold in memory, each (names, descriptions, schemas): 10,000
-/// names of up to 16 MiB each would be no bound at all.
-pub(crate) const MAX_NAME_BYTES: usize = 16 << 20;
+/// The caps on what one extension registers (issue 9.3), shared with
+/// `zot ext check`.
+pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
 
 /// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
 /// phase owns its deadline; only a running one has a process.

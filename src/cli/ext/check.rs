@@ -49,6 +49,9 @@ Exit status: 0 when nothing failed, 1 otherwise, 2 on a usage error.
 /// Lines of stderr shown after a failure.
 const STDERR_TAIL: usize = 20;
 
+/// The most bytes of the end of stderr read to find those lines.
+const STDERR_TAIL_BYTES: u64 = 64 << 10;
+
 /// An extra request from the command line.
 pub(super) enum Probe {
     Call { tool: String, args: Value },
@@ -287,11 +290,29 @@ fn scratch_logs_dir() -> PathBuf {
 }
 
 /// The last lines the extension wrote to stderr (the host's own `[zot]`
-/// lines left out: the report says the same).
+/// lines left out: the report says the same), read from the end of the
+/// log: a log of any size costs at most [`STDERR_TAIL_BYTES`].
 fn stderr_tail(log: &Path) -> Vec<String> {
-    let text = std::fs::read(log).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("[zot] ")).collect();
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let from = len.saturating_sub(STDERR_TAIL_BYTES);
+    let mut bytes = Vec::new();
+    let read = file.seek(SeekFrom::Start(from)).and_then(|_| {
+        let mut limited = file.take(STDERR_TAIL_BYTES);
+        limited.read_to_end(&mut bytes)
+    });
+    if read.is_err() {
+        return Vec::new();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let mut lines: Vec<&str> = text.lines().collect();
+    if from > 0 && !lines.is_empty() {
+        lines.remove(0); // a line cut by where the tail begins
+    }
+    lines.retain(|l| !l.starts_with("[zot] "));
     let from = lines.len().saturating_sub(STDERR_TAIL);
     lines[from..].iter().map(|l| l.to_string()).collect()
 }
