@@ -793,6 +793,8 @@ fn sh_ext(t: &TempDir, name: &str, script: &str) -> PathBuf {
 
 /// Runs `zot ext check --json DIR` and returns its report with the
 /// peak resident memory (kB) of the check process, from `wait4`.
+// `wait4` reaps the child, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
 fn check_peak_rss(dir: &Path) -> (Value, i64) {
     let home = TempDir::new("check-rss-home");
     let mut child = zot()
