@@ -17,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bundle;
 mod config;
 pub mod discovery;
 mod engine;

@@ -1,6 +1,7 @@
 //! `extension.json`: reading and validating an extension's manifest
-//! (SPEC 3.2) and resolving its executable (SPEC 3.3).
+//! (SPEC 3.2, bundles 14.6) and resolving its executable (SPEC 3.3).
 
+use crate::bundle::{self, Provides};
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -16,8 +17,9 @@ const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 pub struct Manifest {
     /// Unique name, `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`.
     pub name: String,
-    /// Executable: absolute, relative to the manifest (contains `/`), or a `$PATH` name.
-    pub exec: String,
+    /// Executable: absolute, relative to the manifest (contains `/`), or a
+    /// `$PATH` name. None: a bundle (SPEC 14.6), never started.
+    pub exec: Option<String>,
     /// Extra argv.
     pub args: Vec<String>,
     /// Shown in listings.
@@ -36,6 +38,13 @@ pub struct Manifest {
     pub restart: Restart,
     /// What an interception means while this guard cannot answer (SPEC 12).
     pub guard_failure: GuardFailure,
+    /// `skills` entries as written: directories scanned for `SKILL.md`
+    /// files, or `SKILL.md` files, relative to the manifest.
+    pub skills: Vec<String>,
+    /// The skill files and theme found in the extension directory; filled
+    /// by [`Manifest::load`] (empty after [`Manifest::parse`], which has
+    /// no directory).
+    pub provides: Provides,
 }
 
 /// The protocol an extension speaks on stdin/stdout.
@@ -106,6 +115,7 @@ struct RawManifest {
     prefix: Option<String>,
     restart: Option<String>,
     guard_failure: Option<String>,
+    skills: Option<Vec<String>>,
 }
 
 /// Whether `name` is a valid extension name.
@@ -116,14 +126,36 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl Manifest {
-    /// Reads and validates the manifest at `path`.
+    /// Reads and validates the manifest at `path`, and finds what its
+    /// directory provides besides a process (SPEC 14.6).
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         let err = |reason: String| ManifestError {
             path: path.to_path_buf(),
             reason,
         };
         let text = read_file(path).map_err(err)?;
-        Manifest::parse(&text).map_err(err)
+        let mut manifest = Manifest::parse(&text).map_err(err)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        manifest.provides = bundle::resolve(dir, &manifest.skills).map_err(err)?;
+        if manifest.is_bundle() && manifest.provides == Provides::default() {
+            return Err(err(format!(
+                "provides nothing: no `exec` to run, no {} under `skills` and no {} or {}",
+                bundle::SKILL_FILE,
+                bundle::THEME_FILES[0],
+                bundle::THEME_FILES[1]
+            )));
+        }
+        Ok(manifest)
+    }
+
+    /// No `exec`: skills and a theme only, never started.
+    pub fn is_bundle(&self) -> bool {
+        self.exec.is_none()
     }
 
     /// Parses and validates manifest text (a leading UTF-8 byte order mark
@@ -139,13 +171,15 @@ impl Manifest {
                  starting with a letter or digit, at most 64)"
             ));
         }
-        let exec = raw.exec.ok_or("missing required field `exec`")?;
-        if exec.trim().is_empty() {
+        // Without `exec` it may still be a bundle; `load` decides.
+        let exec = raw.exec;
+        if exec.as_ref().is_some_and(|e| e.trim().is_empty()) {
             return Err("field `exec` is empty".into());
         }
         let args = raw.args.unwrap_or_default();
         // No program name or argument can hold a NUL: it could never start.
-        for (field, text) in [("exec", exec.clone()), ("args", args.concat())] {
+        let exec_text = exec.clone().unwrap_or_default();
+        for (field, text) in [("exec", exec_text), ("args", args.concat())] {
             if text.contains('\0') {
                 return Err(format!("field `{field}` contains a NUL byte"));
             }
@@ -187,24 +221,29 @@ impl Manifest {
             prefix: raw.prefix.filter(|p| !p.is_empty()),
             restart,
             guard_failure,
+            skills: raw.skills.unwrap_or_default(),
+            provides: Provides::default(),
         })
     }
 
     /// Resolves `exec` for an extension in `dir`: absolute as-is,
     /// containing `/` relative to `dir`, otherwise searched in `$PATH`.
     pub fn resolve_exec(&self, dir: &Path) -> Result<PathBuf, String> {
-        let exec = Path::new(&self.exec);
+        let Some(name) = &self.exec else {
+            return Err("no `exec`: a bundle is never started".into());
+        };
+        let exec = Path::new(name);
         if exec.is_absolute() {
             return Ok(exec.to_path_buf());
         }
-        if self.exec.contains('/') {
+        if name.contains('/') {
             return Ok(dir.join(exec));
         }
         let path = std::env::var_os("PATH").unwrap_or_default();
         std::env::split_paths(&path)
             .map(|p| p.join(exec))
             .find(|candidate| is_executable(candidate))
-            .ok_or_else(|| format!("`{}` not found in $PATH", self.exec))
+            .ok_or_else(|| format!("`{name}` not found in $PATH"))
     }
 }
 
@@ -288,7 +327,8 @@ mod tests {
             ("{".to_string(), "invalid JSON"),
             (r#"{"exec":"x"}"#.into(), "`name`"),
             (r#"{"name":"a b","exec":"x"}"#.into(), "not a valid name"),
-            (r#"{"name":"a"}"#.into(), "`exec`"),
+            (r#"{"name":"a","exec":" "}"#.into(), "`exec` is empty"),
+            (r#"{"name":"a","skills":"docs"}"#.into(), "invalid type"),
             (fields(r#""enabled":"yes""#), "invalid type"),
             (fields(r#""protocol":"lsp""#), "field `protocol` must be"),
             (

@@ -79,9 +79,11 @@ pub struct InterceptRequest {
 
 /// State of one extension: `name` from the manifest (the directory's when
 /// the manifest is invalid), `scope` `explicit`, `project` or `global`,
-/// `state` `starting`, `ready`, `failed`, `exited` or `disabled`, `error`
-/// why it failed or how it exited, `pid` while it runs, the names it owns
-/// or subscribed to, and its `restarts` after crashes (SPEC 12).
+/// `state` `starting`, `ready`, `failed`, `exited`, `disabled` or `bundle`
+/// (no `exec`: never started, SPEC 14.6), `error` why it failed or how it
+/// exited, `pid` while it runs, the names it owns or subscribed to, its
+/// `restarts` after crashes (SPEC 12), and the absolute paths of the
+/// `skills` files and `theme` it ships, for the embedder to load.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExtensionInfo {
@@ -100,6 +102,9 @@ pub struct ExtensionInfo {
     pub events: Vec<String>,
     pub intercept: Vec<String>,
     pub restarts: u32,
+    pub skills: Vec<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub theme: Option<PathBuf>,
 }
 
 /// A registered command (`name` without `/`) and its owning extension.

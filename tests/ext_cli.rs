@@ -336,11 +336,15 @@ fn list_shows_invalid_disabled_and_shadowed_extensions() {
             "description",
             "protocol",
             "prefix",
+            "provides",
+            "skills",
+            "theme",
             "dir",
             "status"
         ]
     );
     assert_eq!(rows[0]["language"], "go");
+    assert_eq!(rows[0]["provides"], "process");
     assert_eq!(rows[0]["version"], Value::Null);
     assert_eq!(rows[0]["dir"], w.project().join("a").display().to_string());
     assert_eq!(rows[1]["description"], "global a");

@@ -38,8 +38,11 @@ impl Engine {
                     .file_name()
                     .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
             };
+            let bundle = f.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let log = match f.status {
+                // A bundle runs nothing, so it has nothing to log.
                 Status::Invalid(_) => ExtLog::stderr(&name),
+                _ if bundle => ExtLog::stderr(&name),
                 _ => ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes),
             };
             if let Status::Shadowed { by } = &f.status {
@@ -69,6 +72,10 @@ impl Engine {
             });
             let started = match f.status {
                 Status::Invalid(e) => Err(format!("invalid manifest: {e}")),
+                Status::Start if bundle => {
+                    self.exts[idx].phase = Phase::gone(End::Bundle);
+                    continue;
+                }
                 Status::Start => self.spawn(idx, now),
                 _ => continue,
             };
@@ -114,8 +121,11 @@ impl Engine {
         };
         let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, mcp)
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        ext.log
-            .line(&format!("started {} (pid {})", m.exec, proc.pid));
+        ext.log.line(&format!(
+            "started {} (pid {})",
+            m.exec.as_deref().unwrap_or_default(),
+            proc.pid
+        ));
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.phase = Phase::Running(Run {
             proc,

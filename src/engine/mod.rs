@@ -116,6 +116,8 @@ enum Stage {
 
 enum End {
     Disabled,
+    /// Skills and a theme only (SPEC 14.6): nothing to start.
+    Bundle,
     Failed(String),
     Exited(String),
 }
@@ -213,6 +215,7 @@ impl Ext {
             },
             Phase::Gone { end, .. } => match end {
                 End::Disabled => ("disabled", None),
+                End::Bundle => ("bundle", None),
                 End::Failed(why) => ("failed", Some(why)),
                 End::Exited(how) => ("exited", Some(how)),
             },
@@ -222,6 +225,7 @@ impl Ext {
     /// Its entry in a [`Snapshot`], with the names it owns.
     fn info(&self, commands: Vec<String>, tools: Vec<String>) -> ExtensionInfo {
         let (state, error) = self.state();
+        let provides = self.manifest.as_ref().map(|m| &m.provides);
         ExtensionInfo {
             name: self.name.clone(),
             version: self.version.clone(),
@@ -235,6 +239,8 @@ impl Ext {
             events: self.events.clone(),
             intercept: self.intercept.clone(),
             restarts: self.supervision.restarts,
+            skills: provides.map(|p| p.skills.clone()).unwrap_or_default(),
+            theme: provides.and_then(|p| p.theme.clone()),
         }
     }
 

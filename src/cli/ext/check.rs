@@ -218,30 +218,44 @@ fn check_manifest(opts: &Opts, report: &mut Report) -> Option<(Manifest, PathBuf
         report.warn("manifest", Duration::ZERO, msg);
         return None;
     }
+    let provides = manifest.provides.summary();
+    if !provides.is_empty() {
+        let files = (manifest.provides.skills.iter())
+            .chain(&manifest.provides.theme)
+            .map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        report.pass("provides", Duration::ZERO, format!("{provides}: {files}"));
+    }
+    let Some(exec) = manifest.exec.clone() else {
+        let msg = "no `exec`: a bundle, never started (nothing more to check)";
+        report.pass("exec", Duration::ZERO, msg);
+        return None;
+    };
     let t = Instant::now();
     let exe = match manifest.resolve_exec(&dir) {
         Ok(exe) => exe,
         Err(e) => {
             let f = report.fail("exec", t.elapsed(), e);
-            f.hint(format!("install `{}` or set exec to a path", manifest.exec));
+            f.hint(format!("install `{exec}` or set exec to a path"));
             return None;
         }
     };
     match exec_problem(&exe) {
         None => {
-            let shown = if manifest.exec.contains('/') {
-                manifest.exec.clone()
+            let shown = if exec.contains('/') {
+                exec.clone()
             } else {
-                format!("{} ({})", manifest.exec, exe.display())
+                format!("{exec} ({})", exe.display())
             };
             report.pass("exec", t.elapsed(), format!("{shown} is executable"));
             Some((manifest, dir, exe))
         }
         Some(problem) => {
             let shown = exe.display().to_string().replace("/./", "/");
-            let msg = format!("{}: {problem} ({shown})", manifest.exec);
+            let msg = format!("{exec}: {problem} ({shown})");
             let f = report.fail("exec", t.elapsed(), msg);
-            let hint = build_hint(&dir, &manifest.exec).or_else(|| {
+            let hint = build_hint(&dir, &exec).or_else(|| {
                 (problem == "not executable").then(|| format!("chmod +x {}", exe.display()))
             });
             if let Some(hint) = hint {

@@ -2,6 +2,7 @@
 
 use super::{out, raw_manifest, CliError, Ctx};
 use serde_json::{json, Value};
+use std::path::PathBuf;
 use zot_host::discovery::{self, Found, Scope, Status};
 use zot_host::log::inert;
 
@@ -15,6 +16,10 @@ struct Row {
     description: Option<String>,
     protocol: String,
     prefix: Option<String>,
+    /// `process`, skills and theme (SPEC 14.6).
+    provides: String,
+    skills: Vec<PathBuf>,
+    theme: Option<PathBuf>,
     dir: String,
     status: String,
 }
@@ -57,6 +62,9 @@ fn row(f: &Found) -> Row {
             description: m.description.clone(),
             protocol: m.protocol.as_str().into(),
             prefix: m.prefix.clone(),
+            provides: provides(m),
+            skills: m.provides.skills.clone(),
+            theme: m.provides.theme.clone(),
             dir,
             status: status(&f.status),
         };
@@ -74,8 +82,21 @@ fn row(f: &Found) -> Row {
         description: text("description"),
         protocol: text("protocol").unwrap_or_else(|| "zot".into()),
         prefix: text("prefix"),
+        provides: "-".into(),
+        skills: Vec::new(),
+        theme: None,
         dir,
         status: status(&f.status),
+    }
+}
+
+/// `process` when it has an `exec`, then its skills and theme.
+fn provides(m: &zot_host::manifest::Manifest) -> String {
+    let bundle = m.provides.summary();
+    match (m.is_bundle(), bundle.is_empty()) {
+        (true, _) => bundle,
+        (false, true) => "process".into(),
+        (false, false) => format!("process, {bundle}"),
     }
 }
 
@@ -100,12 +121,15 @@ impl Row {
             "description": self.description,
             "protocol": self.protocol,
             "prefix": self.prefix,
+            "provides": self.provides,
+            "skills": self.skills,
+            "theme": self.theme,
             "dir": self.dir,
             "status": self.status,
         })
     }
 
-    fn cells(&self) -> [String; 10] {
+    fn cells(&self) -> [String; 11] {
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
         [
             self.scope.as_str().into(),
@@ -116,6 +140,7 @@ impl Row {
             opt(&self.description),
             self.protocol.clone(),
             opt(&self.prefix),
+            self.provides.clone(),
             self.dir.clone(),
             self.status.clone(),
         ]
@@ -125,7 +150,7 @@ impl Row {
 /// Aligned columns. Control characters from manifests and directory
 /// names are shown [`inert`] (tabs as spaces, to keep the columns).
 fn table(rows: &[Row]) -> String {
-    const HEADER: [&str; 10] = [
+    const HEADER: [&str; 11] = [
         "SCOPE",
         "NAME",
         "VERSION",
@@ -134,6 +159,7 @@ fn table(rows: &[Row]) -> String {
         "DESCRIPTION",
         "PROTOCOL",
         "PREFIX",
+        "PROVIDES",
         "DIR",
         "STATUS",
     ];

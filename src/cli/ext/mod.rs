@@ -55,11 +55,13 @@ const SUBS: &[Sub] = &[
     Sub {
         name: "list",
         usage: "zot ext list [--json] [--cwd DIR]",
-        about: "List project-local then global extensions, sorted by name, with their\n\
-                status: ok, disabled, shadowed (another copy wins) or invalid: <reason>.\n\
+        about: "List project-local then global extensions, sorted by name, with what\n\
+                they provide (a process, skills, a theme) and their status: ok,\n\
+                disabled, shadowed (another copy wins) or invalid: <reason>.\n\
                 --json prints one JSON array of objects with the keys scope, name,\n\
                 version, enabled, language, description, protocol (zot or mcp),\n\
-                prefix, dir and status.",
+                prefix, provides, skills (absolute paths of its SKILL.md files),\n\
+                theme (the theme file's path or null), dir and status.",
         flags: &[(None, "json")],
         arg: None,
     },

@@ -371,6 +371,13 @@ fn ext_row(e: &ExtensionInfo) -> (String, String) {
     if let Some(v) = &e.version {
         right.push_str(&format!("  v{v}"));
     }
+    let provides = zot_host::bundle::Provides {
+        skills: e.skills.clone(),
+        theme: e.theme.clone(),
+    };
+    if !provides.skills.is_empty() || provides.theme.is_some() {
+        right.push_str(&format!("  {}", provides.summary()));
+    }
     right.push_str(&format!("  {}", e.dir.display()));
     if let Some(err) = &e.error {
         right.push_str(&format!("  error: {err}"));

@@ -1,0 +1,213 @@
+//! What an extension ships besides a process (SPEC 14.6): skill files
+//! named by its manifest's `skills`, and a theme (`theme.json` or
+//! `themes/theme.json`). A manifest without `exec` that ships either is a
+//! bundle: valid, listed, never started.
+//!
+//! Everything found must be inside the extension directory, symlinks
+//! resolved: a cloned project's manifest must not point the embedder at
+//! `~/.ssh` as "skills". Only file types are looked at, no file is read,
+//! and a scan is bounded, so a hostile tree cannot hang discovery.
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Component, Path, PathBuf};
+
+/// The file a skill is, in a `skills` directory (found at any depth).
+pub const SKILL_FILE: &str = "SKILL.md";
+
+/// Where a theme is looked for, in order, relative to the extension directory.
+pub const THEME_FILES: [&str; 2] = ["theme.json", "themes/theme.json"];
+
+/// Most directory entries one `skills` entry may make the scan look at.
+const MAX_SCANNED: usize = 10_000;
+
+/// Deepest directory level scanned below a `skills` entry.
+const MAX_DEPTH: usize = 16;
+
+/// What an extension directory provides besides a process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provides {
+    /// Absolute paths of its `SKILL.md` files, sorted, each once.
+    pub skills: Vec<PathBuf>,
+    /// Absolute path of its theme file.
+    pub theme: Option<PathBuf>,
+}
+
+impl Provides {
+    /// `2 skills, theme`, or `` when it provides neither.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        match self.skills.len() {
+            0 => {}
+            1 => parts.push("1 skill".to_string()),
+            n => parts.push(format!("{n} skills")),
+        }
+        if self.theme.is_some() {
+            parts.push("theme".into());
+        }
+        parts.join(", ")
+    }
+}
+
+/// Resolves `skills` entries (as written in the manifest) and finds the
+/// theme of the extension in `dir`. The error is the reason alone, naming
+/// the entry.
+pub fn resolve(dir: &Path, skills: &[String]) -> Result<Provides, String> {
+    let root = fs::canonicalize(dir)
+        .map_err(|e| format!("cannot read the extension directory {}: {e}", dir.display()))?;
+    let mut found = Vec::new();
+    for entry in skills {
+        skill_entry(&root, entry, &mut found)?;
+    }
+    found.sort();
+    found.dedup();
+    Ok(Provides {
+        skills: found,
+        theme: theme(&root)?,
+    })
+}
+
+/// Adds the skill files of one `skills` entry.
+fn skill_entry(root: &Path, entry: &str, found: &mut Vec<PathBuf>) -> Result<(), String> {
+    let named = |why: String| format!("`skills` entry {entry:?} {why}");
+    if entry.trim().is_empty() || entry.contains('\0') {
+        return Err(named("is empty or holds a NUL byte".into()));
+    }
+    let path = Path::new(entry);
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(named(
+            "contains `..`: skills must be inside the extension directory".into(),
+        ));
+    }
+    let joined = root.join(path);
+    let real = fs::canonicalize(&joined)
+        .map_err(|e| named(format!("cannot be read ({}: {e})", joined.display())))?;
+    if !real.starts_with(root) {
+        return Err(named(format!(
+            "is outside the extension directory {} (it is {})",
+            root.display(),
+            real.display()
+        )));
+    }
+    let meta = fs::metadata(&real).map_err(|e| named(format!("cannot be read: {e}")))?;
+    if meta.is_dir() {
+        let mut scan = Scan {
+            root,
+            entry,
+            seen: HashSet::new(),
+            looked_at: 0,
+            found,
+        };
+        return scan.dir(&real, 0);
+    }
+    if meta.is_file() && real.file_name().is_some_and(|n| n == SKILL_FILE) {
+        found.push(real);
+        return Ok(());
+    }
+    Err(named(format!(
+        "is neither a directory nor a {SKILL_FILE} file"
+    )))
+}
+
+/// A recursive scan of one `skills` directory.
+struct Scan<'a> {
+    root: &'a Path,
+    entry: &'a str,
+    /// Directories already scanned (canonical): a symlink loop ends here.
+    seen: HashSet<PathBuf>,
+    looked_at: usize,
+    found: &'a mut Vec<PathBuf>,
+}
+
+impl Scan<'_> {
+    fn dir(&mut self, dir: &Path, depth: usize) -> Result<(), String> {
+        if depth > MAX_DEPTH || !self.seen.insert(dir.to_path_buf()) {
+            return Ok(());
+        }
+        let entry = self.entry;
+        let read = fs::read_dir(dir).map_err(|e| {
+            format!(
+                "`skills` entry {entry:?}: cannot read {}: {e}",
+                dir.display()
+            )
+        })?;
+        let mut children: Vec<PathBuf> = read.filter_map(Result::ok).map(|e| e.path()).collect();
+        children.sort();
+        for child in children {
+            self.looked_at += 1;
+            if self.looked_at > MAX_SCANNED {
+                return Err(format!(
+                    "`skills` entry {entry:?} holds more than {MAX_SCANNED} files and \
+                     directories; refusing to scan it"
+                ));
+            }
+            // Hidden entries (`.git`, editor files) hold no skills.
+            if child
+                .file_name()
+                .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+            {
+                continue;
+            }
+            // A dangling symlink provides nothing and points nowhere.
+            let Ok(real) = fs::canonicalize(&child) else {
+                continue;
+            };
+            if !real.starts_with(self.root) {
+                return Err(format!(
+                    "`skills` entry {entry:?}: {} is a symlink out of the extension \
+                     directory (to {})",
+                    child.display(),
+                    real.display()
+                ));
+            }
+            let Ok(meta) = fs::metadata(&real) else {
+                continue;
+            };
+            if meta.is_dir() {
+                self.dir(&real, depth + 1)?;
+            } else if meta.is_file() && child.file_name().is_some_and(|n| n == SKILL_FILE) {
+                self.found.push(real);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first theme file present, which must be a regular file inside
+/// the extension directory.
+fn theme(root: &Path) -> Result<Option<PathBuf>, String> {
+    for name in THEME_FILES {
+        let path = root.join(name);
+        if fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        let real = fs::canonicalize(&path).map_err(|e| format!("{name}: cannot be read: {e}"))?;
+        if !real.starts_with(root) {
+            return Err(format!(
+                "{name} is a symlink out of the extension directory (to {})",
+                real.display()
+            ));
+        }
+        if !fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+            return Err(format!("{name} is not a regular file"));
+        }
+        return Ok(Some(real));
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_counts_what_is_provided() {
+        let mut p = Provides::default();
+        assert_eq!(p.summary(), "");
+        p.skills = vec!["/a/SKILL.md".into()];
+        assert_eq!(p.summary(), "1 skill");
+        p.skills.push("/b/SKILL.md".into());
+        p.theme = Some("/t.json".into());
+        assert_eq!(p.summary(), "2 skills, theme");
+    }
+}

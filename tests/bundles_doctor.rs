@@ -1,0 +1,279 @@
+//! Bundles without a process (SPEC 14.6), `zot ext doctor` (14.7) and
+//! `$XDG_STATE_HOME` (14.9), through the real binary and the library.
+
+mod common;
+
+use common::{assert_fails_naming, assert_ok, stderr_of, stdout_of, zot, Rpc, TempDir};
+use serde_json::{json, Value};
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A bundle shipped in `fixtures/bundles/`.
+fn bundle(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/bundles")
+        .join(name)
+}
+
+/// `zot ext <args>` with `$ZOT_HOME` = `t/home`, run in the project `t/proj`.
+fn ext(t: &TempDir, args: &[&str]) -> Output {
+    ext_cmd(t, args).output().expect("run zot ext")
+}
+
+fn ext_cmd(t: &TempDir, args: &[&str]) -> Command {
+    let proj = t.join("proj");
+    fs::create_dir_all(&proj).expect("project dir");
+    let mut cmd = zot();
+    cmd.arg("ext")
+        .args(args)
+        .current_dir(proj)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn list_json(t: &TempDir) -> Vec<Value> {
+    let out = ext(t, &["list", "--json"]);
+    assert_ok(&out);
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    rows.as_array().expect("an array").clone()
+}
+
+fn row<'a>(rows: &'a [Value], name: &str) -> &'a Value {
+    (rows.iter())
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no row {name} in {rows:?}"))
+}
+
+/// The paths of a JSON array of strings.
+fn paths(v: &Value) -> Vec<PathBuf> {
+    let items = v.as_array().unwrap_or_else(|| panic!("not an array: {v}"));
+    items
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().expect("a path string")))
+        .collect()
+}
+
+#[test]
+fn a_skill_bundle_installs_lists_its_skill_files_and_checks_without_a_process() {
+    let t = TempDir::new("bundle-install");
+    let out = ext(&t, &["install", bundle("writing-skills").to_str().unwrap()]);
+    assert_ok(&out);
+
+    let rows = list_json(&t);
+    let r = row(&rows, "writing-skills");
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["provides"], "2 skills", "{r}");
+    let installed = t.join("home/extensions/writing-skills");
+    assert_eq!(
+        paths(&r["skills"]),
+        [
+            installed.join("skills/commit-message/SKILL.md"),
+            installed.join("skills/review/checklist/SKILL.md"),
+        ],
+        "skills are the absolute SKILL.md paths, README.md left out"
+    );
+    assert_eq!(r["theme"], Value::Null);
+    let table = stdout_of(&ext(&t, &["list"]));
+    assert!(
+        table.contains("PROVIDES") && table.contains("2 skills"),
+        "{table}"
+    );
+
+    let check = ext(&t, &["check", installed.to_str().unwrap(), "--json"]);
+    let report: Value = serde_json::from_slice(&check.stdout).expect("check --json");
+    assert_eq!(check.status.code(), Some(0), "{report}");
+    let rules = report["checks"].to_string();
+    assert!(rules.contains("never started"), "{report}");
+    assert!(!rules.contains("\"hello\""), "a bundle was run: {report}");
+}
+
+#[test]
+fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
+    let t = TempDir::new("bundle-rpc");
+    let (theme, notes) = (bundle("dusk-theme"), bundle("notes-with-skill"));
+    let mut rpc = Rpc::start(&t, &[theme.clone(), notes.clone()]);
+    let list = rpc.call("1", json!({"type": "list"}));
+    let exts = list["data"]["extensions"].as_array().expect("extensions");
+    let theme_info = exts
+        .iter()
+        .find(|e| e["name"] == "dusk-theme")
+        .expect("theme");
+    assert_eq!(theme_info["state"], "bundle", "{theme_info}");
+    assert_eq!(theme_info["pid"], Value::Null, "a bundle has no process");
+    assert_eq!(
+        theme_info["theme"],
+        theme.join("themes/theme.json").display().to_string()
+    );
+    assert_eq!(theme_info["skills"], json!([]));
+    let notes_info = exts
+        .iter()
+        .find(|e| e["name"] == "notes-with-skill")
+        .expect("notes");
+    assert_eq!(paths(&notes_info["skills"]), [notes.join("SKILL.md")]);
+    // Its process runs as well: the command answers.
+    let ran = rpc.call("2", json!({"type": "command", "name": "note", "args": "x"}));
+    assert_eq!(ran["data"]["display"], "noted", "{ran}");
+
+    let host = common::start(common::config(&t, &[theme.clone(), notes]));
+    let snap = host.list().expect("list");
+    let info = snap.extension("dusk-theme").expect("the bundle is listed");
+    assert_eq!((info.state, info.pid), ("bundle", None));
+    assert_eq!(
+        info.theme.as_deref(),
+        Some(&*theme.join("themes/theme.json"))
+    );
+    host.shutdown();
+}
+
+/// Writes a bundle in `dir` whose `skills` is `skills`.
+fn skills_bundle(dir: &Path, skills: Value) -> PathBuf {
+    fs::create_dir_all(dir.join("skills/ok")).unwrap();
+    fs::write(dir.join("skills/ok/SKILL.md"), "---\nname: ok\n---\n").unwrap();
+    let manifest = json!({"name": "bad-skills", "skills": skills});
+    fs::write(dir.join("extension.json"), manifest.to_string()).unwrap();
+    dir.to_path_buf()
+}
+
+/// A bundle's directory name, how to make it, and what its reason names.
+type EscapeCase<'a> = (&'static str, Box<dyn Fn(&Path) + 'a>, Vec<String>);
+
+#[test]
+fn skills_outside_the_extension_directory_make_the_manifest_invalid() {
+    let t = TempDir::new("bundle-escape");
+    let outside = t.join("outside");
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(outside.join("SKILL.md"), "secret\n").unwrap();
+    let project = t.join("proj/.zot/extensions");
+    let outside_str = outside.display().to_string();
+
+    // Each: the bundle's directory, what it does, and what the reason names.
+    let cases: Vec<EscapeCase> = vec![
+        (
+            "dotdot",
+            Box::new(|d| drop(skills_bundle(d, json!(["skills", "../../../outside"])))),
+            vec![
+                "`skills` entry \"../../../outside\"".into(),
+                "contains `..`".into(),
+            ],
+        ),
+        (
+            "absolute",
+            Box::new(|d| drop(skills_bundle(d, json!([outside_str.clone()])))),
+            vec![
+                format!("`skills` entry \"{outside_str}\""),
+                "outside the extension directory".into(),
+            ],
+        ),
+        (
+            "entry-link",
+            Box::new(|d| {
+                skills_bundle(d, json!(["linked"]));
+                symlink(&outside, d.join("linked")).unwrap();
+            }),
+            vec![
+                "`skills` entry \"linked\"".into(),
+                "outside the extension directory".into(),
+            ],
+        ),
+        (
+            "inner-link",
+            Box::new(|d| {
+                skills_bundle(d, json!(["skills"]));
+                symlink(&outside, d.join("skills/ok/more")).unwrap();
+            }),
+            vec![
+                "`skills` entry \"skills\"".into(),
+                "skills/ok/more is a symlink out of the extension directory".into(),
+            ],
+        ),
+    ];
+    for (name, make, _) in &cases {
+        make(&project.join(name));
+    }
+    let rows = list_json(&t);
+    for (name, _, want) in &cases {
+        let r = (rows.iter())
+            .find(|r| r["dir"] == project.join(name).display().to_string())
+            .unwrap_or_else(|| panic!("{name} not listed: {rows:?}"));
+        let status = r["status"].as_str().unwrap_or_default();
+        assert!(status.starts_with("invalid: "), "{name}: {status}");
+        for w in want {
+            assert!(
+                status.contains(w.as_str()),
+                "{name}: {status:?} should name {w:?}"
+            );
+        }
+        assert_eq!(r["skills"], json!([]), "{name}: nothing of it is offered");
+
+        let check = ext(&t, &["check", project.join(name).to_str().unwrap()]);
+        assert_eq!(check.status.code(), Some(1), "{name}: check passed");
+        assert!(
+            stdout_of(&check).contains(&want[0]),
+            "{}",
+            stdout_of(&check)
+        );
+
+        // Install refuses it too, and leaves nothing behind.
+        let install = ext(&t, &["install", project.join(name).to_str().unwrap()]);
+        assert_fails_naming(&install, &[&want[0]]);
+    }
+    assert!(!t.join("home/extensions/bad-skills").exists());
+
+    // The host reports it and starts the rest.
+    let mut rpc = Rpc::start(&t, &[project.join("dotdot"), bundle("dusk-theme")]);
+    let list = rpc.call("1", json!({"type": "list"}));
+    let exts = list["data"]["extensions"].to_string();
+    assert!(
+        exts.contains("contains `..`") && exts.contains("\"bundle\""),
+        "{exts}"
+    );
+}
+
+#[test]
+fn a_manifest_with_neither_exec_skills_nor_theme_is_invalid() {
+    let t = TempDir::new("bundle-empty");
+    let dir = t.join("proj/.zot/extensions/empty");
+    fs::create_dir_all(dir.join("skills")).unwrap();
+    fs::write(dir.join("skills/README.md"), "no skill here\n").unwrap();
+    fs::write(
+        dir.join("extension.json"),
+        r#"{"name":"empty","version":"1.0.0","skills":["skills"]}"#,
+    )
+    .unwrap();
+    let rows = list_json(&t);
+    let status = row(&rows, "empty")["status"].as_str().unwrap().to_string();
+    assert!(
+        status.contains("provides nothing: no `exec` to run, no SKILL.md under `skills`")
+            && status.contains("theme.json"),
+        "{status}"
+    );
+    let install = ext(&t, &["install", dir.to_str().unwrap()]);
+    assert_fails_naming(&install, &["provides nothing"]);
+}
+
+#[test]
+fn xdg_state_home_is_where_zot_home_defaults_to() {
+    let t = TempDir::new("xdg");
+    let state = t.join("state");
+    let out = zot()
+        .args(["ext", "install"])
+        .arg(bundle("dusk-theme"))
+        .env_remove("ZOT_HOME")
+        .env("XDG_STATE_HOME", &state)
+        .env("HOME", t.join("home-dir"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run zot");
+    assert_ok(&out);
+    assert!(
+        state
+            .join("zot/extensions/dusk-theme/extension.json")
+            .is_file(),
+        "not installed under $XDG_STATE_HOME/zot: {}",
+        stderr_of(&out)
+    );
+}
