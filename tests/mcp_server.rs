@@ -396,6 +396,44 @@ fn cancelled_request_is_never_answered() {
 }
 
 #[test]
+fn a_cancelled_calls_late_answer_never_reaches_a_request_reusing_its_id() {
+    let t = TempDir::new("mcp-cancel-reuse-ext");
+    let (ext, pid_file) = held_tool(&t);
+    let mut mcp = Mcp::start("mcp-cancel-reuse", &[ext]);
+    mcp.initialize();
+    let list = mcp.request(json!("list"), "tools/list", json!({}));
+    assert_eq!(list["result"]["tools"][0]["name"], "held", "{list}");
+    let call = |n: &str| json!({"name": "held", "arguments": {"n": n}});
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call("first")}));
+    mcp.notify("notifications/cancelled", json!({"requestId": 1}));
+    // Still running: the id is taken.
+    let reused = mcp.request(json!(1), "tools/call", call("second"));
+    assert_eq!(code(&reused), -32600, "{reused}");
+    release_held(&pid_file);
+    // Once the cancelled call's answer came (and was dropped), the id is free.
+    let mut seen = Vec::new();
+    let third = loop {
+        seen.append(&mut mcp.rpc.seen); // answers to id 1 read so far
+        let v = mcp.request(json!(1), "tools/call", call("third"));
+        if v.get("error").is_none_or(|e| e["code"] != -32600) {
+            break v;
+        }
+    };
+    assert_eq!(
+        third["result"]["content"][0]["text"], "{\"n\": \"third\"}",
+        "{third}"
+    );
+    seen.extend(mcp.end_by_eof());
+    let leaked: Vec<&Value> = (seen.iter())
+        .filter(|v| v.to_string().contains("first"))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "the cancelled call was answered: {leaked:?}"
+    );
+}
+
+#[test]
 fn notes_before_initialized_are_buffered_up_to_100() {
     let t = TempDir::new("mcp-buffer-ext");
     let notes: Vec<Value> = (0..150)

@@ -1,6 +1,7 @@
 //! Command-line surfaces: argument parsing shared by all of them, and
 //! dispatch to `zot ext`, `zot rpc` and the interactive session.
 
+mod bounds;
 pub mod ext;
 pub mod mcp;
 mod ordered;

@@ -8,16 +8,21 @@
 //! channel and events on the host's; it writes them in the order the
 //! host produced them (SPEC 3.17, see [`super::ordered`]).
 //!
-//! Memory stays bounded whoever stops reading: at most
-//! [`MAX_IN_FLIGHT`] requests are read and not yet answered on stdout
-//! (beyond it stdin is not read), and events wait within the host's
-//! event budget (beyond it they are dropped and counted).
+//! Memory stays bounded whoever stops reading (SPEC 9 "Bounds", see
+//! [`super::bounds`]): answers wait for stdout up to a byte bound (over
+//! it stdin is not read), at most [`MAX_IN_FLIGHT`] requests are served
+//! at once (beyond it a request is answered at once with an error), and
+//! events wait within the host's event budget (beyond it they are
+//! dropped and counted).
 
+use super::bounds::{self, Unwritten, MAX_IN_FLIGHT};
 use super::ordered::{InOrder, Ordered};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptRequest, Request, ToolRequest,
@@ -35,9 +40,9 @@ intercept, event, panel_key, panel_close, reload, shutdown. EOF on stdin,
 read are answered first (a second Ctrl-C skips that wait).
 ";
 
-/// Requests read from stdin whose response is not yet written to
-/// stdout, at most. A client that stops reading stdout stops being read.
-pub const MAX_IN_FLIGHT: usize = 256;
+/// Requests never refused for the in-flight bound: a `ping` is answered
+/// here, a `cancel` is a cancellation (`shutdown` is handled apart).
+const ALWAYS_SERVED: [&str; 2] = ["ping", "cancel"];
 
 /// A line for stdout from a reply.
 enum Out {
@@ -47,12 +52,53 @@ enum Out {
     Last(Vec<u8>),
 }
 
+/// Where replies go: the writer's channel, with the two bounds' counts.
+#[derive(Clone)]
+struct Output {
+    tx: Sender<Out>,
+    /// Bytes of responses sent to the writer and not yet written.
+    unwritten: Arc<Unwritten>,
+    /// Requests submitted to the host and not yet answered by it.
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Output {
+    fn send(&self, out: Out) {
+        let len = match &out {
+            Out::Response { line, .. } => line.len(),
+            Out::Last(_) => 0,
+        };
+        self.unwritten.add(len);
+        if self.tx.send(out).is_err() {
+            self.unwritten.written(len);
+        }
+    }
+
+    /// Takes an in-flight slot; false at [`MAX_IN_FLIGHT`]. Only the
+    /// stdin reader takes them, so the check and the take cannot race.
+    fn take_slot(&self) -> bool {
+        if self.in_flight.load(Ordering::Acquire) >= MAX_IN_FLIGHT {
+            return false;
+        }
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    fn free_slot(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let host = super::start_host(&opts)?;
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
-    // A token per request read and not yet answered on stdout.
-    let (slot_tx, slot_rx) = crossbeam_channel::bounded::<()>(MAX_IN_FLIGHT);
+    let out = Output {
+        tx: out_tx,
+        unwritten: Arc::default(),
+        in_flight: Arc::default(),
+    };
+    let unwritten = out.unwritten.clone();
 
     let graceful = host.handle();
     super::signals::stop_on_signal("zot", move |r| graceful.submit(r), host.handle())?;
@@ -60,10 +106,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let handle = host.handle();
     std::thread::Builder::new()
         .name("zot-rpc-stdin".into())
-        .spawn(move || read_requests(&handle, &out_tx, &slot_tx))
+        .spawn(move || read_requests(&handle, &out))
         .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?;
     // Until the host loop ends, which is only after the graceful stop.
-    write_output(&host, &out_rx, &slot_rx);
+    write_output(&host, &out_rx, &unwritten);
     drop(host); // joins the loop thread, which has ended
     Ok(0)
 }
@@ -72,11 +118,11 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 /// the `shutdown` response, if any, goes last. A stdout that cannot be
 /// written (the client closed it) stops the host as EOF would: nobody
 /// can read the answers any more.
-fn write_output(host: &zot_host::Host, out: &Receiver<Out>, slots: &Receiver<()>) {
+fn write_output(host: &zot_host::Host, out: &Receiver<Out>, unwritten: &Unwritten) {
     let events = host.events();
     let mut w = Writer {
         stdout: io::BufWriter::new(io::stdout().lock()),
-        slots,
+        unwritten,
         order: Ordered::default(),
         last: None,
         broken: false,
@@ -117,7 +163,7 @@ fn write_output(host: &zot_host::Host, out: &Receiver<Out>, slots: &Receiver<()>
 /// produced them (SPEC 3.17).
 struct Writer<'a> {
     stdout: io::BufWriter<io::StdoutLock<'static>>,
-    slots: &'a Receiver<()>,
+    unwritten: &'a Unwritten,
     order: Ordered<Out>,
     /// The `shutdown` response, written at the very end.
     last: Option<Vec<u8>>,
@@ -150,11 +196,11 @@ impl InOrder for Writer<'_> {
         match reply {
             Out::Response { line, .. } => {
                 self.broken |= self.stdout.write_all(&line).is_err();
+                // Counted off even when stdout is gone.
+                self.unwritten.written(line.len());
             }
             Out::Last(line) => self.last = Some(line),
         }
-        // Free the request's slot even when stdout is gone.
-        let _ = self.slots.try_recv();
     }
 }
 
@@ -188,30 +234,29 @@ fn response(id: Option<&str>, command: &str, result: Result<Value, String>) -> V
 /// the host has sent by now (e.g. `ready` before a `ping`'s answer).
 fn respond(
     host: &HostHandle,
-    out: &Sender<Out>,
+    out: &Output,
     id: Option<&str>,
     command: &str,
     result: Result<Value, String>,
 ) {
     let after = host.events_sent();
     let line = response(id, command, result);
-    let _ = out.send(Out::Response { after, line });
+    out.send(Out::Response { after, line });
 }
 
-fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
+fn read_requests(host: &HostHandle, out: &Output) {
     let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
     let mut after_shutdown = false;
     loop {
+        // A client that does not read stdout is not read either.
+        out.unwritten.wait_for_room(|| {
+            let _ = writeln!(io::stderr(), "{}", Unwritten::not_reading("zot rpc"));
+        });
         let line = match lines.next_line() {
             Ok(Some(Line::Text(line))) if line.iter().all(u8::is_ascii_whitespace) => continue,
             Ok(Some(line)) => line,
             Ok(None) | Err(_) => break,
         };
-        // One slot per response owed; blocks while MAX_IN_FLIGHT are
-        // unwritten, so a client not reading stdout is not read either.
-        if slots.send(()).is_err() {
-            return;
-        }
         let line = match line {
             Line::Text(line) => line,
             Line::TooLong(n) => {
@@ -233,7 +278,7 @@ fn read_requests(host: &HostHandle, out: &Sender<Out>, slots: &Sender<()>) {
                 host.submit(Request::Shutdown {
                     reply: Box::new(move |_| {
                         let line = response(id.as_deref(), "shutdown", Ok(json!({})));
-                        let _ = out.send(Out::Last(line));
+                        out.send(Out::Last(line));
                     }),
                 });
             }
@@ -283,7 +328,7 @@ fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
 /// the events the host sent before replying (SPEC 3.17).
 fn reply<T: serde::Serialize + 'static>(
     host: &HostHandle,
-    out: &Sender<Out>,
+    out: &Output,
     id: Option<String>,
     command: &str,
     shape: impl FnOnce(T) -> Value + Send + 'static,
@@ -293,6 +338,7 @@ fn reply<T: serde::Serialize + 'static>(
         // Runs on the host loop: the count `respond` takes is exact.
         let result = result.map(shape).map_err(|e| e.to_string());
         respond(&host, &out, id.as_deref(), &command, result);
+        out.free_slot();
     })
 }
 
@@ -313,24 +359,37 @@ fn to_value<T: serde::Serialize>(v: T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
 
+/// Serves a request; one the host answers takes an in-flight slot,
+/// which its reply frees (SPEC 9 "Bounds").
 fn dispatch(
     host: &HostHandle,
-    out: &Sender<Out>,
+    out: &Output,
     id: Option<String>,
     kind: String,
     obj: Map<String, Value>,
 ) {
+    let counted = !ALWAYS_SERVED.contains(&kind.as_str());
+    if counted && !out.take_slot() {
+        return respond(host, out, id.as_deref(), &kind, Err(bounds::too_many()));
+    }
     let request = match build(host, out, id.clone(), &kind, obj) {
-        Ok(Some(request)) => request,
-        Ok(None) => return,
-        Err(why) => return respond(host, out, id.as_deref(), &kind, Err(why)),
+        Ok(Some(request)) => Some(request),
+        Ok(None) => None,
+        Err(why) => {
+            respond(host, out, id.as_deref(), &kind, Err(why));
+            None
+        }
     };
-    host.submit(request);
+    match request {
+        Some(request) => host.submit(request),
+        None if counted => out.free_slot(),
+        None => {}
+    }
 }
 
 fn build(
     host: &HostHandle,
-    out: &Sender<Out>,
+    out: &Output,
     id: Option<String>,
     kind: &str,
     obj: Map<String, Value>,

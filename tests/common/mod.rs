@@ -709,3 +709,26 @@ pub fn assert_client_passed(
         );
     }
 }
+
+/// An extension `held` (in `t`) whose tool `held` answers only once
+/// [`release_held`] is called, then at once; returns its directory and
+/// the file its pid is written to.
+pub fn held_tool(t: &TempDir) -> (PathBuf, PathBuf) {
+    let pid_file = t.join("held.pid");
+    let cfg = json!({
+        "register": [tool("held")],
+        "tools": {"held": {"hold": true}},
+        "pid_file": pid_file,
+    });
+    (ext_dir(&t.join("held"), "held", cfg), pid_file)
+}
+
+/// Lets the `held` tool of [`held_tool`] answer (SIGUSR1).
+pub fn release_held(pid_file: &Path) {
+    let pid = read_pid(pid_file);
+    let status = Command::new("kill")
+        .args(["-USR1", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -USR1 {pid} failed");
+}

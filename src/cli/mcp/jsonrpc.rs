@@ -13,6 +13,8 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// Internal error.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// A server error: too many requests in flight (SPEC 9 "Bounds").
+pub const SERVER_BUSY: i64 = -32000;
 /// MCP 2026-07-28: the requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 

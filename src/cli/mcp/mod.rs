@@ -49,11 +49,9 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                 let mut stdout = io::stdout().lock();
                 while wake.recv().is_ok() {
                     let (out, end) = server.take_output();
-                    if stdout
-                        .write_all(&out)
-                        .and_then(|()| stdout.flush())
-                        .is_err()
-                    {
+                    let failed = stdout.write_all(&out).and_then(|()| stdout.flush());
+                    server.written(out.len());
+                    if failed.is_err() {
                         // The client closed it: nobody can read answers
                         // any more, so stop as on EOF.
                         diagnostic("stdout is closed, shutting down");
@@ -103,6 +101,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 fn read_messages(server: &Server) {
     let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
     loop {
+        // A client that does not read stdout is not read either.
+        server.wait_for_room();
         let line = match lines.next_line() {
             Ok(Some(Line::Text(line))) => line,
             Ok(Some(Line::TooLong(n))) => {

@@ -16,12 +16,19 @@
 //!
 //! Nothing here blocks on the host while holding the lock: replies run
 //! on the host loop thread and take the same lock.
+//!
+//! Bounds (SPEC 9, [`crate::cli::bounds`]): every line for the client
+//! counts as unwritten until the writer wrote it, and the stdin reader
+//! waits only while that is over the limit; requests served by the host
+//! are at most `MAX_IN_FLIGHT`, beyond which one is refused at once.
 
 use super::era::{self, Level};
 use super::jsonrpc::{self, id_key, RpcError};
+use crate::cli::bounds::{self, Unwritten, MAX_IN_FLIGHT};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use zot_host::{HostEvent, HostHandle, Request, Snapshot};
@@ -32,11 +39,6 @@ pub const BUFFERED_NOTES: usize = 100;
 /// `subscriptions/listen` streams open at once, at most: each is kept
 /// until the end and costs a notification per list change.
 pub const MAX_LISTENS: usize = 64;
-
-/// Bytes waiting for the writer beyond which notes are dropped (and
-/// counted), so a client that stops reading stdout costs bounded
-/// memory; replies are never dropped (at most `MAX_IN_FLIGHT` are owed).
-pub const UNREAD_BUDGET: usize = 8 * 1024 * 1024;
 
 /// How far the legacy handshake got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,17 +75,26 @@ struct State {
     dropped_notes: u64,
     /// Notes dropped because the client did not read fast enough.
     unread_dropped: u64,
-    /// Requests being served, by id key: the log level each opted in to.
-    in_flight: HashMap<String, Option<Level>>,
+    /// Requests being served, by id key.
+    in_flight: HashMap<String, InFlight>,
     listens: Vec<Listen>,
     lists: Option<Lists>,
     /// Lines not yet taken by the writer thread.
     out: Vec<u8>,
+    /// Bytes of `out` and of what the writer took and has not written.
+    unwritten: Arc<Unwritten>,
     /// Set at the end: the writer stops once `out` is empty.
     closed: bool,
-    /// Requests answered (or dropped) since the writer last wrote: their
-    /// slots are freed once what came before is on stdout.
-    answered: usize,
+}
+
+/// A request the host is serving.
+struct InFlight {
+    /// The log level it opted in to (2026-07-28).
+    log: Option<Level>,
+    /// The client cancelled it: its answer is dropped when it comes. It
+    /// stays until then, so its id is not taken by a new request that
+    /// would get its answer.
+    cancelled: bool,
 }
 
 /// Shared by the stdin thread, the main thread and the replies.
@@ -94,14 +105,13 @@ pub struct Server {
     host: HostHandle,
     /// Wakes the writer thread (one pending wake is enough).
     wake: Sender<()>,
-    /// One token per host request read and not yet answered on stdout:
-    /// a client that stops reading stops being read (as `zot rpc`).
-    slots: (Sender<()>, Receiver<()>),
+    unwritten: Arc<Unwritten>,
     session_started: Arc<AtomicBool>,
 }
 
 impl Server {
     pub fn new(events: Receiver<HostEvent>, host: HostHandle, wake: Sender<()>) -> Server {
+        let unwritten = Arc::new(Unwritten::default());
         Server {
             state: Arc::new(Mutex::new(State {
                 ready: false,
@@ -116,13 +126,13 @@ impl Server {
                 listens: Vec::new(),
                 lists: None,
                 out: Vec::new(),
+                unwritten: unwritten.clone(),
                 closed: false,
-                answered: 0,
             })),
             events,
             host,
             wake,
-            slots: crossbeam_channel::bounded(crate::cli::rpc::MAX_IN_FLIGHT),
+            unwritten,
             session_started: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -146,7 +156,7 @@ impl Server {
     /// Releases the lock, then wakes the writer if there is output and
     /// submits whatever the events asked for.
     fn unlock(&self, state: MutexGuard<'_, State>, submit: Vec<Request>) {
-        let wake = !state.out.is_empty() || state.answered > 0 || state.closed;
+        let wake = !state.out.is_empty() || state.closed;
         drop(state);
         if wake {
             let _ = self.wake.try_send(());
@@ -172,18 +182,23 @@ impl Server {
     }
 
     /// For the writer thread: the lines written so far, and whether
-    /// that is the end.
+    /// that is the end. It calls [`Server::written`] once they are out.
     pub fn take_output(&self) -> (Vec<u8>, bool) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let taken = std::mem::take(&mut state.out);
-        let answered = std::mem::take(&mut state.answered);
-        let closed = state.closed;
-        drop(state);
-        // Taken means written next: the reader may read that many more.
-        for _ in 0..answered {
-            let _ = self.slots.1.try_recv();
-        }
-        (taken, closed)
+        (std::mem::take(&mut state.out), state.closed)
+    }
+
+    /// For the writer thread: `n` bytes taken are written (or stdout is gone).
+    pub fn written(&self, n: usize) {
+        self.unwritten.written(n);
+    }
+
+    /// For the stdin reader: waits while the client does not read.
+    pub fn wait_for_room(&self) {
+        self.unwritten.wait_for_room(|| {
+            let line = Unwritten::not_reading("zot mcp");
+            let _ = writeln!(std::io::stderr(), "{line}");
+        });
     }
 
     /// Nothing more will be written: the writer ends once it took all.
@@ -202,16 +217,19 @@ impl Server {
 
     /// Records request `id` as in flight (with the log level it opted
     /// in to) and sends `request` to the host, or holds it until startup
-    /// readiness.
+    /// readiness. Beyond [`MAX_IN_FLIGHT`] it is refused at once.
     pub fn begin(&self, id: &Value, log: Option<Level>, request: Request) {
-        // Blocks the reader while MAX_IN_FLIGHT answers are owed.
-        let _ = self.slots.0.send(());
         let now = self.with(|s| {
             if s.id_in_use(id) {
-                s.answered += 1;
                 return None;
             }
-            s.in_flight.insert(id_key(id), log);
+            if s.in_flight.len() >= MAX_IN_FLIGHT {
+                let error = RpcError::new(jsonrpc::SERVER_BUSY, bounds::too_many());
+                write(s, &jsonrpc::error_line(id, &error));
+                return None;
+            }
+            let cancelled = false;
+            s.in_flight.insert(id_key(id), InFlight { log, cancelled });
             s.hold_until_ready(request)
         });
         if let Some(request) = now {
@@ -223,8 +241,10 @@ impl Server {
     /// cancelled it (then nothing is ever sent).
     pub fn finish(&self, id: &Value, result: Result<Value, RpcError>) {
         self.with(|s| {
-            s.answered += 1;
-            if s.in_flight.remove(&id_key(id)).is_some() {
+            if s.in_flight
+                .remove(&id_key(id))
+                .is_some_and(|r| !r.cancelled)
+            {
                 let line = match result {
                     Ok(r) => jsonrpc::result_line(id, r),
                     Err(e) => jsonrpc::error_line(id, &e),
@@ -234,11 +254,14 @@ impl Server {
         });
     }
 
-    /// `notifications/cancelled`: forget the request or end the listen
-    /// stream it names; neither is answered.
+    /// `notifications/cancelled`: the request it names is never
+    /// answered (its entry stays until the host answers it), or the
+    /// listen stream it names ends.
     pub fn cancel(&self, id: &Value) {
         self.with(|s| {
-            s.in_flight.remove(&id_key(id));
+            if let Some(request) = s.in_flight.get_mut(&id_key(id)) {
+                request.cancelled = true;
+            }
             s.listens.retain(|l| l.id != *id);
         });
     }
@@ -390,7 +413,8 @@ impl Server {
             Some(json!({"level": level.name(), "logger": extension, "data": message})),
         );
         // 2026-07-28: only while a request that opted in is in flight.
-        if s.in_flight.values().flatten().any(|min| level >= *min) {
+        let live = s.in_flight.values().filter(|r| !r.cancelled);
+        if live.filter_map(|r| r.log).any(|min| level >= min) {
             return write_note(s, &note);
         }
         match s.handshake {
@@ -469,15 +493,17 @@ impl State {
 
 /// Appends one message line for the client.
 fn write(s: &mut State, value: &Value) {
+    let before = s.out.len();
     // Serialising a `Value` cannot fail.
     let _ = serde_json::to_writer(&mut s.out, value);
     s.out.push(b'\n');
+    s.unwritten.add(s.out.len() - before);
 }
 
-/// Appends a note for the client, unless more than [`UNREAD_BUDGET`]
-/// bytes already wait for it: then the note is dropped and counted.
+/// Appends a note for the client, unless more than the unwritten limit
+/// already waits for it: then the note is dropped and counted.
 fn write_note(s: &mut State, note: &Value) {
-    if s.out.len() >= UNREAD_BUDGET {
+    if s.unwritten.over() {
         return dropped(s, 1);
     }
     write(s, note);
