@@ -7,12 +7,35 @@ use serde_json::{json, Value};
 pub const NO_CONTENT: &str = "(extension returned no content)";
 
 /// Keeps valid text and image blocks; an invalid image or unknown block
-/// becomes an error text block; no blocks become [`NO_CONTENT`].
+/// becomes an error text block; empty text blocks are dropped, as
+/// upstream does; no blocks left become [`NO_CONTENT`].
 pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
-    if blocks.is_empty() {
+    let kept: Vec<Value> = blocks
+        .into_iter()
+        .filter(|b| !is_empty_text(b))
+        .map(map_block)
+        .collect();
+    if kept.is_empty() {
         return vec![text_block(NO_CONTENT)];
     }
-    blocks.into_iter().map(map_block).collect()
+    kept
+}
+
+/// A text block with no text: the model is not shown it.
+pub fn is_empty_text(block: &Value) -> bool {
+    block["type"] == "text" && block["text"] == ""
+}
+
+/// Whether an image block is invalid (its `data` not base64, or fields
+/// missing): upstream then marks the whole result `is_error`.
+pub fn has_invalid_image(blocks: &[Value]) -> bool {
+    blocks.iter().any(|b| {
+        b["type"] == "image"
+            && !matches!(
+                (b["mime_type"].as_str(), b["data"].as_str()),
+                (Some(m), Some(d)) if !m.is_empty() && valid_base64(d)
+            )
+    })
 }
 
 /// A text content block.
@@ -57,6 +80,23 @@ fn valid_base64(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_text_is_dropped_and_a_bad_image_is_an_error() {
+        let blocks = vec![
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text", "text": "hi"}),
+            json!({"type": "image", "mime_type": "image/png", "data": "not base64!"}),
+        ];
+        assert!(has_invalid_image(&blocks));
+        let mapped = map_content(blocks);
+        assert_eq!(mapped.len(), 2, "{mapped:?}");
+        assert_eq!(mapped[0], text_block("hi"));
+        let good = [json!({"type": "image", "mime_type": "image/png", "data": "aGk="})];
+        assert!(!has_invalid_image(&good));
+        let empty = map_content(vec![json!({"type": "text", "text": ""})]);
+        assert_eq!(empty, [text_block(NO_CONTENT)]);
+    }
 
     #[test]
     fn base64() {

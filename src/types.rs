@@ -29,7 +29,8 @@ pub struct CommandOutcome {
     /// A panel to open.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_panel: Option<OpenPanel>,
-    /// An error to show, whatever the action.
+    /// An error to show; with one, the action is `noop` (the one the
+    /// extension asked for is skipped, as upstream does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -764,3 +764,55 @@ fn a_second_reload_while_one_runs_is_refused() {
         "{answers:?}"
     );
 }
+
+/// As upstream: a `command_response` with an error is that error alone
+/// (its action skipped); a tool result with an image that is not base64
+/// is an error, and empty text blocks are dropped.
+#[test]
+fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
+    let t = TempDir::new("upstream-answers");
+    let host = start_one(
+        &t,
+        json!({
+            "register": [command("half"), tool("pics"), tool("blank")],
+            "commands": {"half": {"action": "display", "display": "partial", "error": "it broke"}},
+            "tools": {
+                "pics": {"content": [{"type": "text", "text": ""}, {"type": "text", "text": "see"},
+                                     {"type": "image", "mime_type": "image/png", "data": "not base64!"}]},
+                "blank": {"content": [{"type": "text", "text": ""}]},
+            },
+        }),
+    );
+    let half = host.command("half", "").expect("command answers");
+    assert_eq!(
+        (
+            half.action.as_str(),
+            half.display.as_deref(),
+            half.error.as_deref()
+        ),
+        ("noop", None, Some("it broke"))
+    );
+    let tool = |name: &str| {
+        let call = zot_host::ToolRequest {
+            name: name.into(),
+            args: json!({}),
+            tool_id: None,
+        };
+        host.call_tool(call).expect("tool answers")
+    };
+    let pics = tool("pics");
+    assert!(pics.is_error, "an invalid image makes the result an error");
+    assert_eq!(
+        pics.content,
+        [
+            json!({"type": "text", "text": "see"}),
+            json!({"type": "text", "text": "error: image block `data` is not valid base64"})
+        ]
+    );
+    let blank = tool("blank");
+    assert!(!blank.is_error);
+    assert_eq!(
+        blank.content,
+        [json!({"type": "text", "text": "(extension returned no content)"})]
+    );
+}

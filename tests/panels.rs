@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{frames, log_of, wait_for, TempDir, Zot};
+use common::{command, ext_dir, frames, log_of, wait_for, TempDir, Zot};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -141,4 +141,30 @@ fn a_render_right_after_open_panel_updates_the_new_panel() {
         "render dropped: {}",
         log_of(&t, "todo")
     );
+}
+
+/// As upstream, a `panel_render` that leaves out `lines` or `footer`
+/// clears them; a title left out is kept.
+#[test]
+fn a_render_without_lines_or_footer_clears_them() {
+    let t = TempDir::new("panel-clear");
+    let render = |panel: serde_json::Value| json!({"action": "noop", "before": [panel]});
+    let ext = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "register": [command("open"), command("bare"), command("renamed")],
+            "commands": {
+                "open": {"action": "open_panel", "open_panel":
+                         {"id": "p1", "title": "Pick", "lines": ["one"], "footer": "keys"}},
+                "bare": render(json!({"type": "panel_render", "panel_id": "p1"})),
+                "renamed": render(json!({"type": "panel_render", "panel_id": "p1",
+                                         "title": "New", "lines": ["two"]})),
+            },
+        }),
+    );
+    let mut s = Zot::start(&t, &[ext], &[]);
+    assert_eq!(s.run("/open")[..3], ["┌─ Pick [a/p1]", "│ one", "└─ keys"]);
+    assert_eq!(s.run("/bare"), ["┌─ Pick [a/p1]", "└─"]);
+    assert_eq!(s.run("/renamed"), ["┌─ New [a/p1]", "│ two", "└─"]);
 }

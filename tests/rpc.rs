@@ -291,3 +291,25 @@ fn reload_restarts_and_picks_up_changes() {
     let gone = rpc.call("4", json!({"type": "command", "name": "old"}));
     assert_eq!(gone["error"], "unknown command /old");
 }
+
+/// A command answer with an error is the error alone: the action it
+/// came with is not carried out (as upstream).
+#[test]
+fn a_command_error_comes_without_its_action() {
+    let t = TempDir::new("rpc-cmd-error");
+    let ext = ext_dir(
+        &t.join("e"),
+        "e",
+        json!({"register": [command("half")],
+               "commands": {"half": {"action": "insert", "insert": "draft", "error": "it broke"}}}),
+    );
+    let mut rpc = Rpc::start(&t, &[ext]);
+    let half = rpc.call("1", json!({"type": "command", "name": "half"}));
+    assert_eq!(
+        half["data"],
+        json!({"extension": "e", "action": "noop", "error": "it broke"}),
+        "{half}"
+    );
+    rpc.call("2", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+}

@@ -122,7 +122,7 @@ fn host_commands_list_commands_tools_and_extensions() {
 fn commands_with_each_action() {
     let t = TempDir::new("sess-actions");
     let rec = t.join("rec");
-    let register = ["show", "ins", "ask", "bad", "quiet", "panel"].map(command);
+    let register = ["show", "ins", "ask", "bad", "quiet", "panel", "hollow"].map(command);
     let a = ext_dir(
         &t.join("a"),
         "a",
@@ -133,7 +133,8 @@ fn commands_with_each_action() {
                 "show": {"action": "display", "display": "line one\nline two"},
                 "ins": {"action": "insert", "insert": "draft text"},
                 "ask": {"action": "prompt", "prompt": "what is up"},
-                "bad": {"action": "display", "display": "partial", "error": "it broke"},
+                "bad": {"action": "prompt", "prompt": "partial", "error": "it broke"},
+                "hollow": {"action": "prompt", "prompt": ""},
                 "quiet": {"action": "noop"},
                 "panel": {"action": "open_panel",
                           "open_panel": {"id": "p1", "title": "Pick", "lines": ["one", "two"],
@@ -158,7 +159,10 @@ fn commands_with_each_action() {
         z.run("/ask"),
         ["prompt: what is up", "would submit: what is up"]
     );
-    assert_eq!(z.run("/bad"), ["error: it broke", "[/bad] partial"]);
+    // An error is shown and the action skipped; an empty prompt runs no
+    // turn (both as upstream).
+    assert_eq!(z.run("/bad"), ["error: it broke"]);
+    assert_eq!(z.run("/hollow"), Vec::<String>::new());
     assert_eq!(z.run("/quiet"), Vec::<String>::new());
 
     assert_eq!(

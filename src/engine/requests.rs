@@ -6,7 +6,7 @@ use super::pending::Waiter;
 use super::{later, ChainState, Engine, Ext, Goal};
 use crate::intercept::{Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
-use crate::toolresult::map_content;
+use crate::toolresult::{has_invalid_image, map_content};
 use crate::types::{human, CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
 use serde_json::{json, Value};
 use std::ops::Range;
@@ -255,22 +255,34 @@ impl Engine {
         else {
             return;
         };
-        let mut action = r.action.unwrap_or_default();
-        let mut error = r.error.filter(|e| !e.is_empty());
-        if !ACTIONS.contains(&action.as_str()) {
-            let why = format!("unknown action {action:?}");
-            self.exts[idx].log.line(&format!("command_response: {why}"));
-            error.get_or_insert(why);
-            action = "noop".into();
-        }
+        let extension = self.exts[idx].name.clone();
+        let action = r.action.unwrap_or_default();
+        // An error is shown and the action skipped, on every surface, as
+        // upstream does: the outcome carries the error alone.
+        let error = match r.error.filter(|e| !e.is_empty()) {
+            Some(error) => error,
+            None if ACTIONS.contains(&action.as_str()) => {
+                return reply(Ok(CommandOutcome {
+                    extension,
+                    action,
+                    prompt: r.prompt,
+                    insert: r.insert,
+                    display: r.display,
+                    open_panel: r.open_panel,
+                    error: None,
+                }))
+            }
+            None => {
+                let why = format!("unknown action {action:?}");
+                self.exts[idx].log.line(&format!("command_response: {why}"));
+                why
+            }
+        };
         reply(Ok(CommandOutcome {
-            extension: self.exts[idx].name.clone(),
-            action,
-            prompt: r.prompt,
-            insert: r.insert,
-            display: r.display,
-            open_panel: r.open_panel,
-            error,
+            extension,
+            action: "noop".into(),
+            error: Some(error),
+            ..Default::default()
         }));
     }
 
@@ -341,9 +353,12 @@ impl Engine {
         let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, "tool_result") else {
             return;
         };
+        let content = content.unwrap_or_default();
+        // An image the model cannot be given makes the result an error.
+        let is_error = is_error || has_invalid_image(&content);
         reply(Ok(ToolOutcome {
             extension: self.exts[idx].name.clone(),
-            content: map_content(content.unwrap_or_default()),
+            content: map_content(content),
             is_error,
             ..Default::default()
         }));

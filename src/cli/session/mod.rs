@@ -553,9 +553,11 @@ impl Session {
                 self.insert = Some(text);
             }
             "prompt" => {
-                let text = o.prompt.unwrap_or_default();
-                self.out.text("prompt: ", Tone::Cyan, &text);
-                self.start_turn(text);
+                // An empty prompt runs no turn, as upstream.
+                if let Some(text) = o.prompt.filter(|p| !p.trim().is_empty()) {
+                    self.out.text("prompt: ", Tone::Cyan, &text);
+                    self.start_turn(text);
+                }
             }
             "open_panel" => {
                 if let Some(p) = o.open_panel {

@@ -110,8 +110,7 @@ impl Session {
         self.panels.push((extension, panel));
     }
 
-    /// An extension's `panel_render`: updates an open panel in place
-    /// (fields it leaves out are kept). A render for a panel that is not
+    /// An extension's `panel_render`: updates an open panel in place. A render for a panel that is not
     /// open (closed already, or never opened) is not shown, and is
     /// logged (the 1st, 10th, 100th...): it must not bring a closed panel back.
     pub(super) fn render_panel(&mut self, extension: String, panel: Panel) {
@@ -129,15 +128,13 @@ impl Session {
             }
             return;
         };
+        // As upstream: lines and footer are what the render says (left
+        // out: cleared); a title left out is kept.
         if panel.title.is_some() {
             old.title = panel.title;
         }
-        if panel.lines.is_some() {
-            old.lines = panel.lines;
-        }
-        if panel.footer.is_some() {
-            old.footer = panel.footer;
-        }
+        old.lines = panel.lines;
+        old.footer = panel.footer;
         let shown = old.clone();
         self.out.panel(&extension, &shown);
     }

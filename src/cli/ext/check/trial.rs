@@ -15,7 +15,7 @@ use zot_host::manifest::Manifest;
 use zot_host::process::{describe_status, group_alive};
 use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
-use zot_host::toolresult::map_content;
+use zot_host::toolresult::{is_empty_text, map_content};
 use zot_host::{HostConfig, Timeouts};
 
 /// Lifecycle events zot emits (SKILL.md), with a harmless payload each.
@@ -723,7 +723,8 @@ impl Trial<'_> {
             }
         };
         let took = t.elapsed();
-        let Some(blocks) = content.filter(|c| !c.is_empty()) else {
+        let content = content.map(|c| c.into_iter().filter(|b| !is_empty_text(b)).collect());
+        let Some(blocks) = content.filter(|c: &Vec<Value>| !c.is_empty()) else {
             let msg = "tool_result without content: the model sees \"(extension returned no \
                        content)\""
                 .to_string();
