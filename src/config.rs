@@ -62,6 +62,8 @@ pub struct HostConfig {
     pub provider: String,
     /// `hello_ack.model`.
     pub model: String,
+    /// `session_id` of every event (SPEC 14.4); empty: one is made at start.
+    pub session_id: String,
     /// Deadlines.
     pub timeouts: Timeouts,
     /// Tool names the embedder implements itself; they always win.
@@ -90,6 +92,7 @@ impl HostConfig {
             zot_version: env!("CARGO_PKG_VERSION").to_string(),
             provider: String::new(),
             model: String::new(),
+            session_id: String::new(),
             timeouts: Timeouts::default(),
             builtin_tools: BUILTIN_TOOLS.map(String::from).to_vec(),
             builtin_commands: Vec::new(),
@@ -98,5 +101,46 @@ impl HostConfig {
             event_budget: 8 * 1024 * 1024,
             spin_before_sleep: Duration::from_micros(50),
         }
+    }
+}
+
+/// A fresh session id: 128 random bits from the kernel, as a UUID (v4),
+/// so two hosts started in the same instant never share one. Without
+/// `/dev/urandom`: the pid, the time and a process-wide counter.
+pub fn new_session_id() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if random.is_err() {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        b[..8].copy_from_slice(&nanos.to_be_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_be_bytes());
+        b[12..].copy_from_slice(&(n as u32).to_be_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn session_ids_are_uuids_and_differ() {
+        let (a, b) = (super::new_session_id(), super::new_session_id());
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36, "{a}");
+        assert_eq!(a.as_bytes()[14], b'4', "{a}");
     }
 }

@@ -33,7 +33,7 @@ pub mod toolresult;
 mod types;
 mod watchdog;
 
-pub use config::{HostConfig, Timeouts, BUILTIN_TOOLS};
+pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
 pub use host::{Host, HostHandle};
 pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;

@@ -31,6 +31,29 @@ pub const PANEL_KEYS: [&str; 14] = [
     "rune",
 ];
 
+/// Event names an extension may subscribe to (SPEC 14.4, upstream's
+/// list); the host emits the first five itself, the embedder any.
+pub const EVENT_NAMES: [&str; 14] = [
+    "session_start",
+    "turn_start",
+    "turn_end",
+    "tool_call",
+    "assistant_message",
+    "session_end",
+    "user_prompt_submit",
+    "tool_result",
+    "tool_confirmation_requested",
+    "permission_decision",
+    "pre_compact",
+    "post_compact",
+    "subagent_start",
+    "subagent_stop",
+];
+
+/// Payload keys the host sets itself: the frame's own keys, and the
+/// event counter (SPEC 14.4). An embedder's payload may not carry them.
+pub const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "sequence"];
+
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -184,6 +207,19 @@ pub struct EventPayload {
     /// `assistant_message`: the text.
     #[serde(default, skip_serializing_if = "is_empty")]
     pub text: Option<String>,
+    /// Any other field (`reason`, `status`, `session_id`...), passed
+    /// through unchanged (SPEC 14.4); none of [`RESERVED_EVENT_FIELDS`].
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+impl EventPayload {
+    /// The first of [`RESERVED_EVENT_FIELDS`] the payload carries, if any.
+    pub fn reserved_field(&self) -> Option<&'static str> {
+        RESERVED_EVENT_FIELDS
+            .into_iter()
+            .find(|k| self.extra.contains_key(*k))
+    }
 }
 
 fn is_empty(s: &Option<String>) -> bool {
@@ -214,8 +250,15 @@ pub enum HostFrame<'a> {
         name: &'a str,
         args: &'a Value,
     },
+    /// `sequence` counts every event of the host's life; `session_id`
+    /// and `cwd` are left out when the payload gives its own (SPEC 14.4).
     Event {
         event: &'a str,
+        sequence: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        session_id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cwd: Option<&'a str>,
         #[serde(flatten)]
         payload: &'a EventPayload,
     },
@@ -478,12 +521,15 @@ mod tests {
         };
         let line = HostFrame::Event {
             event: "turn_start",
+            sequence: 3,
+            session_id: Some("s"),
+            cwd: None,
             payload: &payload,
         }
         .to_line();
         assert_eq!(
             line,
-            b"{\"type\":\"event\",\"event\":\"turn_start\",\"step\":1}\n"
+            b"{\"type\":\"event\",\"event\":\"turn_start\",\"sequence\":3,\"session_id\":\"s\",\"step\":1}\n"
         );
     }
 }

@@ -210,6 +210,9 @@ pub enum HostError {
     BuiltInTool(String),
     /// Only `tool_call`, `turn_start` and `assistant_message` can be intercepted.
     NotInterceptable(String),
+    /// An event payload carries a field the host sets itself (`sequence`,
+    /// or a frame key: `type`, `event`, `id`; SPEC 14.4).
+    ReservedField(String),
     /// No running extension has this name.
     NoSuchExtension(String),
     /// The extension cannot take a request now (stopping, stdin closed).
@@ -258,6 +261,14 @@ impl fmt::Display for HostError {
             NotInterceptable(event) => write!(
                 f,
                 "event {event:?} cannot be intercepted (only tool_call, turn_start, assistant_message)"
+            ),
+            ReservedField(field) if field == "sequence" => f.write_str(
+                "payload field `sequence` is the host's event counter (one over all events): \
+                 it cannot be set; leave it out",
+            ),
+            ReservedField(field) => write!(
+                f,
+                "payload field `{field}` is a key of the frame itself: it cannot be set"
             ),
             NoSuchExtension(name) => write!(f, "no running extension named {name:?}"),
             NotServing(name) => write!(f, "extension {name} is not accepting input"),

@@ -37,6 +37,7 @@ options:
                               (default 10; also ZOT_HELLO_TIMEOUT)
       --provider NAME         provider name sent to extensions in hello_ack
       --model NAME            model name sent to extensions in hello_ack
+      --session-id ID         session_id of every event (default: a new UUID)
   -h, --help                  show this help
   -V, --version               show the version
 
@@ -88,6 +89,8 @@ pub struct HostOpts {
     pub provider: Option<String>,
     /// `--model NAME`: sent to extensions in `hello_ack.model`.
     pub model: Option<String>,
+    /// `--session-id ID`: the `session_id` of every event (SPEC 14.4).
+    pub session_id: Option<String>,
     /// `--startup-timeout SECS` (else `$ZOT_STARTUP_TIMEOUT`).
     pub startup_timeout: Option<std::time::Duration>,
     /// `--hello-timeout SECS` (else `$ZOT_HELLO_TIMEOUT`): the library's
@@ -107,6 +110,7 @@ impl HostOpts {
             'o' => self.command_timeout = Some(seconds("--command-timeout", parser.value()?)?),
             'p' => self.provider = Some(string(parser.value()?)?),
             'm' => self.model = Some(string(parser.value()?)?),
+            'i' => self.session_id = Some(session_id(parser.value()?)?),
             's' => self.startup_timeout = Some(seconds("--startup-timeout", parser.value()?)?),
             'w' => self.hello_timeout = Some(seconds("--hello-timeout", parser.value()?)?),
             _ => self.no_ext = true,
@@ -128,10 +132,22 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("command-timeout") => Some('o'),
         Long("provider") => Some('p'),
         Long("model") => Some('m'),
+        Long("session-id") => Some('i'),
         Long("startup-timeout") => Some('s'),
         Long("hello-timeout") => Some('w'),
         _ => None,
     }
+}
+
+/// A `--session-id`: not empty, no control characters.
+fn session_id(value: OsString) -> Result<String, CliError> {
+    let id = string(value)?;
+    if id.trim().is_empty() || id.chars().any(char::is_control) {
+        return Err(CliError::Usage(format!(
+            "--session-id {id:?}: expected a non-empty id without control characters"
+        )));
+    }
+    Ok(id)
 }
 
 /// A positive number of seconds (fractions allowed), for `option`.
@@ -258,6 +274,7 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     }
     config.provider = opts.provider.clone().unwrap_or_default();
     config.model = opts.model.clone().unwrap_or_default();
+    config.session_id = opts.session_id.clone().unwrap_or_default();
     apply_limits(&mut config, opts.startup_timeout, opts.hello_timeout)?;
     zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))

@@ -32,6 +32,7 @@ use zot_host::{
 pub const HELP: &str = "\
 usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
                [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
+               [--session-id ID]
 
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call,
@@ -474,6 +475,11 @@ fn build(
     Ok(Some(request))
 }
 
-fn payload(obj: Map<String, Value>) -> Result<EventPayload, String> {
+/// The payload of an `event` or `intercept` request: its fields but the
+/// request's own (`type`, `id`, `event`), which name the request.
+fn payload(mut obj: Map<String, Value>) -> Result<EventPayload, String> {
+    for key in ["type", "id", "event"] {
+        obj.remove(key);
+    }
     serde_json::from_value(Value::Object(obj)).map_err(|e| format!("bad event fields: {e}"))
 }

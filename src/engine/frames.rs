@@ -6,7 +6,7 @@ use super::{
 };
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::process::{Inbound, InboundMsg};
-use crate::protocol::{ExtFrame, HostFrame, PROTOCOL_VERSION};
+use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, PROTOCOL_VERSION};
 use crate::registry::{self, footprint};
 use crate::types::HostEvent;
 use serde_json::Value;
@@ -288,9 +288,13 @@ impl Engine {
             ext.forget_remembered_intercept();
         }
         let mut over = 0usize;
+        let mut unknown = Vec::new();
         for e in events {
             if ext.event_set.contains(&e) {
                 continue;
+            }
+            if !EVENT_NAMES.contains(&e.as_str()) && unknown.len() < 3 {
+                unknown.push(e.clone());
             }
             if ext.events.len() >= MAX_NAMES || ext.event_bytes + e.len() > MAX_NAME_BYTES {
                 over += 1;
@@ -306,6 +310,14 @@ impl Engine {
                 MAX_NAME_BYTES >> 20
             ));
         }
+        if !unknown.is_empty() {
+            // Kept: an embedder may emit any name (SPEC 14.4).
+            ext.log.line(&format!(
+                "subscribe: {} not among the known events ({}); only an embedder emits it",
+                unknown.join(", "),
+                EVENT_NAMES.join(", ")
+            ));
+        }
         let mut refused = Vec::new();
         for e in intercept {
             if !INTERCEPTABLE.contains(&e.as_str()) {
@@ -319,8 +331,13 @@ impl Engine {
                 1 => String::new(),
                 n => format!(" (and {} more)", n - 1),
             };
+            let why = match EVENT_NAMES.contains(&first.as_str()) {
+                true => "an observational event",
+                false => "not an event zot knows",
+            };
             ext.log.line(&format!(
-                "cannot intercept {first:?}{more}: only tool_call, turn_start and assistant_message"
+                "cannot intercept {first:?}{more}: {why}; only {} can be intercepted",
+                INTERCEPTABLE.join(", ")
             ));
         }
     }

@@ -302,6 +302,10 @@ struct Startup {
 struct Engine {
     cfg: HostConfig,
     cwd: String,
+    /// `session_id` of every event: the embedder's, else made at start.
+    session_id: String,
+    /// Events emitted so far, over the host's life (SPEC 14.4).
+    sequence: u64,
     events: EventQueue,
     latch: Arc<ReadyLatch>,
     inbound_tx: Sender<InboundMsg>,
@@ -366,8 +370,14 @@ pub(crate) fn run(
     // Bounded: the loop only receives from it, never sends.
     let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
     let (mcp_inbound_tx, mcp_inbound) = crossbeam_channel::unbounded();
+    let session_id = match cfg.session_id.as_str() {
+        "" => crate::config::new_session_id(),
+        given => given.to_string(),
+    };
     let mut engine = Engine {
         cwd: cfg.cwd.to_string_lossy().into_owned(),
+        session_id,
+        sequence: 0,
         events: EventQueue::new(events, cfg.event_budget, events_sent),
         cfg,
         latch,

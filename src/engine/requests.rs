@@ -89,13 +89,19 @@ impl Engine {
                 if !INTERCEPTABLE.contains(&request.event.as_str()) {
                     return reply(Err(HostError::NotInterceptable(request.event)));
                 }
+                if let Some(field) = request.payload.reserved_field() {
+                    return reply(Err(HostError::ReservedField(field.into())));
+                }
                 self.start_chain(&request.event, request.payload, Then::Reply(reply), now);
             }
             Request::Emit {
                 event,
                 payload,
                 reply,
-            } => reply(Ok(self.emit(&event, &payload))),
+            } => match payload.reserved_field() {
+                Some(field) => reply(Err(HostError::ReservedField(field.into()))),
+                None => reply(Ok(self.emit(&event, &payload))),
+            },
             Request::PanelKey {
                 extension,
                 panel_id,
@@ -398,7 +404,17 @@ impl Engine {
 
     /// Queues `event` to every subscriber; returns their names.
     pub(super) fn emit(&mut self, event: &str, payload: &EventPayload) -> Vec<String> {
-        let line = HostFrame::Event { event, payload }.to_line();
+        self.sequence += 1;
+        // The embedder's own `session_id` or `cwd` (say, a subagent's) wins.
+        let given = |key: &str| payload.extra.contains_key(key);
+        let line = HostFrame::Event {
+            event,
+            sequence: self.sequence,
+            session_id: Some(self.session_id.as_str()).filter(|_| !given("session_id")),
+            cwd: Some(self.cwd.as_str()).filter(|_| !given("cwd")),
+            payload,
+        }
+        .to_line();
         let limit = self.cfg.event_queue_limit;
         let mut delivered = Vec::new();
         for ext in &mut self.exts {

@@ -55,7 +55,7 @@ pub fn ext_dir(dir: &Path, name: &str, cfg: Value) -> PathBuf {
 
 /// An extension directory running `exec` with `cfg` (its name filled
 /// in) as its one argument.
-fn configured_ext(dir: &Path, name: &str, exec: &Path, mut cfg: Value) -> PathBuf {
+pub fn configured_ext(dir: &Path, name: &str, exec: &Path, mut cfg: Value) -> PathBuf {
     if cfg.get("name").is_none() {
         cfg["name"] = json!(name);
     }

@@ -25,6 +25,7 @@ use zot_host::Request;
 pub const HELP: &str = "\
 usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
                [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
+               [--session-id ID]
 
 Serves the loaded extensions to an MCP client over stdio: their tools
 as MCP tools (through the guards), their commands as prompts, their
@@ -71,7 +72,11 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // Through the server: behind any request still waiting for startup
     // readiness, so those are served before the stop.
     let graceful = server.clone();
-    super::signals::stop_on_signal("zot mcp", move |r| graceful.submit(r), host.handle())?;
+    let stop = move |r| {
+        graceful.end_session();
+        graceful.submit(r)
+    };
+    super::signals::stop_on_signal("zot mcp", stop, host.handle())?;
 
     let events = host.events().clone();
     let reader = {
@@ -130,6 +135,7 @@ fn read_messages(server: &Server) {
         }
     }
     // EOF: the graceful stop, as for a signal.
+    server.end_session();
     server.submit(Request::Shutdown {
         reply: Box::new(|_| {}),
     });

@@ -107,6 +107,7 @@ pub struct Server {
     wake: Sender<()>,
     unwritten: Arc<Unwritten>,
     session_started: Arc<AtomicBool>,
+    session_ended: Arc<AtomicBool>,
 }
 
 impl Server {
@@ -134,6 +135,7 @@ impl Server {
             wake,
             unwritten,
             session_started: Arc::new(AtomicBool::new(false)),
+            session_ended: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -277,6 +279,21 @@ impl Server {
     /// True the first time: `session_start` is emitted once.
     pub fn start_session(&self) -> bool {
         !self.session_started.swap(true, Ordering::Relaxed)
+    }
+
+    /// At the end (EOF, a signal): `session_end` once, if the session
+    /// started, queued before the shutdown that follows (SPEC 14.4).
+    pub fn end_session(&self) {
+        let started = self.session_started.load(Ordering::Relaxed);
+        if started && !self.session_ended.swap(true, Ordering::Relaxed) {
+            let mut payload = zot_host::EventPayload::default();
+            payload.extra.insert("reason".into(), "shutdown".into());
+            self.submit(Request::Emit {
+                event: "session_end".into(),
+                payload,
+                reply: Box::new(|_| {}),
+            });
+        }
     }
 
     /// `initialize` was answered: notes wait for `notifications/initialized`.

@@ -163,6 +163,10 @@ impl Session {
                 Request::Shutdown { reply }
             });
         };
+        // Queued before `shutdown`, so every subscriber gets it (SPEC 14.4).
+        let mut end = EventPayload::default();
+        end.extra.insert("reason".into(), "shutdown".into());
+        self.emit("session_end", end);
         stop(hurry, &self.host);
         let mut hurried = hurry;
         loop {

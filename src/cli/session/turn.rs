@@ -16,6 +16,11 @@ impl Session {
         if self.step == 0 {
             self.emit("session_start", EventPayload::default());
         }
+        let submitted = EventPayload {
+            text: Some(prompt.clone()),
+            ..Default::default()
+        };
+        self.emit("user_prompt_submit", submitted);
         self.step += 1;
         let step = self.step;
         let payload = EventPayload {

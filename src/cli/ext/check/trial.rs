@@ -18,14 +18,8 @@ use zot_host::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
 use zot_host::toolresult::{is_empty_text, map_content};
 use zot_host::{HostConfig, Timeouts};
 
-/// Lifecycle events zot emits (SKILL.md), with a harmless payload each.
-const EVENTS: [&str; 5] = [
-    "session_start",
-    "turn_start",
-    "tool_call",
-    "turn_end",
-    "assistant_message",
-];
+/// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
+use zot_host::protocol::EVENT_NAMES as EVENTS;
 
 /// After a dropped stdout line, how long an awaited answer still gets:
 /// the dropped line was most likely that answer, malformed.
@@ -595,8 +589,13 @@ impl Trial<'_> {
         for event in self.events.clone() {
             let t = Instant::now();
             let payload = harmless(&event);
+            let cwd = self.config.cwd.to_string_lossy().into_owned();
+            self.next_id += 1;
             let sent = self.send(HostFrame::Event {
                 event: &event,
+                sequence: self.next_id,
+                session_id: Some("zot-ext-check"),
+                cwd: Some(&cwd),
                 payload: &payload,
             });
             let rule = format!("event {event}");
@@ -979,6 +978,21 @@ fn harmless(event: &str) -> EventPayload {
             payload.tool_args = Some(json!({"path": "README.md"}));
         }
         "assistant_message" => payload.text = Some("Hello from zot ext check.".into()),
+        "session_end" => {
+            payload.extra.insert("reason".into(), json!("shutdown"));
+        }
+        "user_prompt_submit" => payload.text = Some("Hello from zot ext check.".into()),
+        "tool_result" => {
+            payload.tool_id = Some("check-tool-1".into());
+            payload.tool_name = Some("read".into());
+            payload.tool_args = Some(json!({"path": "README.md"}));
+            let result = json!({"content": [{"type": "text", "text": "ok"}], "is_error": false});
+            let fields = [("status", json!("completed")), ("executed", json!(true))];
+            payload
+                .extra
+                .extend(fields.map(|(k, v)| (k.to_string(), v)));
+            payload.extra.insert("result".into(), result);
+        }
         _ => {}
     }
     payload

@@ -1,0 +1,281 @@
+//! Upstream's newer frames (SPEC 14.1-14.5): spontaneous panels,
+//! `panel_resize`, `submit` / `submit_slash`, `before_agent_start`, the
+//! new event names with `sequence` / `session_id` / `cwd`, and
+//! case-insensitive command names, through the library, `zot rpc`,
+//! `zot mcp` and the session. The extension is `fixtures/frames/ext.py`.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use zot_host::{EventPayload, HostError};
+
+fn frames_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/frames/ext.py")
+}
+
+/// An extension directory `t/name` running the frames fixture with `cfg`.
+fn frames_ext(t: &TempDir, name: &str, cfg: Value) -> PathBuf {
+    configured_ext(&t.join(name), name, &frames_fixture(), cfg)
+}
+
+/// The `event` frames recorded in `record`, as (event, frame).
+fn events_in(record: &Path) -> Vec<Value> {
+    frames(record, "event")
+}
+
+fn payload(fields: Value) -> EventPayload {
+    serde_json::from_value(fields).expect("payload")
+}
+
+// ----- 14.4: event names and identifiers ----------------------------
+
+#[test]
+fn every_event_carries_sequence_session_id_and_cwd_and_extra_fields_pass() {
+    let t = TempDir::new("frames-seq");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["session_end", "tool_result", "subagent_start"]}),
+    );
+    let mut cfg = config(&t, &[ext]);
+    cfg.session_id = "session-123".into();
+    let host = start_ready(cfg);
+    // Events nobody subscribed to count too: one counter over all events.
+    host.emit("turn_start", EventPayload::default()).unwrap();
+    let fields = json!({"status": "completed", "executed": true, "tool_id": "c1",
+                        "result": {"content": [], "is_error": false}});
+    let to = host.emit("tool_result", payload(fields)).unwrap();
+    assert_eq!(to, ["obs"]);
+    let sub = json!({"agent_id": "a1", "agent_run_id": "r1", "name": "a1",
+                     "session_id": "parent-9"});
+    host.emit("subagent_start", payload(sub)).unwrap();
+    host.emit("session_end", payload(json!({"reason": "shutdown"})))
+        .unwrap();
+    wait_for("three events recorded", || events_in(&record).len() == 3);
+    let got = events_in(&record);
+    let seq: Vec<u64> = got
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seq, [2, 3, 4], "one counter over every event: {got:?}");
+    let cwd = t.path().to_string_lossy();
+    assert_eq!(got[0]["session_id"], "session-123");
+    assert_eq!(got[0]["cwd"], *cwd);
+    assert_eq!(got[0]["status"], "completed");
+    assert_eq!(got[0]["executed"], true);
+    assert_eq!(got[0]["result"], json!({"content": [], "is_error": false}));
+    // A payload's own session_id (a subagent's parent) passes unchanged.
+    assert_eq!(got[1]["session_id"], "parent-9");
+    assert_eq!(got[1]["agent_run_id"], "r1");
+    assert_eq!(got[2]["reason"], "shutdown");
+}
+
+#[test]
+fn a_payload_cannot_set_sequence_and_the_host_goes_on() {
+    let t = TempDir::new("frames-seq-override");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["pre_compact"]}),
+    );
+    let host = start_ready(config(&t, &[ext]));
+    let err = host
+        .emit("pre_compact", payload(json!({"sequence": 999})))
+        .unwrap_err();
+    assert_eq!(err, HostError::ReservedField("sequence".into()));
+    assert!(
+        err.to_string()
+            .contains("`sequence` is the host's event counter"),
+        "{err}"
+    );
+    let err = host
+        .emit("pre_compact", payload(json!({"type": "x"})))
+        .unwrap_err();
+    assert!(err.to_string().contains("`type`"), "{err}");
+    host.emit("pre_compact", payload(json!({"compaction_id": "c1"})))
+        .unwrap();
+    wait_for("the event", || events_in(&record).len() == 1);
+    let got = &events_in(&record)[0];
+    assert_eq!(got["compaction_id"], "c1");
+    assert_eq!(got["sequence"], 1, "refused events took no number: {got}");
+}
+
+#[test]
+fn generated_session_ids_differ_between_hosts() {
+    let t = TempDir::new("frames-sid");
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            let record = t.join(&format!("rec{i}"));
+            let ext = frames_ext(
+                &t,
+                &format!("e{i}"),
+                json!({"record": record, "events": ["session_start"]}),
+            );
+            let host = start_ready(config(&t, &[ext]));
+            host.emit("session_start", EventPayload::default()).unwrap();
+            wait_for("the event", || events_in(&record).len() == 1);
+            events_in(&record)[0]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(ids[0].len(), 36, "a UUID: {}", ids[0]);
+}
+
+#[test]
+fn observational_events_cannot_be_intercepted() {
+    let t = TempDir::new("frames-observe");
+    let ext = frames_ext(
+        &t,
+        "g",
+        json!({"intercept": ["session_end", "user_prompt_submit"]}),
+    );
+    let host = start_ready(config(&t, &[ext]));
+    let list = host.list().unwrap();
+    assert!(list.extensions[0].intercept.is_empty(), "{list:?}");
+    let log = log_of(&t, "g");
+    assert!(
+        log.contains("cannot intercept \"session_end\" (and 1 more): an observational event"),
+        "{log}"
+    );
+    let err = host
+        .intercept(zot_host::InterceptRequest {
+            event: "tool_result".into(),
+            payload: EventPayload::default(),
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot be intercepted"), "{err}");
+}
+
+#[test]
+fn rpc_events_take_the_session_id_option_and_refuse_sequence() {
+    let t = TempDir::new("frames-rpc-seq");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["post_compact"]}),
+    );
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--session-id", "rpc-sess", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let bad = rpc.call(
+        "1",
+        json!({"type": "event", "event": "post_compact", "sequence": 5}),
+    );
+    assert_eq!(bad["success"], false, "{bad}");
+    assert!(
+        bad["error"].as_str().unwrap().contains("`sequence`"),
+        "{bad}"
+    );
+    let ok = rpc.call(
+        "2",
+        json!({"type": "event", "event": "post_compact", "status": "failed", "error": "e",
+               "message_count": 3}),
+    );
+    assert_eq!(ok["data"]["delivered_to"], json!(["obs"]), "{ok}");
+    wait_for("the event", || events_in(&record).len() == 1);
+    let got = &events_in(&record)[0];
+    assert_eq!(got["session_id"], "rpc-sess");
+    assert_eq!(
+        (got["status"].clone(), got["message_count"].clone()),
+        (json!("failed"), json!(3))
+    );
+    assert_eq!(got["sequence"], 1);
+    assert!(
+        got.get("id").is_none(),
+        "the request's id is not a payload field: {got}"
+    );
+}
+
+#[test]
+fn the_session_emits_user_prompt_submit_and_session_end() {
+    let t = TempDir::new("frames-session-events");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record,
+               "events": ["session_start", "user_prompt_submit", "turn_start", "session_end"]}),
+    );
+    let mut z = Zot::start(&t, &[ext], &["--session-id", "s-42"]);
+    z.send("hello there");
+    z.expect("would submit: hello there");
+    z.send("/quit");
+    assert_eq!(z.wait(), Some(0));
+    let got: Vec<(String, Value)> = events_in(&record)
+        .into_iter()
+        .map(|e| (e["event"].as_str().unwrap_or("").to_string(), e))
+        .collect();
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "session_start",
+            "user_prompt_submit",
+            "turn_start",
+            "session_end"
+        ]
+    );
+    assert_eq!(got[1].1["text"], "hello there");
+    assert_eq!(got[3].1["reason"], "shutdown");
+    assert!(
+        got.iter().all(|(_, e)| e["session_id"] == "s-42"),
+        "{got:?}"
+    );
+    let shutdown_after = recorded(&record)
+        .iter()
+        .position(|f| f["type"] == "shutdown")
+        .expect("shutdown recorded");
+    let end_at = recorded(&record)
+        .iter()
+        .position(|f| f["event"] == "session_end")
+        .unwrap();
+    assert!(end_at < shutdown_after, "session_end before shutdown");
+}
+
+#[test]
+fn zot_mcp_emits_session_end_at_its_end() {
+    let t = TempDir::new("frames-mcp-end");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["session_start", "session_end"]}),
+    );
+    let mut cmd = zot();
+    cmd.args(["mcp", "--no-ext", "--session-id", "m-1", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    let mut mcp = Rpc::spawn(&mut cmd);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "1"}}}));
+    mcp.until("initialize result", |v| v["id"] == 1);
+    mcp.close_stdin();
+    assert_eq!(mcp.wait(), Some(0));
+    let names: Vec<Value> = events_in(&record)
+        .iter()
+        .map(|e| e["event"].clone())
+        .collect();
+    assert_eq!(names, [json!("session_start"), json!("session_end")]);
+    let end = &events_in(&record)[1];
+    assert_eq!(
+        (end["reason"].clone(), end["session_id"].clone()),
+        (json!("shutdown"), json!("m-1"))
+    );
+}
