@@ -82,6 +82,20 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// Makes the paths absolute, against the embedder's working directory,
+    /// once when the host starts: an extension runs in its own directory,
+    /// where a relative path would name something else.
+    pub(crate) fn make_paths_absolute(&mut self) {
+        let absolute = |p: &mut PathBuf| {
+            if let Ok(abs) = std::path::absolute(&*p) {
+                *p = abs;
+            }
+        };
+        absolute(&mut self.zot_home);
+        absolute(&mut self.cwd);
+        self.ext_paths.iter_mut().for_each(absolute);
+    }
+
     /// Defaults: discovery on, SPEC timeouts, [`BUILTIN_TOOLS`].
     pub fn new(zot_home: PathBuf, cwd: PathBuf) -> HostConfig {
         HostConfig {

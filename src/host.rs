@@ -168,7 +168,8 @@ impl Deref for Host {
 
 impl Host {
     /// Starts the extensions on a new loop thread; returns at once.
-    pub fn start(config: HostConfig) -> io::Result<Host> {
+    pub fn start(mut config: HostConfig) -> io::Result<Host> {
+        config.make_paths_absolute();
         let (tx, rx) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
         let handle = HostHandle {

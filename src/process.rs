@@ -415,11 +415,21 @@ pub fn end_group(leader: &mut Child) {
 /// trouble is the `#!` interpreter (ENOENT) or the file's kind (EACCES).
 fn explain_spawn_error(exe: &Path, dir: &Path, e: io::Error) -> io::Error {
     use std::os::unix::fs::PermissionsExt;
-    let Ok(meta) = std::fs::metadata(exe) else {
+    // The child runs in `dir`: a relative path is looked up from there.
+    let seen = dir.join(exe);
+    let Ok(meta) = std::fs::metadata(&seen) else {
+        if exe.is_relative() && dir.is_dir() {
+            let why = format!(
+                "a relative path, and the extension runs in its directory {}, \
+                 which holds no such file",
+                dir.display()
+            );
+            return io::Error::new(e.kind(), why);
+        }
         return e;
     };
     let why = match e.kind() {
-        io::ErrorKind::NotFound if dir.is_dir() => match starts_with_shebang(exe) {
+        io::ErrorKind::NotFound if dir.is_dir() => match starts_with_shebang(&seen) {
             true => "the interpreter on its #! line was not found",
             // An ELF file names its dynamic loader: built for another libc?
             false => "its dynamic loader was not found (built for another system?)",

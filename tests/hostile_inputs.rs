@@ -748,3 +748,63 @@ fn zot_ext_says_plainly_that_a_zot_home_file_is_not_a_directory() {
         assert_eq!(stdout_of(&out), "", "zot {args:?} prints nothing on stdout");
     }
 }
+
+/// An embedder's relative `HostConfig::ext_paths` entry (README's
+/// library example uses `./my-ext`) starts: the host makes its paths
+/// absolute when it starts, before any child runs in its own directory.
+#[test]
+fn a_relative_ext_path_from_an_embedder_starts() {
+    let t = TempDir::new("hostile-relative-ext");
+    // Integration tests run in the package root.
+    let relative = PathBuf::from("./fixtures/hostile-inputs/flood");
+    assert!(
+        relative.join("extension.json").is_file(),
+        "not run from the package root"
+    );
+    let host = start_ready(config(&t, &[relative]));
+    let list = host.list().expect("list");
+    assert_eq!(list.extensions[0].dir, fixture("flood"), "made absolute");
+    let call = zot_host::ToolRequest {
+        name: "slow".into(),
+        args: json!({}),
+        tool_id: None,
+    };
+    let done = host.call_tool(call).expect("the tool answers");
+    assert_eq!(done.content[0]["text"], "slow done", "{done:?}");
+    host.shutdown();
+}
+
+/// An `exec` found through a relative `$PATH` entry is relative to
+/// zot's directory, not the extension's, where it runs: the error says
+/// so instead of blaming the `#!` line.
+#[test]
+fn a_relative_exec_is_named_as_the_cause_when_it_cannot_start() {
+    use std::os::unix::fs::PermissionsExt;
+    let t = TempDir::new("hostile-relative-exec");
+    std::fs::create_dir_all(t.join("bin")).expect("mkdir bin");
+    let script = t.join("bin/relext");
+    std::fs::write(&script, "#!/bin/sh\nexec sleep 30\n").expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let dir = t.join("e");
+    std::fs::create_dir_all(&dir).expect("mkdir e");
+    let manifest = json!({"name": "e", "exec": "relext", "restart": "never"});
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "-e"])
+        .arg(&dir)
+        .current_dir(t.path())
+        .env("PATH", "bin")
+        .env("ZOT_HOME", t.join("home"));
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let list = rpc.call("1", json!({"type": "list"}));
+    let ext = &list["data"]["extensions"][0];
+    let error = ext["error"].as_str().unwrap_or_default();
+    assert_eq!(ext["state"], "failed", "{list}");
+    assert!(
+        error.contains("a relative path") && error.contains(dir.to_str().expect("utf-8")),
+        "{error}"
+    );
+    assert!(!error.contains("#!"), "{error}");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
