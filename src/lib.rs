@@ -39,5 +39,5 @@ pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;
 pub use types::{
     CommandInfo, CommandOutcome, ExtensionInfo, HostError, HostEvent, InterceptRequest,
-    ReloadReport, Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+    NameConflict, ReloadReport, Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
 };

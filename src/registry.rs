@@ -115,6 +115,14 @@ impl<T> Registry<T> {
             .filter_map(|(n, c)| c.first().map(|c| (n.as_str(), c)))
     }
 
+    /// Names extension `rank` claimed but another owns, with the owner's rank.
+    pub fn lost_by(&self, rank: usize) -> Vec<(String, usize)> {
+        (self.names.iter())
+            .filter(|(_, claims)| claims.iter().skip(1).any(|c| c.rank == rank))
+            .filter_map(|(n, claims)| claims.first().map(|c| (n.clone(), c.rank)))
+            .collect()
+    }
+
     /// Names extension `rank` owns.
     pub fn owned_by(&self, rank: usize) -> Vec<String> {
         self.owners()
@@ -134,6 +142,8 @@ mod tests {
         assert_eq!(r.claim("x", 2, "late"), None);
         assert_eq!(r.claim("x", 0, "first"), Some((2, 0)));
         assert_eq!(r.claim("x", 1, "mid"), Some((1, 0)));
+        assert_eq!(r.lost_by(2), [("x".to_string(), 0)]);
+        assert_eq!(r.lost_by(0), []);
         r.release("x", 0);
         assert_eq!(r.owner("x").map(|c| c.info), Some("mid"));
     }

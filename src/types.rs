@@ -83,8 +83,9 @@ pub struct InterceptRequest {
 /// `state` `starting`, `ready`, `failed`, `exited`, `disabled` or `bundle`
 /// (no `exec`: never started, SPEC 14.6), `error` why it failed or how it
 /// exited, `pid` while it runs, the names it owns or subscribed to, its
-/// `restarts` after crashes (SPEC 12), and the absolute paths of the
-/// `skills` files and `theme` it ships, for the embedder to load.
+/// `restarts` after crashes (SPEC 12), the absolute paths of the
+/// `skills` files and `theme` it ships, for the embedder to load, how it
+/// became ready, and the names it lost to others.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExtensionInfo {
@@ -106,6 +107,22 @@ pub struct ExtensionInfo {
     pub skills: Vec<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub theme: Option<PathBuf>,
+    /// How it became ready: `ready` (its frame) or `watchdog` (silence, SPEC 3.6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ready_via: Option<&'static str>,
+    /// Names it registered that another owns.
+    pub conflicts: Vec<NameConflict>,
+}
+
+/// A command or tool name an extension registered but lost (SPEC 3.7):
+/// `kind` `command` or `tool`, `winner` the extension that owns it, or
+/// `built-in`.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NameConflict {
+    pub kind: &'static str,
+    pub name: String,
+    pub winner: String,
 }
 
 /// A registered command (`name` without `/`) and its owning extension.

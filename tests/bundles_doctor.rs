@@ -277,3 +277,205 @@ fn xdg_state_home_is_where_zot_home_defaults_to() {
         stderr_of(&out)
     );
 }
+
+/// A fixture of `fixtures/doctor/` or `fixtures/examples/`.
+fn fixture(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(path)
+}
+
+fn copy_into(from: &Path, to: &Path) {
+    fs::create_dir_all(to.parent().expect("a parent")).unwrap();
+    let status = Command::new("cp")
+        .arg("-R")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("cp");
+    assert!(status.success(), "cp -R {from:?} {to:?}");
+}
+
+fn doctor_json(t: &TempDir, args: &[&str]) -> (Option<i32>, Value) {
+    let out = ext(t, &[&["doctor", "--json"], args].concat());
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json is not JSON ({e}): {}", stdout_of(&out)));
+    (out.status.code(), report)
+}
+
+fn entry<'a>(report: &'a Value, name: &str, scope: &str) -> &'a Value {
+    let all = report["extensions"].as_array().expect("extensions");
+    (all.iter())
+        .find(|e| e["name"] == name && e["scope"] == scope)
+        .unwrap_or_else(|| panic!("no {scope} {name} in {report:#}"))
+}
+
+#[test]
+fn doctor_reports_every_extension_as_the_host_started_it() {
+    let t = TempDir::new("doctor");
+    let (global, project) = (t.join("home/extensions"), t.join("proj/.zot/extensions"));
+    copy_into(&fixture("examples/hello-sh"), &global.join("hello-sh"));
+    copy_into(&fixture("doctor/crashes"), &global.join("crashes"));
+    copy_into(&fixture("doctor/quiet"), &global.join("quiet"));
+    copy_into(&fixture("doctor/quiet"), &project.join("quiet"));
+    copy_into(
+        &fixture("bundles/writing-skills"),
+        &global.join("writing-skills"),
+    );
+    fs::create_dir_all(global.join("broken")).unwrap();
+    fs::write(global.join("broken/extension.json"), "{\"name\": ").unwrap();
+    copy_into(&fixture("examples/hello-py"), &global.join("off"));
+    common::set_manifest_field(&global.join("off"), "enabled", json!(false));
+
+    let (code, report) = doctor_json(&t, &[]);
+    assert_eq!(
+        code,
+        Some(1),
+        "a failed extension makes doctor fail: {report:#}"
+    );
+    assert_eq!(report["ok"], false);
+    let problems = report["problems"].to_string();
+    assert!(
+        problems.contains("crashes (failed: exited before hello (exit code 3))")
+            && problems.contains("broken (invalid manifest: invalid JSON"),
+        "{problems}"
+    );
+    assert_eq!(
+        report["problems"].as_array().map(Vec::len),
+        Some(2),
+        "{problems}"
+    );
+
+    // Ready by its frame, with its commands and the log it writes.
+    let hello = entry(&report, "hello-sh", "global");
+    assert_eq!(
+        (&hello["status"], &hello["ready_via"]),
+        (&json!("ready"), &json!("ready"))
+    );
+    assert_eq!(hello["commands"], json!(["today", "whereami"]), "{hello:#}");
+    let log = t.join("home/logs/ext-hello-sh.log").display().to_string();
+    assert_eq!(hello["log"], log.as_str());
+    // The project's quiet wins /shout over it and loses bash to the built-in.
+    let quiet = entry(&report, "quiet", "project");
+    assert_eq!(quiet["ready_via"], "watchdog", "{quiet:#}");
+    assert_eq!(quiet["commands"], json!(["hush", "shout"]));
+    let conflicts = quiet["conflicts"].as_array().unwrap();
+    let has = |kind: &str, name: &str, winner: &str, loser: &str| {
+        conflicts
+            .iter()
+            .any(|c| c == &json!({"kind": kind, "name": name, "winner": winner, "loser": loser}))
+    };
+    assert!(has("tool", "bash", "built-in", "quiet"), "{conflicts:?}");
+    assert!(
+        has("command", "shout", "quiet", "hello-sh"),
+        "{conflicts:?}"
+    );
+    let lost = hello["conflicts"].to_string();
+    assert!(
+        lost.contains(r#""winner":"quiet""#),
+        "hello-sh lost /shout: {lost}"
+    );
+    let warnings = quiet["warnings"].to_string();
+    assert!(
+        warnings.contains("quiet-ext"),
+        "the hello name is a warning: {warnings}"
+    );
+    // The global quiet is shadowed by the project's and never started.
+    let shadowed = entry(&report, "quiet", "global");
+    assert_eq!(shadowed["status"], "shadowed");
+    assert_eq!(
+        shadowed["shadowed_by"],
+        project.join("quiet").display().to_string().as_str()
+    );
+    assert_eq!(shadowed["log"], Value::Null);
+    // The handshake failure comes with the extension's own last words.
+    let crashes = entry(&report, "crashes", "global");
+    assert_eq!(crashes["status"], "failed");
+    assert!(
+        crashes["stderr_tail"]
+            .to_string()
+            .contains("cannot find its configuration file"),
+        "{crashes:#}"
+    );
+    assert_eq!(entry(&report, "broken", "global")["status"], "invalid");
+    assert_eq!(entry(&report, "hello-py", "global")["status"], "disabled");
+    let skills = entry(&report, "writing-skills", "global");
+    assert_eq!(skills["status"], "bundle");
+    assert_eq!(skills["skills"].as_array().map(Vec::len), Some(2));
+
+    // The text report says the same, one extension after another.
+    let out = ext(&t, &["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout_of(&out);
+    for want in [
+        "quiet  project  ready (by the watchdog: no ready frame, 250 ms of silence)",
+        "conflict  tool bash: lost to the built-in tool",
+        "conflict  command /shout: won over hello-sh",
+        "conflict  command /shout: lost to extension quiet (higher precedence)",
+        &format!(
+            "quiet  global  shadowed by {}: not started",
+            project.join("quiet").display()
+        ),
+        "hello-py  global  disabled",
+        "crashes  global  failed: exited before hello (exit code 3)",
+        "stderr    crashes: cannot find its configuration file settings.toml",
+        &format!("log       {log}"),
+        "2 failed: ",
+    ] {
+        assert!(
+            text.contains(want),
+            "doctor's report should say {want:?}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn doctor_passes_when_nothing_failed_and_names_a_late_starter() {
+    let t = TempDir::new("doctor-ok");
+    let slow = common::ext_dir(
+        &t.join("slow"),
+        "slow",
+        json!({"hello_delay_ms": 1500, "register": [common::command("later")]}),
+    );
+    let theme_dir = bundle("dusk-theme");
+    let args = [
+        "--no-ext",
+        "-e",
+        slow.to_str().unwrap(),
+        "-e",
+        theme_dir.to_str().unwrap(),
+        "--startup-timeout",
+        "0.2",
+    ];
+    let (code, report) = doctor_json(&t, &args);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["ok"], true);
+    let slow = entry(&report, "slow", "explicit");
+    assert_eq!(
+        slow["status"], "ready",
+        "doctor waits for it as the host does: {slow:#}"
+    );
+    assert_eq!(slow["commands"], json!(["later"]));
+    let warnings = slow["warnings"].to_string();
+    assert!(
+        warnings.contains("still loading when the 0.2 s startup grace ended (settled after"),
+        "{warnings}"
+    );
+    let theme = entry(&report, "dusk-theme", "explicit");
+    assert_eq!(
+        theme["theme"],
+        bundle("dusk-theme")
+            .join("themes/theme.json")
+            .display()
+            .to_string()
+            .as_str()
+    );
+
+    let out = ext(&t, &[&["doctor"], &args[..]].concat());
+    assert_ok(&out);
+    assert!(
+        stdout_of(&out).ends_with("ok: nothing failed\n"),
+        "{}",
+        stdout_of(&out)
+    );
+}

@@ -255,6 +255,12 @@ pub fn apply_limits(
 
 /// Starts a host for the session or `zot rpc` from the shared options.
 pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
+    zot_host::Host::start(surface_config(opts)?)
+        .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
+}
+
+/// The host config every surface runs with, from the shared options.
+pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError> {
     let zot_home = zot_home()?;
     let cwd = project_dir(opts.cwd.as_deref())?;
     if !cwd.is_dir() {
@@ -276,8 +282,7 @@ pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     config.model = opts.model.clone().unwrap_or_default();
     config.session_id = opts.session_id.clone().unwrap_or_default();
     apply_limits(&mut config, opts.startup_timeout, opts.hello_timeout)?;
-    zot_host::Host::start(config)
-        .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
+    Ok(config)
 }
 
 /// Parses the top level and runs the chosen surface; returns the exit code.

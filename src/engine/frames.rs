@@ -228,6 +228,14 @@ impl Engine {
             ));
         }
         if builtin.iter().any(|b| b == name) {
+            // Built-in names are few: each is recorded once at most.
+            if !ext
+                .lost_to_builtin
+                .iter()
+                .any(|(k, n)| *k == kind && n == name)
+            {
+                ext.lost_to_builtin.push((kind, name.to_string()));
+            }
             return ext.log.line(&format!(
                 "{kind} {shown} is shadowed by the built-in {kind}"
             ));

@@ -69,6 +69,8 @@ impl Engine {
                 out: Vec::new(),
                 manifest: f.manifest,
                 supervision: Supervision::default(),
+                ready_via: None,
+                lost_to_builtin: Vec::new(),
             });
             let started = match f.status {
                 Status::Invalid(e) => Err(format!("invalid manifest: {e}")),
@@ -127,6 +129,8 @@ impl Engine {
             proc.pid
         ));
         let deadline = later(now, self.cfg.timeouts.hello);
+        ext.ready_via = None;
+        ext.lost_to_builtin.clear();
         ext.phase = Phase::Running(Run {
             proc,
             exit_check: None,
@@ -187,6 +191,7 @@ impl Engine {
             return;
         }
         run.stage = Stage::Ready;
+        ext.ready_via = Some(if why == "ready" { "ready" } else { "watchdog" });
         if ext.supervision.remembered {
             ext.log
                 .line("ready without subscribing to interception again: no longer a guard");

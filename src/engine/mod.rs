@@ -18,8 +18,8 @@ use crate::manifest::Manifest;
 use crate::process::{ExtProcess, InboundMsg};
 use crate::registry::Registry;
 use crate::types::{
-    CommandInfo, ExtensionInfo, HostEvent, ReadyLatch, ReloadReport, Reply, Request, Snapshot,
-    ToolInfo,
+    CommandInfo, ExtensionInfo, HostEvent, NameConflict, ReadyLatch, ReloadReport, Reply, Request,
+    Snapshot, ToolInfo,
 };
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
@@ -147,6 +147,10 @@ struct Ext {
     manifest: Option<Manifest>,
     /// Crashes and remembered guard subscriptions.
     supervision: Supervision,
+    /// How this run became ready: `ready` or `watchdog`.
+    ready_via: Option<&'static str>,
+    /// Names it registered that a built-in owns, each once: `(kind, name)`.
+    lost_to_builtin: Vec<(&'static str, String)>,
 }
 
 /// Names one extension claimed in a registry, against [`MAX_NAMES`] and
@@ -223,7 +227,12 @@ impl Ext {
     }
 
     /// Its entry in a [`Snapshot`], with the names it owns.
-    fn info(&self, commands: Vec<String>, tools: Vec<String>) -> ExtensionInfo {
+    fn info(
+        &self,
+        commands: Vec<String>,
+        tools: Vec<String>,
+        conflicts: Vec<NameConflict>,
+    ) -> ExtensionInfo {
         let (state, error) = self.state();
         let provides = self.manifest.as_ref().map(|m| &m.provides);
         ExtensionInfo {
@@ -241,6 +250,8 @@ impl Ext {
             restarts: self.supervision.restarts,
             skills: provides.map(|p| p.skills.clone()).unwrap_or_default(),
             theme: provides.and_then(|p| p.theme.clone()),
+            ready_via: self.ready_via,
+            conflicts,
         }
     }
 
@@ -455,9 +466,37 @@ fn later(now: Instant, d: Duration) -> Instant {
 }
 
 impl Engine {
+    /// The names extension `idx` registered and lost, to a built-in or to
+    /// an extension of higher precedence.
+    fn conflicts(&self, idx: usize) -> Vec<NameConflict> {
+        let builtin = (self.exts[idx].lost_to_builtin.iter()).map(|(kind, name)| NameConflict {
+            kind,
+            name: name.clone(),
+            winner: "built-in".into(),
+        });
+        let lost = |kind: &'static str, names: &Registry<_>| {
+            (names.lost_by(idx).into_iter()).map(move |(name, rank)| NameConflict {
+                kind,
+                name,
+                winner: self.exts[rank].name.clone(),
+            })
+        };
+        let commands = lost("command", &self.commands);
+        builtin
+            .chain(commands)
+            .chain(lost("tool", &self.tools))
+            .collect()
+    }
+
     fn snapshot(&self) -> Snapshot {
         let extensions = (self.exts.iter().enumerate())
-            .map(|(i, e)| e.info(self.commands.owned_by(i), self.tools.owned_by(i)))
+            .map(|(i, e)| {
+                e.info(
+                    self.commands.owned_by(i),
+                    self.tools.owned_by(i),
+                    self.conflicts(i),
+                )
+            })
             .collect();
         let commands = self
             .commands

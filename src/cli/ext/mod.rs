@@ -6,6 +6,7 @@
 //! the one installation, project or global, a name means.
 
 mod check;
+mod doctor;
 mod install;
 mod list;
 mod logs;
@@ -32,6 +33,7 @@ usage:
   zot ext enable <name>                     set \"enabled\": true in its extension.json
   zot ext disable <name>                    set \"enabled\": false (stays installed)
   zot ext logs <name> [-f]                  print, or follow, the extension's log
+  zot ext doctor [--json]                   start the extensions as zot would and report on each
   zot ext check [PATH] [--json] [--strict] [--call TOOL JSON]... [--command NAME ARGS]...
                                             run one extension alone and report each rule
   zot ext new NAME [--lang python|sh|node|go|rust] [--dir DIR]
@@ -152,10 +154,11 @@ enum Request {
 
 /// Runs `zot ext <args>`.
 pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
-    // `check` and `new` take options with values: they parse their own.
+    // `check`, `doctor` and `new` take options with values: they parse their own.
     let (cwd, at) = leading_cwd(&args)?;
     match args.get(at).and_then(|a| a.to_str()) {
         Some("check") => return check::run(cwd, args[at + 1..].to_vec()),
+        Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
         Some("new") => return new::run(args[at + 1..].to_vec()),
         _ => {}
     }
