@@ -274,7 +274,7 @@ fn reload_restarts_and_picks_up_changes() {
         errors[0]
             .as_str()
             .unwrap()
-            .contains("missing required field `exec`"),
+            .contains("provides nothing: no `exec`"),
         "{errors:?}"
     );
     assert_eq!(
