@@ -79,6 +79,11 @@ pub struct HostConfig {
     /// How long the loop and blocked callers poll before they sleep: waking
     /// costs tens of µs. `Duration::ZERO` never spins (battery). 50 µs.
     pub spin_before_sleep: Duration,
+    /// Start every extension confined by Landlock to what its manifest's
+    /// `permissions` allow (SPEC 16); one the kernel cannot confine fails
+    /// to start. The ruleset is applied between fork and exec by a
+    /// pre-exec hook, so confined extensions are forked, not posix_spawned.
+    pub confine: bool,
 }
 
 impl HostConfig {
@@ -114,6 +119,7 @@ impl HostConfig {
             log_rotate_bytes: 8 * 1024 * 1024,
             event_budget: 8 * 1024 * 1024,
             spin_before_sleep: Duration::from_micros(50),
+            confine: false,
         }
     }
 }

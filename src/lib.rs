@@ -19,6 +19,7 @@
 
 pub mod bundle;
 mod config;
+pub mod confine;
 pub mod discovery;
 mod engine;
 mod host;

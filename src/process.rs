@@ -9,6 +9,7 @@
 //! so they end when the process is done with even if an escaped
 //! (`setsid`) grandchild keeps the pipes open: nothing leaks per reload.
 
+use crate::confine::{Confinement, PrivateTmp};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::mcp_client::{self, Adapter, McpOptions};
@@ -92,6 +93,8 @@ pub(crate) struct ExtProcess {
     /// Starts the writer thread at the first write the pipe refuses:
     /// most extensions never fill it.
     writer: Cell<Option<Box<dyn FnOnce() + Send>>>,
+    /// A confined extension's `TMPDIR`, removed once its group is killed.
+    _tmp: Option<PrivateTmp>,
 }
 
 /// What the I/O threads share: where they report, and the stop socket.
@@ -107,7 +110,9 @@ impl ExtProcess {
     /// Starts the extension `m` (`exe` resolved, in `dir`) as the leader
     /// of a new process group; `mcp` for an MCP server (SPEC 11). Call it
     /// from the host loop thread, which outlives every extension it
-    /// starts (see [`spawn_group`]).
+    /// starts (see [`spawn_group`]). With `confine` it starts confined
+    /// (SPEC 16) and its `TMPDIR` lives as long as the process.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         key: u64,
         m: &Manifest,
@@ -116,6 +121,7 @@ impl ExtProcess {
         log: &ExtLog,
         inbound: Sender<InboundMsg>,
         mcp: Option<McpOptions>,
+        confine: Option<Confinement>,
     ) -> io::Result<ExtProcess> {
         let mut command = Command::new(exe);
         command
@@ -124,6 +130,9 @@ impl ExtProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log.child_stderr());
+        if let Some(confine) = &confine {
+            confine.apply_to(&mut command);
+        }
         let child = spawn_group(&mut command).map_err(|e| explain_spawn_error(exe, dir, e))?;
         let mut proc = ExtProcess {
             pid: child.id(),
@@ -136,6 +145,7 @@ impl ExtProcess {
             log_done: None,
             stdout: None,
             writer: Cell::new(None),
+            _tmp: confine.map(|c| c.tmp),
         };
         if let Err(e) = proc.start_io(key, &m.name, log, inbound, mcp) {
             // Reaped here; dropping it then ends what is left of the group.

@@ -38,6 +38,8 @@ options:
       --provider NAME         provider name sent to extensions in hello_ack
       --model NAME            model name sent to extensions in hello_ack
       --session-id ID         session_id of every event (default: a new UUID)
+      --confine               confine extensions with Landlock to what their
+                              manifests' permissions allow (Linux; also ZOT_CONFINE=1)
   -h, --help                  show this help
   -V, --version               show the version
 
@@ -97,6 +99,8 @@ pub struct HostOpts {
     /// `Timeouts::hello`; a server started through `npx` or a big SDK
     /// may need more than 10 s on a busy machine.
     pub hello_timeout: Option<std::time::Duration>,
+    /// `--confine` (else `$ZOT_CONFINE=1`): extensions run confined (SPEC 16).
+    pub confine: bool,
 }
 
 impl HostOpts {
@@ -113,6 +117,7 @@ impl HostOpts {
             'i' => self.session_id = Some(session_id(parser.value()?)?),
             's' => self.startup_timeout = Some(seconds("--startup-timeout", parser.value()?)?),
             'w' => self.hello_timeout = Some(seconds("--hello-timeout", parser.value()?)?),
+            'f' => self.confine = true,
             _ => self.no_ext = true,
         }
         Ok(())
@@ -135,6 +140,7 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("session-id") => Some('i'),
         Long("startup-timeout") => Some('s'),
         Long("hello-timeout") => Some('w'),
+        Long("confine") => Some('f'),
         _ => None,
     }
 }
@@ -253,6 +259,19 @@ pub fn apply_limits(
     Ok(())
 }
 
+/// Whether extensions run confined: `--confine` given, or `$ZOT_CONFINE`
+/// is `1`. On a system without Landlock that is an error, not a silent
+/// unconfined run.
+pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
+    let wanted = flag || std::env::var_os("ZOT_CONFINE").is_some_and(|v| v == "1");
+    if wanted && !cfg!(target_os = "linux") {
+        return Err(CliError::Failed(
+            "--confine needs Linux Landlock, which this system does not have".into(),
+        ));
+    }
+    Ok(wanted)
+}
+
 /// Starts a host for the session or `zot rpc` from the shared options.
 pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
     zot_host::Host::start(surface_config(opts)?)
@@ -281,6 +300,7 @@ pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError>
     config.provider = opts.provider.clone().unwrap_or_default();
     config.model = opts.model.clone().unwrap_or_default();
     config.session_id = opts.session_id.clone().unwrap_or_default();
+    config.confine = confine_wanted(opts.confine)?;
     apply_limits(&mut config, opts.startup_timeout, opts.hello_timeout)?;
     Ok(config)
 }

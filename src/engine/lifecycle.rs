@@ -3,6 +3,7 @@
 
 use super::supervise::Supervision;
 use super::{later, Claims, Drops, End, Engine, ExitCheck, Ext, Goal, Phase, Run, Stage, Startup};
+use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
@@ -121,13 +122,24 @@ impl Engine {
                 (self.mcp_inbound_tx.clone(), Some(opts))
             }
         };
-        let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, mcp)
+        let confine = match self.cfg.confine {
+            true => {
+                let places = Places::new(&ext.dir, &self.cfg.cwd);
+                Some(Confinement::new(m, &exe, &places, key)?)
+            }
+            false => None,
+        };
+        let confined = confine.as_ref().map(|c| c.summary.clone());
+        let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, mcp, confine)
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         ext.log.line(&format!(
             "started {} (pid {})",
             m.exec.as_deref().unwrap_or_default(),
             proc.pid
         ));
+        if let Some(summary) = confined {
+            ext.log.line(&format!("confined: {summary}"));
+        }
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.ready_via = None;
         ext.lost_to_builtin.clear();
