@@ -8,6 +8,7 @@
 //! included), so what passes here is what the host accepts.
 
 mod child;
+mod confine;
 mod report;
 mod schema;
 mod trial;
@@ -23,7 +24,8 @@ use std::time::{Duration, Instant};
 use zot_host::manifest::{Manifest, Protocol, MANIFEST_FILE};
 
 const HELP: &str = "\
-usage: zot ext check [PATH] [--json] [--strict] [--call TOOL JSON]... [--command NAME ARGS]...
+usage: zot ext check [PATH] [--json] [--strict] [--confine] [--call TOOL JSON]...
+                     [--command NAME ARGS]...
 
 Run the extension in PATH (default: the current directory) alone, the way
 the host runs it, and report each rule it keeps or breaks: manifest, exec,
@@ -38,6 +40,8 @@ options:
       --call TOOL JSON       also call TOOL with these arguments (repeatable)
       --command NAME ARGS    also run the command /NAME with ARGS (repeatable)
       --cwd DIR              project directory sent in hello_ack (default: .)
+      --confine              run it confined by its manifest's permissions (Linux
+                             Landlock; also ZOT_CONFINE=1) and report what was denied
   -h, --help                 show this help
 
 The limits are the host's: ZOT_HELLO_TIMEOUT and ZOT_STARTUP_TIMEOUT
@@ -94,11 +98,13 @@ fn parse(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<Option<Opts>, CliE
     let mut parser = lexopt::Parser::from_args(args);
     let mut cwd = cwd;
     let (mut path, mut json, mut strict, mut probes) = (None, false, false, Vec::new());
+    let mut confine = false;
     while let Some(arg) = parser.next()? {
         match arg {
             Short('h') | Long("help") => return Ok(None),
             Long("json") => json = true,
             Long("strict") => strict = true,
+            Long("confine") => confine = true,
             Long("cwd") => cwd = Some(absolute(parser.value()?.into())?),
             Long("call") => {
                 let tool = string(parser.value()?)?;
@@ -126,6 +132,7 @@ fn parse(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<Option<Opts>, CliE
     };
     let mut config = crate::cli::host_config(PathBuf::new(), cwd.clone());
     crate::cli::apply_limits(&mut config, None, None)?;
+    config.confine = crate::cli::confine_wanted(confine)?;
     Ok(Some(Opts {
         path: absolute(path.unwrap_or_else(|| PathBuf::from(".")))?,
         cwd,
@@ -145,7 +152,21 @@ fn check(opts: &Opts) -> Report {
         let logs = scratch_logs_dir();
         let log = zot_host::log::log_path(&logs, &manifest.name);
         let _ = std::fs::create_dir_all(&logs);
-        trial::run(opts, &manifest, &dir, &exe, &log, &mut report);
+        // Refused: reported, and it is not run unconfined instead.
+        if let Ok(confined) = confine::prepare(opts, &manifest, &dir, &exe, &mut report) {
+            trial::run(
+                opts,
+                &manifest,
+                &dir,
+                &exe,
+                &log,
+                confined.as_ref(),
+                &mut report,
+            );
+            if confined.is_some() {
+                confine::denials(&log, &mut report);
+            }
+        }
         if report.count(Status::Fail) > 0 {
             report.stderr_tail = stderr_tail(&log);
         }

@@ -11,6 +11,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
 use std::thread;
+use zot_host::confine::Confinement;
 use zot_host::process::{end_group, read_lines, signal_group, spawn_group};
 use zot_host::protocol::{parse_ext_frame, ExtFrame};
 
@@ -35,19 +36,29 @@ pub(super) struct Child {
 }
 
 impl Child {
-    /// Starts `exe args` in `dir`, its stderr going to the file `log`.
-    pub fn spawn(exe: &Path, args: &[String], dir: &Path, log: &Path) -> io::Result<Child> {
+    /// Starts `exe args` in `dir`, its stderr going to the file `log`;
+    /// confined by `confine` when given (SPEC 16).
+    pub fn spawn(
+        exe: &Path,
+        args: &[String],
+        dir: &Path,
+        log: &Path,
+        confine: Option<&Confinement>,
+    ) -> io::Result<Child> {
         let stderr = File::create(log).map_or_else(|_| Stdio::inherit(), Stdio::from);
+        let mut command = Command::new(exe);
+        command
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr);
+        if let Some(confine) = confine {
+            confine.apply_to(&mut command);
+        }
         // Its own group, which dies with the check however the check
         // dies (even by SIGKILL), as extensions die with the host.
-        let mut child = spawn_group(
-            Command::new(exe)
-                .args(args)
-                .current_dir(dir)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(stderr),
-        )?;
+        let mut child = spawn_group(&mut command)?;
         let pipes = (child.stdin.take(), child.stdout.take());
         let (tx, seen) = crossbeam_channel::unbounded();
         let (to_stdin, outbox) = crossbeam_channel::unbounded::<Vec<u8>>();

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
+use zot_host::confine::Confinement;
 use zot_host::intercept::INTERCEPTABLE;
 use zot_host::manifest::Manifest;
 use zot_host::process::{describe_status, group_alive};
@@ -34,10 +35,11 @@ pub(super) fn run(
     dir: &Path,
     exe: &Path,
     log: &Path,
+    confine: Option<&Confinement>,
     report: &mut Report,
 ) {
     let t = Instant::now();
-    let proc = match Child::spawn(exe, &manifest.args, dir, log) {
+    let proc = match Child::spawn(exe, &manifest.args, dir, log, confine) {
         Ok(p) => p,
         Err(e) => {
             let f = report.fail(
