@@ -574,6 +574,7 @@ fn template_round_trip(lang: &str) {
         &dir,
         &[
             "--strict",
+            "--confine",
             "--call",
             &tool,
             r#"{"text": "hi", "upper": true}"#,
@@ -595,6 +596,9 @@ fn template_round_trip(lang: &str) {
         "(is_error): `text`",
     );
     assert_finding(&report, &format!("run /{name}"), "pass", "hello, you!");
+    // Confined by the permissions it declares, nothing it does is denied.
+    assert_finding(&report, "permissions", "pass", "declared: write $EXT");
+    assert_finding(&report, "confine", "pass", "no denied operation");
 
     // It works in `zot rpc`: its tool answers, its argument checking too.
     let home = TempDir::new(&format!("new-{lang}-rpc"));
