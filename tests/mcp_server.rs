@@ -433,6 +433,75 @@ fn a_cancelled_calls_late_answer_never_reaches_a_request_reusing_its_id() {
     );
 }
 
+/// `zot mcp` over pipes, its stdout lines raw (a `Value` would round
+/// big integers).
+fn raw_mcp(
+    t: &TempDir,
+    ext: &Path,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    crossbeam_channel::Receiver<String>,
+) {
+    let mut cmd = zot();
+    cmd.args(["mcp", "--no-ext", "--startup-timeout", "60", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        .stderr(Stdio::null());
+    let (child, stdin, lines) = spawn_piped(&mut cmd);
+    (child, stdin.expect("stdin"), lines)
+}
+
+/// Reads raw lines until one contains `needle`; returns all read.
+fn read_until(lines: &crossbeam_channel::Receiver<String>, seen: &mut Vec<String>, needle: &str) {
+    while !seen.iter().any(|l| l.contains(needle)) {
+        match lines.recv_timeout(DEADLINE) {
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no line with {needle} before the deadline; seen {seen:#?}"),
+        }
+    }
+}
+
+#[test]
+fn integer_ids_of_any_size_come_back_as_they_went() {
+    let t = TempDir::new("mcp-big-ids");
+    let (ext, pid_file) = held_tool(&t);
+    let (mut child, mut stdin, lines) = raw_mcp(&t, &ext);
+    let mut seen = Vec::new();
+    let mut send = |line: String| {
+        use std::io::Write;
+        let written = writeln!(stdin, "{line}").and_then(|()| stdin.flush());
+        written.expect("write to zot mcp");
+    };
+    send(r#"{"jsonrpc":"2.0","id":"list","method":"tools/list"}"#.into());
+    read_until(&lines, &mut seen, r#""id":"list""#);
+    let [a, b, c] = [
+        "123456789012345678901234567890",
+        "123456789012345678901234567891",
+        "98765432109876543210987654321098765432109876543210",
+    ];
+    for id in [a, b] {
+        send(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"held"}}}}"#
+        ));
+    }
+    send(format!(r#"{{"jsonrpc":"2.0","id":{c},"method":"ping"}}"#));
+    read_until(&lines, &mut seen, &format!(r#""id":{c},"result":{{}}"#));
+    release_held(&pid_file);
+    for id in [a, b] {
+        read_until(&lines, &mut seen, &format!(r#""id":{id},"result""#));
+    }
+    assert!(
+        !seen.iter().any(|l| l.contains("-32600")),
+        "two distinct ids were taken for one: {seen:#?}"
+    );
+    drop(stdin); // EOF: the graceful stop
+    assert_eq!(child.wait().expect("wait").code(), Some(0));
+}
+
 #[test]
 fn notes_before_initialized_are_buffered_up_to_100() {
     let t = TempDir::new("mcp-buffer-ext");

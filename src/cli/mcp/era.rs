@@ -17,7 +17,6 @@ pub const LATEST_LEGACY: &str = "2025-11-25";
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Every version this server speaks, oldest first.
 pub fn supported_versions() -> Vec<&'static str> {

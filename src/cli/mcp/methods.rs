@@ -1,7 +1,7 @@
 //! Serving one MCP request or notification: the method table.
 
 use super::era::{self, Era, Kind, Level};
-use super::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
+use super::jsonrpc::{Id, RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use super::mapping;
 use super::server::Server;
 use serde_json::{json, Map, Value};
@@ -9,7 +9,7 @@ use zot_host::{EventPayload, Request, ToolRequest};
 
 /// Serves the request `id`. Host-bound requests answer later, from the
 /// host loop, through [`Server::finish`].
-pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Value>) {
+pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>) {
     if server.start_session() {
         server.submit(Request::Emit {
             event: "session_start".into(),
@@ -117,12 +117,12 @@ pub fn request(server: &Server, id: Value, method: &str, params: Map<String, Val
 }
 
 /// Serves a notification (never answered).
-pub fn notification(server: &Server, method: &str, params: &Map<String, Value>) {
+pub fn notification(server: &Server, method: &str, request_id: Option<Id>) {
     match method {
         "notifications/initialized" => server.initialized(),
         "notifications/cancelled" => {
-            if let Some(id) = params.get("requestId") {
-                server.cancel(id);
+            if let Some(id) = request_id {
+                server.cancel(&id);
             }
         }
         _ => {}
@@ -130,7 +130,7 @@ pub fn notification(server: &Server, method: &str, params: &Map<String, Value>) 
 }
 
 /// Sends a host request for `id`, which is in flight until answered.
-fn track(server: &Server, id: &Value, era: Era, request: Request) {
+fn track(server: &Server, id: &Id, era: Era, request: Request) {
     let log = match era {
         Era::Modern(level) => level,
         Era::Legacy => None,
@@ -170,7 +170,7 @@ fn object_param(params: &Map<String, Value>, key: &str) -> Result<Map<String, Va
     }
 }
 
-fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
+fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
     let call = string_param(params, "name").and_then(|name| {
         let args = object_param(params, "arguments")?;
         Ok(ToolRequest {
@@ -206,7 +206,7 @@ fn tools_call(server: &Server, id: Value, era: Era, params: &Map<String, Value>)
     track(server, &id, era, request);
 }
 
-fn prompts_get(server: &Server, id: Value, era: Era, params: &Map<String, Value>) {
+fn prompts_get(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
     let request = string_param(params, "name").and_then(|name| {
         let arguments = object_param(params, "arguments")?;
         let args = match arguments.get("args") {

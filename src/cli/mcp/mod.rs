@@ -115,7 +115,7 @@ fn read_messages(server: &Server) {
                     jsonrpc::INVALID_REQUEST,
                     format!("message of {n} bytes is longer than {MAX_LINE}"),
                 );
-                server.respond(&serde_json::Value::Null, Err(error));
+                server.respond(&jsonrpc::Id::null(), Err(error));
                 continue;
             }
             Ok(None) | Err(_) => break,
@@ -127,8 +127,8 @@ fn read_messages(server: &Server) {
             Incoming::Request { id, method, params } => {
                 methods::request(server, id, &method, params)
             }
-            Incoming::Notification { method, params } => {
-                methods::notification(server, &method, &params)
+            Incoming::Notification { method, request_id } => {
+                methods::notification(server, &method, request_id)
             }
             Incoming::Response => {}
             Incoming::Invalid { id, error } => server.respond(&id, Err(error)),

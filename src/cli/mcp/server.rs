@@ -23,10 +23,11 @@
 //! are at most `MAX_IN_FLIGHT`, beyond which one is refused at once.
 
 use super::era::{self, Level};
-use super::jsonrpc::{self, id_key, RpcError};
+use super::jsonrpc::{self, Id, RpcError, SubscriptionMeta, WithSubscription};
 use crate::cli::bounds::{self, Unwritten, MAX_IN_FLIGHT};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,7 +51,7 @@ enum Handshake {
 
 /// A `subscriptions/listen` stream (2026-07-28).
 struct Listen {
-    id: Value,
+    id: Id,
     tools: bool,
     prompts: bool,
 }
@@ -209,7 +210,7 @@ impl Server {
     }
 
     /// Writes a response now (not tracked as in flight).
-    pub fn respond(&self, id: &Value, result: Result<Value, RpcError>) {
+    pub fn respond(&self, id: &Id, result: Result<Value, RpcError>) {
         let line = match result {
             Ok(r) => jsonrpc::result_line(id, r),
             Err(e) => jsonrpc::error_line(id, &e),
@@ -220,7 +221,7 @@ impl Server {
     /// Records request `id` as in flight (with the log level it opted
     /// in to) and sends `request` to the host, or holds it until startup
     /// readiness. Beyond [`MAX_IN_FLIGHT`] it is refused at once.
-    pub fn begin(&self, id: &Value, log: Option<Level>, request: Request) {
+    pub fn begin(&self, id: &Id, log: Option<Level>, request: Request) {
         let now = self.with(|s| {
             if s.id_in_use(id) {
                 return None;
@@ -231,7 +232,8 @@ impl Server {
                 return None;
             }
             let cancelled = false;
-            s.in_flight.insert(id_key(id), InFlight { log, cancelled });
+            s.in_flight
+                .insert(id.key().into(), InFlight { log, cancelled });
             s.hold_until_ready(request)
         });
         if let Some(request) = now {
@@ -241,12 +243,9 @@ impl Server {
 
     /// Writes the response of an in-flight request, unless the client
     /// cancelled it (then nothing is ever sent).
-    pub fn finish(&self, id: &Value, result: Result<Value, RpcError>) {
+    pub fn finish(&self, id: &Id, result: Result<Value, RpcError>) {
         self.with(|s| {
-            if s.in_flight
-                .remove(&id_key(id))
-                .is_some_and(|r| !r.cancelled)
-            {
+            if s.in_flight.remove(id.key()).is_some_and(|r| !r.cancelled) {
                 let line = match result {
                     Ok(r) => jsonrpc::result_line(id, r),
                     Err(e) => jsonrpc::error_line(id, &e),
@@ -259,9 +258,9 @@ impl Server {
     /// `notifications/cancelled`: the request it names is never
     /// answered (its entry stays until the host answers it), or the
     /// listen stream it names ends.
-    pub fn cancel(&self, id: &Value) {
+    pub fn cancel(&self, id: &Id) {
         self.with(|s| {
-            if let Some(request) = s.in_flight.get_mut(&id_key(id)) {
+            if let Some(request) = s.in_flight.get_mut(id.key()) {
                 request.cancelled = true;
             }
             s.listens.retain(|l| l.id != *id);
@@ -335,7 +334,7 @@ impl Server {
     }
 
     /// Opens a listen stream and acknowledges it.
-    pub fn listen(&self, id: &Value, tools: bool, prompts: bool) {
+    pub fn listen(&self, id: &Id, tools: bool, prompts: bool) {
         self.with(|s| {
             if s.id_in_use(id) {
                 return;
@@ -351,23 +350,18 @@ impl Server {
                 tools,
                 prompts,
             });
-            let mut honored = serde_json::Map::new();
+            let mut honored = Map::new();
             if tools {
                 honored.insert("toolsListChanged".into(), true.into());
             }
             if prompts {
                 honored.insert("promptsListChanged".into(), true.into());
             }
-            write(
-                s,
-                &jsonrpc::notification_line(
-                    "notifications/subscriptions/acknowledged",
-                    Some(json!({
-                        "notifications": honored,
-                        "_meta": {era::META_SUBSCRIPTION_ID: id},
-                    })),
-                ),
-            );
+            let mut fields = Map::new();
+            fields.insert("notifications".into(), honored.into());
+            let method = "notifications/subscriptions/acknowledged";
+            let params = subscription(fields, id, None);
+            write(s, &jsonrpc::subscription_notification(method, params));
         });
     }
 
@@ -388,13 +382,9 @@ impl Server {
     pub fn close_listens(&self) {
         self.with(|s| {
             for l in std::mem::take(&mut s.listens) {
-                let result = json!({
-                    "resultType": "complete",
-                    "_meta": {
-                        era::META_SERVER_INFO: era::server_info(),
-                        era::META_SUBSCRIPTION_ID: l.id,
-                    },
-                });
+                let mut fields = Map::new();
+                fields.insert("resultType".into(), "complete".into());
+                let result = subscription(fields, &l.id, Some(era::server_info()));
                 write(s, &jsonrpc::result_line(&l.id, result));
             }
         });
@@ -485,9 +475,9 @@ impl State {
     /// Whether `id` belongs to a request in flight or an open listen
     /// stream; if so the client is told (an answer to a second request
     /// with that id could not be told from the first one's).
-    fn id_in_use(&mut self, id: &Value) -> bool {
+    fn id_in_use(&mut self, id: &Id) -> bool {
         let used =
-            self.in_flight.contains_key(&id_key(id)) || self.listens.iter().any(|l| l.id == *id);
+            self.in_flight.contains_key(id.key()) || self.listens.iter().any(|l| l.id == *id);
         if used {
             let why = format!("invalid request: id {id} is already used by a request in flight");
             write(
@@ -509,10 +499,10 @@ impl State {
 }
 
 /// Appends one message line for the client.
-fn write(s: &mut State, value: &Value) {
+fn write(s: &mut State, message: &impl Serialize) {
     let before = s.out.len();
-    // Serialising a `Value` cannot fail.
-    let _ = serde_json::to_writer(&mut s.out, value);
+    // Serialising a `Value` (or one beside an `Id`) cannot fail.
+    let _ = serde_json::to_writer(&mut s.out, message);
     s.out.push(b'\n');
     s.unwritten.add(s.out.len() - before);
 }
@@ -542,17 +532,32 @@ fn dropped(s: &mut State, count: u64) {
 /// Tells the client that a list changed: a legacy client directly, each
 /// 2026 listen stream that asked for it with its subscription id.
 fn list_changed(s: &mut State, method: &str, wants: impl Fn(&Listen) -> bool) {
-    let mut lines = Vec::new();
     if s.handshake != Handshake::None {
-        lines.push(jsonrpc::notification_line(method, None));
+        write(s, &jsonrpc::notification_line(method, None));
     }
-    for l in s.listens.iter().filter(|l| wants(l)) {
-        let params = json!({"_meta": {era::META_SUBSCRIPTION_ID: l.id}});
-        lines.push(jsonrpc::notification_line(method, Some(params)));
+    let ids: Vec<Id> = s
+        .listens
+        .iter()
+        .filter(|l| wants(l))
+        .map(|l| l.id.clone())
+        .collect();
+    for id in &ids {
+        let params = subscription(Map::new(), id, None);
+        write(s, &jsonrpc::subscription_notification(method, params));
     }
-    for line in &lines {
-        write(s, line);
-    }
+}
+
+/// `fields` and a `_meta` naming the listen stream `id` (2026-07-28).
+fn subscription(
+    fields: Map<String, Value>,
+    id: &Id,
+    server_info: Option<Value>,
+) -> WithSubscription<'_> {
+    let meta = SubscriptionMeta {
+        server_info,
+        subscription_id: id,
+    };
+    WithSubscription { fields, meta }
 }
 
 /// A buffered note and its level.
