@@ -503,6 +503,56 @@ fn integer_ids_of_any_size_come_back_as_they_went() {
 }
 
 #[test]
+fn a_built_in_tool_is_refused_before_the_pipeline() {
+    let t = TempDir::new("mcp-builtin-ext");
+    let record = t.join("record");
+    let cfg = json!({
+        "register": [tool("t"), subscribe(&["tool_call"], &["tool_call"])],
+        "record": record,
+    });
+    let ext = ext_dir(&t.join("audit"), "audit", cfg);
+    let mut mcp = Mcp::start("mcp-builtin", &[ext]);
+    mcp.initialize();
+    let refused = mcp.request(
+        json!(1),
+        "tools/call",
+        json!({"name": "bash", "arguments": {"command": "ls"}}),
+    );
+    assert_eq!(code(&refused), -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown tool bash")),
+        "{refused}"
+    );
+    // Events go out in order: once `t` is answered, an event for bash
+    // would have been recorded before t's.
+    let ran = mcp.request(
+        json!(2),
+        "tools/call",
+        json!({"name": "t", "arguments": {}}),
+    );
+    assert!(ran.get("result").is_some(), "{ran}");
+    let mut seen = Vec::new();
+    for kind in ["event", "event_intercept"] {
+        seen.extend(frames(&record, kind));
+    }
+    assert!(
+        seen.iter().any(|f| f.to_string().contains("\"t\"")),
+        "t's call went through the pipeline: {seen:?}"
+    );
+    let bash: Vec<&Value> = seen
+        .iter()
+        .filter(|f| f.to_string().contains("bash"))
+        .collect();
+    assert!(
+        bash.is_empty(),
+        "subscribers or guards saw the refused built-in call: {bash:?}"
+    );
+    mcp.end_by_eof();
+}
+
+#[test]
 fn notes_before_initialized_are_buffered_up_to_100() {
     let t = TempDir::new("mcp-buffer-ext");
     let notes: Vec<Value> = (0..150)

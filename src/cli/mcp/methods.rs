@@ -183,6 +183,12 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
         Ok(call) => call,
         Err(e) => return server.respond(&id, Err(e)),
     };
+    // Built-in tools are the embedder's, never served here: refused
+    // before the pipeline, so no subscriber sees a call that never runs.
+    if zot_host::BUILTIN_TOOLS.contains(&call.name.as_str()) {
+        let error = RpcError::params(format!("unknown tool {}", call.name));
+        return server.respond(&id, Err(error));
+    }
     let (s, key) = (server.clone(), id.clone());
     let name = call.name.clone();
     let request = Request::Tool {
