@@ -201,6 +201,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_symlink_loop_inside_is_scanned_once_and_hidden_dirs_not_at_all() {
+        let root = std::env::temp_dir().join(format!("zot-bundle-loop-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(root.join("skills/a/.git")).unwrap();
+        fs::write(root.join("skills/a/SKILL.md"), "a").unwrap();
+        fs::write(root.join("skills/a/.git/SKILL.md"), "not a skill").unwrap();
+        std::os::unix::fs::symlink("..", root.join("skills/a/up")).unwrap();
+        let found = resolve(&root, &["skills".into(), "skills/a/SKILL.md".into()]).unwrap();
+        let real = fs::canonicalize(&root).unwrap();
+        assert_eq!(found.skills, [real.join("skills/a/SKILL.md")]);
+        assert_eq!(found.theme, None);
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
     fn summary_counts_what_is_provided() {
         let mut p = Provides::default();
         assert_eq!(p.summary(), "");

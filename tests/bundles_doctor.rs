@@ -129,6 +129,22 @@ fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
     host.shutdown();
 }
 
+#[test]
+fn the_session_lists_what_a_bundle_provides() {
+    let t = TempDir::new("bundle-session");
+    let skills = bundle("writing-skills");
+    let args = ["--no-ext", "-e", skills.to_str().unwrap()];
+    let (code, out) = common::run_zot(&t, &args, "/ext\n/quit\n");
+    assert_eq!(code, Some(0), "{out:?}");
+    let line = (out.iter())
+        .find(|l| l.contains("writing-skills"))
+        .unwrap_or_else(|| panic!("/ext does not list the bundle: {out:?}"));
+    assert!(
+        line.contains("bundle") && line.contains("2 skills"),
+        "{line}"
+    );
+}
+
 /// Writes a bundle in `dir` whose `skills` is `skills`.
 fn skills_bundle(dir: &Path, skills: Value) -> PathBuf {
     fs::create_dir_all(dir.join("skills/ok")).unwrap();
