@@ -30,6 +30,7 @@ mod mcp_client;
 pub mod process;
 pub mod protocol;
 pub mod registry;
+pub mod tooldef;
 pub mod toolresult;
 mod types;
 mod watchdog;
@@ -39,6 +40,6 @@ pub use host::{Host, HostHandle};
 pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;
 pub use types::{
-    CommandInfo, CommandOutcome, ExtensionInfo, HostError, HostEvent, InterceptRequest,
+    CommandInfo, CommandOutcome, Exposure, ExtensionInfo, HostError, HostEvent, InterceptRequest,
     NameConflict, ReloadReport, Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
 };

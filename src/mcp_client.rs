@@ -8,7 +8,7 @@
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{parse_json, snippet, CommandResponse, ExtFrame};
+use crate::protocol::{parse_json, snippet, CommandResponse, ExtFrame, ToolExtras};
 use crate::toolresult::text_block;
 use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -570,6 +570,12 @@ impl Adapter {
                     name: name.clone(),
                     description,
                     schema: item.get("inputSchema").filter(|s| s.is_object()).cloned(),
+                    // Kept as the server sent it: one that is not an
+                    // object is rejected, and logged, like any other.
+                    extra: ToolExtras {
+                        output_schema: item.get("outputSchema").filter(|s| !s.is_null()).cloned(),
+                        ..Default::default()
+                    },
                 },
                 Kind::Prompt => ExtFrame::RegisterCommand {
                     name: name.clone(),
@@ -690,11 +696,18 @@ fn note_from_log(params: &Value) -> Option<ExtFrame> {
 /// The frame answering the host's `tool_call` or `command_invoked`.
 fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     if kind == Kind::Tool {
+        let structured_content = result
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get("structuredContent"));
+        let structured_content = structured_content.filter(|s| !s.is_null()).cloned();
         let (content, is_error) = tool_content(result);
         return ExtFrame::ToolResult {
             id,
             content: Some(content),
             is_error: Some(is_error),
+            structured_content,
+            activate_tools: None,
         };
     }
     // A `prompt` action: the text of the user messages, joined by blank lines.
@@ -716,6 +729,8 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
         id,
         action: Some(action.into()),
         prompt,
+        tool_name: None,
+        tool_args: None,
         insert: None,
         display,
         open_panel: None,

@@ -13,7 +13,7 @@ use crate::confine::{Confinement, PrivateTmp};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::mcp_client::{self, Adapter, McpOptions};
-use crate::protocol::{parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
+use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 use std::cell::Cell;
@@ -497,7 +497,14 @@ fn read_stdout(io: &Io, pipe: ChildStdout, stderr: &mut Stderr, adapter: Option<
         },
     };
     let stdout = StopRead { pipe, stderr, io };
-    if let Err(e) = read_lines(stdout, |m| io.log.line(&m), handle) {
+    // A frame too long to read: the request it answers fails at once.
+    let dropped = |why: String, len: usize, head: &[u8]| {
+        io.log.line(&why);
+        if let (None, Some((kind, id))) = (&adapter, frame_head(head)) {
+            io.report(Inbound::Frame(ExtFrame::TooLong { kind, id, len }));
+        }
+    };
+    if let Err(e) = read_lines(stdout, dropped, handle) {
         io.log.line(&format!("reading stdout failed: {e}"));
     }
     io.report(Inbound::Eof);
@@ -529,10 +536,11 @@ impl Read for StopRead<'_> {
 
 /// Hands each non-blank stdout line to `handle` until it returns false
 /// or stdout ends; a line too long to keep is skipped and described to
-/// `dropped`. `zot ext check` reads stdout with it too.
+/// `dropped`, with its length and its first bytes. `zot ext check`
+/// reads stdout with it too.
 pub fn read_lines(
     stdout: impl Read,
-    mut dropped: impl FnMut(String),
+    mut dropped: impl FnMut(String, usize, &[u8]),
     mut handle: impl FnMut(&[u8]) -> bool,
 ) -> io::Result<()> {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
@@ -541,9 +549,11 @@ pub fn read_lines(
             Some(Line::Text(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
             Some(Line::Text(line)) if !handle(&line) => return Ok(()),
             Some(Line::Text(_)) => {}
-            Some(Line::TooLong(len)) => dropped(format!(
-                "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
-            )),
+            Some(Line::TooLong(len)) => dropped(
+                format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes"),
+                len,
+                lines.discarded_head(),
+            ),
             None => return Ok(()),
         }
     }

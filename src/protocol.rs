@@ -77,6 +77,8 @@ pub enum ExtFrame {
         name: String,
         description: Option<String>,
         schema: Option<Value>,
+        /// Upstream's optional fields (SPEC 13.6).
+        extra: ToolExtras,
     },
     Subscribe {
         events: Option<Vec<String>>,
@@ -88,6 +90,10 @@ pub enum ExtFrame {
         id: String,
         content: Option<Vec<Value>>,
         is_error: Option<bool>,
+        /// Any JSON, for callers of a tool with an `output_schema`.
+        structured_content: Option<Value>,
+        /// Deferred tools of this extension to activate (SPEC 13.6).
+        activate_tools: Option<Vec<String>>,
     },
     EventInterceptResponse {
         id: String,
@@ -116,6 +122,13 @@ pub enum ExtFrame {
     UnregisterTool {
         name: String,
     },
+    /// Internal: a line over [`MAX_LINE`] bytes whose start says it is a
+    /// frame `kind` with `id` (see [`frame_head`]); the rest was dropped.
+    TooLong {
+        kind: String,
+        id: String,
+        len: usize,
+    },
 }
 
 impl ExtFrame {
@@ -137,8 +150,23 @@ impl ExtFrame {
             ExtFrame::ShutdownAck => "shutdown_ack",
             ExtFrame::UnregisterCommand { .. } => "unregister_command",
             ExtFrame::UnregisterTool { .. } => "unregister_tool",
+            ExtFrame::TooLong { .. } => "too_long",
         }
     }
+}
+
+/// `register_tool`'s optional fields from upstream (SPEC 13.6), as they
+/// came; the engine validates them.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Default)]
+pub struct ToolExtras {
+    /// Any JSON here; only an object is accepted.
+    pub output_schema: Option<Value>,
+    pub namespace: Option<String>,
+    pub namespace_description: Option<String>,
+    pub namespace_instructions: Option<String>,
+    pub exposure: Option<String>,
+    pub deferred: Option<bool>,
 }
 
 /// Body of `command_response` (SPEC section 2).
@@ -146,9 +174,13 @@ impl ExtFrame {
 #[derive(Debug, Clone)]
 pub struct CommandResponse {
     pub id: String,
-    /// `prompt`, `insert`, `display`, `noop` or `open_panel`.
+    /// `prompt`, `insert`, `display`, `noop`, `open_panel` or `tool_prompt`.
     pub action: Option<String>,
     pub prompt: Option<String>,
+    /// `tool_prompt`: the tool to run first, and its args (any JSON
+    /// here, `null` included: the engine checks them and names a wrong one).
+    pub tool_name: Option<Value>,
+    pub tool_args: Option<Value>,
     pub insert: Option<String>,
     pub display: Option<String>,
     pub open_panel: Option<OpenPanel>,
@@ -300,22 +332,37 @@ pub enum Line {
 }
 
 /// Reads `\n`-terminated lines with a length cap, discarding over-long
-/// lines instead of buffering them.
+/// lines instead of buffering them (all but their first [`HEAD`] bytes).
 pub struct LineReader<R> {
     inner: R,
     max: usize,
+    head: Vec<u8>,
 }
+
+/// How much of a discarded line is kept: enough for the `type` and `id`
+/// that upstream's SDK writes first (see [`frame_head`]).
+pub const HEAD: usize = 4096;
 
 impl<R: BufRead> LineReader<R> {
     /// Reads lines from `inner`, discarding any longer than `max` bytes.
     pub fn new(inner: R, max: usize) -> Self {
-        LineReader { inner, max }
+        LineReader {
+            inner,
+            max,
+            head: Vec::new(),
+        }
+    }
+
+    /// The first [`HEAD`] bytes of the line last returned as too long.
+    pub fn discarded_head(&self) -> &[u8] {
+        &self.head
     }
 
     /// The next line, or `None` at end of stream. A final line without
     /// a terminator is still returned.
     pub fn next_line(&mut self) -> io::Result<Option<Line>> {
         let (mut line, mut seen) = (Vec::new(), 0usize);
+        self.head.clear();
         loop {
             let buf = match self.inner.fill_buf() {
                 Ok(buf) => buf,
@@ -333,8 +380,12 @@ impl<R: BufRead> LineReader<R> {
             seen += chunk.len();
             if seen <= self.max {
                 line.extend_from_slice(chunk);
-            } else {
-                line = Vec::new();
+            } else if !line.is_empty() || seen == chunk.len() {
+                // Over the limit now: keep its start, drop the rest.
+                let mut head = std::mem::take(&mut line);
+                head.extend_from_slice(&chunk[..chunk.len().min(HEAD)]);
+                head.truncate(HEAD);
+                self.head = head;
             }
             let used = newline.map_or(buf.len(), |i| i + 1);
             self.inner.consume(used);
@@ -393,6 +444,14 @@ impl Fields {
                 name: self.req("name")?,
                 description: self.opt("description")?,
                 schema: self.opt("schema")?,
+                extra: ToolExtras {
+                    output_schema: self.opt("output_schema")?,
+                    namespace: self.opt("namespace")?,
+                    namespace_description: self.opt("namespace_description")?,
+                    namespace_instructions: self.opt("namespace_instructions")?,
+                    exposure: self.opt("exposure")?,
+                    deferred: self.opt("deferred")?,
+                },
             },
             "subscribe" => ExtFrame::Subscribe {
                 events: self.opt("events")?,
@@ -403,6 +462,8 @@ impl Fields {
                 id: self.req("id")?,
                 action: self.opt("action")?,
                 prompt: self.opt("prompt")?,
+                tool_name: self.0.remove("tool_name"),
+                tool_args: self.0.remove("tool_args"),
                 insert: self.opt("insert")?,
                 display: self.opt("display")?,
                 open_panel: self.opt("open_panel")?,
@@ -412,6 +473,9 @@ impl Fields {
                 id: self.req("id")?,
                 content: self.opt("content")?,
                 is_error: self.opt("is_error")?,
+                // `null` is no structured content, as in upstream's SDK.
+                structured_content: self.opt("structured_content")?,
+                activate_tools: self.opt("activate_tools")?,
             },
             "event_intercept_response" => ExtFrame::EventInterceptResponse {
                 id: self.req("id")?,
@@ -483,6 +547,52 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
         .map_err(|e| format!("dropped frame ({e}): {}", snippet(line)))
 }
 
+/// The `type` and `id` of a frame from the start of its line (`head`),
+/// when both are top-level string fields there: what is known of a
+/// frame too long to read whole, so that its request fails at once.
+pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
+    let (mut kind, mut id) = (None, None);
+    let mut rest = head.strip_prefix(b"{")?;
+    loop {
+        rest = rest.trim_ascii_start();
+        let (key, after) = json_string(rest)?;
+        rest = after
+            .trim_ascii_start()
+            .strip_prefix(b":")?
+            .trim_ascii_start();
+        match json_string(rest) {
+            Some((value, after)) => {
+                match key.as_str() {
+                    "type" => kind = Some(value),
+                    "id" => id = Some(value),
+                    _ => {}
+                }
+                rest = after;
+            }
+            // Another kind of value: the fields after it are not looked at.
+            None => break,
+        }
+        if let (Some(kind), Some(id)) = (&kind, &id) {
+            return Some((kind.clone(), id.clone()));
+        }
+        rest = rest.trim_ascii_start().strip_prefix(b",")?;
+    }
+    None
+}
+
+/// A JSON string at the start of `text`, and what follows it.
+fn json_string(text: &[u8]) -> Option<(String, &[u8])> {
+    let body = text.strip_prefix(b"\"")?;
+    let mut escaped = false;
+    let end = body.iter().position(|&b| {
+        let end = b == b'"' && !escaped;
+        escaped = b == b'\\' && !escaped;
+        end
+    })?;
+    let value = serde_json::from_slice(&text[..end + 2]).ok()?;
+    Some((value, &body[end + 1..]))
+}
+
 /// The start of a dropped line, for the log.
 pub(crate) fn snippet(line: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(&line[..line.len().min(120)])
@@ -510,6 +620,37 @@ mod tests {
         assert!(check_depth(nest(MAX_DEPTH + 1).as_bytes()).is_err());
         let quoted = format!(r#"{{"a":"\"{}"}}"#, "[".repeat(500));
         assert!(check_depth(quoted.as_bytes()).is_ok(), "{quoted}");
+    }
+
+    #[test]
+    fn the_head_of_a_long_frame_names_it() {
+        let go = br#"{"type":"tool_result","id":"17","content":[{"type":"text","text":"#;
+        assert_eq!(frame_head(go), Some(("tool_result".into(), "17".into())));
+        let py = br#"{"id": "4", "x": "a\"b", "type": "command_response", "prompt": "#;
+        assert_eq!(
+            frame_head(py),
+            Some(("command_response".into(), "4".into()))
+        );
+        for unknown in [
+            &br#"{"type":"tool_result","content":[{"id":"9"}]"#[..],
+            br#"{"type":"tool_result","id":"#,
+            br#"["type","id"]"#,
+        ] {
+            assert_eq!(frame_head(unknown), None, "{}", snippet(unknown));
+        }
+    }
+
+    #[test]
+    fn a_discarded_line_keeps_its_head() {
+        let mut text = b"{\"type\":\"x\",".to_vec();
+        text.extend(std::iter::repeat_n(b'a', 10_000));
+        let len = text.len();
+        text.extend(b"\nnext\n");
+        let mut lines = LineReader::new(&text[..], 100);
+        assert!(matches!(lines.next_line(), Ok(Some(Line::TooLong(n))) if n == len));
+        assert_eq!(lines.discarded_head().len(), HEAD);
+        assert!(lines.discarded_head().starts_with(b"{\"type\":\"x\",aaa"));
+        assert!(matches!(lines.next_line(), Ok(Some(Line::Text(t))) if t == b"next"));
     }
 
     #[test]

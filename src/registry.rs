@@ -78,6 +78,13 @@ impl<T> Registry<T> {
         Some(&claims[i].info)
     }
 
+    /// The same, to change it.
+    pub fn claim_mut(&mut self, name: &str, rank: usize) -> Option<&mut T> {
+        let claims = self.names.get_mut(name)?;
+        let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
+        Some(&mut claims[i].info)
+    }
+
     /// The winning claim on `name`.
     pub fn owner(&self, name: &str) -> Option<&Claim<T>> {
         self.names.get(name).and_then(|c| c.first())

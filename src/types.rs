@@ -15,11 +15,17 @@ use std::time::Duration;
 pub struct CommandOutcome {
     /// The extension that ran it.
     pub extension: String,
-    /// `prompt`, `insert`, `display`, `noop` or `open_panel`.
+    /// `prompt`, `insert`, `display`, `noop`, `open_panel` or `tool_prompt`.
     pub action: String,
     /// Text to submit as a user message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// `tool_prompt`: the tool to run before the prompt (SPEC 13.7).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// `tool_prompt`: its args, a JSON object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_args: Option<Value>,
     /// Text for the input line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub insert: Option<String>,
@@ -67,6 +73,13 @@ pub struct ToolOutcome {
     /// Built-in tools: the final arguments, as the guards rewrote them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<Value>,
+    /// The tool's `structured_content`, as it came (SPEC 13.6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    /// The tool declares an `output_schema` (MCP clients then require
+    /// `structured_content`).
+    #[serde(skip)]
+    pub declares_output: bool,
 }
 
 /// An interception request for an event the embedder is about to act on.
@@ -134,14 +147,69 @@ pub struct CommandInfo {
     pub extension: String,
 }
 
-/// A registered tool, the JSON Schema of its args, and its owning extension.
+/// A registered tool, the JSON Schema of its args, and its owning
+/// extension; with the optional fields of upstream's `register_tool`
+/// (SPEC 13.6), kept as registered.
 #[allow(missing_docs)]
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolInfo {
     pub name: String,
     pub description: String,
     pub schema: Option<Value>,
     pub extension: String,
+    /// The JSON Schema of the tool's `structured_content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Groups the tool's discovery entries; upstream's default is the
+    /// extension's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_instructions: Option<String>,
+    pub exposure: Exposure,
+    /// False for a deferred tool until a `tool_result` activates it.
+    pub active: bool,
+}
+
+/// Where a tool is offered (upstream's `register_tool.exposure`). This
+/// host runs no scripts, so only `Deferred` changes what it does: the
+/// tool is inactive until activated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exposure {
+    /// Offered to the model with its definition (the default).
+    #[default]
+    Direct,
+    /// Callable from scripts, discoverable without a direct definition.
+    Codemode,
+    /// Registered but not offered until a `tool_result` names it in
+    /// `activate_tools`.
+    Deferred,
+    /// Offered to the model, not callable from scripts.
+    ModelOnly,
+}
+
+impl Exposure {
+    /// Every value, as on the wire.
+    pub const NAMES: [&'static str; 4] = ["direct", "codemode", "deferred", "model-only"];
+
+    /// The exposure named `name` on the wire.
+    pub fn parse(name: &str) -> Option<Exposure> {
+        Some(match name {
+            "direct" => Exposure::Direct,
+            "codemode" => Exposure::Codemode,
+            "deferred" => Exposure::Deferred,
+            "model-only" => Exposure::ModelOnly,
+            _ => return None,
+        })
+    }
+
+    /// Its name on the wire.
+    pub fn as_str(self) -> &'static str {
+        Exposure::NAMES[self as usize]
+    }
 }
 
 /// Everything the host knows, at one moment: extensions in precedence
@@ -198,6 +266,12 @@ pub enum HostEvent {
     PanelClose { panel_id: String, extension: String },
     /// An extension finished registering after startup.
     Registered { extension: String },
+    /// A `tool_result` of `extension` activated these deferred tools of
+    /// its own (SPEC 13.6).
+    ToolsActivated {
+        extension: String,
+        names: Vec<String>,
+    },
     /// An extension exited on its own; `status` is e.g. `exit code 1` or `signal 9`.
     ExtensionExited { extension: String, status: String },
     /// A crashed extension was started again (SPEC 12); `attempt` counts
@@ -221,6 +295,8 @@ pub enum HostError {
     UnknownCommand(String),
     /// No extension registered this tool.
     UnknownTool(String),
+    /// A deferred tool no `tool_result` has activated yet (SPEC 13.6).
+    InactiveTool(String),
     /// The command is the embedder's own.
     HostCommand(String),
     /// The tool is built in: the embedder runs it, not an extension.
@@ -262,7 +338,7 @@ impl HostError {
         use HostError::*;
         matches!(
             self,
-            UnknownCommand(_) | UnknownTool(_) | HostCommand(_) | BuiltInTool(_)
+            UnknownCommand(_) | UnknownTool(_) | InactiveTool(_) | HostCommand(_) | BuiltInTool(_)
         )
     }
 }
@@ -273,6 +349,10 @@ impl fmt::Display for HostError {
         match self {
             UnknownCommand(name) => write!(f, "unknown command /{name}"),
             UnknownTool(name) => write!(f, "unknown tool {name}"),
+            InactiveTool(name) => write!(
+                f,
+                "tool {name} is deferred and not active yet: a tool_result's activate_tools activates it"
+            ),
             HostCommand(name) => write!(f, "/{name} is a host command"),
             BuiltInTool(name) => write!(f, "tool {name} is built in: the embedder runs it"),
             NotInterceptable(event) => write!(

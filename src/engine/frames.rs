@@ -1,15 +1,16 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
 use super::{
-    later, Engine, ExitCheck, Phase, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX,
+    later, Claims, Engine, ExitCheck, Phase, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX,
     EXIT_GRACE, MAX_NAMES, MAX_NAME_BYTES,
 };
 use crate::intercept::{answer_from, INTERCEPTABLE};
+use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, PROTOCOL_VERSION};
-use crate::registry::{self, footprint};
-use crate::types::HostEvent;
-use serde_json::Value;
+use crate::registry::{self, footprint, Registry};
+use crate::tooldef::tool_info;
+use crate::types::{HostEvent, ToolInfo};
 use std::time::Instant;
 
 impl Engine {
@@ -88,13 +89,21 @@ impl Engine {
         match frame {
             ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
             ExtFrame::RegisterCommand { name, description } => {
-                self.register(idx, false, &name, description.unwrap_or_default(), None)
+                self.register(idx, &name, Entry::Command(description.unwrap_or_default()))
             }
             ExtFrame::RegisterTool {
                 name,
                 description,
                 schema,
-            } => self.register(idx, true, &name, description.unwrap_or_default(), schema),
+                extra,
+            } => {
+                let description = description.unwrap_or_default();
+                let tool = tool_info(&name, description, schema, extra, &ext.name);
+                match tool {
+                    Ok(tool) => self.register(idx, &name, Entry::Tool(Box::new(tool))),
+                    Err(why) => ext.log.line(&format!("rejected tool {name:?}: {why}")),
+                }
+            }
             ExtFrame::Subscribe { events, intercept } => self.subscribe(
                 idx,
                 events.unwrap_or_default(),
@@ -106,7 +115,12 @@ impl Engine {
                 id,
                 content,
                 is_error,
-            } => self.tool_result(idx, &id, content, is_error.unwrap_or(false)),
+                structured_content,
+                activate_tools,
+            } => {
+                let result = (content, is_error.unwrap_or(false), structured_content);
+                self.tool_result(idx, &id, result, activate_tools.unwrap_or_default());
+            }
             ExtFrame::EventInterceptResponse {
                 id,
                 block,
@@ -152,6 +166,7 @@ impl Engine {
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
             ExtFrame::UnregisterCommand { name } => self.unregister(idx, false, &name),
             ExtFrame::UnregisterTool { name } => self.unregister(idx, true, &name),
+            ExtFrame::TooLong { kind, id, len } => self.too_long(idx, &kind, &id, len),
         }
     }
 
@@ -203,15 +218,9 @@ impl Engine {
         ext.send(&line);
     }
 
-    /// A `register_command`, or with `tool` a `register_tool`.
-    fn register(
-        &mut self,
-        idx: usize,
-        tool: bool,
-        name: &str,
-        description: String,
-        schema: Option<Value>,
-    ) {
+    /// A `register_command` or a (validated) `register_tool`.
+    fn register(&mut self, idx: usize, name: &str, entry: Entry) {
+        let tool = matches!(entry, Entry::Tool(_));
         let (kind, shown, builtin) = match tool {
             true => ("tool", name.to_string(), &self.cfg.builtin_tools),
             false => ("command", format!("/{name}"), &self.cfg.builtin_commands),
@@ -220,11 +229,6 @@ impl Engine {
         if !registry::valid_name(name) {
             return ext.log.line(&format!(
                 "rejected {kind} {name:?}: names must be non-empty without whitespace"
-            ));
-        }
-        if schema.as_ref().is_some_and(|s| !s.is_object()) {
-            return ext.log.line(&format!(
-                "rejected tool {name:?}: `schema` must be a JSON object"
             ));
         }
         if builtin.iter().any(|b| b == name) {
@@ -240,31 +244,17 @@ impl Engine {
                 "{kind} {shown} is shadowed by the built-in {kind}"
             ));
         }
-        let (names, claims) = match tool {
-            true => (&mut self.tools, &mut ext.tools_claimed),
-            false => (&mut self.commands, &mut ext.commands_claimed),
-        };
-        let old = names
-            .claim_of(name, idx)
-            .map(|(d, s)| footprint(name, d, s));
-        let bytes = claims.bytes - old.unwrap_or(0) + footprint(name, &description, &schema);
-        let over = match (old, claims.count) {
-            (None, n) if n >= MAX_NAMES => format!("more than {MAX_NAMES} {kind}s"),
-            _ if bytes > MAX_NAME_BYTES => {
-                format!("more than {} MiB of {kind}s", MAX_NAME_BYTES >> 20)
+        let shadow = match entry {
+            Entry::Tool(info) => {
+                let claims = &mut ext.tools_claimed;
+                claim(&mut self.tools, claims, &ext.log, (kind, name, idx), *info)
             }
-            _ => String::new(),
-        };
-        if !over.is_empty() {
-            if !std::mem::replace(&mut claims.capped, true) {
-                ext.log
-                    .line(&format!("{over} registered: the rest are ignored"));
+            Entry::Command(d) => {
+                let claims = &mut ext.commands_claimed;
+                claim(&mut self.commands, claims, &ext.log, (kind, name, idx), d)
             }
-            return;
-        }
-        claims.count += usize::from(old.is_none());
-        claims.bytes = bytes;
-        let Some((shadowed, by)) = names.claim(name, idx, (description, schema)) else {
+        };
+        let Some((shadowed, by)) = shadow else {
             return;
         };
         let now = if shadowed == idx { "" } else { "now " };
@@ -278,13 +268,19 @@ impl Engine {
     /// with it what the claim counted against the caps.
     fn unregister(&mut self, idx: usize, tool: bool, name: &str) {
         let ext = &mut self.exts[idx];
-        let (names, claims) = match tool {
-            true => (&mut self.tools, &mut ext.tools_claimed),
-            false => (&mut self.commands, &mut ext.commands_claimed),
+        let (claims, bytes) = match tool {
+            true => (
+                &mut ext.tools_claimed,
+                self.tools.release(name, idx).map(|t| t.footprint(name)),
+            ),
+            false => (
+                &mut ext.commands_claimed,
+                self.commands.release(name, idx).map(|c| c.footprint(name)),
+            ),
         };
-        if let Some((description, schema)) = names.release(name, idx) {
+        if let Some(bytes) = bytes {
             claims.count -= 1;
-            claims.bytes -= footprint(name, &description, &schema);
+            claims.bytes -= bytes;
         }
     }
 
@@ -348,5 +344,72 @@ impl Engine {
                 INTERCEPTABLE.join(", ")
             ));
         }
+    }
+}
+
+/// What a registration frame asks to claim.
+enum Entry {
+    /// A command's description.
+    Command(String),
+    Tool(Box<ToolInfo>),
+}
+
+/// Claims `name` (`kind` `command` or `tool`) for extension `idx` in
+/// `names`, within the caps of its `claims`; returns who is shadowed
+/// by whom.
+fn claim<T: Footprint>(
+    names: &mut Registry<T>,
+    claims: &mut Claims,
+    log: &ExtLog,
+    (kind, name, idx): (&str, &str, usize),
+    info: T,
+) -> Option<(usize, usize)> {
+    let old = names.claim_of(name, idx).map(|o| o.footprint(name));
+    let bytes = claims.bytes - old.unwrap_or(0) + info.footprint(name);
+    let over = match (old, claims.count) {
+        (None, n) if n >= MAX_NAMES => format!("more than {MAX_NAMES} {kind}s"),
+        _ if bytes > MAX_NAME_BYTES => {
+            format!("more than {} MiB of {kind}s", MAX_NAME_BYTES >> 20)
+        }
+        _ => String::new(),
+    };
+    if !over.is_empty() {
+        if !std::mem::replace(&mut claims.capped, true) {
+            log.line(&format!("{over} registered: the rest are ignored"));
+        }
+        return None;
+    }
+    claims.count += usize::from(old.is_none());
+    claims.bytes = bytes;
+    names.claim(name, idx, info)
+}
+
+/// About the bytes a registration holds in memory, against
+/// [`MAX_NAME_BYTES`].
+pub(super) trait Footprint {
+    fn footprint(&self, name: &str) -> usize;
+}
+
+impl Footprint for String {
+    fn footprint(&self, name: &str) -> usize {
+        footprint(name, self, &None)
+    }
+}
+
+impl Footprint for ToolInfo {
+    fn footprint(&self, name: &str) -> usize {
+        let texts = [
+            &self.namespace,
+            &self.namespace_description,
+            &self.namespace_instructions,
+        ];
+        let texts: usize = texts
+            .iter()
+            .filter_map(|t| t.as_ref())
+            .map(String::len)
+            .sum();
+        footprint(name, &self.description, &self.schema)
+            + footprint("", "", &self.output_schema)
+            + texts
     }
 }

@@ -3,8 +3,10 @@
 //! embedder's requests (SPEC 3). The other files add one concern each.
 
 mod embedder;
+mod exposure;
 mod frames;
 mod lifecycle;
+mod oversize;
 mod pending;
 mod requests;
 mod supervise;
@@ -25,7 +27,6 @@ use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
 use pending::Pending;
 use requests::Then;
-use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -330,9 +331,9 @@ struct Engine {
     pending: Pending,
     chains: HashMap<u64, ChainState>,
     next_chain: u64,
-    /// Description and, for tools, the schema of the args.
-    commands: Registry<(String, Option<Value>)>,
-    tools: Registry<(String, Option<Value>)>,
+    /// Commands' descriptions; tools as listed.
+    commands: Registry<String>,
+    tools: Registry<ToolInfo>,
     startup: Option<Startup>,
     announced: bool,
     goal: Option<Goal>,
@@ -474,17 +475,18 @@ impl Engine {
             name: name.clone(),
             winner: "built-in".into(),
         });
-        let lost = |kind: &'static str, names: &Registry<_>| {
-            (names.lost_by(idx).into_iter()).map(move |(name, rank)| NameConflict {
+        // The registries hold different things: their losses are alike.
+        let lost = |kind: &'static str, lost: Vec<(String, usize)>| {
+            lost.into_iter().map(move |(name, rank)| NameConflict {
                 kind,
                 name,
                 winner: self.exts[rank].name.clone(),
             })
         };
-        let commands = lost("command", &self.commands);
+        let commands = lost("command", self.commands.lost_by(idx));
         builtin
             .chain(commands)
-            .chain(lost("tool", &self.tools))
+            .chain(lost("tool", self.tools.lost_by(idx)))
             .collect()
     }
 
@@ -503,20 +505,11 @@ impl Engine {
             .owners()
             .map(|(name, c)| CommandInfo {
                 name: name.to_string(),
-                description: c.info.0.clone(),
+                description: c.info.clone(),
                 extension: self.exts[c.rank].name.clone(),
             })
             .collect();
-        let tools = self
-            .tools
-            .owners()
-            .map(|(name, c)| ToolInfo {
-                name: name.to_string(),
-                description: c.info.0.clone(),
-                schema: c.info.1.clone(),
-                extension: self.exts[c.rank].name.clone(),
-            })
-            .collect();
+        let tools = self.tools.owners().map(|(_, c)| c.info.clone()).collect();
         Snapshot {
             extensions,
             commands,

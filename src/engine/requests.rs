@@ -6,6 +6,7 @@ use super::pending::Waiter;
 use super::{later, ChainState, Engine, Ext, Goal};
 use crate::intercept::{Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
+use crate::tooldef;
 use crate::toolresult::{has_invalid_image, map_content};
 use crate::types::{human, CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
 use serde_json::{json, Value};
@@ -13,7 +14,14 @@ use std::ops::Range;
 use std::time::Instant;
 
 /// The actions a `command_response` may ask for.
-const ACTIONS: [&str; 5] = ["prompt", "insert", "display", "noop", "open_panel"];
+const ACTIONS: [&str; 6] = [
+    "prompt",
+    "insert",
+    "display",
+    "noop",
+    "open_panel",
+    "tool_prompt",
+];
 
 /// Who gets the outcome of an interception chain.
 pub(super) enum Then {
@@ -141,12 +149,20 @@ impl Engine {
 
     /// A command or tool request for a name nobody has registered.
     fn unknown_name(&self, req: &Request) -> bool {
-        let (builtins, names, name) = match req {
-            Request::Command { name, .. } => (&self.cfg.builtin_commands, &self.commands, name),
-            Request::Tool { call, .. } => (&self.cfg.builtin_tools, &self.tools, &call.name),
+        let (builtins, known, name) = match req {
+            Request::Command { name, .. } => (
+                &self.cfg.builtin_commands,
+                self.commands.owner(name).is_some(),
+                name,
+            ),
+            Request::Tool { call, .. } => (
+                &self.cfg.builtin_tools,
+                self.tools.owner(&call.name).is_some(),
+                &call.name,
+            ),
             _ => return false,
         };
-        !builtins.contains(name) && names.owner(name).is_none()
+        !builtins.contains(name) && !known
     }
 
     /// Some extension has not said hello or is still registering.
@@ -224,7 +240,7 @@ impl Engine {
     }
 
     /// Takes the request an `answer` frame names, or logs why it is dropped.
-    fn take_answer(&mut self, idx: usize, id: &str, answer: &str) -> Option<Waiter> {
+    pub(super) fn take_answer(&mut self, idx: usize, id: &str, answer: &str) -> Option<Waiter> {
         let log = &self.exts[idx].log;
         let dropped = |why| log.line(&format!("dropped {answer}: {why}"));
         self.pending.take(idx, id, answer).map_err(dropped).ok()
@@ -267,6 +283,24 @@ impl Engine {
         // upstream does: the outcome carries the error alone.
         let error = match r.error.filter(|e| !e.is_empty()) {
             Some(error) => error,
+            None if action == "tool_prompt" => {
+                match tooldef::tool_prompt_fields(r.tool_name, r.tool_args) {
+                    Ok((name, args)) => {
+                        return reply(Ok(CommandOutcome {
+                            extension,
+                            action,
+                            prompt: r.prompt,
+                            tool_name: Some(name),
+                            tool_args: Some(args),
+                            ..Default::default()
+                        }))
+                    }
+                    Err(why) => {
+                        self.exts[idx].log.line(&format!("command_response: {why}"));
+                        why
+                    }
+                }
+            }
             None if ACTIONS.contains(&action.as_str()) => {
                 return reply(Ok(CommandOutcome {
                     extension,
@@ -275,7 +309,7 @@ impl Engine {
                     insert: r.insert,
                     display: r.display,
                     open_panel: r.open_panel,
-                    error: None,
+                    ..Default::default()
                 }))
             }
             None => {
@@ -306,8 +340,13 @@ impl Engine {
         if builtin && !pipeline {
             return reply(Err(HostError::BuiltInTool(name)));
         }
-        if !builtin && self.tools.owner(&name).is_none() {
-            return reply(Err(HostError::UnknownTool(name)));
+        match self.tools.owner(&name) {
+            None if !builtin => return reply(Err(HostError::UnknownTool(name))),
+            // Upstream offers a deferred tool once it is activated only.
+            Some(c) if !builtin && !c.info.active => {
+                return reply(Err(HostError::InactiveTool(name)))
+            }
+            _ => {}
         }
         let args = Some(call.args).filter(|a| !a.is_null());
         let args = args.unwrap_or_else(|| json!({}));
@@ -349,23 +388,30 @@ impl Engine {
         self.send_request(idx, id, &line, Waiter::Tool { name, reply }, now);
     }
 
+    /// A `tool_result`: `content`, `is_error`, `structured_content`, and
+    /// the tools it activates, before its caller hears of it (so that
+    /// the caller may call them next). A dropped one activates nothing.
     pub(super) fn tool_result(
         &mut self,
         idx: usize,
         id: &str,
-        content: Option<Vec<Value>>,
-        is_error: bool,
+        (content, is_error, structured_content): (Option<Vec<Value>>, bool, Option<Value>),
+        activate: Vec<String>,
     ) {
-        let Some(Waiter::Tool { reply, .. }) = self.take_answer(idx, id, "tool_result") else {
+        let Some(Waiter::Tool { name, reply }) = self.take_answer(idx, id, "tool_result") else {
             return;
         };
         let content = content.unwrap_or_default();
         // An image the model cannot be given makes the result an error.
         let is_error = is_error || has_invalid_image(&content);
+        self.activate_tools(idx, activate);
+        let tool = self.tools.claim_of(&name, idx);
         reply(Ok(ToolOutcome {
             extension: self.exts[idx].name.clone(),
             content: map_content(content),
             is_error,
+            structured_content,
+            declares_output: tool.is_some_and(|t| t.output_schema.is_some()),
             ..Default::default()
         }));
     }

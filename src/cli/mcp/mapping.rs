@@ -5,23 +5,43 @@ use super::jsonrpc::{RpcError, INTERNAL_ERROR};
 use serde_json::{json, Map, Value};
 use zot_host::{CommandOutcome, Snapshot, ToolOutcome};
 
-/// `tools/list` entries: every extension tool.
+/// `tools/list` entries: every active extension tool (a deferred one
+/// once activated), with its `outputSchema` when it declares one that
+/// MCP can carry (SPEC 13.6).
 pub fn tools(snapshot: &Snapshot) -> Vec<Value> {
     snapshot
         .tools
         .iter()
+        .filter(|t| t.active)
         .map(|t| {
-            let mut schema = match &t.schema {
-                Some(Value::Object(s)) => s.clone(),
-                _ => Map::new(),
-            };
-            // MCP requires an object schema; zot only requires an object.
-            schema
-                .entry("type")
-                .or_insert_with(|| Value::from("object"));
-            json!({"name": t.name, "description": t.description, "inputSchema": schema})
+            let mut tool = json!({
+                "name": t.name,
+                "description": t.description,
+                "inputSchema": object_schema(t.schema.as_ref()).unwrap_or_default(),
+            });
+            if let Some(output) = t
+                .output_schema
+                .as_ref()
+                .and_then(|s| object_schema(Some(s)))
+            {
+                tool["outputSchema"] = output.into();
+            }
+            tool
         })
         .collect()
+}
+
+/// A schema as MCP requires it, `"type": "object"` (zot only requires a
+/// JSON object: the type is added when absent); none for another type.
+fn object_schema(schema: Option<&Value>) -> Option<Map<String, Value>> {
+    let mut schema = match schema {
+        Some(Value::Object(s)) => s.clone(),
+        _ => Map::new(),
+    };
+    let kind = schema
+        .entry("type")
+        .or_insert_with(|| Value::from("object"));
+    (kind == "object").then_some(schema)
 }
 
 /// `prompts/list` entries: every extension command.
@@ -43,8 +63,25 @@ pub fn prompts(snapshot: &Snapshot) -> Vec<Value> {
         .collect()
 }
 
-/// A tool outcome as a `tools/call` result.
-pub fn tool_result(outcome: ToolOutcome) -> Map<String, Value> {
+/// A tool outcome as a `tools/call` result. MCP clients validate the
+/// `structuredContent` of a tool with an `outputSchema` and reject a
+/// result without it: that is an `isError` result saying so instead.
+pub fn tool_result(name: &str, outcome: ToolOutcome) -> Map<String, Value> {
+    let failed = outcome.is_error || outcome.blocked;
+    let structured = match outcome.structured_content {
+        Some(Value::Object(o)) => Some(o),
+        Some(_) if outcome.declares_output && !failed => {
+            return tool_failure(&format!(
+                "tool {name} returned structured_content that is not a JSON object; MCP carries objects only"
+            ));
+        }
+        None if outcome.declares_output && !failed => {
+            return tool_failure(&format!(
+                "tool {name} declares an output_schema but returned no structured_content"
+            ));
+        }
+        _ => None,
+    };
     let content: Vec<Value> = if outcome.blocked {
         let reason = outcome.reason.as_deref().unwrap_or("blocked by a guard");
         vec![json!({"type": "text", "text": format!("blocked: {reason}")})]
@@ -53,10 +90,10 @@ pub fn tool_result(outcome: ToolOutcome) -> Map<String, Value> {
     };
     let mut result = Map::new();
     result.insert("content".into(), content.into());
-    result.insert(
-        "isError".into(),
-        (outcome.is_error || outcome.blocked).into(),
-    );
+    if let Some(structured) = structured {
+        result.insert("structuredContent".into(), structured.into());
+    }
+    result.insert("isError".into(), failed.into());
     result
 }
 
@@ -103,6 +140,15 @@ pub fn prompt_result(name: &str, outcome: CommandOutcome) -> Result<Map<String, 
             format!("/{name}: a note to show"),
             vec![message("assistant", outcome.display)],
         ),
+        // MCP prompts carry messages, not tool calls: the prompt alone;
+        // the client (or its model) may call the tool itself.
+        "tool_prompt" => (
+            format!(
+                "/{name}: a prompt meant to follow the result of tool {} (not run here)",
+                outcome.tool_name.as_deref().unwrap_or("?")
+            ),
+            vec![message("user", outcome.prompt)],
+        ),
         other => (
             format!("/{name} ran ({other}); it gives no message"),
             Vec::new(),
@@ -120,31 +166,37 @@ mod tests {
 
     #[test]
     fn blocks_and_blocked_calls() {
-        let ok = tool_result(ToolOutcome {
-            extension: "e".into(),
-            content: vec![
-                json!({"type": "text", "text": "hi"}),
-                json!({"type": "image", "mime_type": "image/png", "data": "AAAA"}),
-            ],
-            is_error: false,
-            blocked: false,
-            reason: None,
-            ..Default::default()
-        });
+        let ok = tool_result(
+            "t",
+            ToolOutcome {
+                extension: "e".into(),
+                content: vec![
+                    json!({"type": "text", "text": "hi"}),
+                    json!({"type": "image", "mime_type": "image/png", "data": "AAAA"}),
+                ],
+                is_error: false,
+                blocked: false,
+                reason: None,
+                ..Default::default()
+            },
+        );
         assert_eq!(
             Value::Object(ok),
             json!({"content": [{"type": "text", "text": "hi"},
                                {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
                    "isError": false})
         );
-        let blocked = tool_result(ToolOutcome {
-            extension: "e".into(),
-            content: vec![],
-            is_error: false,
-            blocked: true,
-            reason: Some("no".into()),
-            ..Default::default()
-        });
+        let blocked = tool_result(
+            "t",
+            ToolOutcome {
+                extension: "e".into(),
+                content: vec![],
+                is_error: false,
+                blocked: true,
+                reason: Some("no".into()),
+                ..Default::default()
+            },
+        );
         assert_eq!(blocked["content"][0]["text"], "blocked: no");
         assert_eq!(blocked["isError"], true);
     }

@@ -201,7 +201,7 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
                     INVALID_PARAMS,
                     format!("unknown tool {name}"),
                 )),
-                Ok(outcome) => Ok(mapping::tool_result(outcome)),
+                Ok(outcome) => Ok(mapping::tool_result(&name, outcome)),
                 // A name the host does not run is the client's mistake.
                 Err(e) if e.is_unknown_name() => Err(RpcError::new(INVALID_PARAMS, e.to_string())),
                 Err(e) => Ok(mapping::tool_failure(&e.to_string())),

@@ -446,7 +446,7 @@ impl Session {
             reply,
         };
         let name = name.to_string();
-        self.submit(Job::Request, request, move |s, r| s.tool_done(&name, r));
+        self.submit(Job::Request, request, move |s, r| s.tool_done(&name, &r));
     }
 
     // ----- requests and replies -------------------------------------
@@ -496,18 +496,18 @@ impl Session {
         });
     }
 
-    fn tool_done(&mut self, name: &str, result: Result<ToolOutcome, HostError>) {
+    pub(super) fn tool_done(&mut self, name: &str, result: &Result<ToolOutcome, HostError>) {
         match result {
             Ok(o) if o.builtin && !o.blocked => {
-                let args = o.args.unwrap_or_default();
+                let args = o.args.clone().unwrap_or_default();
                 self.out.text(
                     "allowed: ",
                     Tone::Green,
                     &format!("{name} {args} (built-in tool: this session does not run it)"),
                 );
             }
-            Ok(outcome) => self.out.tool_outcome(&outcome),
-            Err(e) => self.out.error(&about(&format!("/call {name}"), e)),
+            Ok(outcome) => self.out.tool_outcome(outcome),
+            Err(e) => self.out.error(&about(&format!("/call {name}"), e.clone())),
         }
     }
 
@@ -562,6 +562,10 @@ impl Session {
                     self.out.text("prompt: ", Tone::Cyan, &text);
                     self.start_turn(text);
                 }
+            }
+            "tool_prompt" => {
+                let (tool, args) = (o.tool_name.unwrap_or_default(), o.tool_args);
+                self.tool_prompt(tool, args.unwrap_or_default(), o.prompt.unwrap_or_default());
             }
             "open_panel" => {
                 if let Some(p) = o.open_panel {
@@ -650,6 +654,10 @@ impl Session {
                     self.out.line(&format!("registered: {extension}"))
                 }
             }
+            HostEvent::ToolsActivated { extension, names } => self.out.line(&format!(
+                "tools activated by {extension}: {}",
+                names.join(", ")
+            )),
             HostEvent::ExtensionExited { extension, status } => {
                 self.panels.retain(|(e, _)| *e != extension);
                 self.out

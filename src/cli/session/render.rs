@@ -234,6 +234,9 @@ impl Out {
                 }
             }
         }
+        if let Some(structured) = &outcome.structured_content {
+            self.text("structured: ", tone, &structured.to_string());
+        }
     }
 
     /// `blocked: <reason>`.
@@ -290,7 +293,14 @@ impl Out {
         let rows: Vec<(String, String)> = snap
             .tools
             .iter()
-            .map(|t| (signature(t), owned(&t.description, &t.extension)))
+            .map(|t| {
+                let mut right = owned(&t.description, &t.extension);
+                // Upstream's model does not see an inactive deferred tool.
+                if !t.active {
+                    right.push_str(" [deferred: not active yet]");
+                }
+                (signature(t), right)
+            })
             .collect();
         self.table("tools", &rows);
     }
@@ -396,6 +406,7 @@ mod tests {
             description: String::new(),
             schema,
             extension: "x".into(),
+            ..Default::default()
         }
     }
 

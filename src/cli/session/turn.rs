@@ -6,9 +6,37 @@
 use super::agent::Agent;
 use super::render::Tone;
 use super::{Job, Session};
-use zot_host::{EventPayload, HostError, InterceptOutcome};
+use serde_json::Value;
+use zot_host::{EventPayload, HostError, InterceptOutcome, Request, ToolOutcome, ToolRequest};
 
 impl Session {
+    /// A `tool_prompt` action (SPEC 13.7): runs `tool` through the
+    /// pipeline as `/call` does, prints its result, then starts a turn
+    /// for `prompt` with that result in front of it, errors included (as
+    /// upstream records them). Cancelling it (Ctrl-C) stops before the turn.
+    pub(super) fn tool_prompt(&mut self, tool: String, args: Value, prompt: String) {
+        self.out.text(
+            "tool_prompt: ",
+            Tone::Cyan,
+            &format!("{tool} {args}, then the prompt"),
+        );
+        let call = ToolRequest {
+            name: tool.clone(),
+            args: args.clone(),
+            tool_id: None,
+        };
+        let request = |reply| Request::Tool {
+            call,
+            pipeline: true,
+            reply,
+        };
+        self.submit(Job::Request, request, move |s, r| {
+            s.tool_done(&tool, &r);
+            s.out.text("prompt: ", Tone::Cyan, &prompt);
+            s.start_turn(with_tool_result(&tool, &args, &r, &prompt));
+        });
+    }
+
     /// Starts a turn for `prompt`: first the `turn_start` interception.
     pub(super) fn start_turn(&mut self, prompt: String) {
         // Notes are one-shot: the next prompt clears them.
@@ -114,4 +142,40 @@ impl Session {
         };
         self.emit("turn_end", payload);
     }
+}
+
+/// What the model gets for a `tool_prompt`: the tool call and its
+/// result (text blocks, images as a line, `structured_content` as JSON),
+/// then the prompt.
+fn with_tool_result(
+    tool: &str,
+    args: &Value,
+    result: &Result<ToolOutcome, HostError>,
+    prompt: &str,
+) -> String {
+    let mut text = match result {
+        Ok(o) if o.blocked => format!("Tool {tool} {args} was blocked: "),
+        Ok(o) if o.is_error => format!("Tool {tool} {args} failed:\n"),
+        Ok(_) => format!("Tool {tool} {args} returned:\n"),
+        Err(_) => format!("Tool {tool} {args} could not run: "),
+    };
+    match result {
+        Ok(o) if o.blocked => text.push_str(o.reason.as_deref().unwrap_or("")),
+        Ok(o) => {
+            let blocks = o.content.iter().map(|b| match b["type"].as_str() {
+                Some("image") => format!("[image {}]", b["mime_type"].as_str().unwrap_or("")),
+                _ => b["text"].as_str().unwrap_or("").to_string(),
+            });
+            text.push_str(&blocks.collect::<Vec<_>>().join("\n"));
+            if let Some(structured) = &o.structured_content {
+                text.push_str(&format!("\nstructured_content: {structured}"));
+            }
+        }
+        Err(e) => text.push_str(&e.to_string()),
+    }
+    if !prompt.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(prompt);
+    }
+    text
 }

@@ -118,7 +118,7 @@ impl Drop for Child {
 fn read(stdout: ChildStdout, seen: &Sender<Seen>) {
     let _ = read_lines(
         stdout,
-        |m| {
+        |m, _, _| {
             let _ = seen.send(Seen::Dropped(m));
         },
         |line| {

@@ -17,7 +17,7 @@ use zot_host::process::{describe_status, group_alive};
 use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
 use zot_host::toolresult::{is_empty_text, map_content};
-use zot_host::{HostConfig, Timeouts};
+use zot_host::{tooldef, Exposure, HostConfig, Timeouts, ToolInfo};
 
 /// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
 use zot_host::protocol::EVENT_NAMES as EVENTS;
@@ -66,6 +66,7 @@ pub(super) fn run(
         next_id: 0,
         commands: Names::default(),
         tools: Names::default(),
+        upstream: String::new(),
         events: Vec::new(),
         intercept: Vec::new(),
         acked_at: None,
@@ -116,6 +117,8 @@ struct Trial<'a> {
     next_id: u64,
     commands: Names,
     tools: Names,
+    /// What the tool being registered declares of SPEC 13.6, for its line.
+    upstream: String,
     events: Vec<String>,
     intercept: Vec<String>,
     acked_at: Option<Instant>,
@@ -404,7 +407,17 @@ impl Trial<'_> {
                 name,
                 description,
                 schema,
-            } => self.register(Kind::Tool, name, description, Some(schema), since),
+                extra,
+            } => match tooldef::tool_info(&name, String::new(), None, extra, "") {
+                Ok(info) => {
+                    self.upstream = upstream_fields(&info);
+                    self.register(Kind::Tool, name, description, Some(schema), since)
+                }
+                Err(why) => {
+                    let why = format!("{why}: the host rejects the registration");
+                    self.report.fail(&format!("tool {name}"), since, why);
+                }
+            },
             ExtFrame::Subscribe { events, intercept } => self.subscribe(
                 events.unwrap_or_default(),
                 intercept.unwrap_or_default(),
@@ -448,7 +461,8 @@ impl Trial<'_> {
             | ExtFrame::PanelRender(_)
             | ExtFrame::PanelClose { .. }
             | ExtFrame::UnregisterCommand { .. }
-            | ExtFrame::UnregisterTool { .. } => {}
+            | ExtFrame::UnregisterTool { .. }
+            | ExtFrame::TooLong { .. } => {}
         }
     }
 
@@ -537,10 +551,13 @@ impl Trial<'_> {
             }
             None => {}
         }
+        let upstream = std::mem::take(&mut self.upstream);
         if problems == 0 {
             let msg = match kind {
                 Kind::Command => "registered with a description".to_string(),
-                Kind::Tool => "registered with a description and a JSON Schema object".to_string(),
+                Kind::Tool => {
+                    format!("registered with a description and a JSON Schema object{upstream}")
+                }
             };
             self.report.pass(&rule, since, msg);
         }
@@ -787,9 +804,18 @@ impl Trial<'_> {
             "insert" => r.insert.as_deref(),
             "display" => r.display.as_deref(),
             "noop" | "open_panel" => Some(""),
+            "tool_prompt" => {
+                let (name, args) = (r.tool_name.clone(), r.tool_args.clone());
+                if let Err(why) = tooldef::tool_prompt_fields(name, args) {
+                    self.report.fail(&rule, took, why);
+                    return;
+                }
+                Some(r.prompt.as_deref().unwrap_or(""))
+            }
             _ => {
-                let msg =
-                    format!("action {action:?} is not prompt, insert, display, noop or open_panel");
+                let msg = format!(
+                    "action {action:?} is not prompt, insert, display, noop, open_panel or tool_prompt"
+                );
                 self.report.fail(&rule, took, msg);
                 return;
             }
@@ -1022,6 +1048,25 @@ fn clip(text: &str) -> String {
     match one_line.char_indices().nth(200) {
         Some((at, _)) => format!("{}...", &one_line[..at]),
         None => one_line,
+    }
+}
+
+/// `; exposure deferred, namespace weather, an output schema`: what a
+/// tool declares beyond the basics, or nothing.
+fn upstream_fields(tool: &ToolInfo) -> String {
+    let mut parts = Vec::new();
+    if tool.exposure != Exposure::Direct {
+        parts.push(format!("exposure {}", tool.exposure.as_str()));
+    }
+    if let Some(ns) = &tool.namespace {
+        parts.push(format!("namespace {ns}"));
+    }
+    if tool.output_schema.is_some() {
+        parts.push("an output schema".to_string());
+    }
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!("; {}", parts.join(", ")),
     }
 }
 

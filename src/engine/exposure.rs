@@ -1,0 +1,47 @@
+//! Deferred tools (SPEC 13.6): a `tool_result`'s `activate_tools`.
+
+use super::Engine;
+use crate::types::{Exposure, HostEvent};
+
+impl Engine {
+    /// A `tool_result` of extension `idx` names tools in `activate_tools`:
+    /// its own deferred tools that are not active yet become active; any
+    /// other name is ignored and logged (SPEC 13.6).
+    pub(super) fn activate_tools(&mut self, idx: usize, names: Vec<String>) {
+        if names.is_empty() {
+            return;
+        }
+        let mut activated = Vec::new();
+        let mut ignored = Vec::new();
+        for name in names {
+            let owner = self.tools.owner(&name).filter(|c| c.rank == idx);
+            match owner.map(|c| (c.info.exposure, c.info.active)) {
+                Some((Exposure::Deferred, false)) => {
+                    if let Some(tool) = self.tools.claim_mut(&name, idx) {
+                        tool.active = true;
+                    }
+                    activated.push(name);
+                }
+                // Active already: nothing changes, nothing to say.
+                Some((Exposure::Deferred, true)) => {}
+                Some(_) => ignored.push(format!("{name:?} (not deferred)")),
+                None => ignored.push(format!("{name:?} (not a tool of this extension)")),
+            }
+        }
+        let ext = &mut self.exts[idx];
+        if !ignored.is_empty() {
+            ext.log
+                .line(&format!("activate_tools: ignored {}", ignored.join(", ")));
+        }
+        if !activated.is_empty() {
+            ext.log
+                .line(&format!("activated tools {}", activated.join(", ")));
+            let extension = ext.name.clone();
+            // Not a note: never dropped under the event budget.
+            self.events.send(HostEvent::ToolsActivated {
+                extension,
+                names: activated,
+            });
+        }
+    }
+}

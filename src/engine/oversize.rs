@@ -1,0 +1,50 @@
+//! An answer too long to read (over the 16 MiB frame limit of SPEC 2):
+//! its request fails at once, saying so, instead of at its timeout.
+
+use super::pending::Waiter;
+use super::Engine;
+use crate::protocol::MAX_LINE;
+use crate::toolresult::text_block;
+use crate::types::{CommandOutcome, ToolOutcome};
+
+impl Engine {
+    /// Extension `idx` wrote a `kind` frame for request `id` that was
+    /// `len` bytes long; it was dropped unread.
+    pub(super) fn too_long(&mut self, idx: usize, kind: &str, id: &str, len: usize) {
+        if !matches!(kind, "tool_result" | "command_response") {
+            return; // logged already, and answers nothing the host waits for
+        }
+        let Some(waiter) = self.take_answer(idx, id, kind) else {
+            return;
+        };
+        let extension = self.exts[idx].name.clone();
+        let why = |what: &str| {
+            format!(
+                "{what} from extension {extension} was {len} bytes, over the {} MiB frame limit: dropped",
+                MAX_LINE >> 20
+            )
+        };
+        match waiter {
+            Waiter::Tool { name, reply } => {
+                let text = why(&format!("the result of tool {name}"));
+                reply(Ok(ToolOutcome {
+                    extension,
+                    content: vec![text_block(&text)],
+                    is_error: true,
+                    ..Default::default()
+                }))
+            }
+            Waiter::Command { name, reply } => {
+                let error = why(&format!("the response to /{name}"));
+                reply(Ok(CommandOutcome {
+                    extension,
+                    action: "noop".into(),
+                    error: Some(error),
+                    ..Default::default()
+                }))
+            }
+            // `take_answer` matched the kind: a guard answers neither.
+            Waiter::Guard { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Upstream's newer tool frames, judged the same way by the host and by
+//! `zot ext check`: a `register_tool` with the optional fields of SPEC
+//! 13.6, and the fields of the `tool_prompt` action (SPEC 13.7), which
+//! runs a tool, then a prompt with its result.
+
+use crate::protocol::ToolExtras;
+use crate::registry;
+use crate::types::{Exposure, ToolInfo};
+use serde_json::Value;
+
+/// The registered tool, or why the registration is rejected: a `schema`
+/// or `output_schema` that is not an object, an unknown `exposure`.
+pub fn tool_info(
+    name: &str,
+    description: String,
+    schema: Option<Value>,
+    extra: ToolExtras,
+    extension: &str,
+) -> Result<ToolInfo, String> {
+    if schema.as_ref().is_some_and(|s| !s.is_object()) {
+        return Err("`schema` must be a JSON object".into());
+    }
+    if extra.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
+        return Err("`output_schema` must be a JSON object".into());
+    }
+    // An explicit exposure overrides the legacy `deferred` flag (upstream).
+    let exposure = match extra.exposure.as_deref() {
+        Some(e) => Exposure::parse(e).ok_or_else(|| {
+            format!(
+                "`exposure` {e:?} is not one of {}",
+                Exposure::NAMES.join(", ")
+            )
+        })?,
+        None if extra.deferred == Some(true) => Exposure::Deferred,
+        None => Exposure::Direct,
+    };
+    Ok(ToolInfo {
+        name: name.to_string(),
+        description,
+        schema,
+        extension: extension.to_string(),
+        output_schema: extra.output_schema,
+        namespace: extra.namespace,
+        namespace_description: extra.namespace_description,
+        namespace_instructions: extra.namespace_instructions,
+        exposure,
+        active: exposure != Exposure::Deferred,
+    })
+}
+
+/// `tool_name` and `tool_args` of a `tool_prompt` response, or an error
+/// naming the field that is missing or wrong. `prompt` may be absent:
+/// upstream's Go SDK leaves an empty prompt out of the frame.
+pub fn tool_prompt_fields(
+    tool_name: Option<Value>,
+    tool_args: Option<Value>,
+) -> Result<(String, Value), String> {
+    let name = match tool_name {
+        Some(Value::String(n)) if registry::valid_name(&n) => n,
+        None | Some(Value::Null) => return Err("tool_prompt: missing string `tool_name`".into()),
+        Some(other) => {
+            return Err(format!(
+                "tool_prompt: `tool_name` must be a tool name (a string without whitespace), not {other}"
+            ))
+        }
+    };
+    match tool_args {
+        Some(args @ Value::Object(_)) => Ok((name, args)),
+        None | Some(Value::Null) => Err("tool_prompt: missing object `tool_args`".into()),
+        Some(other) => Err(format!(
+            "tool_prompt: `tool_args` must be a JSON object, not {}",
+            kind(&other)
+        )),
+    }
+}
+
+/// What kind of JSON value it is, for an error.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn each_bad_field_is_named() {
+        let ok = tool_prompt_fields(Some(json!("skill")), Some(json!({"name": "x"})));
+        assert_eq!(ok, Ok(("skill".into(), json!({"name": "x"}))));
+        let err = |n, a| tool_prompt_fields(n, a).unwrap_err();
+        assert!(err(None, Some(json!({}))).contains("`tool_name`"));
+        assert!(err(Some(json!("a b")), Some(json!({}))).contains("`tool_name`"));
+        assert!(err(Some(json!(7)), Some(json!({}))).contains("`tool_name`"));
+        assert!(err(Some(json!("t")), None).contains("missing object `tool_args`"));
+        assert!(err(Some(json!("t")), Some(json!([1]))).contains("not an array"));
+        assert!(err(Some(json!("t")), Some(json!("{}"))).contains("not a string"));
+    }
+}
