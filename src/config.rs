@@ -56,6 +56,13 @@ pub struct HostConfig {
     pub ext_paths: Vec<PathBuf>,
     /// Also discover project and global extensions.
     pub discover: bool,
+    /// Start the project's own extensions (`<cwd>/.zot/extensions`) for
+    /// this host's life without the user's recorded trust (SPEC 15.4), as
+    /// `--trust-project` does; nothing is recorded. Default `false`: only
+    /// the extensions `zot ext trust` recorded, unchanged since, start;
+    /// the others are listed with state `untrusted` and one line on
+    /// stderr names them.
+    pub trust_project: bool,
     /// `hello_ack.zot_version`.
     pub zot_version: String,
     /// `hello_ack.provider`.
@@ -108,6 +115,7 @@ impl HostConfig {
             cwd,
             ext_paths: Vec::new(),
             discover: true,
+            trust_project: false,
             zot_version: env!("CARGO_PKG_VERSION").to_string(),
             provider: String::new(),
             model: String::new(),

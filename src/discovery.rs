@@ -2,6 +2,7 @@
 //! precedence order (SPEC 3.1).
 
 use crate::manifest::{Manifest, ManifestError, MANIFEST_FILE};
+use crate::trust::{Record, Untrusted};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -42,6 +43,9 @@ pub enum Status {
     },
     /// The manifest is unusable.
     Invalid(ManifestError),
+    /// A project extension the user has not trusted as it is now (SPEC
+    /// 15); it still claims its name.
+    Untrusted(Untrusted),
 }
 
 /// One discovered extension directory.
@@ -116,48 +120,64 @@ pub fn scan(root: &Path) -> Vec<PathBuf> {
 }
 
 /// Reads the manifest of one directory (or of a manifest file itself,
-/// for `-e path/to/extension.json`).
-fn load(scope: Scope, path: &Path) -> Found {
+/// for `-e path/to/extension.json`), with its text when it is valid.
+fn load(scope: Scope, path: &Path) -> (Found, Option<Vec<u8>>) {
     let (dir, manifest_path) = if path.is_file() {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         (dir, path.to_path_buf())
     } else {
         (path.to_path_buf(), path.join(MANIFEST_FILE))
     };
-    let (manifest, status) = match Manifest::load(&manifest_path) {
-        Ok(m) if m.enabled => (Some(m), Status::Start),
-        Ok(m) => (Some(m), Status::Disabled),
-        Err(e) => (None, Status::Invalid(e)),
+    let (manifest, status, text) = match Manifest::load_with_text(&manifest_path) {
+        Ok((m, text)) if m.enabled => (Some(m), Status::Start, Some(text)),
+        Ok((m, text)) => (Some(m), Status::Disabled, Some(text)),
+        Err(e) => (None, Status::Invalid(e), None),
     };
-    Found {
+    let found = Found {
         scope,
         dir,
         manifest,
         status,
-    }
+    };
+    (found, text)
 }
 
 /// Everything found, highest precedence first: `explicit` paths in order,
 /// then (with `include_dirs`) the project's directories, then the global
 /// ones. The first valid manifest with a name claims it, even disabled
-/// (so disabling the winning copy disables the extension).
+/// (so disabling the winning copy disables the extension) or untrusted
+/// (so trusting it later changes nothing else). A project extension the
+/// trust record of `zot_home` does not vouch for is [`Status::Untrusted`].
 pub fn discover(
     explicit: &[PathBuf],
     cwd: &Path,
     zot_home: &Path,
     include_dirs: bool,
 ) -> Vec<Found> {
-    let mut found: Vec<Found> = explicit.iter().map(|p| load(Scope::Explicit, p)).collect();
+    discover_with(explicit, cwd, zot_home, include_dirs, false)
+}
+
+/// [`discover`]; with `trust_project` every project extension is trusted
+/// for this run, whatever the record says (SPEC 15.4).
+pub fn discover_with(
+    explicit: &[PathBuf],
+    cwd: &Path,
+    zot_home: &Path,
+    include_dirs: bool,
+    trust_project: bool,
+) -> Vec<Found> {
+    let mut loaded: Vec<(Found, Option<Vec<u8>>)> =
+        explicit.iter().map(|p| load(Scope::Explicit, p)).collect();
     if include_dirs {
         for dir in scan(&project_dir(cwd)) {
-            found.push(load(Scope::Project, &dir));
+            loaded.push(load(Scope::Project, &dir));
         }
         for dir in scan(&global_dir(zot_home)) {
-            found.push(load(Scope::Global, &dir));
+            loaded.push(load(Scope::Global, &dir));
         }
     }
     let mut owners: HashMap<String, PathBuf> = HashMap::new();
-    for f in &mut found {
+    for (f, _) in &mut loaded {
         let Some(m) = &f.manifest else { continue };
         if let Some(by) = owners.get(&m.name) {
             f.status = Status::Shadowed { by: by.clone() };
@@ -165,7 +185,24 @@ pub fn discover(
             owners.insert(m.name.clone(), f.dir.clone());
         }
     }
-    found
+    // Read only when a project extension would start.
+    let mut record: Option<Result<Record, String>> = None;
+    for (f, text) in &mut loaded {
+        let (Some(m), Some(text)) = (&f.manifest, text) else {
+            continue;
+        };
+        if trust_project || f.scope != Scope::Project || f.status != Status::Start {
+            continue;
+        }
+        let verdict = match record.get_or_insert_with(|| Record::load(zot_home)) {
+            Ok(record) => record.check(cwd, &f.dir, text, m),
+            Err(why) => Err(Untrusted::Record(why.clone())),
+        };
+        if let Err(why) = verdict {
+            f.status = Status::Untrusted(why);
+        }
+    }
+    loaded.into_iter().map(|(f, _)| f).collect()
 }
 
 #[cfg(test)]

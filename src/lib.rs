@@ -32,6 +32,7 @@ pub mod protocol;
 pub mod registry;
 pub mod tooldef;
 pub mod toolresult;
+pub mod trust;
 mod types;
 mod watchdog;
 

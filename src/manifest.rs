@@ -148,6 +148,12 @@ impl Manifest {
     /// Reads and validates the manifest at `path`, and finds what its
     /// directory provides besides a process (SPEC 14.6).
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        Manifest::load_with_text(path).map(|(manifest, _)| manifest)
+    }
+
+    /// [`Manifest::load`], also giving the text it parsed (what workspace
+    /// trust compares, SPEC 15.2).
+    pub fn load_with_text(path: &Path) -> Result<(Manifest, Vec<u8>), ManifestError> {
         let err = |reason: String| ManifestError {
             path: path.to_path_buf(),
             reason,
@@ -169,7 +175,7 @@ impl Manifest {
                 bundle::THEME_FILES[1]
             )));
         }
-        Ok(manifest)
+        Ok((manifest, text))
     }
 
     /// No `exec`: skills and a theme only, never started.
@@ -360,33 +366,52 @@ pub fn strip_bom(text: &[u8]) -> &[u8] {
 /// reason alone.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let cannot = |e: std::io::Error| format!("cannot read: {e}");
-    // Check before opening: opening some devices has effects of its own.
-    check_regular(&std::fs::metadata(path).map_err(cannot)?)?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-        .map_err(cannot)?;
-    check_regular(&file.metadata().map_err(cannot)?)?;
+    let file = open_regular(path, MAX_MANIFEST_BYTES, false)?;
     let mut text = Vec::new();
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_end(&mut text)
         .map_err(cannot)?;
     if text.len() as u64 > MAX_MANIFEST_BYTES {
-        return Err(too_large());
+        return Err(too_large(MAX_MANIFEST_BYTES));
     }
     Ok(text)
 }
 
-fn check_regular(meta: &std::fs::Metadata) -> Result<(), String> {
+/// Opens a file an attacker may have placed, for reading at most `max`
+/// bytes: a regular file (never a FIFO, a device or a socket), checked
+/// before opening (opening some devices has effects of its own) and
+/// again once open, opened non-blocking so nothing can hang the open.
+/// With `no_symlink` a symlink is refused rather than followed. The
+/// error is the reason alone; the caller still bounds its reads by `max`
+/// (the file may grow once open).
+pub fn open_regular(path: &Path, max: u64, no_symlink: bool) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| format!("cannot read: {e}");
+    let meta = if no_symlink {
+        std::fs::symlink_metadata(path)
+    } else {
+        std::fs::metadata(path)
+    };
+    check_regular(&meta.map_err(cannot)?, max)?;
+    let nofollow = if no_symlink { libc::O_NOFOLLOW } else { 0 };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | nofollow)
+        .open(path)
+        .map_err(cannot)?;
+    check_regular(&file.metadata().map_err(cannot)?, max)?;
+    Ok(file)
+}
+
+fn check_regular(meta: &std::fs::Metadata, max: u64) -> Result<(), String> {
     use std::os::unix::fs::FileTypeExt;
     let kind = meta.file_type();
     let what = match () {
-        () if kind.is_file() && meta.len() > MAX_MANIFEST_BYTES => return Err(too_large()),
+        () if kind.is_file() && meta.len() > max => return Err(too_large(max)),
         () if kind.is_file() => return Ok(()),
         () if kind.is_dir() => "a directory",
+        () if kind.is_symlink() => "a symlink",
         () if kind.is_fifo() => "a FIFO",
         () if kind.is_char_device() || kind.is_block_device() => "a device",
         () if kind.is_socket() => "a socket",
@@ -395,8 +420,8 @@ fn check_regular(meta: &std::fs::Metadata) -> Result<(), String> {
     Err(format!("not a regular file ({what}); refusing to read it"))
 }
 
-fn too_large() -> String {
-    format!("larger than {MAX_MANIFEST_BYTES} bytes; refusing to read it")
+fn too_large(max: u64) -> String {
+    format!("larger than {max} bytes; refusing to read it")
 }
 
 fn is_executable(path: &Path) -> bool {

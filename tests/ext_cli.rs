@@ -298,6 +298,8 @@ fn list_shows_invalid_disabled_and_shadowed_extensions() {
         &w.project().join("a"),
         r#"{"name":"a","exec":"./a","language":"go"}"#,
     );
+    // The project's own copy runs (and lists as ok) once trusted.
+    assert_ok(&w.zot(&["trust", "--yes", "a"]));
 
     let rows = w.list_json();
     let field = |i: usize, k: &str| rows[i][k].as_str().unwrap_or("").to_string();

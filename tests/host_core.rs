@@ -102,6 +102,8 @@ fn precedence_explicit_then_project_then_global() {
     copy("home/extensions/same", "global");
     let mut cfg = config(&t, &[dev]);
     cfg.discover = true;
+    // The project's own copy starts only when trusted (SPEC 15).
+    cfg.trust_project = true;
     let host = start_ready(cfg.clone());
     assert_eq!(display_of(&host, "who").as_deref(), Some("explicit"));
     assert_eq!(host.list().unwrap().extensions.len(), 1);
@@ -604,6 +606,7 @@ fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
     let missing = manifest(&t.join("missing"), "missing", "zot-no-such-program", vec![]);
     let mut cfg = config(&t, &[bare.clone(), rel.clone(), shelly, missing]);
     cfg.discover = true;
+    cfg.trust_project = true;
     let host = start(cfg);
     let list = host.list().unwrap();
     for name in ["bare", "rel", "linked"] {

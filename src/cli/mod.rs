@@ -27,6 +27,8 @@ usage:
 options:
   -e, --ext PATH              load the extension at PATH first (repeatable)
       --no-ext                do not discover installed or project extensions
+      --trust-project         start this project's .zot/extensions for this run
+                              without recorded trust (records nothing)
       --cwd DIR               project directory (default: the current directory)
       --agent-cmd CMD         run prompts through `sh -c CMD` (session only)
       --tool-timeout SECS     how long a tool may run (default 60)
@@ -51,7 +53,8 @@ session commands (type /help in the session):
   /NAME [ARGS]                         run an extension's command; plain text is a prompt
 
 files:
-  extensions are found in ./.zot/extensions/*/ and $ZOT_HOME/extensions/*/
+  extensions are found in ./.zot/extensions/*/ and $ZOT_HOME/extensions/*/;
+  the project's own start only once trusted (zot ext trust) or with --trust-project
   each extension's stderr and the host's lines about it: $ZOT_HOME/logs/ext-NAME.log
   (zot ext logs NAME); ZOT_HOME defaults to $XDG_STATE_HOME/zot when that is set
   (on every platform), else ~/.local/state/zot (~/Library/Application Support/zot on macOS)
@@ -79,6 +82,9 @@ pub struct HostOpts {
     pub ext_paths: Vec<PathBuf>,
     /// `--no-ext`.
     pub no_ext: bool,
+    /// `--trust-project`: the project's extensions start this run
+    /// without recorded trust (SPEC 15.4).
+    pub trust_project: bool,
     /// `--cwd`, made absolute.
     pub cwd: Option<PathBuf>,
     /// `--agent-cmd` (session only).
@@ -118,6 +124,7 @@ impl HostOpts {
             's' => self.startup_timeout = Some(seconds("--startup-timeout", parser.value()?)?),
             'w' => self.hello_timeout = Some(seconds("--hello-timeout", parser.value()?)?),
             'f' => self.confine = true,
+            'T' => self.trust_project = true,
             _ => self.no_ext = true,
         }
         Ok(())
@@ -131,6 +138,7 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
     match arg {
         Short('e') | Long("ext") => Some('e'),
         Long("no-ext") => Some('n'),
+        Long("trust-project") => Some('T'),
         Long("cwd") => Some('c'),
         Long("agent-cmd") => Some('a'),
         Long("tool-timeout") => Some('t'),
@@ -291,6 +299,7 @@ pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError>
     let mut config = host_config(zot_home, cwd);
     config.ext_paths = opts.ext_paths.clone();
     config.discover = !opts.no_ext;
+    config.trust_project = opts.trust_project;
     if let Some(t) = opts.tool_timeout {
         config.timeouts.tool = t;
     }

@@ -32,7 +32,7 @@ use zot_host::{
 pub const HELP: &str = "\
 usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
                [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
-               [--session-id ID] [--confine]
+               [--session-id ID] [--confine] [--trust-project]
 
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call,

@@ -10,6 +10,7 @@ use crate::manifest::Protocol;
 use crate::mcp_client::McpOptions;
 use crate::process::{describe_status, ExtProcess};
 use crate::protocol::HostFrame;
+use crate::trust;
 use crate::types::{HostError, HostEvent, ReloadReport, Reply, Request};
 use std::collections::HashSet;
 use std::process::ExitStatus;
@@ -28,7 +29,21 @@ impl Engine {
     pub(super) fn start_all(&mut self, reload: Option<Reply<ReloadReport>>, stopped: usize) {
         let now = Instant::now();
         let cfg = &self.cfg;
-        let found = discovery::discover(&cfg.ext_paths, &cfg.cwd, &cfg.zot_home, cfg.discover);
+        let found = discovery::discover_with(
+            &cfg.ext_paths,
+            &cfg.cwd,
+            &cfg.zot_home,
+            cfg.discover,
+            cfg.trust_project,
+        );
+        // Said once, and again after a reload only when it changed.
+        let notices = trust::notices(&found, &cfg.cwd);
+        if notices != self.trust_notices {
+            for line in &notices {
+                eprintln!("{line}");
+            }
+            self.trust_notices = notices;
+        }
         let logs = discovery::logs_dir(&cfg.zot_home);
         let mut loaded = 0;
         for f in found {
@@ -41,8 +56,9 @@ impl Engine {
             };
             let bundle = f.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let log = match f.status {
-                // A bundle runs nothing, so it has nothing to log.
-                Status::Invalid(_) => ExtLog::stderr(&name),
+                // A bundle runs nothing, so it has nothing to log; nothing
+                // of an untrusted extension's is written to disk.
+                Status::Invalid(_) | Status::Untrusted(_) => ExtLog::stderr(&name),
                 _ if bundle => ExtLog::stderr(&name),
                 _ => ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes),
             };
@@ -74,6 +90,12 @@ impl Engine {
                 lost_to_builtin: Vec::new(),
             });
             let started = match f.status {
+                Status::Untrusted(why) => {
+                    let name = &self.exts[idx].name;
+                    let hint = format!("{why}; review it, then run 'zot ext trust {name}'");
+                    self.exts[idx].phase = Phase::gone(End::Untrusted(hint));
+                    continue;
+                }
                 Status::Invalid(e) => Err(format!("invalid manifest: {e}")),
                 Status::Start if bundle => {
                     self.exts[idx].phase = Phase::gone(End::Bundle);

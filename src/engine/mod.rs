@@ -119,6 +119,8 @@ enum End {
     Disabled,
     /// Skills and a theme only (SPEC 14.6): nothing to start.
     Bundle,
+    /// A project extension not trusted (SPEC 15): why, and how to trust it.
+    Untrusted(String),
     Failed(String),
     Exited(String),
 }
@@ -221,6 +223,7 @@ impl Ext {
             Phase::Gone { end, .. } => match end {
                 End::Disabled => ("disabled", None),
                 End::Bundle => ("bundle", None),
+                End::Untrusted(why) => ("untrusted", Some(why)),
                 End::Failed(why) => ("failed", Some(why)),
                 End::Exited(how) => ("exited", Some(how)),
             },
@@ -235,7 +238,9 @@ impl Ext {
         conflicts: Vec<NameConflict>,
     ) -> ExtensionInfo {
         let (state, error) = self.state();
-        let provides = self.manifest.as_ref().map(|m| &m.provides);
+        // An untrusted project's skill files are not the embedder's to load.
+        let untrusted = state == "untrusted";
+        let provides = self.manifest.as_ref().map(|m| &m.provides).filter(|_| !untrusted);
         ExtensionInfo {
             name: self.name.clone(),
             version: self.version.clone(),
@@ -336,6 +341,8 @@ struct Engine {
     tools: Registry<ToolInfo>,
     startup: Option<Startup>,
     announced: bool,
+    /// The stderr lines last printed about untrusted project extensions.
+    trust_notices: Vec<String>,
     goal: Option<Goal>,
     liveness_at: Option<Instant>,
     /// Requests that arrived while extensions were (re)starting.
@@ -405,6 +412,7 @@ pub(crate) fn run(
         tools: Registry::default(),
         startup: None,
         announced: false,
+        trust_notices: Vec::new(),
         goal: None,
         liveness_at: None,
         deferred: Vec::new(),

@@ -130,7 +130,7 @@ struct RunLog {
 /// Runs the host's discovery and startup and collects the report.
 fn examine(config: HostConfig) -> Result<Report, CliError> {
     let (paths, cwd, home) = (&config.ext_paths, &config.cwd, &config.zot_home);
-    let found = discovery::discover(paths, cwd, home, config.discover);
+    let found = discovery::discover_with(paths, cwd, home, config.discover, config.trust_project);
     let logs = discovery::logs_dir(home);
     let names: Vec<String> = found.iter().map(name_of).collect();
     // Where this run's lines will start in each log.
@@ -275,10 +275,11 @@ fn run_log(log: &Path, from: u64) -> RunLog {
 
 impl Entry {
     /// `ready`, `starting`, `failed`, `exited`, `disabled`, `bundle`,
-    /// `shadowed` or `invalid`.
+    /// `shadowed`, `untrusted` or `invalid`.
     fn status(&self) -> &str {
         match (&self.found.status, &self.info) {
             (Status::Invalid(_), _) => "invalid",
+            (Status::Untrusted(_), _) => "untrusted",
             (Status::Shadowed { .. }, _) => "shadowed",
             (Status::Disabled, _) => "disabled",
             (_, Some(info)) => info.state,
@@ -304,6 +305,15 @@ impl Entry {
             Status::Invalid(e) => return format!("invalid manifest: {e}"),
             Status::Shadowed { by } => return format!("shadowed by {}: not started", by.display()),
             Status::Disabled => return "disabled (\"enabled\": false): not started".into(),
+            // Not a failure, as disabled is not: the user decides (SPEC 15.3).
+            Status::Untrusted(why) => {
+                return format!(
+                    "untrusted ({why}): not started; review it, then run \
+                     'zot ext trust {}' in {}",
+                    self.name,
+                    cfg.cwd.display()
+                )
+            }
             Status::Start => {}
         }
         let Some(info) = &self.info else {

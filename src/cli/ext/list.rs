@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use zot_host::discovery::{self, Found, Scope, Status};
 use zot_host::log::inert;
+use zot_host::trust;
 
 /// One line of the listing.
 struct Row {
@@ -27,6 +28,9 @@ struct Row {
 /// Runs `zot ext list [--json]`.
 pub(super) fn run(ctx: &Ctx, as_json: bool) -> Result<i32, CliError> {
     let found = discovery::discover(&[], &ctx.cwd, &ctx.home, true);
+    for line in trust::notices(&found, &ctx.cwd) {
+        eprintln!("{line}");
+    }
     let mut rows: Vec<Row> = found.iter().map(row).collect();
     // Project before global (as discovered), then by name within a scope.
     rows.sort_by(|a, b| {
@@ -106,6 +110,7 @@ fn status(status: &Status) -> String {
         Status::Disabled => "disabled".into(),
         Status::Shadowed { .. } => "shadowed".into(),
         Status::Invalid(e) => format!("invalid: {}", e.reason),
+        Status::Untrusted(_) => "untrusted".into(),
     }
 }
 

@@ -13,6 +13,7 @@ mod logs;
 mod manage;
 mod new;
 mod scratch;
+mod trust;
 
 use super::{absolute, string, CliError};
 use serde_json::{Map, Value};
@@ -34,6 +35,8 @@ usage:
   zot ext disable <name>                    set \"enabled\": false (stays installed)
   zot ext logs <name> [-f]                  print, or follow, the extension's log
   zot ext doctor [--json]                   start the extensions as zot would and report on each
+  zot ext trust [NAME...] [--yes]           let the project's own extensions start
+  zot ext untrust [NAME...]                 remove that trust
   zot ext check [PATH] [--json] [--strict] [--call TOOL JSON]... [--command NAME ARGS]...
                                             run one extension alone and report each rule
   zot ext new NAME [--lang python|sh|node|go|rust] [--dir DIR]
@@ -59,7 +62,8 @@ const SUBS: &[Sub] = &[
         usage: "zot ext list [--json] [--cwd DIR]",
         about: "List project-local then global extensions, sorted by name, with what\n\
                 they provide (a process, skills, a theme) and their status: ok,\n\
-                disabled, shadowed (another copy wins) or invalid: <reason>.\n\
+                disabled, shadowed (another copy wins), untrusted (a project extension\n\
+                not trusted as it is now: zot ext trust) or invalid: <reason>.\n\
                 --json prints one JSON array of objects with the keys scope, name,\n\
                 version, enabled, language, description, protocol (zot or mcp),\n\
                 prefix, provides, skills (absolute paths of its SKILL.md files),\n\
@@ -160,6 +164,9 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         Some("check") => return check::run(cwd, args[at + 1..].to_vec()),
         Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
         Some("new") => return new::run(args[at + 1..].to_vec()),
+        Some(sub @ ("trust" | "untrust")) => {
+            return trust::run(cwd, args[at + 1..].to_vec(), sub == "trust")
+        }
         _ => {}
     }
     let parsed = match parse(args)? {

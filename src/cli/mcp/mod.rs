@@ -25,7 +25,7 @@ use zot_host::Request;
 pub const HELP: &str = "\
 usage: zot mcp [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
                [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
-               [--session-id ID] [--confine]
+               [--session-id ID] [--confine] [--trust-project]
 
 Serves the loaded extensions to an MCP client over stdio: their tools
 as MCP tools (through the guards), their commands as prompts, their
