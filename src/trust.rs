@@ -81,7 +81,10 @@ impl Binding {
         };
         // A bare `exec` is looked up in $PATH, never in the directory.
         let exec = manifest.exec.as_deref().filter(|e| e.contains('/'));
-        for name in exec.into_iter().chain(manifest.args.iter().map(String::as_str)) {
+        for name in exec
+            .into_iter()
+            .chain(manifest.args.iter().map(String::as_str))
+        {
             bind(named_file(dir, &real, name));
         }
         // What a bundle hands the embedder to load counts as what it runs.

@@ -594,7 +594,9 @@ fn a_name_shared_by_two_installations_changes_nothing() {
     assert_eq!(w.installed(), ["other", "tool", "twin"]);
     assert!(w.project().join("twin").exists());
 
-    // --global / --project pick one of them.
+    // --global / --project pick one of them (the project copy, trusted,
+    // lists as ok).
+    assert_ok(&w.zot(&["trust", "--yes", "twin"]));
     assert_ok(&w.zot(&["disable", "--global", "twin"]));
     let global_twin = w.global().join("twin").display().to_string();
     let rows = w.list_json();

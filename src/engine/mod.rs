@@ -240,7 +240,11 @@ impl Ext {
         let (state, error) = self.state();
         // An untrusted project's skill files are not the embedder's to load.
         let untrusted = state == "untrusted";
-        let provides = self.manifest.as_ref().map(|m| &m.provides).filter(|_| !untrusted);
+        let provides = self
+            .manifest
+            .as_ref()
+            .map(|m| &m.provides)
+            .filter(|_| !untrusted);
         ExtensionInfo {
             name: self.name.clone(),
             version: self.version.clone(),
