@@ -666,3 +666,24 @@ fn a_project_bundle_hands_over_its_skills_only_while_trusted() {
         "{lapsed:?}"
     );
 }
+
+#[test]
+fn zot_ext_doctor_says_how_to_trust_an_untrusted_extension() {
+    let w = World::new("doctor");
+    script_ext(&w.ext("a"), "a");
+    let out = w.zot(&["ext", "doctor"], "");
+    let text = stdout_of(&out);
+    assert!(
+        text.contains("untrusted") && text.contains("run 'zot ext trust a'"),
+        "{out:?}"
+    );
+    assert!(stderr_of(&out).contains(&w.notice(&["a"])), "{out:?}");
+    // Untrusted is the user's choice, like disabled: not a failure.
+    assert_ok(&out);
+    let json = w.zot(&["ext", "doctor", "--json"], "");
+    assert!(stdout_of(&json).contains("\"untrusted\""), "{json:?}");
+    // Doctor runs what zot would: --trust-project starts it.
+    let trusted = w.zot(&["ext", "doctor", "--trust-project"], "");
+    assert_ok(&trusted);
+    assert!(stdout_of(&trusted).contains("/a_hi"), "{trusted:?}");
+}
