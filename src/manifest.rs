@@ -278,6 +278,27 @@ impl Manifest {
 }
 
 impl Permissions {
+    /// What they allow a confined extension, in one line: `write $EXT,
+    /// its TMPDIR, ...; read everything; use no TCP`.
+    pub fn describe(&self) -> String {
+        let mut write = vec!["$EXT", "its TMPDIR"];
+        write.extend(self.write.iter().map(String::as_str));
+        let read = match &self.read {
+            None => "everything".to_string(),
+            Some(list) => {
+                let mut read = vec!["what it needs to start", "what it may write"];
+                read.extend(list.iter().map(String::as_str));
+                read.join(", ")
+            }
+        };
+        let tcp = if self.network {
+            "use TCP"
+        } else {
+            "use no TCP"
+        };
+        format!("write {}; read {read}; {tcp}", write.join(", "))
+    }
+
     /// Validates the `permissions` object; errors name the field.
     fn parse(value: &serde_json::Value) -> Result<Permissions, String> {
         use serde_json::Value;

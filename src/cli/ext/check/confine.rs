@@ -32,10 +32,10 @@ pub(super) fn prepare(
     report: &mut Report,
 ) -> Result<Option<Confinement>, ()> {
     let declared = match &manifest.permissions {
-        Some(p) => format!("declared: {}", describe(p)),
+        Some(p) => format!("declared: {}", p.describe()),
         None => format!(
             "none declared: confined it may {}",
-            describe(&Permissions::default())
+            Permissions::default().describe()
         ),
     };
     report.pass("permissions", Duration::ZERO, declared);
@@ -59,22 +59,6 @@ pub(super) fn prepare(
             Err(())
         }
     }
-}
-
-/// `write ...; read ...; TCP ...` for the report.
-fn describe(p: &Permissions) -> String {
-    let mut write = vec!["$EXT", "its TMPDIR"];
-    write.extend(p.write.iter().map(String::as_str));
-    let read = match &p.read {
-        None => "everything".to_string(),
-        Some(list) => {
-            let mut read = vec!["what it needs to start", "what it may write"];
-            read.extend(list.iter().map(String::as_str));
-            read.join(", ")
-        }
-    };
-    let tcp = if p.network { "use TCP" } else { "use no TCP" };
-    format!("write {}; read {read}; {tcp}", write.join(", "))
 }
 
 /// After a confined run: the lines of its stderr that report a denial,
