@@ -576,3 +576,25 @@ fn ext_check_reports_permissions_and_denials_when_confined() {
     );
     assert!(findings(&report, "hello").is_empty(), "it ran: {report:#}");
 }
+
+#[test]
+fn doctor_shows_why_an_extension_cannot_be_confined() {
+    let w = World::new("confine-doctor");
+    let ext = w.probe("probe", None);
+    let mut cmd = zot();
+    cmd.args(["ext", "doctor", "--json", "--no-ext", "--confine", "--cwd"])
+        .arg(w.project())
+        .arg("-e")
+        .arg(&ext);
+    w.env(&mut cmd, &[("ZOT_LANDLOCK_ABI_OVERRIDE", "3")]);
+    let out = cmd.output().expect("run zot ext doctor");
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let report: Value = serde_json::from_str(&stdout_of(&out)).expect("JSON report");
+    let probe = &report["extensions"][0];
+    assert_eq!(probe["status"], "failed", "{report:#}");
+    let error = probe["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("needs Landlock ABI 4, this kernel has Landlock ABI 3"),
+        "{report:#}"
+    );
+}

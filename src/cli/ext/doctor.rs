@@ -31,7 +31,7 @@ options:
   -e, --ext PATH    also load PATH first, as zot -e does (repeatable)
       --no-ext      do not discover installed or project extensions
       --cwd DIR     project directory (default: the current directory)
-  (and the other options of zot: --startup-timeout, --hello-timeout, ...)
+  (and the other options of zot: --startup-timeout, --hello-timeout, --confine, ...)
 
 Exit status: 0 when nothing failed, 1 otherwise, 2 on a usage error.
 ";
