@@ -317,6 +317,10 @@ pub enum HostError {
         request: String,
         limit: Duration,
     },
+    /// The request waited for an extension still starting (SPEC 3.6), and
+    /// it failed before it registered the name: `reason` says why.
+    #[allow(missing_docs)]
+    StartFailed { extension: String, reason: String },
     /// The extension exited while the request waited; `status` is e.g. `exit code 1`.
     #[allow(missing_docs)]
     Exited { extension: String, status: String },
@@ -378,6 +382,7 @@ impl fmt::Display for HostError {
                 "extension {extension} did not answer {request} within {}",
                 human(*limit)
             ),
+            StartFailed { extension, reason } => write!(f, "extension {extension} failed: {reason}"),
             Exited { extension, status } => write!(f, "extension {extension} exited ({status})"),
             Reloaded => f.write_str("extensions were reloaded"),
             ReloadRunning => f.write_str("a reload is already running"),

@@ -316,3 +316,60 @@ fn a_command_error_comes_without_its_action() {
     rpc.call("2", json!({"type": "shutdown"}));
     assert_eq!(rpc.wait(), Some(0));
 }
+
+/// A reload stops extensions as a shutdown does (SPEC 3.15, 3.14): the
+/// requests already accepted are finished first, also by an extension
+/// that exits as soon as it reads `shutdown`, as upstream's SDK does.
+#[test]
+fn reload_finishes_the_requests_already_accepted() {
+    let t = TempDir::new("rpc-reload-drain");
+    let ext = sdk_ext(
+        &t.join("sdk"),
+        "sdk",
+        json!({"tools": ["t"], "delay_ms": 500}),
+    );
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    for i in 0..8 {
+        let id = format!("t{i}");
+        rpc.send(json!({"type": "tool_call", "id": id, "name": "t", "args": {"n": i}}));
+    }
+    rpc.send(json!({"type": "reload", "id": "r"}));
+    for i in 0..8 {
+        let r = rpc.response(&format!("t{i}"));
+        assert_eq!(
+            r["success"], true,
+            "call {i} accepted before the reload: {r}"
+        );
+        let want = format!("t: {{\"n\": {i}}}");
+        assert_eq!(r["data"]["content"][0]["text"], want.as_str(), "{r}");
+    }
+    let reload = rpc.response("r");
+    assert_eq!(reload["success"], true, "{reload}");
+    assert_eq!(reload["data"]["stopped"], 1, "{reload}");
+    rpc.call("s", json!({"type": "shutdown"}));
+    assert_eq!(rpc.wait(), Some(0));
+}
+
+/// An extension that has not said hello has nothing to finish: a reload
+/// stops it at once instead of waiting for its hello deadline (60 s
+/// here, far beyond the test's deadline), and requests go on.
+#[test]
+fn reload_does_not_wait_for_the_hello_deadline_of_a_silent_extension() {
+    let t = TempDir::new("rpc-reload-silent");
+    let silent = ext_dir(&t.join("s"), "silent", json!({"hello": false}));
+    let good = ext_dir(&t.join("g"), "good", json!({"register": [tool("echo")]}));
+    let mut rpc = Rpc::start(&t, &[silent, good]);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    let reload = rpc.call("r", json!({"type": "reload"}));
+    assert_eq!(reload["success"], true, "{reload}");
+    assert_eq!(reload["data"]["stopped"], 2, "{reload}");
+    rpc.until("good registered after the reload", |v| {
+        *v == json!({"type": "registered", "extension": "good"})
+    });
+    let echo = rpc.call(
+        "1",
+        json!({"type": "tool_call", "name": "echo", "args": {"k": 1}}),
+    );
+    assert_eq!(echo["success"], true, "{echo}");
+}

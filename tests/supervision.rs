@@ -549,3 +549,76 @@ fn line_with(
         }
     }
 }
+
+/// A shell extension `name` that never says hello on its first start
+/// (`exec sleep`) and, started again, registers `/note` and answers it.
+fn slow_first_start(t: &TempDir, name: &str, manifest: Value) -> PathBuf {
+    let starts = starts_file(t, name);
+    let script = format!(
+        r#"n=$(cat '{starts}' 2>/dev/null | wc -l); echo $$ >> '{starts}'
+[ "$n" -eq 0 ] && exec sleep 60
+printf '%s\n' '{{"type":"hello","name":"{name}"}}'
+while read -r line; do
+  case $line in
+    *hello_ack*) printf '%s\n' '{{"type":"register_command","name":"note","description":"n"}}' '{{"type":"ready"}}' ;;
+    *command_invoked*) id=${{line#*\"id\":\"}}; id=${{id%%\"*}}
+      printf '{{"type":"command_response","id":"%s","action":"display","display":"noted"}}\n' "$id" ;;
+    *'"shutdown"'*) printf '{{"type":"shutdown_ack"}}\n'; exit 0 ;;
+  esac
+done"#,
+        starts = starts.display()
+    );
+    let dir = t.join(name);
+    std::fs::create_dir_all(&dir).expect("create ext dir");
+    let mut m = json!({"name": name, "exec": "/bin/sh", "args": ["-c", script]});
+    if let (Some(m), Some(extra)) = (m.as_object_mut(), manifest.as_object()) {
+        m.extend(extra.clone());
+    }
+    std::fs::write(dir.join("extension.json"), m.to_string()).expect("write manifest");
+    dir
+}
+
+/// `zot rpc` with a 3 s hello limit and a 1 s startup grace.
+fn rpc_with_short_hello(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--startup-timeout", "1", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "3");
+    for e in exts {
+        cmd.arg("-e").arg(e);
+    }
+    Rpc::spawn(&mut cmd)
+}
+
+/// A request waiting for a starting extension (SPEC 3.6) keeps waiting
+/// while that extension, never ready yet, waits for its restart after
+/// missing the hello limit: the restart answers it.
+#[test]
+fn a_request_waits_for_the_restart_of_a_slow_starter() {
+    let t = TempDir::new("sup-slow-start");
+    let ext = slow_first_start(&t, "scratchpad", json!({}));
+    let mut rpc = rpc_with_short_hello(&t, &[ext]);
+    let note = rpc.call("1", json!({"type": "command", "name": "note"}));
+    assert_eq!(note["success"], true, "{note}");
+    assert_eq!(note["data"]["display"], "noted", "{note}");
+    assert_eq!(starts(&t, "scratchpad").len(), 2, "answered by the restart");
+}
+
+/// When the extension a request waited for fails instead, the error
+/// says why, not that the name is unknown.
+#[test]
+fn a_request_for_a_failed_starter_says_why() {
+    let t = TempDir::new("sup-failed-start");
+    let ext = slow_first_start(&t, "scratchpad", json!({"restart": "never"}));
+    let mut rpc = rpc_with_short_hello(&t, &[ext]);
+    let note = rpc.call("1", json!({"type": "command", "name": "note"}));
+    assert_eq!(
+        (note["success"].as_bool(), note["error"].as_str()),
+        (
+            Some(false),
+            Some("extension scratchpad failed: no hello within 3 s")
+        ),
+        "{note}"
+    );
+}

@@ -225,6 +225,7 @@ impl Engine {
             return;
         }
         run.stage = Stage::Ready;
+        ext.supervision.ready_once = true;
         ext.ready_via = Some(if why == "ready" { "ready" } else { "watchdog" });
         if ext.supervision.remembered {
             ext.log
@@ -376,7 +377,6 @@ impl Engine {
     pub(super) fn begin_stop(&mut self, goal: Goal) {
         let now = Instant::now();
         self.cancel_restarts();
-        let reload = matches!(goal, Goal::Reload(..));
         let line = HostFrame::Shutdown.to_line();
         let mut stopped = 0;
         for ext in &mut self.exts {
@@ -389,13 +389,11 @@ impl Engine {
             let Phase::Running(run) = &mut ext.phase else {
                 continue;
             };
-            let grace = later(now, self.cfg.timeouts.shutdown_grace);
             let term_at = match run.stage {
-                // A reload does not kill an extension mid-start (say, npx
-                // still downloading): it cannot read `shutdown` before it
-                // runs, so its grace counts from its hello deadline.
-                Stage::AwaitingHello { deadline, .. } if reload => grace.max(deadline),
-                _ => grace,
+                // Without hello it has nothing to finish, and its hello
+                // deadline may be far: stopped at once (SPEC 3.14).
+                Stage::AwaitingHello { .. } => now,
+                _ => later(now, self.cfg.timeouts.shutdown_grace),
             };
             let hello = !matches!(run.stage, Stage::AwaitingHello { .. } | Stage::Killed(_));
             run.stage = Stage::Stopping {
@@ -441,6 +439,13 @@ impl Engine {
     /// (SPEC 3.14). Run only from the main loop, like `check_stopped`.
     pub(super) fn check_drained(&mut self) {
         let busy = !self.pending.is_empty() || !self.chains.is_empty();
+        // A reload is asked only once started, and it holds what comes
+        // after it (deferred) for after the reload.
+        if let Some(reply) = self.reload_asked.take_if(|_| !busy) {
+            self.begin_stop(Goal::Reload(reply, 0));
+            // All may be gone already: restart in this iteration.
+            return self.check_stopped();
+        }
         let held = !self.deferred.is_empty() || !self.parked.is_empty() || self.starting();
         if let Some(replies) = self.closing.take_if(|_| !busy && !held) {
             self.begin_stop(Goal::Shutdown(replies));
@@ -473,8 +478,10 @@ impl Engine {
             }
         }
         self.fail_all(HostError::Cancelled);
-        // A startup still running (first or after a reload) ends with the stop.
+        // A startup still running (first or after a reload) ends with the
+        // stop, and so does a reload still waiting for its requests.
         let reload = self.startup.take().and_then(|s| s.reload);
+        let reload = reload.or(self.reload_asked.take());
         let (earlier, reload) = match self.goal.take() {
             Some(Goal::Shutdown(earlier)) => (earlier, reload),
             Some(Goal::Reload(reload, _)) => (Vec::new(), Some(reload)),

@@ -356,6 +356,8 @@ struct Engine {
     parked: Vec<(Instant, Request)>,
     /// A graceful shutdown waits for accepted requests to finish.
     closing: Option<Vec<Reply<()>>>,
+    /// So does a reload (SPEC 3.15 stops as 3.14 does).
+    reload_asked: Option<Reply<ReloadReport>>,
     done: bool,
 }
 
@@ -422,6 +424,7 @@ pub(crate) fn run(
         deferred: Vec::new(),
         parked: Vec::new(),
         closing: None,
+        reload_asked: None,
         done: false,
     };
     engine.start_all(None, 0);

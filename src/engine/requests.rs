@@ -82,7 +82,7 @@ impl Engine {
     /// unknown while an extension is still starting waits for it (SPEC
     /// 3.6), at most the hello timeout.
     pub(super) fn execute(&mut self, req: Request, may_wait: bool, now: Instant) {
-        if may_wait && self.unknown_name(&req) && self.any_starting() {
+        if may_wait && self.unknown_name(&req) && self.names_may_come() {
             let deadline = later(now, self.cfg.timeouts.hello);
             return self.parked.push((deadline, req));
         }
@@ -136,7 +136,15 @@ impl Engine {
                 reply(self.send_to(&extension, frame))
             }
             Request::List { reply } => reply(Ok(self.snapshot())),
-            Request::Reload { reply } => self.begin_stop(Goal::Reload(reply, 0)),
+            // Like a shutdown, accepted requests finish first
+            // (check_drained); those waiting for a starting extension are
+            // looked up again after the reload.
+            Request::Reload { reply } => {
+                self.cancel_restarts();
+                let parked = std::mem::take(&mut self.parked).into_iter();
+                self.deferred.extend(parked.map(|(_, req)| req));
+                self.reload_asked = Some(reply);
+            }
             // Accepted requests finish first (check_drained); restarts
             // are cancelled at once (SPEC 12).
             Request::Shutdown { reply } => {
@@ -170,25 +178,49 @@ impl Engine {
         self.exts.iter().any(Ext::loading)
     }
 
-    /// Runs parked requests once no extension is starting, or at their deadline.
+    /// Some extension may still register names: it is starting, or it
+    /// has never been ready and a restart may follow (SPEC 3.6, 12).
+    fn names_may_come(&self) -> bool {
+        (self.exts.iter()).any(|e| e.loading() || e.restarting_before_ready())
+    }
+
+    /// Runs parked requests once no extension may register names any
+    /// more, or at their deadline; a pending restart of an extension not
+    /// yet ready holds them (its start extends their deadline). A name
+    /// still unknown then fails with why such an extension failed.
     pub(super) fn run_parked(&mut self, now: Instant) {
-        let starting = !self.parked.is_empty() && self.any_starting();
+        if self.parked.is_empty() {
+            return;
+        }
+        let waiting = self.names_may_come();
+        let restarting = self.exts.iter().any(Ext::restarting_before_ready);
         for (deadline, req) in std::mem::take(&mut self.parked) {
-            if starting && deadline > now {
+            if waiting && (deadline > now || restarting) {
                 self.parked.push((deadline, req));
-            } else {
-                self.execute(req, false, now);
+                continue;
+            }
+            let failed = (self.exts.iter())
+                .find_map(|e| e.failed_before_ready().map(|why| (e, why)))
+                .filter(|_| self.unknown_name(&req));
+            match failed {
+                Some((ext, why)) => req.fail(HostError::StartFailed {
+                    extension: ext.name.clone(),
+                    reason: why.clone(),
+                }),
+                None => self.execute(req, false, now),
             }
         }
     }
 
     pub(super) fn starting(&self) -> bool {
-        self.startup.is_some() || matches!(self.goal, Some(Goal::Reload(..)))
+        self.startup.is_some() || self.reloading()
     }
 
-    /// Whether a reload is stopping or restarting the extensions.
+    /// Whether a reload waits for accepted requests, or is stopping or
+    /// restarting the extensions.
     pub(super) fn reloading(&self) -> bool {
-        matches!(self.goal, Some(Goal::Reload(..)))
+        self.reload_asked.is_some()
+            || matches!(self.goal, Some(Goal::Reload(..)))
             || self.startup.as_ref().is_some_and(|s| s.reload.is_some())
     }
 

@@ -28,6 +28,8 @@ pub(super) struct Supervision {
     /// Its `intercept` list is from its previous run: it has not
     /// subscribed again yet, so it cannot answer but still counts.
     pub(super) remembered: bool,
+    /// It became ready since it was (re)loaded.
+    pub(super) ready_once: bool,
 }
 
 impl Supervision {
@@ -55,6 +57,28 @@ impl Ext {
     /// Whether it can answer an interception now.
     pub(super) fn answers_guard(&self) -> bool {
         self.serving() && !self.supervision.remembered
+    }
+
+    /// Never ready yet, and a restart may follow: it is being killed
+    /// (its exit decides), or its restart is pending. Requests for names
+    /// it may register wait for it (SPEC 3.6).
+    pub(super) fn restarting_before_ready(&self) -> bool {
+        !self.supervision.ready_once
+            && match &self.phase {
+                Phase::Running(run) => matches!(run.stage, Stage::Killed(_)),
+                Phase::Gone { restart_at, .. } => restart_at.is_some(),
+            }
+    }
+
+    /// Why it failed for good once started, without ever becoming ready
+    /// (an invalid manifest never started: it could register nothing).
+    pub(super) fn failed_before_ready(&self) -> Option<&String> {
+        match self.state() {
+            ("failed", Some(why)) if !self.supervision.ready_once && self.manifest.is_some() => {
+                Some(why)
+            }
+            _ => None,
+        }
     }
 
     /// Whether its manifest says `"guard_failure": "block"`.
@@ -167,6 +191,14 @@ impl Engine {
             self.exts[idx].log.line(&format!("not restarted: {e}"));
             return self.fail(idx, e, now);
         }
+        // Requests waiting for its names wait for this start too, within
+        // its hello limit (SPEC 3.6).
+        if !self.exts[idx].supervision.ready_once {
+            let until = later(now, self.cfg.timeouts.hello);
+            for (deadline, _) in &mut self.parked {
+                *deadline = (*deadline).max(until);
+            }
+        }
         let ext = &mut self.exts[idx];
         ext.supervision.restarts += 1;
         ext.log
@@ -182,7 +214,7 @@ impl Engine {
     /// accepted requests or for the startup to end.
     fn stop_asked(&self) -> bool {
         let stop = |r: &Request| matches!(r, Request::Shutdown { .. } | Request::Reload { .. });
-        self.closing.is_some() || self.deferred.iter().any(stop)
+        self.closing.is_some() || self.reload_asked.is_some() || self.deferred.iter().any(stop)
     }
 
     /// Shutdown and reload cancel every pending restart at once.
