@@ -9,13 +9,14 @@
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
 use crate::protocol::{parse_json, snippet, CommandResponse, ExtFrame, ToolExtras};
+use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
 use crate::toolresult::text_block;
 use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -49,6 +50,9 @@ pub(crate) struct McpOptions {
     /// After these, an unanswered `tools/call` or `prompts/get` is cancelled.
     pub tool_timeout: Duration,
     pub command_timeout: Duration,
+    /// Bytes that may wait for its stdin before its stdout is not read:
+    /// the host's `event_queue_limit`, as for every extension.
+    pub stdin_limit: usize,
 }
 
 /// What a server lists: tools (registered as tools), prompts (as commands).
@@ -97,10 +101,18 @@ enum Phase {
 struct Lists {
     /// Registered name -> server name, declared arguments (name, required).
     registered: BTreeMap<String, (String, Vec<(String, bool)>)>,
-    /// The items so far, and the cursors followed.
-    listing: Option<(Vec<Value>, BTreeSet<String>)>,
+    listing: Option<Listing>,
     /// A change was announced meanwhile: list again after.
     again: bool,
+}
+
+/// A listing under way: the items so far (only the fields registered),
+/// what they hold against the registration caps, the cursors followed.
+#[derive(Default)]
+struct Listing {
+    items: Vec<Value>,
+    bytes: usize,
+    cursors: BTreeSet<String>,
 }
 
 #[derive(Default)]
@@ -133,6 +145,8 @@ pub(crate) struct Adapter {
     /// The 2026-07-28 `_meta` envelope of our requests.
     meta: Value,
     state: Mutex<State>,
+    /// Its stdout was not read once for its stdin's backlog (logged once).
+    backlogged: AtomicBool,
 }
 
 /// Creates the adapter for a spawned server, starts its timer and sends the probe.
@@ -160,6 +174,7 @@ pub(crate) fn start(
         timer,
         meta,
         state: Mutex::default(),
+        backlogged: AtomicBool::new(false),
     });
     let weak = Arc::downgrade(&adapter);
     std::thread::Builder::new()
@@ -214,6 +229,17 @@ impl Adapter {
         if tx.send(line).is_err() {
             self.queued.fetch_sub(len, Ordering::Relaxed);
         }
+    }
+
+    /// Whether more than `stdin_limit` bytes wait for its stdin: then
+    /// its stdout is not read (what it sends may need answers, SPEC 11).
+    pub fn stdin_backlogged(&self) -> bool {
+        let over = self.queued.load(Ordering::Relaxed) > self.opts.stdin_limit;
+        if over && !self.backlogged.swap(true, Ordering::Relaxed) {
+            let limit = self.opts.stdin_limit >> 20;
+            log!(self, "not reading its stdin: its stdout is not read while more than {limit} MiB wait for it");
+        }
+        over
     }
 
     /// Closes stdin (MCP's stdio shutdown) once every queued line is written.
@@ -492,15 +518,38 @@ impl Adapter {
     }
 
     fn page(&self, st: &mut State, kind: Kind, result: Result<&Value, String>) {
-        let [_, key, method, _] = kind.names();
-        let Some((items, cursors)) = st.lists[kind as usize].listing.as_mut() else {
+        let [what, key, method, _] = kind.names();
+        let Some(listing) = st.lists[kind as usize].listing.as_mut() else {
             return;
         };
+        let Listing {
+            items,
+            bytes,
+            cursors,
+        } = listing;
         match result {
             Err(e) => log!(self, "{method}: {e}; keeping what was listed"),
             Ok(result) => {
-                items.extend(result[key].as_array().into_iter().flatten().cloned());
-                if let Some(cursor) = result["nextCursor"].as_str().filter(|c| !c.is_empty()) {
+                let page = result[key].as_array().into_iter().flatten();
+                // The registration caps, while paging: pages are not held past them.
+                let mut capped = false;
+                for item in page.map(|item| kept_fields(kind, item)) {
+                    let text = |k: &str| item[k].as_str().unwrap_or("");
+                    let details = item.get(["inputSchema", "arguments"][kind as usize]);
+                    let size = footprint(text("name"), text("description"), &details.cloned())
+                        + footprint("", "", &item.get("outputSchema").cloned());
+                    if items.len() >= MAX_NAMES || *bytes + size > MAX_NAME_BYTES {
+                        capped = true;
+                        break;
+                    }
+                    *bytes += size;
+                    items.push(item);
+                }
+                let cursor = result["nextCursor"].as_str().filter(|c| !c.is_empty());
+                if capped {
+                    let cap = format!("{MAX_NAMES} {what}s or {} MiB", MAX_NAME_BYTES >> 20);
+                    log!(self, "{method}: stopped at the cap ({cap}); keeping the {} listed, the rest are ignored", items.len());
+                } else if let Some(cursor) = cursor {
                     let why = if !cursors.insert(cursor.into()) {
                         format!("the server repeated the cursor {cursor:?}")
                     } else if cursors.len() >= MAX_PAGES {
@@ -649,6 +698,30 @@ impl Adapter {
             Err(e) => self.emit(&mut st, answer(kind, host_id, Err(e))),
         }
     }
+}
+
+/// What a listed tool or prompt keeps until it is registered: its name,
+/// description (else title), and schemas or arguments; the rest of a
+/// page is not held.
+fn kept_fields(kind: Kind, item: &Value) -> Value {
+    let mut kept = Map::new();
+    if let Some(name) = item.get("name") {
+        kept.insert("name".into(), name.clone());
+    }
+    let text = |key: &str| item[key].as_str().filter(|s| !s.is_empty());
+    if let Some(description) = text("description").or_else(|| text("title")) {
+        kept.insert("description".into(), description.into());
+    }
+    let details: &[&str] = match kind {
+        Kind::Tool => &["inputSchema", "outputSchema"],
+        Kind::Prompt => &["arguments"],
+    };
+    for &key in details {
+        if let Some(v) = item.get(key) {
+            kept.insert(key.into(), v.clone());
+        }
+    }
+    Value::Object(kept)
 }
 
 /// A final result, or why not: a 2026-07-28 `input_required` result asks

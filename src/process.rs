@@ -346,6 +346,20 @@ impl Io {
         }
     }
 
+    /// Waits while `busy` holds, looking again every 10 ms; true when
+    /// the stop came first.
+    fn stopped_while(&self, mut busy: impl FnMut() -> bool) -> bool {
+        while busy() {
+            let mut fds = [pollfd(self.stop.as_raw_fd(), libc::POLLIN)];
+            // SAFETY: `fds` is a live array of one pollfd for the call.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10) };
+            if n > 0 && fds[0].revents != 0 {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Waits until `fd` is ready for `events` (or has an error to
     /// report), `also` (-1: none) for reading, or the stop socket is
     /// closed: (ready, `also`'s poll(2) revents, stopped). Without
@@ -487,7 +501,9 @@ fn die_with_host(_host_pid: u32) -> io::Result<()> {
 fn read_stdout(io: &Io, pipe: ChildStdout, stderr: &mut Stderr, adapter: Option<Arc<Adapter>>) {
     // False: stop reading (the host is gone, or the MCP handshake failed).
     let handle = |line: &[u8]| match &adapter {
-        Some(a) => a.on_server_line(line),
+        // A server that does not read its stdin is not read either: the
+        // answers to what it sends (its pings) would wait without bound.
+        Some(a) => a.on_server_line(line) && !io.stopped_while(|| a.stdin_backlogged()),
         None => match parse_ext_frame(line) {
             Ok(frame) => io.report(Inbound::Frame(frame)),
             Err(why) => {

@@ -967,3 +967,59 @@ fn notes_sent_before_the_handshake_ends_are_bounded() {
         "{log}"
     );
 }
+
+/// Peak memory `zot rpc` may reach hosting a server that floods it (a
+/// 16 MiB stdin backlog, registrations within their caps, the process).
+const HOSTED_FLOOD_RSS_KB: u64 = 96 * 1024;
+
+/// Waits until the hosted server's log has `needle`, failing as soon as
+/// the host's peak memory passes [`HOSTED_FLOOD_RSS_KB`].
+fn bounded_until_logged(t: &TempDir, rpc: &Rpc, needle: &str) {
+    let pid = rpc.child.id();
+    let limit = SDK_START + Duration::from_secs(60);
+    wait_for_within(&format!("{needle:?} in the server's log"), limit, || {
+        let peak = peak_rss_kb(pid).unwrap_or(0);
+        assert!(
+            peak < HOSTED_FLOOD_RSS_KB,
+            "host peak RSS {peak} kB over {HOSTED_FLOOD_RSS_KB} kB"
+        );
+        log_of(t, "hostile").contains(needle)
+    });
+    eprintln!("host peak RSS {} kB", peak_rss_kb(pid).unwrap_or(0));
+}
+
+#[test]
+fn a_server_flooding_requests_without_reading_is_not_read_either() {
+    let t = TempDir::new("mcp-flood-requests");
+    let mut rpc = hostile_rpc(&t, "flood-requests", &[]);
+    bounded_until_logged(&t, &rpc, "not reading its stdin");
+    // The host goes on serving.
+    let pong = rpc.call("p", json!({"type": "ping"}));
+    assert_eq!(pong["data"], json!({"pong": true}), "{pong}");
+    let peak = peak_rss_kb(rpc.child.id()).unwrap_or(0);
+    assert!(peak < HOSTED_FLOOD_RSS_KB, "host peak RSS {peak} kB");
+}
+
+/// A server whose `tools/list` pages never end, in `mode`: the listing
+/// stops at the registration caps, which hold `names` tools.
+fn paging_stops_at_the_caps(mode: &str, names: impl Fn(usize) -> bool) {
+    let t = TempDir::new(&format!("mcp-{mode}"));
+    let mut rpc = hostile_rpc(&t, mode, &[]);
+    bounded_until_logged(&t, &rpc, "tools/list: stopped at the cap");
+    let list = until_ready(&mut rpc, "hostile");
+    let listed = list["tools"].as_array().map_or(0, Vec::len);
+    assert!(names(listed), "{listed} tools registered");
+    let log = log_of(&t, "hostile");
+    assert!(!log.contains("stopped after 1000 pages"), "{log}");
+}
+
+#[test]
+fn paged_tools_stop_at_the_name_cap() {
+    paging_stops_at_the_caps("pages-of-names", |n| n == 10_000);
+}
+
+#[test]
+fn paged_tools_stop_at_the_byte_cap() {
+    // 16 MiB of 128 KiB descriptions.
+    paging_stops_at_the_caps("pages-of-bytes", |n| (100..128).contains(&n));
+}

@@ -140,6 +140,7 @@ impl Engine {
                     client_version: self.cfg.zot_version.clone(),
                     tool_timeout: self.cfg.timeouts.tool,
                     command_timeout: self.cfg.timeouts.command,
+                    stdin_limit: self.cfg.event_queue_limit,
                 };
                 (self.mcp_inbound_tx.clone(), Some(opts))
             }
