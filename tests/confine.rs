@@ -598,3 +598,35 @@ fn doctor_shows_why_an_extension_cannot_be_confined() {
         "{report:#}"
     );
 }
+
+#[test]
+fn trust_shows_the_declared_permissions() {
+    let w = World::new("confine-trust");
+    let project_exts = w.project().join(".zot/extensions");
+    std::fs::create_dir_all(&project_exts).expect("create .zot/extensions");
+    let declared = w.probe(
+        "declared",
+        Some(json!({"write": ["$CWD/out"], "network": true})),
+    );
+    let silent = w.probe("silent", None);
+    for dir in [&declared, &silent] {
+        let to = project_exts.join(dir.file_name().expect("name"));
+        std::fs::rename(dir, to).expect("move into the project");
+    }
+    let mut cmd = zot();
+    cmd.args(["ext", "trust", "--yes", "--cwd"])
+        .arg(w.project());
+    w.env(&mut cmd, &[]);
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .expect("run zot ext trust");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let shown = format!("{}{}", stdout_of(&out), stderr_of(&out));
+    for want in [
+        "permissions: write $EXT, its TMPDIR, $CWD/out; read everything; use TCP",
+        "permissions: none declared (write $EXT, its TMPDIR; read everything; use no TCP when confined)",
+    ] {
+        assert!(shown.contains(want), "zot ext trust should show {want:?}:\n{shown}");
+    }
+}

@@ -8,7 +8,7 @@ use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use zot_host::discovery::{self, Found, Scope, Status};
 use zot_host::log::inert;
-use zot_host::manifest::{self, Manifest, MANIFEST_FILE};
+use zot_host::manifest::{self, Manifest, Permissions, MANIFEST_FILE};
 use zot_host::trust::{self, Record, Snapshot, Untrusted};
 
 const TRUST_HELP: &str = "\
@@ -17,8 +17,9 @@ usage: zot ext trust [NAME...] [--yes] [--cwd DIR]
 Let the project's own extensions (.zot/extensions/*; all untrusted ones
 when no NAME is given, else those whose directory or manifest name is
 given) start in zot, zot rpc and zot mcp. Each is shown first: its
-directory, exec, args, protocol and the files trust binds; on a terminal
-you are asked, elsewhere --yes is required. Trust is recorded for this
+directory, exec, args, protocol, the files trust binds and the permissions
+it declares for confinement (zot --confine); on a terminal you are asked,
+elsewhere --yes is required. Trust is recorded for this
 project directory in $ZOT_HOME/trust.json and lapses when the manifest
 or a file its exec or args name in the extension directory changes.
 
@@ -221,6 +222,15 @@ fn describe(snapshot: &Snapshot, verdict: &Result<(), Untrusted>) -> String {
         m.protocol.as_str(),
         files.join(", "),
     );
+    // What it may touch once it runs confined (SPEC 16.5).
+    let permissions = match &m.permissions {
+        Some(p) => p.describe(),
+        None => format!(
+            "none declared ({} when confined)",
+            Permissions::default().describe()
+        ),
+    };
+    text.push_str(&format!("  permissions: {permissions}\n"));
     if let Err(why @ Untrusted::Changed(_)) = verdict {
         text.push_str(&format!("  ({why})\n"));
     }
