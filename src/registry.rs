@@ -2,7 +2,9 @@
 //!
 //! A name is owned by its highest-precedence registrant, whatever order
 //! the registrations arrive in. Lower-precedence claims are kept so a
-//! name passes to the next registrant when its owner exits.
+//! name passes to the next registrant when its owner exits. Command
+//! names are case-insensitive (SPEC 14.5): such a registry keys its names
+//! folded and keeps each claim's own spelling.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -21,6 +23,8 @@ pub const MAX_NAME_BYTES: usize = 16 << 20;
 pub(crate) struct Claim<T> {
     /// The claimant's precedence (lower wins); also its index in the host.
     pub rank: usize,
+    /// The name as the claimant spelled it.
+    pub name: String,
     /// What the extension registered.
     pub info: T,
 }
@@ -29,6 +33,8 @@ pub(crate) struct Claim<T> {
 #[derive(Debug, Default)]
 pub(crate) struct Registry<T> {
     names: BTreeMap<String, Vec<Claim<T>>>,
+    /// Names that differ only in case are one name.
+    fold: bool,
 }
 
 /// About the bytes a registration holds in memory: a schema takes more
@@ -54,15 +60,36 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 impl<T> Registry<T> {
+    /// A registry whose names are case-insensitive (commands).
+    pub fn case_insensitive() -> Self {
+        Registry {
+            names: BTreeMap::new(),
+            fold: true,
+        }
+    }
+
+    /// The key `name` is filed under.
+    fn key<'n>(&self, name: &'n str) -> std::borrow::Cow<'n, str> {
+        // Only a name that may change allocates: most are lowercase ASCII.
+        match self.fold && name.bytes().any(|b| b.is_ascii_uppercase() || b >= 0x80) {
+            true => name.to_lowercase().into(),
+            false => name.into(),
+        }
+    }
+
     /// Records that extension `rank` registered `name` (again: updates its
     /// info). Returns who is shadowed by whom, when the claimant either
     /// lost to the owner or displaced it.
     pub fn claim(&mut self, name: &str, rank: usize, info: T) -> Option<(usize, usize)> {
-        let claims = self.names.entry(name.to_string()).or_default();
+        let key = self.key(name).into_owned();
+        let claims = self.names.entry(key).or_default();
         let previous_owner = claims.first().map(|c| c.rank);
         match claims.binary_search_by_key(&rank, |c| c.rank) {
             Ok(i) => claims[i].info = info,
-            Err(i) => claims.insert(i, Claim { rank, info }),
+            Err(i) => {
+                let name = name.to_string();
+                claims.insert(i, Claim { rank, name, info })
+            }
         }
         match previous_owner? {
             owner if owner < rank => Some((rank, owner)),
@@ -71,11 +98,20 @@ impl<T> Registry<T> {
         }
     }
 
+    fn claim_at(&self, name: &str, rank: usize) -> Option<&Claim<T>> {
+        let claims = self.names.get(self.key(name).as_ref())?;
+        let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
+        Some(&claims[i])
+    }
+
     /// What extension `rank` registered as `name`, if it did.
     pub fn claim_of(&self, name: &str, rank: usize) -> Option<&T> {
-        let claims = self.names.get(name)?;
-        let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
-        Some(&claims[i].info)
+        self.claim_at(name, rank).map(|c| &c.info)
+    }
+
+    /// How extension `rank` spelled `name` when it registered it.
+    pub fn spelling_of(&self, name: &str, rank: usize) -> Option<&str> {
+        self.claim_at(name, rank).map(|c| c.name.as_str())
     }
 
     /// The same, to change it.
@@ -87,17 +123,20 @@ impl<T> Registry<T> {
 
     /// The winning claim on `name`.
     pub fn owner(&self, name: &str) -> Option<&Claim<T>> {
-        self.names.get(name).and_then(|c| c.first())
+        self.names
+            .get(self.key(name).as_ref())
+            .and_then(|c| c.first())
     }
 
     /// Drops extension `rank`'s claim on `name` (it unregistered it);
     /// returns what it had registered.
     pub fn release(&mut self, name: &str, rank: usize) -> Option<T> {
-        let claims = self.names.get_mut(name)?;
+        let key = self.key(name).into_owned();
+        let claims = self.names.get_mut(&key)?;
         let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
         let claim = claims.remove(i);
         if claims.is_empty() {
-            self.names.remove(name);
+            self.names.remove(&key);
         }
         Some(claim.info)
     }
@@ -115,18 +154,19 @@ impl<T> Registry<T> {
         self.names.clear();
     }
 
-    /// Every name with its winning claim, sorted by name.
+    /// Every name, as its owner spelled it, with its winning claim, sorted.
     pub fn owners(&self) -> impl Iterator<Item = (&str, &Claim<T>)> {
-        self.names
-            .iter()
-            .filter_map(|(n, c)| c.first().map(|c| (n.as_str(), c)))
+        (self.names.values()).filter_map(|c| c.first().map(|c| (c.name.as_str(), c)))
     }
 
-    /// Names extension `rank` claimed but another owns, with the owner's rank.
+    /// Names extension `rank` claimed (as it spelled them) but another
+    /// owns, with the owner's rank.
     pub fn lost_by(&self, rank: usize) -> Vec<(String, usize)> {
-        (self.names.iter())
-            .filter(|(_, claims)| claims.iter().skip(1).any(|c| c.rank == rank))
-            .filter_map(|(n, claims)| claims.first().map(|c| (n.clone(), c.rank)))
+        (self.names.values())
+            .filter_map(|claims| {
+                let lost = claims.iter().skip(1).find(|c| c.rank == rank)?;
+                claims.first().map(|c| (lost.name.clone(), c.rank))
+            })
             .collect()
     }
 
@@ -137,6 +177,11 @@ impl<T> Registry<T> {
             .map(|(n, _)| n.to_string())
             .collect()
     }
+}
+
+/// Whether `a` and `b` are the same command name (SPEC 14.5).
+pub fn same_command(a: &str, b: &str) -> bool {
+    a == b || a.to_lowercase() == b.to_lowercase()
 }
 
 #[cfg(test)]
@@ -153,5 +198,19 @@ mod tests {
         assert_eq!(r.lost_by(0), []);
         r.release("x", 0);
         assert_eq!(r.owner("x").map(|c| c.info), Some("mid"));
+    }
+
+    #[test]
+    fn folded_names_keep_their_spelling() {
+        let mut r = Registry::case_insensitive();
+        assert_eq!(r.claim("Greet", 1, "b"), None);
+        assert_eq!(r.claim("greet", 0, "a"), Some((1, 0)));
+        let owner = r.owner("GREET").unwrap();
+        assert_eq!((owner.name.as_str(), owner.info), ("greet", "a"));
+        assert_eq!(r.spelling_of("gReEt", 1), Some("Greet"));
+        assert_eq!(r.owned_by(0), ["greet"]);
+        let mut exact = Registry::default();
+        exact.claim("Read", 0, ());
+        assert!(exact.owner("read").is_none());
     }
 }

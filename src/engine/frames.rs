@@ -231,7 +231,11 @@ impl Engine {
                 "rejected {kind} {name:?}: names must be non-empty without whitespace"
             ));
         }
-        if builtin.iter().any(|b| b == name) {
+        let same = |b: &String| match tool {
+            true => b == name,
+            false => registry::same_command(b, name),
+        };
+        if builtin.iter().any(same) {
             // Built-in names are few: each is recorded once at most.
             if !ext
                 .lost_to_builtin
@@ -242,6 +246,13 @@ impl Engine {
             }
             return ext.log.line(&format!(
                 "{kind} {shown} is shadowed by the built-in {kind}"
+            ));
+        }
+        // Command names differ only in case: the first spelling stays (SPEC 14.5).
+        if let Some(first) = (self.commands.spelling_of(name, idx)).filter(|s| !tool && *s != name) {
+            return ext.log.line(&format!(
+                "command {shown} ignored: /{first} is registered already, and command \
+                 names are case-insensitive"
             ));
         }
         let shadow = match entry {
@@ -258,8 +269,19 @@ impl Engine {
             return;
         };
         let now = if shadowed == idx { "" } else { "now " };
+        // Each side as it spelled the name (commands differ in case).
+        let spelled = |rank| match tool {
+            true => name,
+            false => self.commands.spelling_of(name, rank).unwrap_or(name),
+        };
+        let (loser, winner) = (spelled(shadowed), spelled(by));
+        let (shown, winner) = match tool {
+            true => (loser.to_string(), String::new()),
+            false if loser == winner => (format!("/{loser}"), String::new()),
+            false => (format!("/{loser}"), format!("'s /{winner}")),
+        };
         self.exts[shadowed].log.line(&format!(
-            "{kind} {shown} is {now}shadowed by extension {} (higher precedence)",
+            "{kind} {shown} is {now}shadowed by extension {}{winner} (higher precedence)",
             self.exts[by].name
         ));
     }

@@ -414,7 +414,7 @@ pub(crate) fn run(
         pending: Pending::default(),
         chains: HashMap::new(),
         next_chain: 0,
-        commands: Registry::default(),
+        commands: Registry::case_insensitive(),
         tools: Registry::default(),
         startup: None,
         announced: false,

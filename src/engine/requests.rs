@@ -157,20 +157,21 @@ impl Engine {
 
     /// A command or tool request for a name nobody has registered.
     fn unknown_name(&self, req: &Request) -> bool {
-        let (builtins, known, name) = match req {
-            Request::Command { name, .. } => (
-                &self.cfg.builtin_commands,
-                self.commands.owner(name).is_some(),
-                name,
-            ),
-            Request::Tool { call, .. } => (
-                &self.cfg.builtin_tools,
-                self.tools.owner(&call.name).is_some(),
-                &call.name,
-            ),
-            _ => return false,
-        };
-        !builtins.contains(name) && !known
+        match req {
+            Request::Command { name, .. } => {
+                !self.host_command(name) && self.commands.owner(name).is_none()
+            }
+            Request::Tool { call, .. } => {
+                !self.cfg.builtin_tools.contains(&call.name)
+                    && self.tools.owner(&call.name).is_none()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `name` is one of the embedder's own commands, in any case.
+    fn host_command(&self, name: &str) -> bool {
+        (self.cfg.builtin_commands.iter()).any(|b| crate::registry::same_command(b, name))
     }
 
     /// Some extension has not said hello or is still registering.
@@ -287,10 +288,12 @@ impl Engine {
         reply: Reply<CommandOutcome>,
         now: Instant,
     ) {
-        if self.cfg.builtin_commands.contains(&name) {
+        if self.host_command(&name) {
             return reply(Err(HostError::HostCommand(name)));
         }
-        let Some(idx) = self.commands.owner(&name).map(|c| c.rank) else {
+        // Case-insensitive; the extension gets its own spelling (SPEC 14.5).
+        let Some((idx, name)) = (self.commands.owner(&name)).map(|c| (c.rank, c.name.clone()))
+        else {
             return reply(Err(HostError::UnknownCommand(name)));
         };
         let id = self.pending.new_id();

@@ -381,7 +381,8 @@ impl Session {
     }
 
     fn slash(&mut self, name: &str, args: &str) {
-        match name {
+        // Command names are case-insensitive, the host's too (SPEC 14.5).
+        match name.to_lowercase().as_str() {
             "help" => self.list(View::Help),
             "commands" => self.list(View::Commands),
             "tools" => self.list(View::Tools),

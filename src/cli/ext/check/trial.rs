@@ -492,6 +492,19 @@ impl Trial<'_> {
                 .fail(&rule, since, format!("{what} {name} is registered twice"));
             return;
         }
+        // Command names are case-insensitive (SPEC 14.5): the host keeps the first.
+        let first = match kind {
+            Kind::Command => seen.list.iter().find(|s| registry::same_command(s, &name)),
+            Kind::Tool => None,
+        };
+        if let Some(first) = first {
+            let msg = format!(
+                "command /{name} differs from /{first} only in case: command names are \
+                 case-insensitive, so the host keeps /{first} and ignores this one"
+            );
+            self.report.fail(&rule, since, msg);
+            return;
+        }
         // The host's caps: past them it ignores the rest (logged once).
         let bytes = seen.bytes
             + footprint(
@@ -512,7 +525,10 @@ impl Trial<'_> {
         seen.bytes = bytes;
         seen.set.insert(name.clone());
         seen.list.push(name.clone());
-        if builtins.contains(&name) {
+        if builtins.iter().any(|b| match kind {
+            Kind::Command => registry::same_command(b, &name),
+            Kind::Tool => *b == name,
+        }) {
             self.report.warn(
                 &rule,
                 since,
@@ -773,14 +789,17 @@ impl Trial<'_> {
 
     fn command(&mut self, name: &str, args: &str) {
         let rule = format!("run /{name}");
-        if !self.commands.set.contains(name) {
+        // As the host does: any case, sent with the registered spelling.
+        let registered = (self.commands.list.iter()).find(|c| registry::same_command(c, name));
+        let Some(name) = registered.cloned() else {
             let msg = format!(
                 "it registered no command /{name} (commands: {})",
                 or_none(&self.commands.list)
             );
             self.report.fail(&rule, Duration::ZERO, msg);
             return;
-        }
+        };
+        let name = name.as_str();
         let id = self.id();
         let t = Instant::now();
         self.send(HostFrame::CommandInvoked {
