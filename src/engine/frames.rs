@@ -249,7 +249,8 @@ impl Engine {
             ));
         }
         // Command names differ only in case: the first spelling stays (SPEC 14.5).
-        if let Some(first) = (self.commands.spelling_of(name, idx)).filter(|s| !tool && *s != name) {
+        if let Some(first) = (self.commands.spelling_of(name, idx)).filter(|s| !tool && *s != name)
+        {
             return ext.log.line(&format!(
                 "command {shown} ignored: /{first} is registered already, and command \
                  names are case-insensitive"
