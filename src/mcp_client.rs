@@ -8,7 +8,9 @@
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{parse_json, snippet, CommandResponse, ExtFrame, ToolExtras};
+use crate::protocol::{
+    head_fields, parse_json, snippet, CommandResponse, ExtFrame, ToolExtras, MAX_LINE,
+};
 use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
 use crate::toolresult::text_block;
 use crate::types::human;
@@ -335,6 +337,27 @@ impl Adapter {
         };
         self.dropped(line, &why);
         true
+    }
+
+    /// A message over the frame limit was dropped: when its start names
+    /// the id of a call, that call fails at once (its content is lost).
+    pub fn on_too_long(&self, len: usize, head: &[u8]) {
+        let fields = head_fields(head);
+        let id = fields
+            .iter()
+            .find(|(k, _)| k == "id")
+            .and_then(|(_, v)| v.as_u64());
+        let mut st = lock(&self.state);
+        // Only a call: the handshake and the lists have their own deadlines.
+        let id = id.filter(|id| matches!(st.waiting.get(id), Some(Waiting::Call(..))));
+        let Some(Waiting::Call(kind, host_id)) = id.and_then(|id| st.waiting.remove(&id)) else {
+            return; // an answer nobody waits for, or one without its id up front
+        };
+        let why = format!(
+            "the MCP server's answer was {len} bytes, over the {} MiB frame limit: dropped",
+            MAX_LINE >> 20
+        );
+        self.emit(&mut st, answer(kind, host_id, Err(why)));
     }
 
     /// Dispatches one JSON-RPC message; false once the handshake failed.

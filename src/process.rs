@@ -516,8 +516,13 @@ fn read_stdout(io: &Io, pipe: ChildStdout, stderr: &mut Stderr, adapter: Option<
     // A frame too long to read: the request it answers fails at once.
     let dropped = |why: String, len: usize, head: &[u8]| {
         io.log.line(&why);
-        if let (None, Some((kind, id))) = (&adapter, frame_head(head)) {
-            io.report(Inbound::Frame(ExtFrame::TooLong { kind, id, len }));
+        match &adapter {
+            Some(a) => a.on_too_long(len, head),
+            None => {
+                if let Some((kind, id)) = frame_head(head) {
+                    io.report(Inbound::Frame(ExtFrame::TooLong { kind, id, len }));
+                }
+            }
         }
     };
     if let Err(e) = read_lines(stdout, dropped, handle) {

@@ -551,33 +551,50 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
 /// when both are top-level string fields there: what is known of a
 /// frame too long to read whole, so that its request fails at once.
 pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
-    let (mut kind, mut id) = (None, None);
-    let mut rest = head.strip_prefix(b"{")?;
+    let fields = head_fields(head);
+    let text = |key: &str| {
+        let value = fields.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+        value.and_then(Value::as_str).map(str::to_string)
+    };
+    Some((text("type")?, text("id")?))
+}
+
+/// The top-level fields at the start of a JSON object's text whose
+/// values are strings or integers, up to the first other value (or the
+/// end of `head`): a JSON-RPC message's `id`, a frame's `type` and `id`.
+pub fn head_fields(head: &[u8]) -> Vec<(String, Value)> {
+    let mut fields = Vec::new();
+    let Some(mut rest) = head.strip_prefix(b"{") else {
+        return fields;
+    };
     loop {
-        rest = rest.trim_ascii_start();
-        let (key, after) = json_string(rest)?;
-        rest = after
-            .trim_ascii_start()
-            .strip_prefix(b":")?
-            .trim_ascii_start();
-        match json_string(rest) {
-            Some((value, after)) => {
-                match key.as_str() {
-                    "type" => kind = Some(value),
-                    "id" => id = Some(value),
-                    _ => {}
-                }
-                rest = after;
-            }
-            // Another kind of value: the fields after it are not looked at.
-            None => break,
+        let Some((key, after)) = json_string(rest.trim_ascii_start()) else {
+            return fields;
+        };
+        let Some(after) = after.trim_ascii_start().strip_prefix(b":") else {
+            return fields;
+        };
+        let Some((value, after)) = json_scalar(after.trim_ascii_start()) else {
+            return fields;
+        };
+        fields.push((key, value));
+        match after.trim_ascii_start().strip_prefix(b",") {
+            Some(after) => rest = after,
+            None => return fields,
         }
-        if let (Some(kind), Some(id)) = (&kind, &id) {
-            return Some((kind.clone(), id.clone()));
-        }
-        rest = rest.trim_ascii_start().strip_prefix(b",")?;
     }
-    None
+}
+
+/// A JSON string or integer at the start of `text`, and what follows.
+fn json_scalar(text: &[u8]) -> Option<(Value, &[u8])> {
+    if let Some((s, rest)) = json_string(text) {
+        return Some((Value::String(s), rest));
+    }
+    let end = text
+        .iter()
+        .position(|b| !(b.is_ascii_digit() || *b == b'-'))?;
+    let value: Value = serde_json::from_slice(&text[..end]).ok()?;
+    value.is_number().then_some((value, &text[end..]))
 }
 
 /// A JSON string at the start of `text`, and what follows it.
@@ -638,6 +655,10 @@ mod tests {
         ] {
             assert_eq!(frame_head(unknown), None, "{}", snippet(unknown));
         }
+        let rpc = br#"{"jsonrpc":"2.0","id":42,"result":{"content":"#;
+        let fields = head_fields(rpc);
+        assert_eq!(fields[1], ("id".to_string(), Value::from(42)));
+        assert_eq!(fields.len(), 2);
     }
 
     #[test]

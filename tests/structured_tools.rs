@@ -173,10 +173,9 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
 #[test]
 fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on() {
     let t = TempDir::new("structured-lib-huge");
-    let mut cfg = config(&t, &[weather()]);
-    // Were the oversized result only dropped, the call would wait this long.
-    cfg.timeouts.tool = Duration::from_secs(600);
-    let host = start(cfg);
+    // Were the oversized result only dropped, the call would end with its
+    // 60 s timeout, an error, not this result.
+    let host = start(config(&t, &[weather()]));
     // 20 MiB of structured_content: the line is over the 16 MiB limit.
     let o = host
         .call_tool(call("huge", json!({})))
@@ -334,12 +333,15 @@ fn rpc_lists_the_fields_passes_structured_content_and_announces_activation() {
 
 fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
     let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--startup-timeout", "30", "--cwd"])
+    cmd.args(["mcp", "--no-ext", "--startup-timeout", "120", "--cwd"])
         .arg(t.path());
     for e in exts {
         cmd.arg("-e").arg(e);
     }
-    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    // Startup waits for the extension, however busy the machine.
+    cmd.env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "120");
+    let mut rpc = Rpc::spawn(&mut cmd);
     let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
                       "clientInfo": {"name": "raw", "version": "1"}});
     mcp_call(&mut rpc, 0, "initialize", init);
@@ -495,7 +497,7 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
         "mcp",
         "--no-ext",
         "--startup-timeout",
-        "30",
+        "120",
         "--cwd",
         t.path(),
         "-e",
@@ -507,6 +509,7 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
         .env("ZOT_MCP_ARGS", args.to_string())
         .env("MCP_DEPS", deps())
         .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "120")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -584,6 +587,21 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
         "{o:?}"
     );
     assert!(o.declares_output && !o.is_error, "{o:?}");
+    // The Python SDK writes a response's id before its result: a result
+    // over the frame limit fails its call at once, not at the timeout.
+    let o = host
+        .call_tool(call("huge", json!({})))
+        .expect("huge answers");
+    assert!(o.is_error, "{o:?}");
+    let text = o.content[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("bytes, over the 16 MiB frame limit: dropped"),
+        "{text}"
+    );
+    let o = host
+        .call_tool(call("weather", json!({"city": "Oslo"})))
+        .expect("still works");
+    assert_eq!(o.structured_content.unwrap()["city"], "Oslo");
     host.shutdown();
 }
 
@@ -593,8 +611,13 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
 fn the_session_marks_deferred_tools_and_runs_a_tool_prompt_with_its_result_first() {
     let t = TempDir::new("structured-session");
     let ext = weather();
+    // Startup waits for the extension, however busy the machine.
     let args = [
         "--no-ext",
+        "--startup-timeout",
+        "120",
+        "--hello-timeout",
+        "120",
         "-e",
         ext.to_str().expect("utf-8"),
         "--agent-cmd",
@@ -655,9 +678,16 @@ fn ext_check_shows_the_fields_and_fails_the_rejected_registrations() {
         "noargs",
         "",
     ];
-    let (code, lines) = run_zot(&t, &args, "");
-    let text = lines.join("\n");
-    assert_eq!(code, Some(1), "{text}");
+    // The hello limit, however busy the machine.
+    let out = zot()
+        .args(args)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "120")
+        .output()
+        .expect("run zot ext check");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(out.status.code(), Some(1), "{text}");
     let line = |needle: &str| {
         lines
             .iter()
