@@ -254,6 +254,12 @@ impl Record {
             )));
         }
         let copies = self.home.join(COPIES_DIR).join(&entry.copies);
+        if !copies.is_dir() {
+            return Err(Untrusted::Changed(format!(
+                "the copies it was trusted with are gone ({} is missing)",
+                copies.display()
+            )));
+        }
         let changed = |file: &Path| Untrusted::Changed(format!("{} changed", now.show(file)));
         // The manifest as parsed, not read again: what runs is what is compared.
         if read_copy(&copies.join("0")).as_deref() != Some(text) {

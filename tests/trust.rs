@@ -687,3 +687,20 @@ fn zot_ext_doctor_says_how_to_trust_an_untrusted_extension() {
     assert_ok(&trusted);
     assert!(stdout_of(&trusted).contains("/a_hi"), "{trusted:?}");
 }
+
+#[test]
+fn trust_whose_copies_are_gone_has_lapsed_and_says_why() {
+    let w = World::new("copies-gone");
+    script_ext(&w.ext("a"), "a");
+    w.trust(&[]);
+    fs::remove_dir_all(w.home.join("trust")).expect("remove the copies");
+    let (list, _) = w.rpc_list(&[]);
+    assert_eq!(list["a"]["state"], "untrusted", "{list:?}");
+    let error = list["a"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("copies it was trusted with are gone"),
+        "{error}"
+    );
+    w.trust(&["a"]);
+    assert_eq!(w.status("a"), "ok");
+}
