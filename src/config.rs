@@ -91,6 +91,13 @@ pub struct HostConfig {
     /// to start. The ruleset is applied between fork and exec by a
     /// pre-exec hook, so confined extensions are forked, not posix_spawned.
     pub confine: bool,
+    /// The embedder runs built-in tools for extensions' `call_tool`
+    /// ([`crate::HostEvent::BuiltinCall`]); false: such calls get an
+    /// error result at once (SPEC 13.4). True.
+    pub runs_builtins: bool,
+    /// The embedder shows panels, so interactive tools may wait for the
+    /// user without a deadline; false: they are refused (SPEC 13.3). True.
+    pub interactive_tools: bool,
 }
 
 impl HostConfig {
@@ -128,6 +135,8 @@ impl HostConfig {
             event_budget: 8 * 1024 * 1024,
             spin_before_sleep: Duration::from_micros(50),
             confine: false,
+            runs_builtins: true,
+            interactive_tools: true,
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::intercept::InterceptOutcome;
 use crate::protocol::EventPayload;
 use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
-    Request, Snapshot, ToolOutcome, ToolRequest,
+    Request, Snapshot, Ticket, ToolOutcome, ToolRequest,
 };
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
@@ -24,6 +24,7 @@ pub struct HostHandle {
     tx: Sender<Request>,
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
+    tickets: Arc<AtomicU64>,
     spin: Duration,
 }
 
@@ -75,6 +76,37 @@ impl HostHandle {
     /// Runs a tool directly, without event or interception.
     pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
         self.tool(call, false)
+    }
+
+    /// A fresh ticket: submit a tool call under it
+    /// ([`HostHandle::call_tool_as`], [`Request::Cancellable`]) to be
+    /// able to [`cancel`](HostHandle::cancel) it from another thread.
+    pub fn ticket(&self) -> Ticket {
+        Ticket(self.tickets.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// [`HostHandle::call_tool`], cancellable under `ticket`.
+    pub fn call_tool_as(
+        &self,
+        ticket: Ticket,
+        call: ToolRequest,
+    ) -> Result<ToolOutcome, HostError> {
+        self.call(|reply| Request::Cancellable {
+            ticket,
+            request: Box::new(Request::Tool {
+                call,
+                pipeline: true,
+                reply,
+            }),
+        })
+    }
+
+    /// Cancels the tool call submitted under `ticket`: it answers
+    /// [`HostError::CallCancelled`], and its extension gets `tool_cancel`
+    /// when it asked for that (SPEC 13.2). False when nothing under that
+    /// ticket runs (finished already, or never submitted).
+    pub fn cancel(&self, ticket: Ticket) -> Result<bool, HostError> {
+        self.call(|reply| Request::Cancel { ticket, reply })
     }
 
     fn tool(&self, call: ToolRequest, pipeline: bool) -> Result<ToolOutcome, HostError> {
@@ -176,6 +208,7 @@ impl Host {
             tx,
             ready: Arc::default(),
             events_sent: Arc::default(),
+            tickets: Arc::default(),
             spin: config.spin_before_sleep,
         };
         let (sent, latch) = (handle.events_sent.clone(), handle.ready.clone());

@@ -41,6 +41,7 @@ pub use host::{Host, HostHandle};
 pub use intercept::InterceptOutcome;
 pub use protocol::EventPayload;
 pub use types::{
-    CommandInfo, CommandOutcome, Exposure, ExtensionInfo, HostError, HostEvent, InterceptRequest,
-    NameConflict, ReloadReport, Reply, Request, Snapshot, ToolInfo, ToolOutcome, ToolRequest,
+    BuiltinReply, CommandInfo, CommandOutcome, Exposure, ExtensionInfo, HostError, HostEvent,
+    InFlight, InterceptRequest, NameConflict, ReloadReport, Reply, Request, Snapshot, Ticket,
+    ToolInfo, ToolOutcome, ToolRequest,
 };

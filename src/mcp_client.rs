@@ -601,7 +601,8 @@ impl Adapter {
             self.report(Inbound::Frame(ExtFrame::Hello {
                 name: self.opts.name.clone(),
                 version: st.server_version.clone(),
-                capabilities: None,
+                // The host's `tool_cancel` becomes `notifications/cancelled`.
+                capabilities: Some(vec!["tool_cancel".into()]),
             }));
             if st.dropped_notes > 0 {
                 let n = st.dropped_notes;
@@ -683,6 +684,7 @@ impl Adapter {
             match str_of("type") {
                 "tool_call" => self.call(Kind::Tool, id, name, args),
                 "command_invoked" => self.call(Kind::Prompt, id, name, args),
+                "tool_cancel" => self.cancel(id),
                 // MCP's stdio shutdown is closing stdin; acknowledging at
                 // once lets the host do that and start its grace period.
                 "shutdown" => self.report(Inbound::Frame(ExtFrame::ShutdownAck)),
@@ -690,6 +692,23 @@ impl Adapter {
                 _ => {}
             }
         }
+    }
+
+    /// The host abandoned its `tool_call` `host_id` (SPEC 13.2): the
+    /// server is told with `notifications/cancelled`; its late answer is
+    /// dropped.
+    fn cancel(&self, host_id: &str) {
+        let mut st = lock(&self.state);
+        let ours = st.waiting.iter().find_map(|(&id, w)| match w {
+            Waiting::Call(Kind::Tool, h) if h == host_id => Some(id),
+            _ => None,
+        });
+        let Some(id) = ours else { return };
+        st.waiting.remove(&id);
+        log!(self, "tools/call request {id} cancelled by the host");
+        let params = json!({"requestId": id, "reason": "cancelled by the host"});
+        let cancel = "notifications/cancelled";
+        self.write(json!({"jsonrpc": "2.0", "method": cancel, "params": params}));
     }
 
     /// `tools/call` for the host's `tool_call`, `prompts/get` (arguments parsed

@@ -57,6 +57,16 @@ pub const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "sequence"]
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// What `hello_ack.capabilities` says this host supports (SPEC 13.1).
+pub const HOST_CAPABILITIES: [&str; 6] = [
+    "commands",
+    "tools",
+    "events",
+    "panels",
+    "tool_cancel",
+    "call_tool",
+];
+
 /// A frame sent by an extension to the host; the variants and fields
 /// are the frames of SPEC section 2.
 #[allow(missing_docs)]
@@ -66,7 +76,8 @@ pub enum ExtFrame {
         name: String,
         /// Used when the manifest has no version.
         version: Option<String>,
-        /// Parsed (a wrong type drops the frame) but not acted on.
+        /// `tool_cancel` and `call_tool` are acted on (SPEC 13.1); other
+        /// names are ignored.
         capabilities: Option<Vec<String>>,
     },
     RegisterCommand {
@@ -101,6 +112,17 @@ pub enum ExtFrame {
         reason: Option<String>,
         modified_args: Option<Value>,
         replace_text: Option<String>,
+    },
+    /// A tool call of the extension's own (SPEC 13.4). Fields are kept
+    /// loose so that each mistake gets an error result, not silence.
+    CallTool {
+        id: Option<Value>,
+        name: Option<Value>,
+        args: Option<Value>,
+        parent_id: Option<String>,
+    },
+    CallToolCancel {
+        id: String,
     },
     Notify {
         level: Option<String>,
@@ -143,6 +165,8 @@ impl ExtFrame {
             ExtFrame::CommandResponse(_) => "command_response",
             ExtFrame::ToolResult { .. } => "tool_result",
             ExtFrame::EventInterceptResponse { .. } => "event_intercept_response",
+            ExtFrame::CallTool { .. } => "call_tool",
+            ExtFrame::CallToolCancel { .. } => "call_tool_cancel",
             ExtFrame::Notify { .. } => "notify",
             ExtFrame::ClearNotes => "clear_notes",
             ExtFrame::PanelRender(_) => "panel_render",
@@ -167,6 +191,8 @@ pub struct ToolExtras {
     pub namespace_instructions: Option<String>,
     pub exposure: Option<String>,
     pub deferred: Option<bool>,
+    /// Waits for the user: no reply deadline (SPEC 13.3).
+    pub interactive: Option<bool>,
 }
 
 /// Body of `command_response` (SPEC section 2).
@@ -271,6 +297,7 @@ pub enum HostFrame<'a> {
         cwd: &'a str,
         extension_dir: &'a str,
         data_dir: &'a str,
+        capabilities: &'a [&'a str],
     },
     CommandInvoked {
         id: &'a str,
@@ -281,6 +308,19 @@ pub enum HostFrame<'a> {
         id: &'a str,
         name: &'a str,
         args: &'a Value,
+    },
+    /// An abandoned `tool_call` (SPEC 13.2).
+    ToolCancel {
+        id: &'a str,
+    },
+    /// The answer to the extension's `call_tool` (SPEC 13.4).
+    ToolResult {
+        id: &'a str,
+        name: &'a str,
+        content: &'a [Value],
+        is_error: bool,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        truncated: bool,
     },
     /// `sequence` counts every event of the host's life; `session_id`
     /// and `cwd` are left out when the payload gives its own (SPEC 14.4).
@@ -451,6 +491,7 @@ impl Fields {
                     namespace_instructions: self.opt("namespace_instructions")?,
                     exposure: self.opt("exposure")?,
                     deferred: self.opt("deferred")?,
+                    interactive: self.opt("interactive")?,
                 },
             },
             "subscribe" => ExtFrame::Subscribe {
@@ -483,6 +524,15 @@ impl Fields {
                 reason: self.opt("reason")?,
                 modified_args: self.opt("modified_args")?,
                 replace_text: self.opt("replace_text")?,
+            },
+            "call_tool" => ExtFrame::CallTool {
+                id: self.opt("id")?,
+                name: self.opt("name")?,
+                args: self.opt("args")?,
+                parent_id: self.opt("parent_id")?,
+            },
+            "call_tool_cancel" => ExtFrame::CallToolCancel {
+                id: self.req("id")?,
             },
             "notify" => ExtFrame::Notify {
                 level: self.opt("level")?,

@@ -45,6 +45,7 @@ pub fn tool_info(
         namespace_instructions: extra.namespace_instructions,
         exposure,
         active: exposure != Exposure::Deferred,
+        interactive: extra.interactive == Some(true),
     })
 }
 

@@ -62,6 +62,49 @@ fn map_block(block: Value) -> Value {
     }
 }
 
+/// Bytes of text and image data a `call_tool` result or a `tool_result`
+/// event carries at most (SPEC 13.4, 13.5).
+pub const RESULT_BUDGET: usize = 256 * 1024;
+
+/// Blocks a `tool_result` event carries at most (upstream's observation limit).
+pub const EVENT_BLOCKS: usize = 128;
+
+/// The blocks that fit `budget` bytes of text, base64 data and MIME
+/// types, and at most `max_blocks` of them; true when anything was cut.
+/// The first text that does not fit is cut at a UTF-8 boundary, an image
+/// that does not fit is left out, and every block after is dropped.
+pub fn bounded(blocks: &[Value], budget: usize, max_blocks: usize) -> (Vec<Value>, bool) {
+    let mut left = budget;
+    let mut kept = Vec::new();
+    for block in blocks {
+        if kept.len() == max_blocks || left == 0 {
+            return (kept, true);
+        }
+        let text = block["text"].as_str();
+        let size = match text {
+            Some(t) => t.len(),
+            None => {
+                let field = |k: &str| block[k].as_str().map_or(0, str::len);
+                field("data") + field("mime_type")
+            }
+        };
+        if size <= left {
+            left -= size;
+            kept.push(block.clone());
+            continue;
+        }
+        if let Some(t) = text.filter(|_| block["type"] == "text") {
+            let mut end = left;
+            while !t.is_char_boundary(end) {
+                end -= 1;
+            }
+            kept.push(text_block(&t[..end]));
+        }
+        return (kept, true);
+    }
+    (kept, false)
+}
+
 /// Standard base64 with padding; empty is invalid.
 fn valid_base64(s: &str) -> bool {
     let b = s.as_bytes();
@@ -96,6 +139,27 @@ mod tests {
         assert!(!has_invalid_image(&good));
         let empty = map_content(vec![json!({"type": "text", "text": ""})]);
         assert_eq!(empty, [text_block(NO_CONTENT)]);
+    }
+
+    #[test]
+    fn bounded_cuts_text_at_a_char_boundary_and_drops_the_rest() {
+        let blocks = vec![text_block("héllo"), text_block("more")];
+        // "h" + the two bytes of "é" do not fit in 2: the cut is after "h".
+        let (kept, cut) = bounded(&blocks, 2, 10);
+        assert!(cut);
+        assert_eq!(kept, vec![text_block("h")]);
+        let (kept, cut) = bounded(&blocks, 100, 10);
+        assert!(!cut);
+        assert_eq!(kept, blocks);
+        let (kept, cut) = bounded(&blocks, 100, 1);
+        assert!(cut);
+        assert_eq!(kept.len(), 1);
+        let image = json!({"type": "image", "mime_type": "image/png", "data": "aGVsbG8h"});
+        let (kept, cut) = bounded(&[image], 10, 10);
+        assert!(
+            cut && kept.is_empty(),
+            "an image that does not fit is left out"
+        );
     }
 
     #[test]

@@ -171,6 +171,9 @@ pub struct ToolInfo {
     pub exposure: Exposure,
     /// False for a deferred tool until a `tool_result` activates it.
     pub active: bool,
+    /// Waits for the user: no reply deadline (SPEC 13.3).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
 }
 
 /// Where a tool is offered (upstream's `register_tool.exposure`). This
@@ -220,6 +223,18 @@ pub struct Snapshot {
     pub extensions: Vec<ExtensionInfo>,
     pub commands: Vec<CommandInfo>,
     pub tools: Vec<ToolInfo>,
+    /// What is in flight: requests sent to extensions and not answered,
+    /// tool pipeline runs (the embedder's and `call_tool`'s).
+    pub in_flight: InFlight,
+}
+
+/// Sizes of the host's tables of unfinished work: after every request
+/// is answered they are back to zero (nothing leaks).
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct InFlight {
+    pub requests: usize,
+    pub tool_calls: usize,
 }
 
 impl Snapshot {
@@ -286,7 +301,60 @@ pub enum HostEvent {
     /// Notes and panel updates dropped since the last report: the embedder
     /// was slow ([`crate::HostConfig::event_budget`]).
     EventsDropped { count: u64 },
+    /// An extension's `call_tool` for a built-in tool, which the embedder
+    /// runs (SPEC 13.4): answer with [`BuiltinReply::send`] within the
+    /// tool timeout. `args` are final (the guards allowed them).
+    BuiltinCall {
+        call_id: String,
+        extension: String,
+        name: String,
+        args: Value,
+        #[serde(skip)]
+        reply: BuiltinReply,
+    },
 }
+
+/// How the embedder answers a [`HostEvent::BuiltinCall`].
+#[derive(Clone, Default)]
+pub struct BuiltinReply {
+    pub(crate) call_id: String,
+    pub(crate) tx: Option<crossbeam_channel::Sender<Request>>,
+}
+
+impl BuiltinReply {
+    /// Sends the built-in tool's result blocks; false when the call no
+    /// longer waits (cancelled, timed out, its caller gone).
+    pub fn send(&self, content: Vec<Value>, is_error: bool) -> bool {
+        let Some(tx) = &self.tx else { return false };
+        let (done, answered) = crossbeam_channel::bounded(1);
+        let request = Request::BuiltinResult {
+            call_id: self.call_id.clone(),
+            content,
+            is_error,
+            reply: Box::new(move |r| {
+                let _ = done.send(r.unwrap_or(false));
+            }),
+        };
+        tx.send(request).is_ok() && answered.recv().unwrap_or(false)
+    }
+}
+
+impl fmt::Debug for BuiltinReply {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "BuiltinReply({})", self.call_id)
+    }
+}
+
+impl PartialEq for BuiltinReply {
+    fn eq(&self, other: &Self) -> bool {
+        self.call_id == other.call_id
+    }
+}
+
+/// Names one request for [`crate::HostHandle::cancel`]; made by
+/// [`crate::HostHandle::ticket`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ticket(pub(crate) u64);
 
 /// Why the host could not answer a request; `Display` is the user's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -332,6 +400,11 @@ pub enum HostError {
     ShuttingDown,
     /// A shutdown without waiting (a second Ctrl-C) cancelled it.
     Cancelled,
+    /// Its caller cancelled it (SPEC 13.2).
+    CallCancelled,
+    /// An extension's `call_tool` of `name` did not finish within `limit`.
+    #[allow(missing_docs)]
+    CallTimedOut { name: String, limit: Duration },
     /// The host has stopped.
     Stopped,
 }
@@ -388,6 +461,10 @@ impl fmt::Display for HostError {
             ReloadRunning => f.write_str("a reload is already running"),
             ShuttingDown => f.write_str("the extension host is shutting down"),
             Cancelled => f.write_str("cancelled: the extension host is shutting down"),
+            CallCancelled => f.write_str("cancelled"),
+            CallTimedOut { name, limit } => {
+                write!(f, "tool {name} did not finish within {}", human(*limit))
+            }
             Stopped => f.write_str("the extension host has stopped"),
         }
     }
@@ -456,6 +533,23 @@ pub enum Request {
     Shutdown { reply: Reply<()> },
     /// Stop at once (a second Ctrl-C): accepted requests fail.
     ShutdownNow { reply: Reply<()> },
+    /// `request`, which [`Request::Cancel`] with `ticket` can cancel.
+    Cancellable {
+        ticket: Ticket,
+        request: Box<Request>,
+    },
+    /// Cancels the tool call submitted under `ticket` (SPEC 13.2);
+    /// replies whether it was still running (then it answers
+    /// [`HostError::CallCancelled`]).
+    Cancel { ticket: Ticket, reply: Reply<bool> },
+    /// The embedder's result for [`HostEvent::BuiltinCall`] `call_id`;
+    /// replies whether the call still waited for it.
+    BuiltinResult {
+        call_id: String,
+        content: Vec<Value>,
+        is_error: bool,
+        reply: Reply<bool>,
+    },
 }
 
 impl Request {
@@ -472,6 +566,10 @@ impl Request {
             Request::List { reply } => reply(Err(error)),
             Request::Reload { reply } => reply(Err(error)),
             Request::Shutdown { reply } | Request::ShutdownNow { reply } => reply(Err(error)),
+            Request::Cancellable { request, .. } => request.fail(error),
+            Request::Cancel { reply, .. } | Request::BuiltinResult { reply, .. } => {
+                reply(Err(error))
+            }
         }
     }
 }

@@ -281,8 +281,15 @@ pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
 }
 
 /// Starts a host for the session or `zot rpc` from the shared options.
-pub fn start_host(opts: &HostOpts) -> Result<zot_host::Host, CliError> {
-    zot_host::Host::start(surface_config(opts)?)
+/// `surface` adjusts the config to what that surface can do (SPEC 13.3,
+/// 13.4: panels, built-in tools).
+pub fn start_host(
+    opts: &HostOpts,
+    surface: impl FnOnce(&mut zot_host::HostConfig),
+) -> Result<zot_host::Host, CliError> {
+    let mut config = surface_config(opts)?;
+    surface(&mut config);
+    zot_host::Host::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
 

@@ -92,7 +92,7 @@ impl Output {
 
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let host = super::start_host(&opts)?;
+    let host = super::start_host(&opts, |_| {})?;
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
     let out = Output {
         tx: out_tx,

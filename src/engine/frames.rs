@@ -1,5 +1,6 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
+use super::jobs::CallTool;
 use super::{
     later, Claims, Engine, ExitCheck, Phase, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX,
     EXIT_GRACE, MAX_NAMES, MAX_NAME_BYTES,
@@ -7,7 +8,7 @@ use super::{
 use crate::intercept::{answer_from, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
-use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, PROTOCOL_VERSION};
+use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION};
 use crate::registry::{self, footprint, Registry};
 use crate::tooldef::tool_info;
 use crate::types::{HostEvent, ToolInfo};
@@ -70,7 +71,11 @@ impl Engine {
                     ExtFrame::Hello { name, .. } if name.trim().is_empty() => {
                         self.fail(idx, "hello has an empty name".into(), now)
                     }
-                    ExtFrame::Hello { name, version, .. } => self.hello(idx, &name, version, now),
+                    ExtFrame::Hello {
+                        name,
+                        version,
+                        capabilities,
+                    } => self.hello(idx, &name, version, capabilities.unwrap_or_default(), now),
                     other => self.fail(
                         idx,
                         format!("first frame was `{}`, expected `hello`", other.kind()),
@@ -131,6 +136,21 @@ impl Engine {
                 let answer = answer_from(block, reason, modified_args, replace_text, &ext.name);
                 self.guard_response(idx, &id, answer, now);
             }
+            ExtFrame::CallTool {
+                id,
+                name,
+                args,
+                parent_id,
+            } => {
+                let call = CallTool {
+                    id,
+                    name,
+                    args,
+                    parent_id,
+                };
+                self.call_tool_frame(idx, call, now)
+            }
+            ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id, now),
             ExtFrame::Notify { level, message } => {
                 let level = match level {
                     Some(l) if ["info", "success", "warn", "error"].contains(&l.as_str()) => l,
@@ -189,8 +209,18 @@ impl Engine {
         }
     }
 
-    fn hello(&mut self, idx: usize, name: &str, version: Option<String>, now: Instant) {
+    fn hello(
+        &mut self,
+        idx: usize,
+        name: &str,
+        version: Option<String>,
+        capabilities: Vec<String>,
+        now: Instant,
+    ) {
         let ext = &mut self.exts[idx];
+        // Exact names only; the others are ignored (SPEC 13.1).
+        ext.tool_cancel = capabilities.iter().any(|c| c == "tool_cancel");
+        ext.call_tool = capabilities.iter().any(|c| c == "call_tool");
         if name != ext.name {
             ext.log.line(&format!(
                 "hello says name {name:?}, manifest says {:?}; using the manifest's",
@@ -213,6 +243,7 @@ impl Engine {
             cwd: &self.cwd,
             extension_dir: &dir,
             data_dir: &dir,
+            capabilities: &HOST_CAPABILITIES,
         }
         .to_line();
         ext.send(&line);

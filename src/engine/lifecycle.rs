@@ -1,6 +1,8 @@
 //! The moves between an extension's phases: start, hello, ready,
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
+use super::pending::Owed;
+use super::requests::Then;
 use super::supervise::Supervision;
 use super::{later, Claims, Drops, End, Engine, ExitCheck, Ext, Goal, Phase, Run, Stage, Startup};
 use crate::confine::{Confinement, Places};
@@ -88,6 +90,8 @@ impl Engine {
                 supervision: Supervision::default(),
                 ready_via: None,
                 lost_to_builtin: Vec::new(),
+                tool_cancel: false,
+                call_tool: false,
             });
             let started = match f.status {
                 Status::Untrusted(why) => {
@@ -367,9 +371,18 @@ impl Engine {
         why: &str,
         now: Instant,
     ) {
-        for (chain, pos) in self.pending.fail_ext(idx, error) {
-            let answer = self.exts[idx].unavailable(why);
-            self.answer_guard(chain, pos, answer, now);
+        for owed in self.pending.fail_ext(idx, error) {
+            match owed {
+                Owed::Guard(chain, pos) => {
+                    let answer = self.exts[idx].unavailable(why);
+                    self.answer_guard(chain, pos, answer, now);
+                }
+                Owed::Tool(job, error) => self.finish_job(job, Err(error)),
+            }
+        }
+        // It can take no answers: the tool calls it made are abandoned.
+        if error.is_some() {
+            self.drop_calls_of(idx, now);
         }
     }
 
@@ -439,7 +452,7 @@ impl Engine {
     /// Starts the graceful stop once every accepted request is answered
     /// (SPEC 3.14). Run only from the main loop, like `check_stopped`.
     pub(super) fn check_drained(&mut self) {
-        let busy = !self.pending.is_empty() || !self.chains.is_empty();
+        let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
         // A reload is asked only once started, and it holds what comes
         // after it (deferred) for after the reload.
         if let Some(reply) = self.reload_asked.take_if(|_| !busy) {
@@ -457,12 +470,17 @@ impl Engine {
 
     /// Fails every request sent to extensions and every chain.
     fn fail_all(&mut self, error: HostError) {
-        for waiter in self.pending.drain() {
+        let owed: Vec<_> = self.pending.drain().collect();
+        for waiter in owed {
             waiter.fail(error.clone());
         }
-        for (_, chain) in self.chains.drain() {
-            chain.then.fail(error.clone());
+        for (_, chain) in std::mem::take(&mut self.chains) {
+            if let Then::Reply(reply) = chain.then {
+                reply(Err(error.clone()));
+            }
         }
+        // Tool calls in any state, their chains' included.
+        self.fail_jobs(&error);
     }
 
     /// Stops at once: whatever is accepted fails now (a second Ctrl-C).

@@ -5,6 +5,7 @@
 mod embedder;
 mod exposure;
 mod frames;
+mod jobs;
 mod lifecycle;
 mod oversize;
 mod pending;
@@ -20,8 +21,8 @@ use crate::manifest::Manifest;
 use crate::process::{ExtProcess, InboundMsg};
 use crate::registry::Registry;
 use crate::types::{
-    CommandInfo, ExtensionInfo, HostEvent, NameConflict, ReadyLatch, ReloadReport, Reply, Request,
-    Snapshot, ToolInfo,
+    CommandInfo, ExtensionInfo, HostEvent, InFlight, NameConflict, ReadyLatch, ReloadReport, Reply,
+    Request, Snapshot, ToolInfo,
 };
 use crossbeam_channel::{select, Receiver, Sender};
 use embedder::EventQueue;
@@ -154,6 +155,9 @@ struct Ext {
     ready_via: Option<&'static str>,
     /// Names it registered that a built-in owns, each once: `(kind, name)`.
     lost_to_builtin: Vec<(&'static str, String)>,
+    /// Its hello listed `tool_cancel` / `call_tool` (SPEC 13.1).
+    tool_cancel: bool,
+    call_tool: bool,
 }
 
 /// Names one extension claimed in a registry, against [`MAX_NAMES`] and
@@ -338,6 +342,9 @@ struct Engine {
     by_key: HashMap<u64, usize>,
     next_key: u64,
     pending: Pending,
+    jobs: jobs::Jobs,
+    /// Where [`crate::BuiltinReply`] sends the embedder's results.
+    builtin_tx: Sender<Request>,
     chains: HashMap<u64, ChainState>,
     next_chain: u64,
     /// Commands' descriptions; tools as listed.
@@ -399,6 +406,8 @@ pub(crate) fn run(
         "" => crate::config::new_session_id(),
         given => given.to_string(),
     };
+    // The engine holds its sender: it never disconnects.
+    let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
     let mut engine = Engine {
         cwd: cfg.cwd.to_string_lossy().into_owned(),
         session_id,
@@ -412,6 +421,8 @@ pub(crate) fn run(
         by_key: HashMap::new(),
         next_key: 0,
         pending: Pending::default(),
+        jobs: jobs::Jobs::default(),
+        builtin_tx,
         chains: HashMap::new(),
         next_chain: 0,
         commands: Registry::case_insensitive(),
@@ -443,6 +454,7 @@ pub(crate) fn run(
             recv(inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
             recv(mcp_inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
             recv(requests) -> req => req.map(|r| engine.request(r)).is_err(),
+            recv(builtin_results) -> req => req.map(|r| engine.request(r)).is_err(),
             default(timeout) => false,
         };
         if hung_up {
@@ -456,7 +468,7 @@ pub(crate) fn run(
         for _ in 0..BATCH {
             if let Ok(msg) = inbound.try_recv().or_else(|_| mcp_inbound.try_recv()) {
                 engine.inbound(msg);
-            } else if let Ok(req) = requests.try_recv() {
+            } else if let Ok(req) = requests.try_recv().or_else(|_| builtin_results.try_recv()) {
                 engine.request(req);
             } else {
                 break;
@@ -529,6 +541,10 @@ impl Engine {
             extensions,
             commands,
             tools,
+            in_flight: InFlight {
+                requests: self.pending.len(),
+                tool_calls: self.jobs.len(),
+            },
         }
     }
 }

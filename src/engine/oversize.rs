@@ -25,14 +25,16 @@ impl Engine {
             )
         };
         match waiter {
-            Waiter::Tool { name, reply } => {
-                let text = why(&format!("the result of tool {name}"));
-                reply(Ok(ToolOutcome {
+            Waiter::Tool { job } => {
+                let name = self.jobs.get_mut(job).map(|j| j.name.clone());
+                let text = why(&format!("the result of tool {}", name.unwrap_or_default()));
+                let outcome = ToolOutcome {
                     extension,
                     content: vec![text_block(&text)],
                     is_error: true,
                     ..Default::default()
-                }))
+                };
+                self.finish_job(job, Ok(outcome))
             }
             Waiter::Command { name, reply } => {
                 let error = why(&format!("the response to /{name}"));

@@ -3,8 +3,7 @@
 //! extension and deadline, and leaves the table once: answered, expired,
 //! or failed with its extension.
 
-use crate::config::Timeouts;
-use crate::types::{CommandOutcome, HostError, Reply, ToolOutcome};
+use crate::types::{CommandOutcome, HostError, Reply};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -15,11 +14,8 @@ pub(super) enum Waiter {
         name: String,
         reply: Reply<CommandOutcome>,
     },
-    /// The embedder, for a tool's result.
-    Tool {
-        name: String,
-        reply: Reply<ToolOutcome>,
-    },
+    /// Tool pipeline run `job` (`super::jobs`), for the tool's result.
+    Tool { job: u64 },
     /// Interception chain `chain`, for the answer of its guard at `pos`.
     Guard { chain: u64, pos: usize },
 }
@@ -34,30 +30,32 @@ impl Waiter {
         }
     }
 
-    /// How long the extension has to answer.
-    pub(super) fn limit(&self, t: &Timeouts) -> Duration {
-        match self {
-            Waiter::Command { .. } => t.command,
-            Waiter::Tool { .. } => t.tool,
-            Waiter::Guard { .. } => t.intercept,
-        }
-    }
-
     /// The one way an exchange fails: the embedder gets `error`. A guard
-    /// is handed back instead, for its chain to count it as unavailable.
-    pub(super) fn fail(self, error: HostError) -> Option<(u64, usize)> {
+    /// is handed back instead, for its chain to count it as unavailable,
+    /// and a tool call for its pipeline run to end with `error`.
+    pub(super) fn fail(self, error: HostError) -> Option<Owed> {
         match self {
             Waiter::Command { reply, .. } => reply(Err(error)),
-            Waiter::Tool { reply, .. } => reply(Err(error)),
-            Waiter::Guard { chain, pos } => return Some((chain, pos)),
+            Waiter::Tool { job } => return Some(Owed::Tool(job, error)),
+            Waiter::Guard { chain, pos } => return Some(Owed::Guard(chain, pos)),
         }
         None
     }
 }
 
+/// What a failed exchange leaves for the loop to settle.
+pub(super) enum Owed {
+    /// The guard at `pos` of chain `.0` counts as unavailable.
+    Guard(u64, usize),
+    /// Tool pipeline run `.0` ends with the error.
+    Tool(u64, HostError),
+}
+
 struct Entry {
     ext: usize,
     deadline: Instant,
+    /// The time it was given, for the timeout's message.
+    limit: Duration,
     waiter: Waiter,
 }
 
@@ -83,11 +81,13 @@ impl Pending {
         self.last_id + 1
     }
 
-    pub(super) fn register(&mut self, id: String, ext: usize, deadline: Instant, waiter: Waiter) {
+    pub(super) fn register(&mut self, id: String, ext: usize, limit: Duration, waiter: Waiter) {
+        let deadline = super::later(Instant::now(), limit);
         self.earliest = Some(self.earliest.map_or(deadline, |e| e.min(deadline)));
         let entry = Entry {
             ext,
             deadline,
+            limit,
             waiter,
         };
         self.entries.insert(id, entry);
@@ -117,28 +117,37 @@ impl Pending {
         self.entries.remove(id);
     }
 
-    /// Takes the requests whose deadline passed, with their extension.
-    pub(super) fn expired(&mut self, now: Instant) -> Vec<(usize, Waiter)> {
+    /// Takes the requests whose deadline passed, with their id,
+    /// extension and the time they were given.
+    pub(super) fn expired(&mut self, now: Instant) -> Vec<(String, usize, Duration, Waiter)> {
         if self.earliest.is_none_or(|at| at > now) {
             return Vec::new();
         }
-        let due = self.take_where(|e| e.deadline <= now);
+        let entries = std::mem::take(&mut self.entries).into_iter();
+        let (due, kept): (HashMap<_, _>, _) = entries.partition(|(_, e)| e.deadline <= now);
+        self.entries = kept;
         self.earliest = self.entries.values().map(|e| e.deadline).min();
-        due.map(|e| (e.ext, e.waiter)).collect()
+        let due = due.into_iter();
+        due.map(|(id, e)| (id, e.ext, e.limit, e.waiter)).collect()
     }
 
     /// Takes the guard answers extension `ext` owes, for their chains;
     /// with an `error`, also fails every command and tool call it owes.
-    pub(super) fn fail_ext(&mut self, ext: usize, error: Option<&HostError>) -> Vec<(u64, usize)> {
+    pub(super) fn fail_ext(&mut self, ext: usize, error: Option<&HostError>) -> Vec<Owed> {
         let owed = |e: &Entry| {
             e.ext == ext && (error.is_some() || matches!(e.waiter, Waiter::Guard { .. }))
         };
         let owed = self.take_where(owed);
         owed.filter_map(|e| match e.waiter {
-            Waiter::Guard { chain, pos } => Some((chain, pos)),
+            Waiter::Guard { chain, pos } => Some(Owed::Guard(chain, pos)),
             other => other.fail(error?.clone()),
         })
         .collect()
+    }
+
+    /// The number of requests in flight (shown by `list`).
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
     }
 
     /// Takes every request.

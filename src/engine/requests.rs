@@ -2,16 +2,19 @@
 //! the interception chain (SPEC 3.9-3.12). Each exchange with an
 //! extension is here whole: the request frame, its answer, its timeout.
 
-use super::pending::Waiter;
+use super::jobs::Origin;
+use super::pending::{Owed, Waiter};
 use super::{later, ChainState, Engine, Ext, Goal};
 use crate::intercept::{Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::tooldef;
-use crate::toolresult::{has_invalid_image, map_content};
-use crate::types::{human, CommandOutcome, HostError, Reply, Request, ToolOutcome, ToolRequest};
+use crate::toolresult::{has_invalid_image, map_content, text_block};
+use crate::types::{
+    human, CommandOutcome, HostError, Reply, Request, Ticket, ToolOutcome, ToolRequest,
+};
 use serde_json::{json, Value};
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The actions a `command_response` may ask for.
 const ACTIONS: [&str; 6] = [
@@ -27,20 +30,8 @@ const ACTIONS: [&str; 6] = [
 pub(super) enum Then {
     /// The embedder, who asked for the chain alone.
     Reply(Reply<InterceptOutcome>),
-    /// The tool call the chain guards: run unless blocked.
-    RunTool {
-        name: String,
-        reply: Reply<ToolOutcome>,
-    },
-}
-
-impl Then {
-    pub(super) fn fail(self, error: HostError) {
-        match self {
-            Then::Reply(reply) => reply(Err(error)),
-            Then::RunTool { reply, .. } => reply(Err(error)),
-        }
-    }
+    /// The tool pipeline run (`super::jobs`) the chain guards.
+    RunTool { job: u64 },
 }
 
 impl Engine {
@@ -92,7 +83,23 @@ impl Engine {
                 call,
                 pipeline,
                 reply,
-            } => self.call_tool(call, pipeline, reply, now),
+            } => self.call_tool(call, pipeline, reply, None, now),
+            Request::Cancellable { ticket, request } => match *request {
+                Request::Tool {
+                    call,
+                    pipeline,
+                    reply,
+                } => self.call_tool(call, pipeline, reply, Some(ticket), now),
+                // Only tool calls can be cancelled.
+                other => self.execute(other, false, now),
+            },
+            Request::Cancel { ticket, reply } => reply(Ok(self.cancel_ticket(ticket, now))),
+            Request::BuiltinResult {
+                call_id,
+                content,
+                is_error,
+                reply,
+            } => reply(Ok(self.builtin_result(&call_id, content, is_error))),
             Request::Intercept { request, reply } => {
                 if !INTERCEPTABLE.contains(&request.event.as_str()) {
                     return reply(Err(HostError::NotInterceptable(request.event)));
@@ -143,12 +150,15 @@ impl Engine {
                 self.cancel_restarts();
                 let parked = std::mem::take(&mut self.parked).into_iter();
                 self.deferred.extend(parked.map(|(_, req)| req));
+                // An interactive call would hold the reload up for ever.
+                self.end_open_ended(&HostError::Reloaded, now);
                 self.reload_asked = Some(reply);
             }
             // Accepted requests finish first (check_drained); restarts
             // are cancelled at once (SPEC 12).
             Request::Shutdown { reply } => {
                 self.cancel_restarts();
+                self.end_open_ended(&HostError::ShuttingDown, now);
                 self.closing = Some(vec![reply]);
             }
             Request::ShutdownNow { reply } => self.shutdown_now(reply),
@@ -157,6 +167,9 @@ impl Engine {
 
     /// A command or tool request for a name nobody has registered.
     fn unknown_name(&self, req: &Request) -> bool {
+        if let Request::Cancellable { request, .. } = req {
+            return self.unknown_name(request);
+        }
         match req {
             Request::Command { name, .. } => {
                 !self.host_command(name) && self.commands.owner(name).is_none()
@@ -252,23 +265,34 @@ impl Engine {
     }
 
     /// Sends request frame `line` to extension `idx` and registers
-    /// `waiter` for its answer, within its kind's limit. When the
-    /// extension cannot take it, the waiter fails at once.
-    fn send_request(&mut self, idx: usize, id: String, line: &[u8], waiter: Waiter, now: Instant) {
+    /// `waiter` for its answer, within `limit`. When the extension
+    /// cannot take it, the waiter fails at once.
+    pub(super) fn send_request(
+        &mut self,
+        idx: usize,
+        id: String,
+        line: &[u8],
+        waiter: Waiter,
+        limit: Duration,
+        _now: Instant,
+    ) {
         let ext = &mut self.exts[idx];
         let able = match waiter {
             Waiter::Guard { .. } => ext.answers_guard(),
             _ => ext.serving(),
         };
         if able && ext.send(line) {
-            let deadline = later(now, waiter.limit(&self.cfg.timeouts));
-            return self.pending.register(id, idx, deadline, waiter);
+            return self.pending.register(id, idx, limit, waiter);
         }
-        if let Some((chain, pos)) = waiter.fail(HostError::NotServing(ext.name.clone())) {
-            let answer = ext.unavailable(&ext.why_unavailable());
-            if let Some(state) = self.chains.get_mut(&chain) {
-                state.chain.answer(pos, answer);
+        match waiter.fail(HostError::NotServing(ext.name.clone())) {
+            Some(Owed::Guard(chain, pos)) => {
+                let answer = ext.unavailable(&ext.why_unavailable());
+                if let Some(state) = self.chains.get_mut(&chain) {
+                    state.chain.answer(pos, answer);
+                }
             }
+            Some(Owed::Tool(job, error)) => self.finish_job(job, Err(error)),
+            None => {}
         }
     }
 
@@ -304,7 +328,8 @@ impl Engine {
             args,
         }
         .to_line();
-        self.send_request(idx, id, &line, Waiter::Command { name, reply }, now);
+        let limit = self.cfg.timeouts.command;
+        self.send_request(idx, id, &line, Waiter::Command { name, reply }, limit, now);
     }
 
     pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
@@ -368,6 +393,7 @@ impl Engine {
         call: ToolRequest,
         pipeline: bool,
         reply: Reply<ToolOutcome>,
+        ticket: Option<Ticket>,
         now: Instant,
     ) {
         let name = call.name;
@@ -383,44 +409,26 @@ impl Engine {
             }
             _ => {}
         }
+        let owner = self.tools.owner(&name);
+        let interactive = owner.filter(|c| c.info.interactive);
+        if let Some(c) = interactive.filter(|_| !self.cfg.interactive_tools) {
+            let text = format!("tool {name} is interactive and needs an interactive host");
+            return reply(Ok(ToolOutcome {
+                extension: self.exts[c.rank].name.clone(),
+                content: vec![text_block(&text)],
+                is_error: true,
+                ..Default::default()
+            }));
+        }
         let args = Some(call.args).filter(|a| !a.is_null());
         let args = args.unwrap_or_else(|| json!({}));
-        if !pipeline {
-            return self.dispatch_tool(name, args, reply, now);
+        let origin = Origin::Embedder(reply);
+        let chain = vec![name.clone()];
+        let job = self.new_job(name, args, call.tool_id, origin, ticket, chain, None, None);
+        match pipeline {
+            true => self.run_pipeline(job, now),
+            false => self.dispatch_tool(job, now),
         }
-        let tool_id = call
-            .tool_id
-            .unwrap_or_else(|| format!("call-{}", self.pending.upcoming()));
-        let payload = EventPayload {
-            tool_id: Some(tool_id),
-            tool_name: Some(name.clone()),
-            tool_args: Some(args),
-            ..Default::default()
-        };
-        self.emit("tool_call", &payload);
-        // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
-        // gets the same event and guards; the embedder then runs it.
-        self.start_chain("tool_call", payload, Then::RunTool { name, reply }, now);
-    }
-
-    fn dispatch_tool(
-        &mut self,
-        name: String,
-        args: Value,
-        reply: Reply<ToolOutcome>,
-        now: Instant,
-    ) {
-        let Some(idx) = self.tools.owner(&name).map(|c| c.rank) else {
-            return reply(Err(HostError::UnknownTool(name)));
-        };
-        let id = self.pending.new_id();
-        let line = HostFrame::ToolCall {
-            id: &id,
-            name: &name,
-            args: &args,
-        }
-        .to_line();
-        self.send_request(idx, id, &line, Waiter::Tool { name, reply }, now);
     }
 
     /// A `tool_result`: `content`, `is_error`, `structured_content`, and
@@ -433,37 +441,57 @@ impl Engine {
         (content, is_error, structured_content): (Option<Vec<Value>>, bool, Option<Value>),
         activate: Vec<String>,
     ) {
-        let Some(Waiter::Tool { name, reply }) = self.take_answer(idx, id, "tool_result") else {
+        let Some(Waiter::Tool { job }) = self.take_answer(idx, id, "tool_result") else {
             return;
         };
         let content = content.unwrap_or_default();
         // An image the model cannot be given makes the result an error.
         let is_error = is_error || has_invalid_image(&content);
         self.activate_tools(idx, activate);
+        let name = self
+            .jobs
+            .get_mut(job)
+            .map(|j| j.name.clone())
+            .unwrap_or_default();
         let tool = self.tools.claim_of(&name, idx);
-        reply(Ok(ToolOutcome {
+        let declares_output = tool.is_some_and(|t| t.output_schema.is_some());
+        let outcome = ToolOutcome {
             extension: self.exts[idx].name.clone(),
             content: map_content(content),
             is_error,
             structured_content,
-            declares_output: tool.is_some_and(|t| t.output_schema.is_some()),
+            declares_output,
             ..Default::default()
-        }));
+        };
+        self.finish_job(job, Ok(outcome));
     }
 
     /// Fails the requests whose time is up; a guard counts as unavailable.
     pub(super) fn expire(&mut self, now: Instant) {
-        for (idx, waiter) in self.pending.expired(now) {
+        for (id, idx, limit, waiter) in self.pending.expired(now) {
             let ext = &self.exts[idx];
-            let limit = waiter.limit(&self.cfg.timeouts);
             let within = format!("within {}", human(limit));
             // The log names the frame the extension owes, for its author.
             let (request, owed) = match &waiter {
                 Waiter::Command { name, .. } => {
                     (format!("/{name}"), format!("command_response for /{name}"))
                 }
-                Waiter::Tool { name, .. } => {
-                    (format!("tool {name}"), format!("tool_result for {name}"))
+                Waiter::Tool { job } => {
+                    let name = self.jobs.get_mut(*job).map(|j| j.name.clone());
+                    let name = name.unwrap_or_default();
+                    ext.log.line(&format!("no tool_result for {name} {within}"));
+                    let error = HostError::TimedOut {
+                        extension: ext.name.clone(),
+                        request: format!("tool {name}"),
+                        limit,
+                    };
+                    let job = *job;
+                    if let Some(j) = self.jobs.get_mut(job) {
+                        j.at = super::jobs::At::Starting;
+                    }
+                    self.tool_cancel(idx, &id, &format!("no tool_result {within}"));
+                    self.finish_job(job, Err(error));
+                    continue;
                 }
                 Waiter::Guard { chain, pos } => {
                     let answer = ext.unavailable(&format!("no answer {within}"));
@@ -523,7 +551,13 @@ impl Engine {
 
     // ----- event_intercept / event_intercept_response ---------------
 
-    fn start_chain(&mut self, event: &str, payload: EventPayload, then: Then, now: Instant) {
+    pub(super) fn start_chain(
+        &mut self,
+        event: &str,
+        payload: EventPayload,
+        then: Then,
+        now: Instant,
+    ) {
         let guards: Vec<usize> = (0..self.exts.len())
             .filter(|&i| self.exts[i].guards(event))
             .collect();
@@ -559,7 +593,8 @@ impl Engine {
             }
             .to_line();
             let idx = state.guards[pos];
-            self.send_request(idx, id, &line, Waiter::Guard { chain, pos }, now);
+            let limit = self.cfg.timeouts.intercept;
+            self.send_request(idx, id, &line, Waiter::Guard { chain, pos }, limit, now);
         }
     }
 
@@ -596,37 +631,11 @@ impl Engine {
         for id in state.ids.iter().flatten() {
             self.pending.cancel(id);
         }
-        let (name, reply) = match state.then {
+        let job = match state.then {
             Then::Reply(reply) => return reply(Ok(outcome)),
-            Then::RunTool { name, reply } => (name, reply),
+            Then::RunTool { job } => job,
         };
         let args = state.chain.payload.tool_args.take().unwrap_or(json!({}));
-        if self.cfg.builtin_tools.contains(&name) {
-            // The verdict and the final args go back: the embedder runs it.
-            return reply(Ok(ToolOutcome {
-                is_error: outcome.block,
-                blocked: outcome.block,
-                reason: outcome.reason.filter(|_| outcome.block),
-                builtin: true,
-                args: Some(args),
-                ..Default::default()
-            }));
-        }
-        if !outcome.block {
-            return self.dispatch_tool(name, args, reply, now);
-        }
-        let reason = outcome.reason.unwrap_or_default();
-        let extension = self
-            .tools
-            .owner(&name)
-            .map_or_else(String::new, |c| self.exts[c.rank].name.clone());
-        reply(Ok(ToolOutcome {
-            extension,
-            content: vec![json!({"type": "text", "text": reason})],
-            is_error: true,
-            blocked: true,
-            reason: Some(reason),
-            ..Default::default()
-        }))
+        self.guards_done(job, outcome, args, now);
     }
 }

@@ -32,7 +32,13 @@ impl Ext {
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         let startup = self.startup.as_ref().map(|s| s.deadline);
-        let engine = [self.pending.next_deadline(), startup, self.liveness_at];
+        let calls = self.jobs.next_deadline();
+        let engine = [
+            self.pending.next_deadline(),
+            calls,
+            startup,
+            self.liveness_at,
+        ];
         let exts = self.exts.iter().map(Ext::deadline);
         exts.chain(engine).flatten().min()
     }
@@ -42,6 +48,7 @@ impl Engine {
             self.tick_ext(idx, now);
         }
         self.expire(now);
+        self.expire_jobs(now);
         self.check_startup(now);
         self.check_liveness(now);
     }

@@ -732,3 +732,11 @@ pub fn release_held(pid_file: &Path) {
         .expect("run kill");
     assert!(status.success(), "kill -USR1 {pid} failed");
 }
+
+/// Writes an extension directory `dir` for `fixtures/tools/ext.py`, which
+/// speaks upstream's newer tool frames like its Go SDK (SPEC 13),
+/// configured by `cfg` (see its docstring).
+pub fn tools_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
+    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools/ext.py");
+    configured_ext(dir, name, &exec, cfg)
+}

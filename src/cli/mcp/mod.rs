@@ -39,7 +39,12 @@ read are answered first (a second Ctrl-C skips that wait).
 
 /// Runs the MCP server until EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let host = super::start_host(&opts)?;
+    // An MCP client shows no panels and runs no built-ins for extensions
+    // (SPEC 13.3, 13.4).
+    let host = super::start_host(&opts, |c| {
+        c.runs_builtins = false;
+        c.interactive_tools = false;
+    })?;
     let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);
     let server = Server::new(host.events().clone(), host.handle(), wake_tx);
     let writer = {

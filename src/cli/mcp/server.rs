@@ -401,7 +401,8 @@ impl Server {
             HostEvent::EventsDropped { count } => dropped(s, count),
             HostEvent::ClearNotes { .. }
             | HostEvent::PanelRender { .. }
-            | HostEvent::PanelClose { .. } => {}
+            | HostEvent::PanelClose { .. }
+            | HostEvent::BuiltinCall { .. } => {}
             HostEvent::Ready { .. } => {
                 s.ready = true;
                 submit.append(&mut s.deferred);

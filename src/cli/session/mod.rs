@@ -65,7 +65,9 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         let _ = signal_tx.try_send(signal);
     })?;
     let cwd = super::project_dir(opts.cwd.as_deref())?;
-    let host = super::start_host(&opts)?;
+    // Panels show here, so interactive tools may wait for the user; the
+    // session runs no built-in tools (SPEC 13.3, 13.4).
+    let host = super::start_host(&opts, |c| c.runs_builtins = false)?;
     let mut input = read_stdin()?;
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -682,6 +684,8 @@ impl Session {
             HostEvent::EventsDropped { count } => self.out.error(&format!(
                 "{count} notes or panel updates dropped: output was not read fast enough"
             )),
+            // Never sent: the session's host runs no built-ins.
+            HostEvent::BuiltinCall { .. } => {}
         }
     }
 }

@@ -289,6 +289,7 @@ impl Trial<'_> {
             cwd,
             extension_dir: dir,
             data_dir: dir,
+            capabilities: &zot_host::protocol::HOST_CAPABILITIES,
         }
         .to_line();
         self.proc.send(line);
@@ -462,7 +463,9 @@ impl Trial<'_> {
             | ExtFrame::PanelClose { .. }
             | ExtFrame::UnregisterCommand { .. }
             | ExtFrame::UnregisterTool { .. }
-            | ExtFrame::TooLong { .. } => {}
+            | ExtFrame::TooLong { .. }
+            | ExtFrame::CallTool { .. }
+            | ExtFrame::CallToolCancel { .. } => {}
         }
     }
 

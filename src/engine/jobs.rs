@@ -1,0 +1,698 @@
+//! Tool pipeline runs (SPEC 3.11, 13): each tool call, the embedder's or
+//! an extension's `call_tool`, is one job from its `tool_call` event to
+//! its result. A job knows where it is (guards, running, with the
+//! embedder), so it can be cancelled from anywhere: by its ticket, by
+//! `call_tool_cancel`, at its deadline, when its caller or its parent
+//! call goes away. It ends exactly once, in [`Engine::finish_job`],
+//! which emits the `tool_result` event and answers the caller.
+
+use super::pending::Waiter;
+use super::{later, Engine};
+use crate::intercept::InterceptOutcome;
+use crate::protocol::{EventPayload, HostFrame};
+use crate::toolresult::{bounded, map_content, text_block, EVENT_BLOCKS, RESULT_BUDGET};
+use crate::types::{BuiltinReply, HostError, HostEvent, Reply, Request, Ticket, ToolOutcome};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// Tool calls in one chain at most, the first included (upstream's rule).
+pub(crate) const MAX_CHAIN: usize = 4;
+
+/// `call_tool` requests one extension may have in flight at once.
+pub(crate) const MAX_CALLS_PER_EXT: usize = 64;
+
+/// Who asked for a tool call, and gets its result.
+pub(super) enum Origin {
+    /// The embedder (library, rpc, MCP, the session).
+    Embedder(Reply<ToolOutcome>),
+    /// Extension `ext`'s `call_tool` with this `id`.
+    Ext { ext: usize, id: String },
+}
+
+/// Where a job is now.
+#[derive(Clone, PartialEq)]
+pub(super) enum At {
+    /// Before its guards are asked.
+    Starting,
+    /// Its interception chain runs.
+    Guards(u64),
+    /// Sent to extension `ext` as `tool_call` `id`; `interactive`: no deadline.
+    Running {
+        ext: usize,
+        id: String,
+        interactive: bool,
+    },
+    /// A built-in tool the embedder runs ([`HostEvent::BuiltinCall`]).
+    Builtin,
+}
+
+pub(super) struct Job {
+    pub(super) name: String,
+    tool_id: String,
+    /// As proposed, then as the guards left them.
+    pub(super) args: Value,
+    pub(super) origin: Origin,
+    pub(super) at: At,
+    /// The tool names of its chain, the first call's first, its own last.
+    chain: Vec<String>,
+    /// The job whose `tool_call` the caller was serving (`parent_id`).
+    parent: Option<u64>,
+    /// It was handed to its extension or to the embedder.
+    executed: bool,
+    ticket: Option<Ticket>,
+    /// `call_tool`'s own deadline (the tool timeout), whatever the tool.
+    deadline: Option<Instant>,
+}
+
+/// The jobs in flight.
+#[derive(Default)]
+pub(super) struct Jobs {
+    last: u64,
+    runs: HashMap<u64, Job>,
+}
+
+impl Jobs {
+    pub(super) fn len(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    pub(super) fn get_mut(&mut self, job: u64) -> Option<&mut Job> {
+        self.runs.get_mut(&job)
+    }
+
+    /// The first job `pick` accepts.
+    fn find(&self, pick: impl Fn(&Job) -> bool) -> Option<u64> {
+        self.runs.iter().find(|(_, j)| pick(j)).map(|(&k, _)| k)
+    }
+
+    fn all(&self, pick: impl Fn(&Job) -> bool) -> Vec<u64> {
+        self.runs
+            .iter()
+            .filter(|(_, j)| pick(j))
+            .map(|(&k, _)| k)
+            .collect()
+    }
+
+    /// The job serving extension `ext`'s `tool_call` `id`.
+    fn serving(&self, ext: usize, id: &str) -> Option<u64> {
+        self.find(|j| matches!(&j.at, At::Running { ext: e, id: i, .. } if *e == ext && i == id))
+    }
+
+    /// The earliest `call_tool` deadline.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.runs.values().filter_map(|j| j.deadline).min()
+    }
+}
+
+/// A `call_tool` request from an extension, as read.
+pub(super) struct CallTool {
+    pub(super) id: Option<Value>,
+    pub(super) name: Option<Value>,
+    pub(super) args: Option<Value>,
+    pub(super) parent_id: Option<String>,
+}
+
+/// What `tool_result` events say about how a call ended (SPEC 13.5).
+fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
+    match result {
+        Ok(o) if o.blocked => "blocked",
+        Ok(o) if o.is_error => "failed",
+        Ok(_) => "completed",
+        Err(HostError::TimedOut { .. } | HostError::CallTimedOut { .. }) => "timed_out",
+        Err(HostError::CallCancelled | HostError::Cancelled) => "cancelled",
+        Err(_) => "failed",
+    }
+}
+
+/// A result's blocks and error flag, an error's as one text block.
+fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Value>, bool) {
+    match result {
+        Ok(o) => (o.content.clone(), o.is_error),
+        Err(e) => (vec![text_block(&e.to_string())], true),
+    }
+}
+
+/// Marks what a `call_tool` of extension `origin` started (SPEC 13.4).
+fn set_origin(payload: &mut EventPayload, origin: Option<String>) {
+    if let Some(name) = origin {
+        payload.extra.insert("origin_extension".into(), name.into());
+    }
+}
+
+/// An error result for a refused `call_tool`.
+fn refusal(text: String) -> Result<ToolOutcome, HostError> {
+    Ok(ToolOutcome {
+        content: vec![text_block(&text)],
+        is_error: true,
+        ..Default::default()
+    })
+}
+
+impl Engine {
+    /// Opens a job for the call of `name` with `args`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new_job(
+        &mut self,
+        name: String,
+        args: Value,
+        tool_id: Option<String>,
+        origin: Origin,
+        ticket: Option<Ticket>,
+        chain: Vec<String>,
+        parent: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> u64 {
+        let tool_id = tool_id.unwrap_or_else(|| format!("call-{}", self.pending.upcoming()));
+        self.jobs.last += 1;
+        let job = Job {
+            name,
+            tool_id,
+            args,
+            origin,
+            at: At::Starting,
+            chain,
+            parent,
+            executed: false,
+            ticket,
+            deadline,
+        };
+        self.jobs.runs.insert(self.jobs.last, job);
+        self.jobs.last
+    }
+
+    /// The name of the extension whose `call_tool` started `job`, if any.
+    fn origin_name(&self, job: &Job) -> Option<String> {
+        match job.origin {
+            Origin::Ext { ext, .. } => Some(self.exts[ext].name.clone()),
+            Origin::Embedder(_) => None,
+        }
+    }
+
+    /// The `tool_call` event, then the guards; `guards_done` goes on.
+    pub(super) fn run_pipeline(&mut self, job: u64, now: Instant) {
+        let Some(j) = self.jobs.runs.get(&job) else {
+            return;
+        };
+        let mut payload = EventPayload {
+            tool_id: Some(j.tool_id.clone()),
+            tool_name: Some(j.name.clone()),
+            tool_args: Some(j.args.clone()),
+            ..Default::default()
+        };
+        set_origin(&mut payload, self.origin_name(j));
+        self.emit("tool_call", &payload);
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.at = At::Guards(self.next_chain);
+        }
+        // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
+        // gets the same event and guards; the embedder then runs it.
+        self.start_chain(
+            "tool_call",
+            payload,
+            super::requests::Then::RunTool { job },
+            now,
+        );
+    }
+
+    /// The guards decided on `job`, whose args are now `args`.
+    pub(super) fn guards_done(
+        &mut self,
+        job: u64,
+        outcome: InterceptOutcome,
+        args: Value,
+        now: Instant,
+    ) {
+        let builtin = {
+            let Some(j) = self.jobs.get_mut(job) else {
+                return;
+            };
+            j.args = args.clone();
+            j.at = At::Starting;
+            self.cfg.builtin_tools.contains(&j.name)
+        };
+        if outcome.block {
+            return self.blocked(job, outcome.reason.unwrap_or_default(), builtin, args);
+        }
+        if !builtin {
+            return self.dispatch_tool(job, now);
+        }
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        let caller = match j.origin {
+            // The verdict and the final args go back: the embedder runs it.
+            Origin::Embedder(_) => {
+                let verdict = ToolOutcome {
+                    builtin: true,
+                    args: Some(args),
+                    ..Default::default()
+                };
+                return self.finish_job(job, Ok(verdict));
+            }
+            Origin::Ext { ext, .. } => self.exts[ext].name.clone(),
+        };
+        if !self.cfg.runs_builtins {
+            let why = format!(
+                "tool {} is built in, and this host runs no built-in tools",
+                j.name
+            );
+            return self.finish_job(job, refusal(why));
+        }
+        j.at = At::Builtin;
+        j.executed = true;
+        let (call_id, name) = (job.to_string(), j.name.clone());
+        let reply = BuiltinReply {
+            call_id: call_id.clone(),
+            tx: Some(self.builtin_tx.clone()),
+        };
+        self.events.send(HostEvent::BuiltinCall {
+            call_id,
+            extension: caller,
+            name,
+            args,
+            reply,
+        });
+    }
+
+    /// A guard refused `job`: `permission_decision`, then a blocked result.
+    fn blocked(&mut self, job: u64, reason: String, builtin: bool, args: Value) {
+        let Some(j) = self.jobs.runs.get(&job) else {
+            return;
+        };
+        let mut payload = EventPayload {
+            tool_id: Some(j.tool_id.clone()),
+            tool_name: Some(j.name.clone()),
+            ..Default::default()
+        };
+        let fields = [
+            ("decision", json!("denied")),
+            ("source", json!("policy")),
+            ("stage", json!("pre_execution")),
+            ("reason", json!(reason)),
+        ];
+        payload
+            .extra
+            .extend(fields.map(|(k, v)| (k.to_string(), v)));
+        set_origin(&mut payload, self.origin_name(j));
+        let name = j.name.clone();
+        self.emit("permission_decision", &payload);
+        let extension = match builtin {
+            true => String::new(),
+            false => (self.tools.owner(&name))
+                .map_or_else(String::new, |c| self.exts[c.rank].name.clone()),
+        };
+        let outcome = ToolOutcome {
+            extension,
+            content: vec![json!({"type": "text", "text": reason})],
+            is_error: true,
+            blocked: true,
+            reason: Some(reason),
+            builtin,
+            args: builtin.then_some(args),
+            ..Default::default()
+        };
+        self.finish_job(job, Ok(outcome));
+    }
+
+    /// Sends `job` to the extension that owns its tool.
+    pub(super) fn dispatch_tool(&mut self, job: u64, now: Instant) {
+        let Some(j) = self.jobs.runs.get(&job) else {
+            return;
+        };
+        let Some(idx) = self.tools.owner(&j.name).map(|c| c.rank) else {
+            let error = HostError::UnknownTool(j.name.clone());
+            return self.finish_job(job, Err(error));
+        };
+        // Only the embedder's calls wait for the user: `call_tool` keeps
+        // its deadline (SPEC 13.3).
+        let interactive = self
+            .tools
+            .owner(&j.name)
+            .is_some_and(|c| c.info.interactive)
+            && matches!(j.origin, Origin::Embedder(_));
+        let limit = match interactive {
+            true => Duration::MAX,
+            false => self.cfg.timeouts.tool,
+        };
+        let id = self.pending.new_id();
+        let line = HostFrame::ToolCall {
+            id: &id,
+            name: &j.name,
+            args: &j.args,
+        }
+        .to_line();
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.at = At::Running {
+                ext: idx,
+                id: id.clone(),
+                interactive,
+            };
+            j.executed = true;
+        }
+        self.send_request(idx, id, &line, Waiter::Tool { job }, limit, now);
+    }
+
+    /// Ends `job` with `result`: its children are cancelled, subscribers
+    /// get `tool_result`, its caller the result.
+    pub(super) fn finish_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>) {
+        self.end_job(job, result, true);
+    }
+
+    fn end_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>, answer: bool) {
+        let Some(j) = self.jobs.runs.remove(&job) else {
+            return;
+        };
+        let now = Instant::now();
+        // Calls made while serving it lose their context with it.
+        for child in self.jobs.all(|c| c.parent == Some(job)) {
+            self.abort_job(child, HostError::CallCancelled, true, now);
+        }
+        let verdict_only = matches!(&result, Ok(o) if o.builtin && !o.blocked);
+        let subscribed =
+            (self.exts.iter()).any(|e| e.serving() && e.event_set.contains("tool_result"));
+        if subscribed && !verdict_only {
+            let (content, is_error) = blocks_of(&result);
+            let (content, truncated) = bounded(&content, RESULT_BUDGET, EVENT_BLOCKS);
+            let mut observed = json!({"content": content, "is_error": is_error});
+            if truncated {
+                observed["truncated"] = true.into();
+            }
+            let mut payload = EventPayload {
+                tool_id: Some(j.tool_id.clone()),
+                tool_name: Some(j.name.clone()),
+                tool_args: Some(j.args.clone()),
+                ..Default::default()
+            };
+            let fields = [
+                ("status", json!(status(&result))),
+                ("executed", json!(j.executed)),
+                ("result", observed),
+            ];
+            payload
+                .extra
+                .extend(fields.map(|(k, v)| (k.to_string(), v)));
+            set_origin(&mut payload, self.origin_name(&j));
+            self.emit("tool_result", &payload);
+        }
+        match j.origin {
+            Origin::Embedder(reply) => reply(result),
+            Origin::Ext { ext, id } if answer => {
+                let (content, is_error) = blocks_of(&result);
+                let (content, truncated) = bounded(&content, RESULT_BUDGET, usize::MAX);
+                let line = HostFrame::ToolResult {
+                    id: &id,
+                    name: &j.name,
+                    content: &content,
+                    is_error,
+                    truncated,
+                }
+                .to_line();
+                if self.exts[ext].serving() {
+                    self.exts[ext].send(&line);
+                }
+            }
+            Origin::Ext { .. } => {}
+        }
+    }
+
+    /// Abandons `job` wherever it is: its guards are forgotten, its
+    /// extension told with `tool_cancel` (when it asked for that), and
+    /// the job ends with `error`; `answer`: its caller still gets that.
+    pub(super) fn abort_job(&mut self, job: u64, error: HostError, answer: bool, now: Instant) {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
+        };
+        match std::mem::replace(&mut j.at, At::Starting) {
+            At::Guards(chain) => {
+                if let Some(state) = self.chains.remove(&chain) {
+                    for id in state.ids.iter().flatten() {
+                        self.pending.cancel(id);
+                    }
+                }
+            }
+            At::Running { ext, id, .. } => {
+                self.pending.cancel(&id);
+                self.tool_cancel(ext, &id, &error.to_string());
+            }
+            At::Starting | At::Builtin => {}
+        }
+        let _ = now;
+        self.end_job(job, Err(error), answer);
+    }
+
+    /// Tells extension `ext` that its `tool_call` `id` is abandoned, if
+    /// it asked to be told (SPEC 13.2); its late answer is dropped.
+    pub(super) fn tool_cancel(&mut self, ext: usize, id: &str, why: &str) {
+        let e = &mut self.exts[ext];
+        let sent = e.tool_cancel && e.serving() && e.send(&HostFrame::ToolCancel { id }.to_line());
+        let told = match sent {
+            true => "tool_cancel sent",
+            false => "it did not ask for tool_cancel",
+        };
+        e.log
+            .line(&format!("tool_call {id} abandoned ({why}): {told}"));
+    }
+
+    /// The embedder's cancel: the job under `ticket`, or a request held
+    /// until startup ends. False when none is found.
+    pub(super) fn cancel_ticket(&mut self, ticket: Ticket, now: Instant) -> bool {
+        if let Some(job) = self.jobs.find(|j| j.ticket == Some(ticket)) {
+            self.abort_job(job, HostError::CallCancelled, true, now);
+            return true;
+        }
+        let held =
+            |r: &Request| matches!(r, Request::Cancellable { ticket: t, .. } if *t == ticket);
+        if let Some(i) = self.deferred.iter().position(held) {
+            self.deferred.remove(i).fail(HostError::CallCancelled);
+            return true;
+        }
+        if let Some(i) = self.parked.iter().position(|(_, r)| held(r)) {
+            self.parked.remove(i).1.fail(HostError::CallCancelled);
+            return true;
+        }
+        false
+    }
+
+    /// Ends the jobs past their `call_tool` deadline.
+    pub(super) fn expire_jobs(&mut self, now: Instant) {
+        let limit = self.cfg.timeouts.tool;
+        for job in self.jobs.all(|j| j.deadline.is_some_and(|d| d <= now)) {
+            let Some(j) = self.jobs.runs.get(&job) else {
+                continue;
+            };
+            let error = HostError::CallTimedOut {
+                name: j.name.clone(),
+                limit,
+            };
+            self.abort_job(job, error, true, now);
+        }
+    }
+
+    /// Extension `ext` can take no more answers: the calls it made are
+    /// abandoned (their tools get `tool_cancel`), unanswered.
+    pub(super) fn drop_calls_of(&mut self, ext: usize, now: Instant) {
+        for job in self
+            .jobs
+            .all(|j| matches!(j.origin, Origin::Ext { ext: e, .. } if e == ext))
+        {
+            self.abort_job(job, HostError::CallCancelled, false, now);
+        }
+    }
+
+    /// A shutdown or reload ends the calls that would wait for it: the
+    /// interactive ones and those the embedder runs (SPEC 13.3).
+    pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
+        let open = |j: &Job| {
+            matches!(
+                j.at,
+                At::Running {
+                    interactive: true,
+                    ..
+                } | At::Builtin
+            )
+        };
+        for job in self.jobs.all(open) {
+            self.abort_job(job, error.clone(), true, now);
+        }
+    }
+
+    /// Ends every job (a reload replaced the extensions, or a stop at once).
+    pub(super) fn fail_jobs(&mut self, error: &HostError) {
+        for job in self.jobs.all(|_| true) {
+            self.finish_job(job, Err(error.clone()));
+        }
+    }
+
+    /// The embedder's result for a [`HostEvent::BuiltinCall`].
+    pub(super) fn builtin_result(
+        &mut self,
+        call_id: &str,
+        content: Vec<Value>,
+        is_error: bool,
+    ) -> bool {
+        let job = call_id.parse().ok();
+        let waiting = job
+            .and_then(|job| self.jobs.runs.get(&job))
+            .is_some_and(|j| j.at == At::Builtin);
+        let Some(job) = job.filter(|_| waiting) else {
+            return false;
+        };
+        let outcome = ToolOutcome {
+            content: map_content(content),
+            is_error,
+            ..Default::default()
+        };
+        self.finish_job(job, Ok(outcome));
+        true
+    }
+
+    /// An extension's `call_tool` (SPEC 13.4): refused with an error
+    /// result that says why, or run through the pipeline.
+    pub(super) fn call_tool_frame(&mut self, idx: usize, call: CallTool, now: Instant) {
+        let ext = &self.exts[idx];
+        let id = match call.id {
+            Some(Value::String(id)) if !id.is_empty() => id,
+            other => {
+                let shown = other.map_or_else(|| "none".into(), |v| v.to_string());
+                let why = format!("call_tool needs a non-empty string `id` (got {shown})");
+                ext.log.line(&why);
+                return self.answer_call(idx, "", "", refusal(why));
+            }
+        };
+        let name = match call.name {
+            Some(Value::String(name)) if !name.is_empty() => name,
+            _ => {
+                let why = "call_tool needs a non-empty string `name`".to_string();
+                return self.answer_call(idx, &id, "", refusal(why));
+            }
+        };
+        let refuse = |why: String| refusal(format!("call_tool {name}: {why}"));
+        let mine = |j: &Job| matches!(j.origin, Origin::Ext { ext, .. } if ext == idx);
+        let in_flight = self.jobs.all(mine);
+        let why = if !ext.call_tool {
+            Some("this extension did not list `call_tool` in hello.capabilities".to_string())
+        } else if in_flight
+            .iter()
+            .any(|k| matches!(&self.jobs.runs[k].origin, Origin::Ext { id: i, .. } if *i == id))
+        {
+            Some(format!("id {id:?} is already in flight"))
+        } else if in_flight.len() >= MAX_CALLS_PER_EXT {
+            Some(format!(
+                "{MAX_CALLS_PER_EXT} calls of this extension are in flight already (at most {MAX_CALLS_PER_EXT})"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return self.answer_call(idx, &id, &name, refuse(why));
+        }
+        let args = match call.args {
+            None | Some(Value::Null) => json!({}),
+            Some(args @ Value::Object(_)) => args,
+            Some(_) => {
+                let why = "`args` must be a JSON object".to_string();
+                return self.answer_call(idx, &id, &name, refuse(why));
+            }
+        };
+        let (chain, parent) = match call.parent_id {
+            Some(pid) => {
+                let Some(parent) = self.jobs.serving(idx, &pid) else {
+                    let why = format!(
+                        "parent_id {pid:?} is not a tool_call this extension is serving (unknown or finished)"
+                    );
+                    return self.answer_call(idx, &id, &name, refuse(why));
+                };
+                let mut chain = self.jobs.runs[&parent].chain.clone();
+                let repeated = chain.contains(&name);
+                chain.push(name.clone());
+                let shown = chain.join(" -> ");
+                if repeated {
+                    let why = format!("a tool may not repeat in a chain ({shown})");
+                    return self.answer_call(idx, &id, &name, refuse(why));
+                }
+                if chain.len() > MAX_CHAIN {
+                    let why = format!("at most {MAX_CHAIN} tool calls in one chain ({shown})");
+                    return self.answer_call(idx, &id, &name, refuse(why));
+                }
+                (chain, Some(parent))
+            }
+            None => {
+                let serving = |j: &Job| matches!(j.at, At::Running { ext, .. } if ext == idx);
+                if let Some(served) = self.jobs.find(serving) {
+                    let served = &self.jobs.runs[&served];
+                    let why = format!(
+                        "this extension is serving tool_call {} ({}): set `parent_id`",
+                        match &served.at {
+                            At::Running { id, .. } => id.as_str(),
+                            _ => "",
+                        },
+                        served.name
+                    );
+                    return self.answer_call(idx, &id, &name, refuse(why));
+                }
+                (vec![name.clone()], None)
+            }
+        };
+        if !self.cfg.builtin_tools.contains(&name) {
+            let why = match self.tools.owner(&name) {
+                None => Some("unknown tool"),
+                // Upstream calls active tools only.
+                Some(c) if !c.info.active => Some("the tool is deferred and not activated"),
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                return self.answer_call(idx, &id, &name, refuse(why.to_string()));
+            }
+        }
+        let deadline = Some(later(now, self.cfg.timeouts.tool));
+        let origin = Origin::Ext { ext: idx, id };
+        let job = self.new_job(name, args, None, origin, None, chain, parent, deadline);
+        self.run_pipeline(job, now);
+    }
+
+    /// Answers extension `idx`'s `call_tool` `id` without a job.
+    fn answer_call(
+        &mut self,
+        idx: usize,
+        id: &str,
+        name: &str,
+        result: Result<ToolOutcome, HostError>,
+    ) {
+        let (content, is_error) = blocks_of(&result);
+        let line = HostFrame::ToolResult {
+            id,
+            name,
+            content: &content,
+            is_error,
+            truncated: false,
+        }
+        .to_line();
+        if let Ok(o) = &result {
+            let text = o
+                .content
+                .first()
+                .and_then(|b| b["text"].as_str())
+                .unwrap_or("");
+            self.exts[idx].log.line(&format!("refused: {text}"));
+        }
+        self.exts[idx].send(&line);
+    }
+
+    /// `call_tool_cancel`: the caller gave up; it gets no answer.
+    pub(super) fn call_tool_cancel(&mut self, idx: usize, id: &str, now: Instant) {
+        let job = self
+            .jobs
+            .find(|j| matches!(&j.origin, Origin::Ext { ext, id: i } if *ext == idx && i == id));
+        match job {
+            Some(job) => self.abort_job(job, HostError::CallCancelled, false, now),
+            None => self.exts[idx].log.line(&format!(
+                "ignored call_tool_cancel: id {id:?} is not in flight"
+            )),
+        }
+    }
+}
