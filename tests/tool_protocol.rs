@@ -702,3 +702,97 @@ fn the_pipeline_reports_every_outcome_to_subscribers() {
     assert_eq!(decision["tool_id"], blocked["tool_id"]);
     host.shutdown();
 }
+
+// ----- zot rpc -------------------------------------------------------
+
+/// `zot rpc` with the extensions and `extra` arguments.
+fn rpc(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Rpc {
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--startup-timeout", "20", "--cwd"])
+        .arg(t.path())
+        .args(extra)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    for e in exts {
+        cmd.arg("-e").arg(e);
+    }
+    let mut rpc = Rpc::spawn(&mut cmd);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    rpc
+}
+
+#[test]
+fn rpc_an_interactive_tool_waits_until_cancelled() {
+    let t = TempDir::new("rpc-interactive");
+    let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
+    let mut rpc = rpc(&t, &[a], &["--tool-timeout", "1"]);
+    rpc.send(json!({"type": "tool_call", "id": "q", "name": "ask"}));
+    let id = wait_call(&t, "a", "ask");
+    std::thread::sleep(Duration::from_millis(1500));
+    let list = rpc.call("l", json!({"type": "list"}));
+    assert_eq!(
+        list["data"]["in_flight"],
+        json!({"requests": 1, "tool_calls": 1})
+    );
+    assert!(
+        !rpc.seen.iter().any(|v| v["id"] == "q"),
+        "an interactive tool timed out: {:?}",
+        rpc.seen
+    );
+    let cancel = rpc.call("c", json!({"type": "cancel", "target": "q"}));
+    assert_eq!(cancel["data"], json!({"cancelled": true}), "{cancel}");
+    let answer = rpc.response("q");
+    assert_eq!(answer["success"], false);
+    assert_eq!(answer["error"], "cancelled");
+    wait_cancel(&t, "a", &id);
+    let again = rpc.call("c2", json!({"type": "cancel", "target": "q"}));
+    assert_eq!(again["data"], json!({"cancelled": false}));
+    let unknown = rpc.call("c3", json!({"type": "cancel", "target": "nope"}));
+    assert_eq!(unknown["data"], json!({"cancelled": false}));
+    let bad = rpc.call("c4", json!({"type": "cancel"}));
+    assert_eq!(bad["success"], false);
+    let list = rpc.call("l2", json!({"type": "list"}));
+    assert_eq!(
+        list["data"]["in_flight"],
+        json!({"requests": 0, "tool_calls": 0})
+    );
+}
+
+#[test]
+fn rpc_runs_built_in_tools_for_extensions_through_its_client() {
+    let t = TempDir::new("rpc-builtin");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"reader": {"kind": "call", "target": "read"}}}),
+    );
+    let mut rpc = rpc(&t, &[a], &[]);
+    rpc.send(json!({"type": "tool_call", "id": "r", "name": "reader", "args": {"path": "x"}}));
+    let call = rpc.until("builtin_call", |v| v["type"] == "builtin_call");
+    assert_eq!(call["extension"], "a");
+    assert_eq!(call["name"], "read");
+    assert_eq!(call["args"], json!({"path": "x"}));
+    let call_id = call["call_id"].as_str().expect("call_id").to_string();
+    let answered = rpc.call(
+        "b",
+        json!({"type": "builtin_result", "call_id": call_id,
+               "content": [{"type": "text", "text": "file body"}]}),
+    );
+    assert_eq!(answered["success"], true, "{answered}");
+    let result = rpc.response("r");
+    assert_eq!(
+        result["data"]["content"][0]["text"], "read said: file body",
+        "{result}"
+    );
+    let late = rpc.call("b2", json!({"type": "builtin_result", "call_id": call_id}));
+    assert_eq!(late["success"], false);
+    assert!(
+        late["error"].as_str().unwrap().contains("is waiting"),
+        "{late}"
+    );
+    let bad = rpc.call(
+        "b3",
+        json!({"type": "builtin_result", "call_id": "1", "content": 3}),
+    );
+    assert_eq!(bad["success"], false);
+}

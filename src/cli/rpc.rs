@@ -20,13 +20,19 @@ use super::ordered::{InOrder, Ordered};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
-    EventPayload, HostError, HostEvent, HostHandle, InterceptRequest, Request, ToolRequest,
+    EventPayload, HostError, HostEvent, HostHandle, InterceptRequest, Request, Ticket, ToolRequest,
 };
+
+/// The tickets of the tool calls in flight, by request id: what
+/// `cancel {target}` cancels (SPEC 13.2). An entry leaves when its
+/// request is answered.
+type Tickets = Arc<Mutex<HashMap<String, Ticket>>>;
 
 /// `zot rpc --help`.
 pub const HELP: &str = "\
@@ -35,8 +41,9 @@ usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--comm
                [--session-id ID] [--confine] [--trust-project]
 
 Reads one JSON request per line on stdin and writes responses and events
-as JSON lines on stdout. Requests: ping, list, command, tool_call,
-intercept, event, panel_key, panel_close, reload, shutdown. EOF on stdin,
+as JSON lines on stdout. Requests: ping, list, command, tool_call, cancel,
+builtin_result, intercept, event, panel_key, panel_close, reload, shutdown.
+EOF on stdin,
 `shutdown`, Ctrl-C and SIGTERM shut down gracefully: requests already
 read are answered first (a second Ctrl-C skips that wait).
 ";
@@ -248,6 +255,7 @@ fn respond(
 fn read_requests(host: &HostHandle, out: &Output) {
     let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
     let mut after_shutdown = false;
+    let tickets = Tickets::default();
     loop {
         // A client that does not read stdout is not read either.
         out.unwritten.wait_for_room(|| {
@@ -283,7 +291,7 @@ fn read_requests(host: &HostHandle, out: &Output) {
                     }),
                 });
             }
-            Ok((id, kind, obj)) => dispatch(host, out, id, kind, obj),
+            Ok((id, kind, obj)) => dispatch(host, out, &tickets, id, kind, obj),
             Err((id, why)) => respond(host, out, id.as_deref(), "parse", Err(why)),
         }
     }
@@ -365,6 +373,7 @@ fn to_value<T: serde::Serialize>(v: T) -> Value {
 fn dispatch(
     host: &HostHandle,
     out: &Output,
+    tickets: &Tickets,
     id: Option<String>,
     kind: String,
     obj: Map<String, Value>,
@@ -373,7 +382,7 @@ fn dispatch(
     if counted && !out.take_slot() {
         return respond(host, out, id.as_deref(), &kind, Err(bounds::too_many()));
     }
-    let request = match build(host, out, id.clone(), &kind, obj) {
+    let request = match build(host, out, tickets, id.clone(), &kind, obj) {
         Ok(Some(request)) => Some(request),
         Ok(None) => None,
         Err(why) => {
@@ -391,6 +400,7 @@ fn dispatch(
 fn build(
     host: &HostHandle,
     out: &Output,
+    tickets: &Tickets,
     id: Option<String>,
     kind: &str,
     obj: Map<String, Value>,
@@ -413,15 +423,89 @@ fn build(
                 reply: reply(host, out, id, kind, to_value),
             }
         }
-        "tool_call" => Request::Tool {
-            call: ToolRequest {
+        "tool_call" => {
+            let call = ToolRequest {
                 name: required(&obj, "name")?,
                 args: obj.get("args").cloned().unwrap_or(Value::Null),
                 tool_id: field(&obj, "tool_id")?,
-            },
-            pipeline: true,
-            reply: reply(host, out, id, kind, tool_data),
-        },
+            };
+            let Some(key) = id.clone() else {
+                // Without an id it cannot be named by a cancel.
+                let reply = reply(host, out, id, kind, tool_data);
+                return Ok(Some(Request::Tool {
+                    call,
+                    pipeline: true,
+                    reply,
+                }));
+            };
+            let ticket = host.ticket();
+            lock(tickets).insert(key.clone(), ticket);
+            let answer = reply(host, out, id, kind, tool_data);
+            let tickets = tickets.clone();
+            let reply: zot_host::Reply<_> = Box::new(move |result| {
+                let mut held = lock(&tickets);
+                if held.get(&key) == Some(&ticket) {
+                    held.remove(&key);
+                }
+                drop(held);
+                answer(result);
+            });
+            Request::Cancellable {
+                ticket,
+                request: Box::new(Request::Tool {
+                    call,
+                    pipeline: true,
+                    reply,
+                }),
+            }
+        }
+        "cancel" => {
+            let target = required(&obj, "target")?;
+            let shape = |cancelled: bool| json!({ "cancelled": cancelled });
+            let Some(ticket) = lock(tickets).get(&target).copied() else {
+                respond(host, out, id.as_deref(), kind, Ok(shape(false)));
+                return Ok(None);
+            };
+            // Not counted against the in-flight bound: no slot to free.
+            let (host, out) = (host.clone(), out.clone());
+            Request::Cancel {
+                ticket,
+                reply: Box::new(move |result: Result<bool, HostError>| {
+                    let result = result.map(shape).map_err(|e| e.to_string());
+                    respond(&host, &out, id.as_deref(), "cancel", result);
+                }),
+            }
+        }
+        "builtin_result" => {
+            let call_id = required(&obj, "call_id")?;
+            let content = match obj.get("content") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Array(blocks)) => blocks.clone(),
+                Some(_) => return Err("`content` must be an array of blocks".into()),
+            };
+            let is_error = match obj.get("is_error") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err("`is_error` must be a boolean".into()),
+            };
+            let (host, out, call) = (host.clone(), out.clone(), call_id.clone());
+            Request::BuiltinResult {
+                call_id,
+                content,
+                is_error,
+                reply: Box::new(move |taken: Result<bool, HostError>| {
+                    let result = match taken {
+                        Ok(true) => Ok(json!({})),
+                        Ok(false) => Err(format!(
+                            "no built-in call {call:?} is waiting (answered, timed out or cancelled)"
+                        )),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    respond(&host, &out, id.as_deref(), "builtin_result", result);
+                    out.free_slot();
+                }),
+            }
+        }
         "intercept" => {
             let event = required(&obj, "event")?;
             Request::Intercept {
@@ -477,6 +561,11 @@ fn build(
 
 /// The payload of an `event` or `intercept` request: its fields but the
 /// request's own (`type`, `id`, `event`), which name the request.
+/// Poison is ignored: the table stays usable.
+fn lock(tickets: &Tickets) -> std::sync::MutexGuard<'_, HashMap<String, Ticket>> {
+    tickets.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn payload(mut obj: Map<String, Value>) -> Result<EventPayload, String> {
     for key in ["type", "id", "event"] {
         obj.remove(key);
