@@ -248,16 +248,27 @@ fn a_declared_write_path_is_writable() {
 }
 
 #[test]
-fn signals_outside_its_group_are_denied() {
+fn signals_and_abstract_sockets_outside_its_domain_are_denied() {
+    use std::os::linux::net::SocketAddrExt;
     let w = World::new("confine-signal");
     let ext = w.probe("signaller", None);
     let me = std::process::id();
+    let name = format!("zot-confine-test-{me}");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(&name).expect("name");
+    let _listener = std::os::unix::net::UnixListener::bind_addr(&addr).expect("listen");
     for (flag, allowed) in [(None, true), (Some("--confine"), false)] {
         let mut rpc = w.rpc(&[&ext], flag.as_slice(), &[]);
-        let answer = probe(&mut rpc, "1", json!({"op": "signal", "pid": me}));
+        let signal = probe(&mut rpc, "1", json!({"op": "signal", "pid": me}));
+        let socket = probe(&mut rpc, "2", json!({"op": "abstract", "name": name}));
         match allowed {
-            true => assert_ok(&answer, "signalling the test unconfined"),
-            false => assert_denied(&answer, "signalling a process outside its domain"),
+            true => {
+                assert_ok(&signal, "signalling the test unconfined");
+                assert_ok(&socket, "an abstract socket unconfined");
+            }
+            false => {
+                assert_denied(&signal, "signalling a process outside its domain");
+                assert_denied(&socket, "an abstract socket opened outside its domain");
+            }
         }
     }
 }
