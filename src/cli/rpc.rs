@@ -52,6 +52,11 @@ read are answered first (a second Ctrl-C skips that wait).
 /// here, a `cancel` is a cancellation (`shutdown` is handled apart).
 const ALWAYS_SERVED: [&str; 2] = ["ping", "cancel"];
 
+/// Whether a request of type `kind` takes an in-flight slot.
+fn counted(kind: &str) -> bool {
+    !ALWAYS_SERVED.contains(&kind)
+}
+
 /// A line for stdout from a reply.
 enum Out {
     /// A response, to be written after the first `after` events.
@@ -93,7 +98,8 @@ impl Output {
     }
 
     fn free_slot(&self) {
-        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let less = |n: usize| n.checked_sub(1);
+        let _ = (self.in_flight).fetch_update(Ordering::AcqRel, Ordering::Acquire, less);
     }
 }
 
@@ -347,7 +353,9 @@ fn reply<T: serde::Serialize + 'static>(
         // Runs on the host loop: the count `respond` takes is exact.
         let result = result.map(shape).map_err(|e| e.to_string());
         respond(&host, &out, id.as_deref(), &command, result);
-        out.free_slot();
+        if counted(&command) {
+            out.free_slot();
+        }
     })
 }
 
@@ -378,7 +386,7 @@ fn dispatch(
     kind: String,
     obj: Map<String, Value>,
 ) {
-    let counted = !ALWAYS_SERVED.contains(&kind.as_str());
+    let counted = counted(&kind);
     if counted && !out.take_slot() {
         return respond(host, out, id.as_deref(), &kind, Err(bounds::too_many()));
     }
