@@ -1023,3 +1023,29 @@ fn paged_tools_stop_at_the_byte_cap() {
     // 16 MiB of 128 KiB descriptions.
     paging_stops_at_the_caps("pages-of-bytes", |n| (100..128).contains(&n));
 }
+
+#[test]
+fn a_cancelled_call_reaches_a_hosted_server_as_notifications_cancelled() {
+    let t = TempDir::new("mcp-hosted-cancel");
+    let c = corners(&t.join("c"), &[]);
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "-e"])
+        .arg(&c)
+        .arg("--cwd")
+        .arg(t.path());
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    until_ready(&mut rpc, "corners");
+    rpc.send(json!({"type": "tool_call", "id": "s", "name": "slow", "args": {}}));
+    wait_for("the server to get the call", || {
+        log_of(&t, "corners").contains("will never be answered")
+    });
+    let r = rpc.call("c", json!({"type": "cancel", "target": "s"}));
+    assert_eq!(r["data"], json!({"cancelled": true}), "{r}");
+    assert_eq!(rpc.response("s")["error"], "cancelled");
+    wait_for("notifications/cancelled at the server", || {
+        log_of(&t, "corners").contains("cancelled by the host")
+    });
+    let who: Value =
+        serde_json::from_str(&first_text(&tool_call(&mut rpc, "w", "whoami", json!({})))).unwrap();
+    assert_eq!(who["cancelled"].as_array().map(Vec::len), Some(1), "{who}");
+}

@@ -894,3 +894,75 @@ fn prompts_and_tool_results_map_as_specified() {
     assert_eq!(code(&builtin), -32602, "{builtin}");
     mcp.end_by_eof();
 }
+
+/// Runs a client script that cancels a slow call of the tools fixture's
+/// `slow` tool; the extension must get `tool_cancel` (SPEC 13.2).
+fn run_cancel_client(tag: &str, interpreter: PathBuf, script: &str) {
+    let t = TempDir::new(tag);
+    let record = t.join("slow.rec");
+    let cfg = json!({"name": "slow", "record": record, "tools": {"slow": {"kind": "slow"}}});
+    let ext = tools_ext(&t.join("slow"), "slow", cfg);
+    let args = json!([
+        "mcp",
+        "--no-ext",
+        "--startup-timeout",
+        "30",
+        "--cwd",
+        t.path(),
+        "-e",
+        ext
+    ]);
+    let mut child = Command::new(&interpreter)
+        .arg(repo().join("fixtures/mcp-clients").join(script))
+        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
+        .env("ZOT_MCP_ARGS", args.to_string())
+        .env("MCP_DEPS", deps())
+        .env("TOOLS_RECORD", &record)
+        .env("ZOT_HOME", t.join("home"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", interpreter.display()));
+    let end = Instant::now() + CLIENT_DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().expect("client output");
+    let steps = [
+        "initialize",
+        "slow call running",
+        "tool_cancel",
+        "still serving",
+    ];
+    assert_client_passed(script, status, &out, &steps);
+    let calls = frames(&record, "tool_call");
+    let cancels = frames(&record, "tool_cancel");
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(cancels.len(), 1, "{cancels:?}");
+    assert_eq!(cancels[0]["id"], calls[0]["id"]);
+}
+
+#[test]
+fn python_sdk_client_cancels_a_slow_call() {
+    run_cancel_client(
+        "mcp-py-cancel",
+        deps().join("py1/bin/python"),
+        "py_cancel_client.py",
+    );
+}
+
+#[test]
+fn typescript_sdk_client_cancels_a_slow_call() {
+    run_cancel_client(
+        "mcp-ts-cancel",
+        PathBuf::from("node"),
+        "ts_cancel_client.cjs",
+    );
+}

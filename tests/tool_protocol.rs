@@ -796,3 +796,103 @@ fn rpc_runs_built_in_tools_for_extensions_through_its_client() {
     );
     assert_eq!(bad["success"], false);
 }
+
+// ----- zot mcp and the session ----------------------------------------
+
+/// `zot mcp` over pipes, initialized (legacy era).
+fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+    let mut cmd = zot();
+    cmd.args(["mcp", "--no-ext", "--startup-timeout", "20", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    for e in exts {
+        cmd.arg("-e").arg(e);
+    }
+    let mut mcp = Rpc::spawn(&mut cmd);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "raw", "version": "1"}}}));
+    mcp.until("initialize result", |v| v["id"] == 0);
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    mcp
+}
+
+fn tools_call(mcp: &mut Rpc, id: u64, name: &str, args: Value) -> Value {
+    mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": name, "arguments": args}}));
+    mcp.until(&format!("tools/call {id}"), |v| v["id"] == id)
+}
+
+#[test]
+fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
+    let t = TempDir::new("mcp-tools");
+    let tools = json!({"ask": {"kind": "ask"}, "reader": {"kind": "call", "target": "read"}});
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": tools, "subscribe": ["tool_result"]}),
+    );
+    let mut mcp = mcp(&t, &[a]);
+    let r = tools_call(&mut mcp, 1, "ask", json!({}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "tool ask is interactive and needs an interactive host"
+    );
+    assert!(
+        calls_of(&t, "a", "ask").is_empty(),
+        "an interactive tool ran"
+    );
+    let r = tools_call(&mut mcp, 2, "reader", json!({"path": "x"}));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("runs no built-in tools"), "{r}");
+}
+
+#[test]
+fn mcp_cancelled_reaches_the_extension_as_tool_cancel() {
+    let t = TempDir::new("mcp-cancel");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"slow": {"kind": "slow"}, "echo": {}}}),
+    );
+    let mut mcp = mcp(&t, &[a]);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "slow", "arguments": {}}}));
+    let id = wait_call(&t, "a", "slow");
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 7, "reason": "user"}}),
+    );
+    wait_cancel(&t, "a", &id);
+    let r = tools_call(&mut mcp, 8, "echo", json!({}));
+    assert_eq!(r["result"]["content"][0]["text"], "echo: {}", "{r}");
+    assert!(
+        !mcp.seen.iter().any(|v| v["id"] == 7),
+        "a cancelled request was answered"
+    );
+}
+
+#[test]
+fn ctrl_c_during_call_cancels_the_tool() {
+    let t = TempDir::new("session-cancel");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"slow": {"kind": "slow"}, "echo": {}}}),
+    );
+    let mut z = Zot::start(&t, &[a], &[]);
+    z.send("/call slow {}");
+    let id = wait_call(&t, "a", "slow");
+    z.signal(libc::SIGINT);
+    z.expect("cancelled");
+    wait_cancel(&t, "a", &id);
+    let out = z.run("/call echo {\"x\":1}");
+    assert!(
+        out.iter().any(|l| l.contains("echo: {\"x\": 1}")),
+        "{out:?}"
+    );
+}

@@ -191,7 +191,7 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
     }
     let (s, key) = (server.clone(), id.clone());
     let name = call.name.clone();
-    let request = Request::Tool {
+    let tool = Request::Tool {
         call,
         pipeline: true,
         reply: Box::new(move |outcome| {
@@ -208,6 +208,11 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
             };
             s.finish(&key, result.map(|r| era::finish(era, Kind::Plain, r)));
         }),
+    };
+    // Cancellable: `notifications/cancelled` reaches the extension.
+    let request = Request::Cancellable {
+        ticket: server.ticket(),
+        request: Box::new(tool),
     };
     track(server, &id, era, request);
 }

@@ -32,7 +32,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use zot_host::{HostEvent, HostHandle, Request, Snapshot};
+use zot_host::{HostEvent, HostHandle, Request, Snapshot, Ticket};
 
 /// Notes kept for a legacy client until `notifications/initialized`.
 pub const BUFFERED_NOTES: usize = 100;
@@ -96,6 +96,8 @@ struct InFlight {
     /// stays until then, so its id is not taken by a new request that
     /// would get its answer.
     cancelled: bool,
+    /// A tool call: what the host cancels it by (SPEC 13.2).
+    ticket: Option<Ticket>,
 }
 
 /// Shared by the stdin thread, the main thread and the replies.
@@ -222,6 +224,10 @@ impl Server {
     /// in to) and sends `request` to the host, or holds it until startup
     /// readiness. Beyond [`MAX_IN_FLIGHT`] it is refused at once.
     pub fn begin(&self, id: &Id, log: Option<Level>, request: Request) {
+        let ticket = match &request {
+            Request::Cancellable { ticket, .. } => Some(*ticket),
+            _ => None,
+        };
         let now = self.with(|s| {
             if s.id_in_use(id) {
                 return None;
@@ -232,8 +238,12 @@ impl Server {
                 return None;
             }
             let cancelled = false;
-            s.in_flight
-                .insert(id.key().into(), InFlight { log, cancelled });
+            let request_state = InFlight {
+                log,
+                cancelled,
+                ticket,
+            };
+            s.in_flight.insert(id.key().into(), request_state);
             s.hold_until_ready(request)
         });
         if let Some(request) = now {
@@ -259,12 +269,24 @@ impl Server {
     /// answered (its entry stays until the host answers it), or the
     /// listen stream it names ends.
     pub fn cancel(&self, id: &Id) {
-        self.with(|s| {
-            if let Some(request) = s.in_flight.get_mut(id.key()) {
-                request.cancelled = true;
-            }
+        let ticket = self.with(|s| {
             s.listens.retain(|l| l.id != *id);
+            let request = s.in_flight.get_mut(id.key())?;
+            let first = !std::mem::replace(&mut request.cancelled, true);
+            request.ticket.filter(|_| first)
         });
+        // A tool call is abandoned: its extension gets `tool_cancel`.
+        if let Some(ticket) = ticket {
+            self.submit(Request::Cancel {
+                ticket,
+                reply: Box::new(|_| {}),
+            });
+        }
+    }
+
+    /// A ticket to submit a cancellable tool call under.
+    pub fn ticket(&self) -> Ticket {
+        self.host.ticket()
     }
 
     /// Sends a request to the host, or holds it until startup readiness

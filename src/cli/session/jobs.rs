@@ -17,6 +17,9 @@ use crossbeam_channel::{Receiver, Sender};
 pub enum Job {
     /// A request: cancelling it undoes nothing.
     Request,
+    /// `/call`: cancelling it cancels the tool call under this ticket,
+    /// so its extension gets `tool_cancel` (SPEC 13.2).
+    Tool(zot_host::Ticket),
     /// `/reload-ext`: its report lists what registers or fails meanwhile.
     Reload,
     /// A step of a turn whose `turn_start` went out: cancelling it ends

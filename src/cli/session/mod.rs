@@ -443,13 +443,19 @@ impl Session {
             args,
             tool_id: None,
         };
-        let request = |reply| Request::Tool {
-            call,
-            pipeline: true,
-            reply,
+        let ticket = self.host.ticket();
+        let request = |reply| Request::Cancellable {
+            ticket,
+            request: Box::new(Request::Tool {
+                call,
+                pipeline: true,
+                reply,
+            }),
         };
         let name = name.to_string();
-        self.submit(Job::Request, request, move |s, r| s.tool_done(&name, &r));
+        self.submit(Job::Tool(ticket), request, move |s, r| {
+            s.tool_done(&name, &r)
+        });
     }
 
     // ----- requests and replies -------------------------------------
@@ -608,11 +614,18 @@ impl Session {
         let Some(job) = self.jobs.cancel() else {
             return;
         };
-        if let Job::Turn(agent) = job {
-            if let Some(agent) = agent {
-                agent.kill();
+        match job {
+            Job::Turn(agent) => {
+                if let Some(agent) = agent {
+                    agent.kill();
+                }
+                self.end_turn("cancelled", None);
             }
-            self.end_turn("cancelled", None);
+            Job::Tool(ticket) => self.host.submit(Request::Cancel {
+                ticket,
+                reply: Box::new(|_| {}),
+            }),
+            Job::Request | Job::Reload => {}
         }
         if say {
             self.out.line("cancelled");
