@@ -93,6 +93,26 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn exposures_round_trip_and_exposure_wins_over_deferred() {
+        for name in Exposure::NAMES {
+            assert_eq!(Exposure::parse(name).map(Exposure::as_str), Some(name));
+        }
+        let extra = |exposure: Option<&str>| ToolExtras {
+            exposure: exposure.map(str::to_string),
+            deferred: Some(true),
+            ..Default::default()
+        };
+        let tool = |e| tool_info("t", String::new(), None, extra(e), "x");
+        assert_eq!(
+            tool(None).map(|t| (t.exposure, t.active)),
+            Ok((Exposure::Deferred, false))
+        );
+        let direct = tool(Some("direct")).map(|t| (t.exposure, t.active));
+        assert_eq!(direct, Ok((Exposure::Direct, true)));
+        assert!(tool(Some("Direct")).is_err(), "exposure names are exact");
+    }
+
+    #[test]
     fn each_bad_field_is_named() {
         let ok = tool_prompt_fields(Some(json!("skill")), Some(json!({"name": "x"})));
         assert_eq!(ok, Ok(("skill".into(), json!({"name": "x"}))));
