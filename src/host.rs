@@ -161,6 +161,25 @@ impl HostHandle {
         })
     }
 
+    /// Tells `extension` that its panel `panel_id` has `width` columns and
+    /// `height` rows (when it opens, and when the screen changes size).
+    pub fn panel_resize(
+        &self,
+        extension: &str,
+        panel_id: &str,
+        width: u32,
+        height: u32,
+    ) -> Result<(), HostError> {
+        let (extension, panel_id) = (extension.into(), panel_id.into());
+        self.call(|reply| Request::PanelResize {
+            extension,
+            panel_id,
+            width,
+            height,
+            reply,
+        })
+    }
+
     /// Tells `extension` its panel `panel_id` was closed.
     pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
         let (extension, panel_id) = (extension.into(), panel_id.into());

@@ -133,6 +133,16 @@ pub enum ExtFrame {
     PanelClose {
         panel_id: String,
     },
+    /// A panel opened outside any command (SPEC 14.1).
+    OpenPanel(OpenPanel),
+    /// A prompt to run as if the user typed it (SPEC 14.2).
+    Submit {
+        text: String,
+    },
+    /// A slash command line to run as if typed; starts with `/`.
+    SubmitSlash {
+        text: String,
+    },
     ShutdownAck,
     /// Internal, never read from the wire: an MCP server's prompt left
     /// its list (SPEC 11).
@@ -171,6 +181,9 @@ impl ExtFrame {
             ExtFrame::ClearNotes => "clear_notes",
             ExtFrame::PanelRender(_) => "panel_render",
             ExtFrame::PanelClose { .. } => "panel_close",
+            ExtFrame::OpenPanel(_) => "open_panel",
+            ExtFrame::Submit { .. } => "submit",
+            ExtFrame::SubmitSlash { .. } => "submit_slash",
             ExtFrame::ShutdownAck => "shutdown_ack",
             ExtFrame::UnregisterCommand { .. } => "unregister_command",
             ExtFrame::UnregisterTool { .. } => "unregister_tool",
@@ -348,6 +361,12 @@ pub enum HostFrame<'a> {
     },
     PanelClose {
         panel_id: &'a str,
+    },
+    /// The panel's room on the screen, in columns and rows (SPEC 14.1).
+    PanelResize {
+        panel_id: &'a str,
+        width: u32,
+        height: u32,
     },
     Shutdown,
 }
@@ -547,6 +566,13 @@ impl Fields {
             }),
             "panel_close" => ExtFrame::PanelClose {
                 panel_id: self.req("panel_id")?,
+            },
+            "open_panel" => ExtFrame::OpenPanel(self.req("panel")?),
+            "submit" => ExtFrame::Submit {
+                text: self.req("text")?,
+            },
+            "submit_slash" => ExtFrame::SubmitSlash {
+                text: self.req("text")?,
             },
             "shutdown_ack" => ExtFrame::ShutdownAck,
             other => return Err(format!("unknown frame type `{other}`")),

@@ -279,6 +279,12 @@ pub enum HostEvent {
     },
     /// Close a panel of `extension`.
     PanelClose { panel_id: String, extension: String },
+    /// `extension` opened a panel by itself, outside any command (SPEC 14.1).
+    OpenPanel { extension: String, panel: OpenPanel },
+    /// `extension` submits `text` as a user prompt (SPEC 14.2).
+    Submit { extension: String, text: String },
+    /// `extension` asks to run the slash command line `text` as if typed.
+    SubmitSlash { extension: String, text: String },
     /// An extension finished registering after startup.
     Registered { extension: String },
     /// A `tool_result` of `extension` activated these deferred tools of
@@ -518,6 +524,14 @@ pub enum Request {
         text: Option<String>,
         reply: Reply<()>,
     },
+    /// Tell an extension how much room its panel has (SPEC 14.1).
+    PanelResize {
+        extension: String,
+        panel_id: String,
+        width: u32,
+        height: u32,
+        reply: Reply<()>,
+    },
     /// Tell an extension its panel was closed.
     PanelClose {
         extension: String,
@@ -560,9 +574,9 @@ impl Request {
             Request::Tool { reply, .. } => reply(Err(error)),
             Request::Intercept { reply, .. } => reply(Err(error)),
             Request::Emit { reply, .. } => reply(Err(error)),
-            Request::PanelKey { reply, .. } | Request::PanelClose { reply, .. } => {
-                reply(Err(error))
-            }
+            Request::PanelKey { reply, .. }
+            | Request::PanelClose { reply, .. }
+            | Request::PanelResize { reply, .. } => reply(Err(error)),
             Request::List { reply } => reply(Err(error)),
             Request::Reload { reply } => reply(Err(error)),
             Request::Shutdown { reply } | Request::ShutdownNow { reply } => reply(Err(error)),

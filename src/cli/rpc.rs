@@ -42,10 +42,10 @@ usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--comm
 
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call, cancel,
-builtin_result, intercept, event, panel_key, panel_close, reload, shutdown.
-EOF on stdin,
-`shutdown`, Ctrl-C and SIGTERM shut down gracefully: requests already
-read are answered first (a second Ctrl-C skips that wait).
+builtin_result, intercept, event, panel_key, panel_resize, panel_close,
+reload, shutdown. EOF on stdin, `shutdown`, Ctrl-C and SIGTERM shut down
+gracefully: requests already read are answered first (a second Ctrl-C
+skips that wait).
 ";
 
 /// Requests never refused for the in-flight bound: a `ping` is answered
@@ -335,6 +335,14 @@ fn field(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> 
     }
 }
 
+/// A panel dimension: a whole number of columns or rows.
+fn size(obj: &Map<String, Value>, key: &str) -> Result<u32, String> {
+    let value = obj.get(key).and_then(Value::as_u64);
+    value
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| format!("`{key}` must be a whole number (columns or rows)"))
+}
+
 fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
     field(obj, key)?.ok_or_else(|| format!("missing string field `{key}`"))
 }
@@ -554,6 +562,13 @@ fn build(
                 reply: reply(host, out, id, kind, |()| json!({})),
             }
         }
+        "panel_resize" => Request::PanelResize {
+            extension: required(&obj, "extension")?,
+            panel_id: required(&obj, "panel_id")?,
+            width: size(&obj, "width")?,
+            height: size(&obj, "height")?,
+            reply: reply(host, out, id, kind, |()| json!({})),
+        },
         "panel_close" => Request::PanelClose {
             extension: required(&obj, "extension")?,
             panel_id: required(&obj, "panel_id")?,

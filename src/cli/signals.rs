@@ -19,6 +19,8 @@ pub enum Signal {
     Interrupt,
     /// SIGTERM or SIGHUP: asked to end.
     Terminate,
+    /// SIGWINCH: the terminal changed size (only with [`install_with_resize`]).
+    Resize,
 }
 
 /// Write end of the pipe the handler writes to (-1: none yet).
@@ -45,7 +47,22 @@ extern "C" fn on_signal(sig: libc::c_int) {
 
 /// Calls `f` for every SIGINT, SIGTERM and SIGHUP from now on, one at a
 /// time on the signal thread. Call it once per process.
-pub fn install(mut f: impl FnMut(Signal) + Send + 'static) -> Result<(), CliError> {
+pub fn install(f: impl FnMut(Signal) + Send + 'static) -> Result<(), CliError> {
+    install_for(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP], f)
+}
+
+/// [`install`], and SIGWINCH as [`Signal::Resize`] (the session's panels).
+pub fn install_with_resize(f: impl FnMut(Signal) + Send + 'static) -> Result<(), CliError> {
+    install_for(
+        &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGWINCH],
+        f,
+    )
+}
+
+fn install_for(
+    signals: &[libc::c_int],
+    mut f: impl FnMut(Signal) + Send + 'static,
+) -> Result<(), CliError> {
     let failed = |what: &str| {
         let e = io::Error::last_os_error();
         CliError::Failed(format!("cannot install the signal handler: {what}: {e}"))
@@ -73,6 +90,7 @@ pub fn install(mut f: impl FnMut(Signal) + Send + 'static) -> Result<(), CliErro
             if n == 1 {
                 f(match libc::c_int::from(byte) {
                     libc::SIGINT => Signal::Interrupt,
+                    libc::SIGWINCH => Signal::Resize,
                     _ => Signal::Terminate,
                 });
             } else if n == 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
@@ -80,7 +98,7 @@ pub fn install(mut f: impl FnMut(Signal) + Send + 'static) -> Result<(), CliErro
             }
         })
         .map_err(|e| CliError::Failed(format!("cannot start the signal thread: {e}")))?;
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+    for &sig in signals {
         // SAFETY: a zeroed sigaction is valid; we set handler, mask and
         // flags. SA_RESTART: no read or write elsewhere fails with EINTR.
         unsafe {
@@ -128,4 +146,22 @@ pub fn stop_on_signal(
             _ => std::process::exit(1),
         }
     })
+}
+
+/// The terminal's size in columns and rows: stdout's, else stdin's, else
+/// `$COLUMNS` / `$LINES`, else 80 x 24 (a pipe has no size).
+pub fn terminal_size() -> (u32, u32) {
+    for fd in [libc::STDOUT_FILENO, libc::STDIN_FILENO] {
+        // SAFETY: a zeroed winsize is valid; TIOCGWINSZ fills it or fails
+        // (on a pipe), and only reads the descriptor.
+        let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
+            return (u32::from(ws.ws_col), u32::from(ws.ws_row));
+        }
+    }
+    let env = |var: &str, default: u32| {
+        let value = std::env::var(var).ok().and_then(|v| v.trim().parse().ok());
+        value.filter(|n| *n > 0).unwrap_or(default)
+    };
+    (env("COLUMNS", 80), env("LINES", 24))
 }

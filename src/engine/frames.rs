@@ -91,6 +91,9 @@ impl Engine {
             }
             Stage::Ready | Stage::Stopping { hello: true, .. } => {}
         }
+        // `submit` counts from `ready` on (SPEC 14.2).
+        let ready = !matches!(ext.stage(), Some(Stage::Registering { .. }));
+        let kind = frame.kind();
         match frame {
             ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
             ExtFrame::RegisterCommand { name, description } => {
@@ -179,6 +182,30 @@ impl Engine {
                     panel_id,
                     extension,
                 })
+            }
+            ExtFrame::OpenPanel(panel) if panel.id.trim().is_empty() => ext
+                .log
+                .line("open_panel with an empty `panel.id`: not opened"),
+            ExtFrame::OpenPanel(panel) => {
+                self.offer_event(idx, |extension| HostEvent::OpenPanel { extension, panel })
+            }
+            ExtFrame::Submit { text } | ExtFrame::SubmitSlash { text }
+                if text.trim().is_empty() =>
+            {
+                ext.log.line(&format!("{kind} with empty text: ignored"))
+            }
+            ExtFrame::Submit { .. } | ExtFrame::SubmitSlash { .. } if !ready => ext.log.line(
+                &format!("{kind} before `ready`: ignored (send it after ready)"),
+            ),
+            ExtFrame::SubmitSlash { text } if !text.starts_with('/') => ext.log.line(&format!(
+                "submit_slash text must start with `/`: {:?} ignored (send a prompt with `submit`)",
+                crate::protocol::snippet(text.as_bytes())
+            )),
+            ExtFrame::Submit { text } => {
+                self.offer_event(idx, |extension| HostEvent::Submit { extension, text })
+            }
+            ExtFrame::SubmitSlash { text } => {
+                self.offer_event(idx, |extension| HostEvent::SubmitSlash { extension, text })
             }
             ExtFrame::ShutdownAck if matches!(ext.stage(), Some(Stage::Stopping { .. })) => {
                 ext.close_stdin()

@@ -132,6 +132,21 @@ impl Engine {
                 };
                 reply(self.send_to(&extension, frame))
             }
+            Request::PanelResize {
+                extension,
+                panel_id,
+                width,
+                height,
+                reply,
+            } => {
+                let panel_id = &panel_id;
+                let frame = HostFrame::PanelResize {
+                    panel_id,
+                    width,
+                    height,
+                };
+                reply(self.send_to(&extension, frame))
+            }
             Request::PanelClose {
                 extension,
                 panel_id,

@@ -421,7 +421,12 @@ impl Server {
             } => self.note(s, &extension, &level, message),
             // The host's own budget: notes came faster than we took them.
             HostEvent::EventsDropped { count } => dropped(s, count),
+            // No panels and no prompt queue over MCP (upstream ignores
+            // `submit` without an interactive editor too).
             HostEvent::ClearNotes { .. }
+            | HostEvent::OpenPanel { .. }
+            | HostEvent::Submit { .. }
+            | HostEvent::SubmitSlash { .. }
             | HostEvent::PanelRender { .. }
             | HostEvent::PanelClose { .. }
             | HostEvent::BuiltinCall { .. } => {}

@@ -13,6 +13,7 @@ mod agent;
 mod jobs;
 mod panel;
 mod render;
+mod submit;
 mod turn;
 
 use super::ordered::{InOrder, Ordered};
@@ -61,7 +62,7 @@ pub const HOST_COMMANDS: [(&[&str], &str, &str); 9] = [
 /// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let (signal_tx, signals) = crossbeam_channel::bounded(16);
-    signals::install(move |signal| {
+    signals::install_with_resize(move |signal| {
         let _ = signal_tx.try_send(signal);
     })?;
     let cwd = super::project_dir(opts.cwd.as_deref())?;
@@ -88,6 +89,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         step: 0,
         notes: HashMap::new(),
         panels: Vec::new(),
+        submits_dropped: HashMap::new(),
         unshown: HashMap::new(),
         insert: None,
     };
@@ -122,6 +124,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             recv(signals) -> sig => match sig {
                 Ok(Signal::Terminate) | Err(_) => break,
                 Ok(Signal::Interrupt) => s.on_interrupt(),
+                Ok(Signal::Resize) => s.resize_panels(),
             },
         }
         s.run_queue();
@@ -188,8 +191,8 @@ impl Session {
                     // Follow-ups (a prompt action...) are not started now.
                     self.queue.clear();
                 }
-                recv(signals) -> _ => {
-                    if !hurried {
+                recv(signals) -> sig => {
+                    if !hurried && sig != Ok(Signal::Resize) {
                         hurried = true;
                         self.out.interrupted();
                         self.cancel(false);
@@ -201,12 +204,33 @@ impl Session {
     }
 }
 
-/// Input lines waiting to run, in order; small, so that stdin is not
-/// read far ahead of the work.
+/// Input lines (and what extensions submitted) waiting to run, in
+/// order; small, so that stdin is not read far ahead of the work.
 #[derive(Default)]
 struct Lines {
-    lines: VecDeque<String>,
+    lines: VecDeque<Work>,
     bytes: usize,
+}
+
+/// One thing waiting to run.
+enum Work {
+    /// A line typed (or piped).
+    Typed(String),
+    /// An extension's `submit` (a prompt) or `submit_slash` (a line).
+    Submitted {
+        extension: String,
+        text: String,
+        slash: bool,
+    },
+}
+
+impl Work {
+    fn len(&self) -> usize {
+        match self {
+            Work::Typed(line) => line.len(),
+            Work::Submitted { text, .. } => text.len(),
+        }
+    }
 }
 
 impl Lines {
@@ -218,15 +242,22 @@ impl Lines {
         self.lines.len() < Self::MAX_LINES && self.bytes < Self::MAX_BYTES
     }
 
-    fn push_back(&mut self, line: String) {
-        self.bytes += line.len();
-        self.lines.push_back(line);
+    fn push_back(&mut self, work: Work) {
+        self.bytes += work.len();
+        self.lines.push_back(work);
     }
 
-    fn pop_front(&mut self) -> Option<String> {
-        let line = self.lines.pop_front()?;
-        self.bytes -= line.len();
-        Some(line)
+    fn pop_front(&mut self) -> Option<Work> {
+        let work = self.lines.pop_front()?;
+        self.bytes -= work.len();
+        Some(work)
+    }
+
+    /// What `extension` submitted and still waits.
+    fn submitted_by(&self, extension: &str) -> usize {
+        (self.lines.iter())
+            .filter(|w| matches!(w, Work::Submitted { extension: e, .. } if e == extension))
+            .count()
     }
 
     fn is_empty(&self) -> bool {
@@ -321,6 +352,9 @@ struct Session {
     notes: HashMap<String, u64>,
     /// Open panels: (extension, panel), most recent last.
     panels: Vec<(String, Panel)>,
+    /// Submissions dropped per extension (its queue was full): said at
+    /// the 1st, 10th, 100th...
+    submits_dropped: HashMap<String, u64>,
     /// Renders of panels that were not open, per extension: logged at
     /// 1, 10, 100... (this log is not rotated by the host).
     unshown: HashMap<String, u64>,
@@ -348,7 +382,7 @@ impl Session {
         match input {
             Input::Line(line) => {
                 self.armed = false;
-                self.queue.push_back(line);
+                self.queue.push_back(Work::Typed(line));
             }
             Input::TooLong(n) => self.out.error(&format!("input line of {n} bytes ignored")),
             Input::Eof => self.eof = true,
@@ -357,10 +391,15 @@ impl Session {
 
     fn run_queue(&mut self) {
         while self.ready && !self.jobs.busy() && self.leave.is_none() {
-            let Some(line) = self.queue.pop_front() else {
-                break;
-            };
-            self.line(line);
+            match self.queue.pop_front() {
+                Some(Work::Typed(line)) => self.line(line),
+                Some(Work::Submitted {
+                    extension,
+                    text,
+                    slash,
+                }) => self.run_submitted(&extension, text, slash),
+                None => break,
+            }
         }
     }
 
@@ -660,6 +699,17 @@ impl Session {
                     .line(&format!("notes cleared for {extension} ({n} removed)"));
             }
             HostEvent::PanelRender { panel, extension } => self.render_panel(extension, panel),
+            HostEvent::OpenPanel { extension, panel } => {
+                let panel = Panel {
+                    panel_id: panel.id,
+                    title: panel.title,
+                    lines: panel.lines,
+                    footer: panel.footer,
+                };
+                self.open_panel(extension, panel);
+            }
+            HostEvent::Submit { extension, text } => self.submitted(extension, text, false),
+            HostEvent::SubmitSlash { extension, text } => self.submitted(extension, text, true),
             HostEvent::PanelClose {
                 panel_id,
                 extension,

@@ -107,7 +107,32 @@ impl Session {
             "keys: /key up|down|left|right|enter|tab|... [TEXT], one character types it, \
              /key esc closes",
         );
+        self.resize(&extension, &panel.panel_id);
         self.panels.push((extension, panel));
+    }
+
+    /// SIGWINCH: every open panel is told the new size.
+    pub(super) fn resize_panels(&mut self) {
+        let open: Vec<(String, String)> = (self.panels.iter())
+            .map(|(e, p)| (e.clone(), p.panel_id.clone()))
+            .collect();
+        for (extension, panel_id) in open {
+            self.resize(&extension, &panel_id);
+        }
+    }
+
+    /// Sends `panel_resize` with the terminal's size (SPEC 14.1): not a
+    /// job, nothing waits for it; a panel whose extension is gone is no
+    /// news worth a line.
+    fn resize(&self, extension: &str, panel_id: &str) {
+        let (width, height) = crate::cli::signals::terminal_size();
+        self.host.submit(Request::PanelResize {
+            extension: extension.to_string(),
+            panel_id: panel_id.to_string(),
+            width,
+            height,
+            reply: Box::new(|_| {}),
+        });
     }
 
     /// An extension's `panel_render`: updates an open panel in place. A render for a panel that is not
@@ -151,7 +176,7 @@ impl Session {
 }
 
 /// 1, 10, 100...: when a line repeated that often is logged again.
-fn power_of_ten(n: u64) -> bool {
+pub(super) fn power_of_ten(n: u64) -> bool {
     std::iter::successors(Some(1u64), |p| p.checked_mul(10)).any(|p| p == n)
 }
 
@@ -162,7 +187,7 @@ fn is_key(word: &str) -> bool {
 
 /// Appends a `[zot]` line to the extension's log (the session has no
 /// handle on it; appending keeps lines whole beside the host's own).
-fn log_line(extension: &str, msg: &str) {
+pub(super) fn log_line(extension: &str, msg: &str) {
     let Ok(home) = crate::cli::zot_home() else {
         return;
     };

@@ -459,6 +459,9 @@ impl Trial<'_> {
             // Notes and panels are for the user; the unregister frames
             // come only from the MCP adapter, never from a zot extension.
             ExtFrame::ClearNotes
+            | ExtFrame::OpenPanel(_)
+            | ExtFrame::Submit { .. }
+            | ExtFrame::SubmitSlash { .. }
             | ExtFrame::PanelRender(_)
             | ExtFrame::PanelClose { .. }
             | ExtFrame::UnregisterCommand { .. }

@@ -1,0 +1,57 @@
+//! What extensions submit (SPEC 14.2): `submit` runs a turn, and
+//! `submit_slash` a line as if typed, queued behind the work under way,
+//! at most [`MAX_QUEUED`] per extension.
+
+use super::panel::{log_line, power_of_ten};
+use super::render::Tone;
+use super::{Session, Work};
+
+/// Submissions one extension may have waiting; the rest are dropped.
+pub(super) const MAX_QUEUED: usize = 16;
+
+/// Lines an extension may not send: leaving is the user's call.
+const RESERVED: [&str; 2] = ["quit", "exit"];
+
+impl Session {
+    /// A `submit` (or with `slash` a `submit_slash`) from `extension`.
+    pub(super) fn submitted(&mut self, extension: String, text: String, slash: bool) {
+        if self.queue.submitted_by(&extension) >= MAX_QUEUED {
+            let n = self.submits_dropped.entry(extension.clone()).or_default();
+            *n += 1;
+            if power_of_ten(*n) {
+                let why = format!(
+                    "{MAX_QUEUED} submissions of {extension} wait already: dropped ({n} so far)"
+                );
+                self.out.error(&why);
+                log_line(&extension, &why);
+            }
+            return;
+        }
+        self.queue.push_back(Work::Submitted {
+            extension,
+            text,
+            slash,
+        });
+    }
+
+    /// Runs a submission whose turn has come.
+    pub(super) fn run_submitted(&mut self, extension: &str, text: String, slash: bool) {
+        let text = text.trim().to_string();
+        if !slash {
+            self.out
+                .text(&format!("submit [{extension}]: "), Tone::Cyan, &text);
+            return self.start_turn(text);
+        }
+        let rest = text.strip_prefix('/').unwrap_or(&text);
+        let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if RESERVED.contains(&name.to_lowercase().as_str()) {
+            let why =
+                format!("extension {extension} sent /{name}: an extension cannot end the session");
+            self.out.error(&why);
+            return log_line(extension, &why);
+        }
+        self.out
+            .text(&format!("submit_slash [{extension}]: "), Tone::Cyan, &text);
+        self.slash(name, args.trim());
+    }
+}
