@@ -6,7 +6,7 @@ use super::report::{human, Report};
 use super::schema::schema_problem;
 use super::{Opts, Probe};
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -499,8 +499,9 @@ impl Trial<'_> {
             return;
         }
         // Command names are case-insensitive (SPEC 14.5): the host keeps the first.
+        let folded = name.to_lowercase();
         let first = match kind {
-            Kind::Command => seen.list.iter().find(|s| registry::same_command(s, &name)),
+            Kind::Command => seen.by_folded.get(&folded),
             Kind::Tool => None,
         };
         if let Some(first) = first {
@@ -530,6 +531,7 @@ impl Trial<'_> {
         }
         seen.bytes = bytes;
         seen.set.insert(name.clone());
+        seen.by_folded.entry(folded).or_insert_with(|| name.clone());
         seen.list.push(name.clone());
         if builtins.iter().any(|b| match kind {
             Kind::Command => registry::same_command(b, &name),
@@ -1008,6 +1010,9 @@ impl Trial<'_> {
 struct Names {
     list: Vec<String>,
     set: HashSet<String>,
+    /// Each name lowercased, to the first one registered so: a lookup,
+    /// not a scan, for the case-insensitive duplicate (SPEC 14.5).
+    by_folded: HashMap<String, String>,
     bytes: usize,
     /// The host's cap was reached (reported once).
     capped: bool,
