@@ -2,7 +2,8 @@
 #
 #   make build      release build of the library and the `zot` binary
 #   make test       the test suite
-#   make static     stripped, statically linked `zot` at target/zot-static
+#   make static     stripped, statically linked `zot` at target/zot-static,
+#                   and without the default features at target/zot-static-minimal
 #   make bench-ext  the native benchmark extension (fixtures/bench-ext)
 #   make bench      all of the above in release mode, then the benchmark
 #   make soak       bounded endurance run of the release zot (README: Soak)
@@ -11,8 +12,10 @@
 
 CARGO ?= cargo
 
-# Where the static binary ends up, whatever toolchain produced it.
+# Where the static binaries end up, whatever toolchain produced them:
+# the default build, and the minimal one (--no-default-features).
 STATIC_BIN := target/zot-static
+STATIC_MINIMAL_BIN := target/zot-static-minimal
 MUSL_TARGET := x86_64-unknown-linux-musl
 GNU_TARGET := x86_64-unknown-linux-gnu
 
@@ -32,7 +35,8 @@ build:
 test:
 	$(CARGO) test
 
-# Static binary, first build that works here:
+# Static binaries (the default build, then the minimal one), each with
+# the first route that works here:
 #   1. stable musl (`rustup target add` when the target is missing);
 #   2. stable glibc with crt-static;
 # both at opt-level z and non-PIE (relocation-model=static drops the
@@ -42,41 +46,46 @@ test:
 # 20 % smaller but unstable flags. Each route uses its own target dir so
 # none disturbs `make build`. The release profile strips symbols.
 # Whether the result is really static is reported by `make bench`
-# (`bench binary static=...`, read from the ELF headers).
+# (`bench binary static=... minimal_static=...`, read from the ELF headers).
 STATIC_NIGHTLY ?= no
 STATIC_OPT := --config 'profile.release.opt-level="z"'
 STATIC_RUSTFLAGS := -C relocation-model=static
 STATIC_STD := -Z build-std=std,panic_abort -Z build-std-features=optimize_for_size
 
 static:
-	@set -e; rm -f $(STATIC_BIN); \
-	if [ "$(STATIC_NIGHTLY)" = yes ] && rustup run nightly rustc --version >/dev/null 2>&1; then \
-		rustup component list --toolchain nightly --installed | grep -q '^rust-src' || \
-			rustup component add --toolchain nightly rust-src || true; \
-		rustup target list --toolchain nightly --installed | grep -qx '$(MUSL_TARGET)' || \
-			rustup target add --toolchain nightly $(MUSL_TARGET) || true; \
-		if RUSTFLAGS='$(STATIC_RUSTFLAGS)' $(CARGO) +nightly build --release --bin zot --target $(MUSL_TARGET) \
-			--target-dir target/static-nightly $(STATIC_OPT) $(STATIC_STD); then \
-			cp target/static-nightly/$(MUSL_TARGET)/release/zot $(STATIC_BIN); \
-			echo "static: built with nightly -Z build-std for $(MUSL_TARGET)"; \
-		else echo "static: nightly build-std failed, trying stable"; fi; \
-	fi; \
-	if [ ! -f $(STATIC_BIN) ]; then \
-		rustup target list --installed 2>/dev/null | grep -qx '$(MUSL_TARGET)' || \
-			rustup target add $(MUSL_TARGET) || true; \
-		if RUSTFLAGS='$(STATIC_RUSTFLAGS)' $(CARGO) build --release --bin zot --target $(MUSL_TARGET) \
-			--target-dir target/static $(STATIC_OPT); then \
-			cp target/static/$(MUSL_TARGET)/release/zot $(STATIC_BIN); \
-			echo "static: built with stable for $(MUSL_TARGET)"; \
-		else echo "static: musl build failed, falling back to static glibc"; fi; \
-	fi; \
-	if [ ! -f $(STATIC_BIN) ]; then \
-		RUSTFLAGS='-C target-feature=+crt-static $(STATIC_RUSTFLAGS)' $(CARGO) build --release --bin zot \
-			--target $(GNU_TARGET) --target-dir target/static $(STATIC_OPT); \
-		cp target/static/$(GNU_TARGET)/release/zot $(STATIC_BIN); \
-		echo "static: built with stable for $(GNU_TARGET) (crt-static)"; \
-	fi; \
-	ls -l $(STATIC_BIN)
+	@set -e; \
+	for build in full minimal; do \
+		if [ $$build = full ]; then out=$(STATIC_BIN); features=; \
+		else out=$(STATIC_MINIMAL_BIN); features=--no-default-features; fi; \
+		rm -f $$out; \
+		if [ "$(STATIC_NIGHTLY)" = yes ] && rustup run nightly rustc --version >/dev/null 2>&1; then \
+			rustup component list --toolchain nightly --installed | grep -q '^rust-src' || \
+				rustup component add --toolchain nightly rust-src || true; \
+			rustup target list --toolchain nightly --installed | grep -qx '$(MUSL_TARGET)' || \
+				rustup target add --toolchain nightly $(MUSL_TARGET) || true; \
+			if RUSTFLAGS='$(STATIC_RUSTFLAGS)' $(CARGO) +nightly build --release --bin zot $$features \
+				--target $(MUSL_TARGET) --target-dir target/static-nightly $(STATIC_OPT) $(STATIC_STD); then \
+				cp target/static-nightly/$(MUSL_TARGET)/release/zot $$out; \
+				echo "static: $$build built with nightly -Z build-std for $(MUSL_TARGET)"; \
+			else echo "static: nightly build-std failed, trying stable"; fi; \
+		fi; \
+		if [ ! -f $$out ]; then \
+			rustup target list --installed 2>/dev/null | grep -qx '$(MUSL_TARGET)' || \
+				rustup target add $(MUSL_TARGET) || true; \
+			if RUSTFLAGS='$(STATIC_RUSTFLAGS)' $(CARGO) build --release --bin zot $$features \
+				--target $(MUSL_TARGET) --target-dir target/static $(STATIC_OPT); then \
+				cp target/static/$(MUSL_TARGET)/release/zot $$out; \
+				echo "static: $$build built with stable for $(MUSL_TARGET)"; \
+			else echo "static: musl build failed, falling back to static glibc"; fi; \
+		fi; \
+		if [ ! -f $$out ]; then \
+			RUSTFLAGS='-C target-feature=+crt-static $(STATIC_RUSTFLAGS)' $(CARGO) build --release --bin zot \
+				$$features --target $(GNU_TARGET) --target-dir target/static $(STATIC_OPT); \
+			cp target/static/$(GNU_TARGET)/release/zot $$out; \
+			echo "static: $$build built with stable for $(GNU_TARGET) (crt-static)"; \
+		fi; \
+	done; \
+	ls -l $(STATIC_BIN) $(STATIC_MINIMAL_BIN)
 
 bench-ext:
 	$(CARGO) build --release --manifest-path $(BENCH_EXT_DIR)/Cargo.toml \
@@ -84,9 +93,11 @@ bench-ext:
 
 # `cargo bench` builds the benchmark program (fixtures/bench/host_bench.rs)
 # with the release profile. It finds the extension and the static binary
-# at the paths above (override with ZOT_BENCH_EXT / ZOT_STATIC_BIN).
+# at the paths above (override with ZOT_BENCH_EXT / ZOT_STATIC_BIN /
+# ZOT_STATIC_MINIMAL_BIN).
 bench: build bench-ext static
 	ZOT_BENCH_EXT=$(CURDIR)/$(BENCH_EXT_BIN) ZOT_STATIC_BIN=$(CURDIR)/$(STATIC_BIN) \
+		ZOT_STATIC_MINIMAL_BIN=$(CURDIR)/$(STATIC_MINIMAL_BIN) \
 		$(CARGO) bench --bench host
 
 # `cargo bench --bench soak` runs fixtures/soak/soak.rs: a million

@@ -26,6 +26,8 @@ mod host;
 pub mod intercept;
 pub mod log;
 pub mod manifest;
+// Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
+#[cfg_attr(not(feature = "mcp"), path = "no_mcp.rs")]
 mod mcp_client;
 pub mod process;
 pub mod protocol;

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 /// File name of the manifest inside an extension directory.
 pub const MANIFEST_FILE: &str = "extension.json";
 
+/// Why a manifest with `"protocol": "mcp"` is invalid in a build
+/// without the `mcp` feature.
+pub(crate) const NO_MCP: &str = "this zot was built without MCP support";
+
 /// Largest manifest read: a real one is a few hundred bytes.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
@@ -211,7 +215,8 @@ impl Manifest {
         }
         let protocol = match raw.protocol.as_deref() {
             None | Some("zot") => Protocol::Zot,
-            Some("mcp") => Protocol::Mcp,
+            Some("mcp") if cfg!(feature = "mcp") => Protocol::Mcp,
+            Some("mcp") => return Err(NO_MCP.into()),
             Some(other) => return Err(not_one_of("protocol", ["zot", "mcp"], other)),
         };
         if let Some(prefix) = &raw.prefix {
@@ -477,7 +482,11 @@ mod tests {
             (fields(r#""protocol":"lsp""#), "field `protocol` must be"),
             (
                 fields(r#""protocol":"mcp","prefix":"a b""#),
-                "field `prefix`",
+                if cfg!(feature = "mcp") {
+                    "field `prefix`"
+                } else {
+                    NO_MCP
+                },
             ),
             (
                 fields(r#""prefix":"gh_""#),
@@ -522,6 +531,15 @@ mod tests {
         for (text, want) in cases {
             let err = Manifest::parse(text.as_bytes()).unwrap_err();
             assert!(err.contains(want), "{err} should mention {want}");
+        }
+    }
+
+    #[test]
+    fn an_mcp_server_needs_the_mcp_feature() {
+        let text = r#"{"name":"a","exec":"x","protocol":"mcp"}"#;
+        match Manifest::parse(text.as_bytes()) {
+            Ok(m) => assert!(cfg!(feature = "mcp") && m.protocol == Protocol::Mcp),
+            Err(err) => assert!(!cfg!(feature = "mcp") && err == NO_MCP, "{err}"),
         }
     }
 

@@ -52,6 +52,7 @@ pub(crate) enum Inbound {
     /// Writing to stdin failed; the outbox is closed.
     WriteFailed(String),
     /// An MCP server cannot start (it refused the handshake).
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     Failed(String),
 }
 

@@ -1,6 +1,12 @@
 //! Bundles without a process (SPEC 14.6), `zot ext doctor` (14.7) and
 //! `$XDG_STATE_HOME` (14.9), through the real binary and the library.
 
+// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+#![cfg_attr(
+    not(all(feature = "mcp", feature = "author")),
+    allow(dead_code, unused_imports)
+)]
+
 mod common;
 
 use common::{assert_fails_naming, assert_ok, stderr_of, stdout_of, zot, Rpc, TempDir};
@@ -57,6 +63,7 @@ fn paths(v: &Value) -> Vec<PathBuf> {
         .collect()
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn a_skill_bundle_installs_lists_its_skill_files_and_checks_without_a_process() {
     let t = TempDir::new("bundle-install");
@@ -157,6 +164,7 @@ fn skills_bundle(dir: &Path, skills: Value) -> PathBuf {
 /// A bundle's directory name, how to make it, and what its reason names.
 type EscapeCase<'a> = (&'static str, Box<dyn Fn(&Path) + 'a>, Vec<String>);
 
+#[cfg(feature = "author")]
 #[test]
 fn skills_outside_the_extension_directory_make_the_manifest_invalid() {
     let t = TempDir::new("bundle-escape");

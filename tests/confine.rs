@@ -3,6 +3,12 @@
 //! connect and signal, through `zot rpc`, the session, `zot mcp`,
 //! `zot ext check` and the library.
 
+// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+#![cfg_attr(
+    not(all(feature = "mcp", feature = "author")),
+    allow(dead_code, unused_imports)
+)]
+
 mod common;
 
 use common::*;
@@ -341,6 +347,7 @@ fn a_kernel_without_the_needed_abi_refuses_to_start() {
     }
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn bad_permissions_make_the_manifest_invalid() {
     let w = World::new("confine-bad");
@@ -382,6 +389,7 @@ fn bad_permissions_make_the_manifest_invalid() {
 }
 
 /// The interactive session and `zot mcp` confine too.
+#[cfg(feature = "mcp")]
 #[test]
 fn the_session_and_zot_mcp_confine() {
     let w = World::new("confine-surfaces");
@@ -480,6 +488,8 @@ fn mcp_deps() -> &'static Path {
     })
 }
 
+#[cfg(feature = "mcp")]
+#[cfg(feature = "author")]
 #[test]
 fn a_hosted_mcp_server_works_confined() {
     let w = World::new("confine-mcp");
@@ -534,6 +544,7 @@ fn findings(report: &Value, rule: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn ext_check_reports_permissions_and_denials_when_confined() {
     let w = World::new("confine-check");

@@ -3,6 +3,8 @@
 //! runtime is on this machine: the new extension passes `check --strict`
 //! and its tool answers through `zot rpc`.
 
+#![cfg(feature = "author")]
+
 mod common;
 
 use common::{process_gone, read_pid, wait_for, zot, Rpc, TempDir};

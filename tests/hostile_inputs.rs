@@ -3,6 +3,12 @@
 //! they behave when the client stops reading. Fixtures are in
 //! `fixtures/hostile-inputs/`.
 
+// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+#![cfg_attr(
+    not(all(feature = "mcp", feature = "author")),
+    allow(dead_code, unused_imports)
+)]
+
 mod common;
 
 use common::*;
@@ -82,6 +88,7 @@ const FLOOD_NOTE_BYTES: u64 = 1000;
 /// Far below the ~200 MB the flood takes when it is kept.
 const MCP_RSS_BOUND_KB: u64 = 64 * 1024;
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
     let t = TempDir::new("hostile-mcp-unread");
@@ -204,6 +211,7 @@ fn broken_symlinked_extension_dirs_are_reported_not_skipped() {
     assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_refuses_a_request_whose_id_is_already_in_flight() {
     // MCP: "The request ID MUST NOT have been previously used by the
@@ -331,6 +339,7 @@ fn rpc_ends_when_its_client_closes_stdout() {
     );
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_ends_when_its_client_closes_stdout() {
     gone_reader(
@@ -346,6 +355,7 @@ fn the_session_ends_when_its_stdout_is_closed() {
     gone_reader(&[], r#"/call slow {"pid":"PID"}"#, "slow done", "/tools");
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn rpc_and_mcp_answer_request_ids_of_every_json_type() {
     let t = TempDir::new("hostile-ids");
@@ -390,6 +400,7 @@ fn rpc_and_mcp_answer_request_ids_of_every_json_type() {
     end_by_eof(&mut mcp, "zot mcp");
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn rpc_and_mcp_refuse_lines_over_16_mib_and_go_on() {
     let t = TempDir::new("hostile-long-lines");
@@ -565,6 +576,7 @@ fn listen_params() -> Value {
            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}})
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
     // Each open `subscriptions/listen` stream is kept until the end and
@@ -665,6 +677,8 @@ fn assert_inert(what: &str, out: &std::process::Output) {
     );
 }
 
+#[cfg(feature = "author")]
+#[cfg(feature = "mcp")]
 #[test]
 fn text_from_extension_files_reaches_the_terminal_inert() {
     // A cloned project can hold an extension directory named with

@@ -5,6 +5,8 @@
 //! hand-written fixture for the corners (pagination, refused server
 //! requests, log levels, cancellation, a server that never answers).
 
+#![cfg(feature = "mcp")]
+
 mod common;
 
 use common::*;

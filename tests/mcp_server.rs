@@ -6,6 +6,8 @@
 //! The SDKs come from `.ci/mcp-deps` (or `$ZOT_MCP_DEPS`); when they
 //! cannot be had the client tests fail and say so, never skip.
 
+#![cfg(feature = "mcp")]
+
 mod common;
 
 use common::*;

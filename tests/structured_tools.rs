@@ -7,6 +7,12 @@
 //! The extension is fixtures/structured/weather (its docstring lists its
 //! tools and commands); it speaks the frames as upstream's Go SDK does.
 
+// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+#![cfg_attr(
+    not(all(feature = "mcp", feature = "author")),
+    allow(dead_code, unused_imports)
+)]
+
 mod common;
 
 use common::*;
@@ -362,6 +368,7 @@ fn listed(rpc: &mut Rpc, id: u64) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_maps_structured_output_and_hides_deferred_tools_until_activated() {
     let t = TempDir::new("structured-mcp");
@@ -555,6 +562,7 @@ fn typescript_sdk_client_validates_structured_content() {
 
 // ---- a hosted MCP server ----
 
+#[cfg(feature = "mcp")]
 #[test]
 fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_content() {
     let t = TempDir::new("structured-hosted");
@@ -663,6 +671,7 @@ fn the_session_marks_deferred_tools_and_runs_a_tool_prompt_with_its_result_first
 
 // ---- zot ext check ----
 
+#[cfg(feature = "author")]
 #[test]
 fn ext_check_shows_the_fields_and_fails_the_rejected_registrations() {
     let t = TempDir::new("structured-check");

@@ -3,6 +3,12 @@
 //! Everything through the real binary (`zot ext`, `zot rpc`, `zot mcp`,
 //! the session) and the library, with real extension processes.
 
+// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+#![cfg_attr(
+    not(all(feature = "mcp", feature = "author")),
+    allow(dead_code, unused_imports)
+)]
+
 mod common;
 
 use common::{
@@ -508,6 +514,7 @@ fn a_project_path_with_spaces_unicode_and_a_trailing_slash_is_one_project() {
     assert_fails_naming(&again, &["a is not trusted"]);
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn zot_mcp_in_an_untrusted_project_serves_only_its_global_extensions() {
     let w = World::new("mcp");

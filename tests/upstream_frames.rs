@@ -4,6 +4,12 @@
 //! case-insensitive command names, through the library, `zot rpc`,
 //! `zot mcp` and the session. The extension is `fixtures/frames/ext.py`.
 
+// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+#![cfg_attr(
+    not(all(feature = "mcp", feature = "author")),
+    allow(dead_code, unused_imports)
+)]
+
 mod common;
 
 use common::*;
@@ -245,6 +251,7 @@ fn the_session_emits_user_prompt_submit_and_session_end() {
     assert!(end_at < shutdown_after, "session_end before shutdown");
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn zot_mcp_emits_session_end_at_its_end() {
     let t = TempDir::new("frames-mcp-end");
@@ -326,6 +333,7 @@ fn command_names_are_case_insensitive_in_the_library() {
     );
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn command_names_are_case_insensitive_in_rpc_mcp_and_the_session() {
     let t = TempDir::new("frames-case-surfaces");
@@ -370,6 +378,7 @@ fn command_names_are_case_insensitive_in_rpc_mcp_and_the_session() {
     );
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn zot_ext_check_folds_command_names() {
     let t = TempDir::new("frames-case-check");

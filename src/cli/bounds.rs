@@ -52,6 +52,7 @@ impl Unwritten {
     }
 
     /// Whether more than [`UNWRITTEN_LIMIT`] bytes wait.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub fn over(&self) -> bool {
         *self.lock() > UNWRITTEN_LIMIT
     }

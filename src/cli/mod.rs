@@ -3,6 +3,7 @@
 
 mod bounds;
 pub mod ext;
+#[cfg(feature = "mcp")]
 pub mod mcp;
 mod ordered;
 pub mod rpc;
@@ -341,7 +342,7 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
                     if rpc {
                         rpc::HELP
                     } else if mcp {
-                        mcp::HELP
+                        mcp_help()
                     } else {
                         HELP
                     }
@@ -362,6 +363,8 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
                 return ext::run(rest);
             }
             Value(sub) if sub == "rpc" && !rpc && !mcp => rpc = true,
+            #[cfg(not(feature = "mcp"))]
+            Value(sub) if sub == "mcp" && !rpc => return Err(not_built("zot mcp", "mcp")),
             Value(sub) if sub == "mcp" && !rpc && !mcp => mcp = true,
             _ => return Err(arg.unexpected().into()),
         }
@@ -370,9 +373,40 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         return rpc::run(opts);
     }
     if mcp {
-        return mcp::run(opts);
+        return run_mcp(opts);
     }
     session::run(opts)
+}
+
+#[cfg(feature = "mcp")]
+fn mcp_help() -> &'static str {
+    mcp::HELP
+}
+
+#[cfg(feature = "mcp")]
+fn run_mcp(opts: HostOpts) -> Result<i32, CliError> {
+    mcp::run(opts)
+}
+
+// Never reached: `zot mcp` stops at its name in this build.
+#[cfg(not(feature = "mcp"))]
+fn mcp_help() -> &'static str {
+    HELP
+}
+
+#[cfg(not(feature = "mcp"))]
+fn run_mcp(_opts: HostOpts) -> Result<i32, CliError> {
+    Err(not_built("zot mcp", "mcp"))
+}
+
+/// The error of a subcommand this build left out: which feature has it
+/// and how to build with it (README: Install).
+#[cfg(not(all(feature = "mcp", feature = "author")))]
+pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
+    CliError::Failed(format!(
+        "`{what}` is not in this build: it needs the `{feature}` feature \
+         (cargo build --release --features {feature})"
+    ))
 }
 
 #[cfg(test)]

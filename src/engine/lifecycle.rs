@@ -9,6 +9,7 @@ use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
+#[cfg(feature = "mcp")]
 use crate::mcp_client::McpOptions;
 use crate::process::{describe_status, ExtProcess};
 use crate::protocol::HostFrame;
@@ -137,6 +138,9 @@ impl Engine {
         let exe = m.resolve_exec(&ext.dir)?;
         let (inbound, mcp) = match m.protocol {
             Protocol::Zot => (self.inbound_tx.clone(), None),
+            #[cfg(not(feature = "mcp"))]
+            Protocol::Mcp => return Err(crate::manifest::NO_MCP.into()),
+            #[cfg(feature = "mcp")]
             Protocol::Mcp => {
                 let opts = McpOptions {
                     name: m.name.clone(),

@@ -337,6 +337,7 @@ struct Engine {
     /// MCP servers' frames (SPEC 11): unbounded, because their adapter
     /// also answers some host frames itself, on the loop thread, which
     /// must never block on a channel it drains.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     mcp_inbound_tx: Sender<InboundMsg>,
     exts: Vec<Ext>,
     by_key: HashMap<u64, usize>,

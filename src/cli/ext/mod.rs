@@ -5,12 +5,14 @@
 //! directory; `list` shows both; `remove`, `enable` and `disable` act on
 //! the one installation, project or global, a name means.
 
+#[cfg(feature = "author")]
 mod check;
 mod doctor;
 mod install;
 mod list;
 mod logs;
 mod manage;
+#[cfg(feature = "author")]
 mod new;
 mod scratch;
 mod trust;
@@ -161,9 +163,15 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     // `check`, `doctor` and `new` take options with values: they parse their own.
     let (cwd, at) = leading_cwd(&args)?;
     match args.get(at).and_then(|a| a.to_str()) {
+        #[cfg(feature = "author")]
         Some("check") => return check::run(cwd, args[at + 1..].to_vec()),
-        Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
+        #[cfg(feature = "author")]
         Some("new") => return new::run(args[at + 1..].to_vec()),
+        #[cfg(not(feature = "author"))]
+        Some(sub @ ("check" | "new")) => {
+            return Err(super::not_built(&format!("zot ext {sub}"), "author"))
+        }
+        Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
         Some(sub @ ("trust" | "untrust")) => {
             return trust::run(cwd, args[at + 1..].to_vec(), sub == "trust")
         }

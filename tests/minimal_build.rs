@@ -1,0 +1,103 @@
+//! The build without the `mcp` and `author` features (`cargo test
+//! --no-default-features`): an MCP server's manifest is invalid with a
+//! reason that says why, and the subcommands left out say which feature
+//! has them and how to build it.
+
+#![cfg(not(all(feature = "mcp", feature = "author")))]
+
+mod common;
+
+use common::{zot, TempDir};
+use std::process::Output;
+
+/// `zot ARGS` with its own ZOT_HOME and --cwd, stdin closed.
+fn run(t: &TempDir, args: &[&str]) -> Output {
+    zot()
+        .args(args)
+        .env("ZOT_HOME", t.join("home"))
+        .current_dir(t.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run zot")
+}
+
+/// Asserts `zot ARGS` fails with exit 1 and a message naming `feature`
+/// and the cargo command that builds it.
+fn assert_not_built(args: &[&str], what: &str, feature: &str) {
+    let t = TempDir::new("minimal-sub");
+    let out = run(&t, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "zot {args:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "zot {args:?} printed to stdout");
+    for needle in [
+        format!("`{what}` is not in this build"),
+        format!("the `{feature}` feature"),
+        format!("cargo build --release --features {feature}"),
+    ] {
+        assert!(
+            stderr.contains(&needle),
+            "zot {args:?}: {needle:?} missing from stderr: {stderr}"
+        );
+    }
+}
+
+#[cfg(not(feature = "mcp"))]
+mod without_mcp {
+    use super::*;
+    use common::{config, start};
+    use serde_json::{json, Value};
+    use std::path::PathBuf;
+
+    const REASON: &str = "this zot was built without MCP support";
+
+    /// An extension directory `dir/name` whose manifest says it is an MCP server.
+    fn mcp_ext(dir: PathBuf, name: &str) -> PathBuf {
+        std::fs::create_dir_all(&dir).expect("create ext dir");
+        let manifest =
+            json!({"name": name, "exec": "server.py", "protocol": "mcp", "prefix": "s_"});
+        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+        dir
+    }
+
+    #[test]
+    fn an_mcp_manifest_is_invalid_in_ext_list() {
+        let t = TempDir::new("minimal-list");
+        mcp_ext(t.join("home/extensions/srv"), "srv");
+        let out = run(&t, &["ext", "list", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let rows: Value = serde_json::from_slice(&out.stdout).expect("ext list --json");
+        let status = &rows[0]["status"];
+        assert_eq!(status, &json!(format!("invalid: {REASON}")), "{rows}");
+    }
+
+    #[test]
+    fn an_mcp_extension_fails_to_load_in_the_host() {
+        let t = TempDir::new("minimal-host");
+        let dir = mcp_ext(t.join("srv"), "srv");
+        let host = start(config(&t, &[dir]));
+        let snapshot = host.list().expect("list");
+        let info = snapshot
+            .extensions
+            .first()
+            .expect("the extension is listed");
+        let error = info.error.as_deref().unwrap_or_default();
+        assert!(error.contains(REASON), "state {}: {error:?}", info.state);
+        assert!(info.pid.is_none(), "an MCP server was started: {info:?}");
+        host.shutdown();
+    }
+
+    #[test]
+    fn zot_mcp_names_its_feature() {
+        assert_not_built(&["mcp"], "zot mcp", "mcp");
+        assert_not_built(&["mcp", "--help"], "zot mcp", "mcp");
+        assert_not_built(&["--no-ext", "mcp"], "zot mcp", "mcp");
+    }
+}
+
+#[cfg(not(feature = "author"))]
+#[test]
+fn ext_check_and_new_name_their_feature() {
+    assert_not_built(&["ext", "check", "."], "zot ext check", "author");
+    assert_not_built(&["ext", "new", "x"], "zot ext new", "author");
+    assert_not_built(&["ext", "--cwd", ".", "check"], "zot ext check", "author");
+}
