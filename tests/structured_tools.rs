@@ -546,6 +546,7 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
     assert!(out.status.success(), "{script}: {}\n{stderr}", out.status);
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn python_sdk_client_validates_structured_content() {
     run_client(
@@ -555,6 +556,7 @@ fn python_sdk_client_validates_structured_content() {
     );
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn typescript_sdk_client_validates_structured_content() {
     run_client("structured-ts", Path::new("node"), "ts_client.cjs");
