@@ -515,6 +515,16 @@ fn a_hosted_mcp_server_works_confined() {
     assert_eq!(r["data"]["content"][0]["text"], "Echo: boxed", "{r}");
     let log = log_of(&w.t, "everything");
     assert!(log.contains("confined: "), "{log}");
+    // A graceful stop removes its private TMPDIR (a killed host cannot).
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .expect("read the temporary directory")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("zot-everything-{}-", rpc.child.id())))
+        .collect::<Vec<_>>();
+    assert!(left.is_empty(), "its TMPDIR outlived it: {left:?}");
 }
 
 /// `zot ext check` with the temporary HOME, in the project; its JSON report.
