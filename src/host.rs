@@ -122,6 +122,23 @@ impl HostHandle {
         self.call(|reply| Request::Intercept { request, reply })
     }
 
+    /// Runs `before_agent_start` (SPEC 14.3) on `system_prompt`: every
+    /// guard in turn may replace it; returns the prompt after the last.
+    /// Answers that cannot be used keep the prompt and come as
+    /// [`HostEvent::HostNote`]s before the reply.
+    pub fn before_agent_start(&self, system_prompt: &str) -> Result<String, HostError> {
+        let payload = EventPayload {
+            system_prompt: Some(system_prompt.to_string()),
+            ..Default::default()
+        };
+        let request = InterceptRequest {
+            event: crate::intercept::BEFORE_AGENT_START.into(),
+            payload,
+        };
+        let outcome = self.intercept(request)?;
+        Ok(outcome.system_prompt.unwrap_or_default())
+    }
+
     /// Emits a lifecycle event; returns the subscribers it was queued to.
     pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, HostError> {
         let event = event.into();

@@ -8,13 +8,23 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Events a guard may intercept.
-pub const INTERCEPTABLE: [&str; 3] = ["tool_call", "turn_start", "assistant_message"];
+pub const INTERCEPTABLE: [&str; 4] = [
+    "tool_call",
+    "turn_start",
+    "assistant_message",
+    "before_agent_start",
+];
+
+/// The event whose guards are asked one after another, each with the
+/// previous one's system prompt (SPEC 14.3).
+pub const BEFORE_AGENT_START: &str = "before_agent_start";
+
+/// The longest `system_prompt` answer used, JSON-encoded (upstream's limit).
+pub const MAX_SYSTEM_PROMPT: usize = 1 << 20;
 
 /// One guard's answer.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Answer {
-    /// Let it through unchanged (also: timed out, exited, unwritable).
-    Allow,
     /// Refuse, with the reason shown to the model or user.
     Block(String),
     /// Replace the args (`tool_call`) or the text (`assistant_message`);
@@ -23,6 +33,12 @@ pub(crate) enum Answer {
         args: Option<Value>,
         text: Option<String>,
     },
+    /// `before_agent_start`: the replacement prompt, or `None` to keep it.
+    Prompt(Option<String>),
+    /// Cannot be used (timed out, exited, a `system_prompt` that is not
+    /// a string...): allows, and for `before_agent_start` keeps the
+    /// prompt and says why.
+    Unusable(String),
 }
 
 /// Result of a chain.
@@ -39,6 +55,12 @@ pub struct InterceptOutcome {
     /// Rewritten assistant text, when a guard rewrote it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replace_text: Option<String>,
+    /// `before_agent_start`: the system prompt after every guard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// `before_agent_start`: why answers were not used (the prompt was kept).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What the host loop must do next.
@@ -65,7 +87,16 @@ pub(crate) struct Chain {
 }
 
 impl Chain {
-    /// A chain over `guards` guards; all of them are to be asked first.
+    /// The guards to ask first: all at once, or for `before_agent_start`
+    /// the first alone (SPEC 14.3).
+    pub(crate) fn first_round(&self) -> std::ops::Range<usize> {
+        match self.event == BEFORE_AGENT_START {
+            true => 0..self.answers.len().min(1),
+            false => 0..self.answers.len(),
+        }
+    }
+
+    /// A chain over `guards` guards.
     pub(crate) fn new(event: &str, payload: EventPayload, guards: usize) -> Chain {
         Chain {
             event: event.to_string(),
@@ -86,10 +117,13 @@ impl Chain {
 
     /// Walks the answers in precedence order as far as they go.
     pub(crate) fn advance(&mut self) -> Step {
+        if self.event == BEFORE_AGENT_START {
+            return self.advance_serial();
+        }
         while let Some(slot) = self.answers.get_mut(self.next) {
             let (args, text) = match slot.take() {
                 None => return Step::Wait,
-                Some(Answer::Allow) => (None, None),
+                Some(Answer::Prompt(_) | Answer::Unusable(_)) => (None, None),
                 Some(Answer::Block(reason)) => {
                     self.outcome.block = true;
                     self.outcome.reason = Some(reason);
@@ -117,16 +151,80 @@ impl Chain {
         }
         Step::Done(std::mem::take(&mut self.outcome))
     }
+
+    /// `before_agent_start`: one guard at a time, each deciding on the
+    /// prompt the one before left; `block` means nothing here.
+    fn advance_serial(&mut self) -> Step {
+        while let Some(slot) = self.answers.get_mut(self.next) {
+            match slot.take() {
+                None => return Step::Wait,
+                Some(Answer::Prompt(Some(prompt))) => self.payload.system_prompt = Some(prompt),
+                Some(Answer::Block(why) | Answer::Unusable(why)) => self.outcome.warnings.push(why),
+                Some(_) => {}
+            }
+            self.next += 1;
+            if self.next < self.answers.len() {
+                return Step::Ask(self.next..self.next + 1);
+            }
+        }
+        self.outcome.system_prompt = self.payload.system_prompt.clone();
+        Step::Done(std::mem::take(&mut self.outcome))
+    }
 }
 
-/// Turns a guard's `event_intercept_response` into an [`Answer`].
-pub(crate) fn answer_from(
-    block: Option<bool>,
-    reason: Option<String>,
-    args: Option<Value>,
-    text: Option<String>,
-    guard: &str,
-) -> Answer {
+/// A guard's `event_intercept_response`, as it came.
+#[derive(Debug, Default)]
+pub(crate) struct GuardReply {
+    pub block: Option<bool>,
+    pub reason: Option<String>,
+    pub modified_args: Option<Value>,
+    pub replace_text: Option<String>,
+    pub system_prompt: Option<Value>,
+}
+
+/// A `before_agent_start` answer: the prompt, or why it is not used.
+fn prompt_answer(value: Option<Value>, guard: &str) -> Answer {
+    let kept = "the system prompt is kept";
+    match value {
+        None => Answer::Prompt(None),
+        Some(Value::String(s)) => {
+            // Its encoded size, as upstream counts it (escapes included).
+            let encoded = serde_json::to_string(&s).map_or(s.len(), |e| e.len());
+            if encoded > MAX_SYSTEM_PROMPT {
+                return Answer::Unusable(format!(
+                    "before_agent_start: extension {guard} answered a system_prompt of \
+                     {encoded} bytes, over the 1 MiB limit: {kept}"
+                ));
+            }
+            Answer::Prompt(Some(s))
+        }
+        Some(other) => {
+            let kind = match other {
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "an array",
+                _ => "an object",
+            };
+            Answer::Unusable(format!(
+                "before_agent_start: extension {guard} answered a system_prompt that is \
+                 {kind}, not a string: {kept}"
+            ))
+        }
+    }
+}
+
+/// Turns a guard's `event_intercept_response` to `event` into an [`Answer`].
+pub(crate) fn answer_from(event: &str, reply: GuardReply, guard: &str) -> Answer {
+    if event == BEFORE_AGENT_START {
+        return prompt_answer(reply.system_prompt, guard);
+    }
+    let GuardReply {
+        block,
+        reason,
+        modified_args: args,
+        replace_text: text,
+        ..
+    } = reply;
     if block != Some(true) {
         return Answer::Rewrite { args, text };
     }
@@ -146,7 +244,7 @@ mod tests {
         assert_eq!(c.advance(), Step::Wait);
         c.answer(1, Answer::Block("second".into()));
         assert_eq!(c.advance(), Step::Wait);
-        c.answer(0, Answer::Allow);
+        c.answer(0, Answer::Prompt(None));
         let Step::Done(out) = c.advance() else {
             panic!()
         };
@@ -158,7 +256,12 @@ mod tests {
         let rewrite = |event, text: &str| {
             let mut c = Chain::new(event, EventPayload::default(), 1);
             let args = Some(json!(1));
-            c.answer(0, answer_from(None, None, args, Some(text.into()), "g"));
+            let reply = GuardReply {
+                modified_args: args,
+                replace_text: Some(text.into()),
+                ..Default::default()
+            };
+            c.answer(0, answer_from(event, reply, "g"));
             c.advance()
         };
         assert_eq!(rewrite("turn_start", "t"), Step::Done(Default::default()));
@@ -166,9 +269,40 @@ mod tests {
             rewrite("assistant_message", ""),
             Step::Done(Default::default())
         );
+        let reply = GuardReply {
+            block: Some(true),
+            reason: Some(" ".into()),
+            ..Default::default()
+        };
         assert_eq!(
-            answer_from(Some(true), Some(" ".into()), None, None, "g"),
+            answer_from("tool_call", reply, "g"),
             Answer::Block("blocked by extension g".into())
         );
+    }
+
+    #[test]
+    fn before_agent_start_is_serial_and_keeps_the_prompt_on_bad_answers() {
+        let payload = EventPayload {
+            system_prompt: Some("base".into()),
+            ..Default::default()
+        };
+        let mut c = Chain::new(BEFORE_AGENT_START, payload, 3);
+        assert_eq!(c.first_round(), 0..1);
+        c.answer(0, Answer::Prompt(Some("one".into())));
+        assert_eq!(c.advance(), Step::Ask(1..2));
+        assert_eq!(c.payload.system_prompt.as_deref(), Some("one"));
+        c.answer(1, prompt_answer(Some(json!(7)), "g"));
+        assert_eq!(c.advance(), Step::Ask(2..3));
+        c.answer(2, Answer::Prompt(None));
+        let Step::Done(out) = c.advance() else {
+            panic!()
+        };
+        assert_eq!(out.system_prompt.as_deref(), Some("one"));
+        assert!(
+            out.warnings[0].contains("a number, not a string"),
+            "{out:?}"
+        );
+        let huge = prompt_answer(Some(json!("x".repeat(MAX_SYSTEM_PROMPT))), "g");
+        assert!(matches!(huge, Answer::Unusable(w) if w.contains("over the 1 MiB limit")));
     }
 }

@@ -112,6 +112,9 @@ pub enum ExtFrame {
         reason: Option<String>,
         modified_args: Option<Value>,
         replace_text: Option<String>,
+        /// `before_agent_start` (SPEC 14.3): kept raw, so that a number
+        /// is reported as such rather than dropping the whole answer.
+        system_prompt: Option<Value>,
     },
     /// A tool call of the extension's own (SPEC 13.4). Fields are kept
     /// loose so that each mistake gets an error result, not silence.
@@ -278,6 +281,9 @@ pub struct EventPayload {
     /// `assistant_message`: the text.
     #[serde(default, skip_serializing_if = "is_empty")]
     pub text: Option<String>,
+    /// `before_agent_start`: the system prompt, sent even when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
     /// Any other field (`reason`, `status`, `session_id`...), passed
     /// through unchanged (SPEC 14.4); none of [`RESERVED_EVENT_FIELDS`].
     #[serde(flatten)]
@@ -543,6 +549,7 @@ impl Fields {
                 reason: self.opt("reason")?,
                 modified_args: self.opt("modified_args")?,
                 replace_text: self.opt("replace_text")?,
+                system_prompt: self.opt("system_prompt")?,
             },
             "call_tool" => ExtFrame::CallTool {
                 id: self.opt("id")?,

@@ -277,6 +277,9 @@ pub enum HostEvent {
         panel: Panel,
         extension: String,
     },
+    /// A note from the host itself, e.g. a `before_agent_start` answer
+    /// it could not use (SPEC 14.3); `level` as for [`HostEvent::Notify`].
+    HostNote { level: String, message: String },
     /// Close a panel of `extension`.
     PanelClose { panel_id: String, extension: String },
     /// `extension` opened a panel by itself, outside any command (SPEC 14.1).
@@ -440,7 +443,7 @@ impl fmt::Display for HostError {
             BuiltInTool(name) => write!(f, "tool {name} is built in: the embedder runs it"),
             NotInterceptable(event) => write!(
                 f,
-                "event {event:?} cannot be intercepted (only tool_call, turn_start, assistant_message)"
+                "event {event:?} cannot be intercepted (only tool_call, turn_start, assistant_message, before_agent_start)"
             ),
             ReservedField(field) if field == "sequence" => f.write_str(
                 "payload field `sequence` is the host's event counter (one over all events): \

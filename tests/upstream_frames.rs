@@ -15,6 +15,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use zot_host::{EventPayload, HostError};
 
 fn frames_fixture() -> PathBuf {
@@ -668,4 +669,186 @@ fn the_session_on_a_terminal_resizes_panels_and_runs_submits() {
         .map(|f| (f["width"].clone(), f["height"].clone()))
         .collect();
     assert_eq!(sizes, [(json!(80), json!(24)), (json!(132), json!(40))]);
+}
+
+// ----- 14.3: before_agent_start ---------------------------------------
+
+fn intercepts_in(record: &Path) -> Vec<Value> {
+    frames(record, "event_intercept")
+}
+
+fn host_notes(host: &zot_host::Host) -> Vec<String> {
+    host.events()
+        .try_iter()
+        .filter_map(|e| match e {
+            zot_host::HostEvent::HostNote { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn before_agent_start_chains_replacements_serially_in_precedence_order() {
+    let t = TempDir::new("frames-bas");
+    let (r1, r2) = (t.join("r1"), t.join("r2"));
+    let guard = |name: &str, record: &Path, prompt: Value| {
+        frames_ext(
+            &t,
+            name,
+            json!({"record": record, "intercept": ["before_agent_start"], "prompt": prompt}),
+        )
+    };
+    let exts = [
+        guard("g1", &r1, json!({"append": " +g1"})),
+        // `block` means nothing here: its prompt counts.
+        guard("g2", &r2, json!({"append": " +g2", "block": true})),
+        frames_ext(&t, "bystander", json!({})),
+    ];
+    let mut cfg = config(&t, &exts);
+    cfg.session_id = "sess-1".into();
+    let host = start_ready(cfg);
+    assert_eq!(host.before_agent_start("base").unwrap(), "base +g1 +g2");
+    let asked = &intercepts_in(&r2)[0];
+    assert_eq!(
+        asked["system_prompt"], "base +g1",
+        "each guard gets the previous result"
+    );
+    assert_eq!(asked["event"], "before_agent_start");
+    for (key, want) in [
+        ("session_id", json!("sess-1")),
+        ("agent_run_id", json!("run-1")),
+        ("provider", json!("test-provider")),
+        ("model", json!("test-model")),
+        ("cwd", json!(t.path())),
+    ] {
+        assert_eq!(asked[key], want, "{key} in {asked}");
+    }
+    assert_eq!(host.before_agent_start("").unwrap(), " +g1 +g2");
+    assert_eq!(
+        intercepts_in(&r1)[1]["agent_run_id"],
+        "run-2",
+        "a new pass, a new id"
+    );
+    assert_eq!(
+        intercepts_in(&r1)[1]["system_prompt"],
+        "",
+        "an empty prompt is sent"
+    );
+    assert!(host_notes(&host).is_empty());
+}
+
+#[test]
+fn before_agent_start_keeps_the_prompt_on_every_unusable_answer_and_says_why() {
+    let t = TempDir::new("frames-bas-bad");
+    let record = t.join("rec");
+    let guard = |name: &str, cfg: Value| {
+        let mut cfg = cfg;
+        cfg["intercept"] = json!(["before_agent_start"]);
+        frames_ext(&t, name, cfg)
+    };
+    let exts = [
+        guard("number", json!({"prompt": {"set": 7}})),
+        guard("huge", json!({"prompt": {"huge": 2 << 20}})),
+        guard("slow", json!({"prompt": {"sleep_ms": 3000, "set": "late"}})),
+        guard("quitter", json!({"exit_on_prompt": 3})),
+        guard("eraser", json!({"prompt": {"set": ""}})),
+        guard("good", json!({"record": record, "prompt": {"append": "!"}})),
+    ];
+    set_manifest_field(&exts[3], "restart", json!("never"));
+    let mut cfg = config(&t, &exts);
+    cfg.timeouts.intercept = Duration::from_millis(1000);
+    let host = start_ready(cfg);
+    assert_eq!(host.before_agent_start("keep me").unwrap(), "!");
+    assert_eq!(
+        intercepts_in(&record)[0]["system_prompt"],
+        "",
+        "\"\" removed it"
+    );
+    let notes = host_notes(&host).join("\n");
+    for want in [
+        "extension number answered a system_prompt that is a number, not a string: the system prompt is kept",
+        "extension huge answered a system_prompt of 2097154 bytes, over the 1 MiB limit",
+        "extension slow could not answer (no answer within 1 s)",
+        "extension quitter could not answer",
+    ] {
+        assert!(notes.contains(want), "notes lack {want:?}:\n{notes}");
+    }
+    assert!(log_of(&t, "number").contains("a number, not a string"));
+    // The late answer is dropped, and the host goes on.
+    assert_eq!(host.before_agent_start("again").unwrap(), "!");
+}
+
+#[test]
+fn rpc_intercept_before_agent_start_answers_the_prompt() {
+    let t = TempDir::new("frames-bas-rpc");
+    let g = frames_ext(
+        &t,
+        "g",
+        json!({"intercept": ["before_agent_start"], "prompt": {"append": " (g)"}}),
+    );
+    let n = frames_ext(
+        &t,
+        "n",
+        json!({"intercept": ["before_agent_start"], "prompt": {"set": [1]}}),
+    );
+    let mut rpc = Rpc::start(&t, &[g, n]);
+    let r = rpc.call(
+        "1",
+        json!({"type": "intercept", "event": "before_agent_start", "system_prompt": "sys"}),
+    );
+    assert_eq!(r["data"], json!({"system_prompt": "sys (g)"}), "{r}");
+    let note = rpc.until("host note", |v| v["type"] == "host_note");
+    assert!(
+        note["message"]
+            .as_str()
+            .unwrap()
+            .contains("an array, not a string"),
+        "{note}"
+    );
+    let bad = rpc.call(
+        "2",
+        json!({"type": "intercept", "event": "before_agent_start", "system_prompt": 5}),
+    );
+    assert_eq!(bad["success"], false, "{bad}");
+    assert!(
+        bad["error"].as_str().unwrap().contains("bad event fields"),
+        "{bad}"
+    );
+}
+
+#[test]
+fn the_session_prepares_its_system_prompt_and_hands_it_to_the_agent() {
+    let t = TempDir::new("frames-bas-session");
+    let record = t.join("rec");
+    std::fs::write(t.join("prompt.txt"), "You are terse.").unwrap();
+    let g = frames_ext(
+        &t,
+        "g",
+        json!({"record": record, "intercept": ["before_agent_start"], "prompt": {"append": " Use tabs."}}),
+    );
+    let at = format!("@{}", t.join("prompt.txt").display());
+    let agent = "printf 'sys=%s' \"$ZOT_SYSTEM_PROMPT\"";
+    let mut z = Zot::start(&t, &[g], &["--system-prompt", &at, "--agent-cmd", agent]);
+    z.send("/prompt");
+    z.expect("before_agent_start runs before the first turn");
+    z.send("hi");
+    z.expect("assistant: sys=You are terse. Use tabs.");
+    z.send("/PROMPT");
+    z.expect("system prompt (24 bytes, after before_agent_start): You are terse. Use tabs.");
+    z.send("/clear");
+    z.send("/prompt");
+    z.expect("after before_agent_start): You are terse. Use tabs.");
+    z.send("/quit");
+    assert_eq!(z.wait(), Some(0));
+    let asked = intercepts_in(&record);
+    assert_eq!(
+        asked.len(),
+        2,
+        "before the first turn and after /clear: {asked:?}"
+    );
+    assert!(
+        asked.iter().all(|a| a["system_prompt"] == "You are terse."),
+        "from the base: {asked:?}"
+    );
+    assert_ne!(asked[0]["agent_run_id"], asked[1]["agent_run_id"]);
 }

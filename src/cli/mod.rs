@@ -32,6 +32,9 @@ options:
                               without recorded trust (records nothing)
       --cwd DIR               project directory (default: the current directory)
       --agent-cmd CMD         run prompts through `sh -c CMD` (session only)
+      --system-prompt TEXT|@FILE  the system prompt: before_agent_start may
+                              replace it; the agent command gets it in
+                              $ZOT_SYSTEM_PROMPT (session only)
       --tool-timeout SECS     how long a tool may run (default 60)
       --command-timeout SECS  how long a command may run (default 30)
       --startup-timeout SECS  how long startup waits for extensions to be ready
@@ -51,6 +54,7 @@ session commands (type /help in the session):
   /call TOOL [JSON]                    run a tool as the model would (event, guards)
   /key [EXT PANEL] KEY [TEXT]          send a key to the open panel; /key esc closes it
   /reload-ext  /clear  /quit           restart extensions, clear notes, leave
+  /prompt                              show the system prompt (after before_agent_start)
   /NAME [ARGS]                         run an extension's command; plain text is a prompt
 
 files:
@@ -90,6 +94,8 @@ pub struct HostOpts {
     pub cwd: Option<PathBuf>,
     /// `--agent-cmd` (session only).
     pub agent_cmd: Option<String>,
+    /// `--system-prompt TEXT|@FILE` (session only): the base system prompt.
+    pub system_prompt: Option<String>,
     /// `--tool-timeout SECS`: the library's `Timeouts::tool`.
     pub tool_timeout: Option<std::time::Duration>,
     /// `--command-timeout SECS`: the library's `Timeouts::command`.
@@ -117,6 +123,7 @@ impl HostOpts {
             'e' => self.ext_paths.push(absolute(parser.value()?.into())?),
             'c' => self.cwd = Some(absolute(parser.value()?.into())?),
             'a' => self.agent_cmd = Some(string(parser.value()?)?),
+            'y' => self.system_prompt = Some(system_prompt(parser.value()?)?),
             't' => self.tool_timeout = Some(seconds("--tool-timeout", parser.value()?)?),
             'o' => self.command_timeout = Some(seconds("--command-timeout", parser.value()?)?),
             'p' => self.provider = Some(string(parser.value()?)?),
@@ -142,6 +149,7 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("trust-project") => Some('T'),
         Long("cwd") => Some('c'),
         Long("agent-cmd") => Some('a'),
+        Long("system-prompt") => Some('y'),
         Long("tool-timeout") => Some('t'),
         Long("command-timeout") => Some('o'),
         Long("provider") => Some('p'),
@@ -152,6 +160,16 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("confine") => Some('f'),
         _ => None,
     }
+}
+
+/// `--system-prompt TEXT`, or `@FILE` for the text of FILE.
+fn system_prompt(value: OsString) -> Result<String, CliError> {
+    let text = string(value)?;
+    let Some(file) = text.strip_prefix('@') else {
+        return Ok(text);
+    };
+    std::fs::read_to_string(file)
+        .map_err(|e| CliError::Failed(format!("--system-prompt @{file}: cannot read it: {e}")))
 }
 
 /// A `--session-id`: not empty, no control characters.

@@ -524,12 +524,23 @@ fn build(
         }
         "intercept" => {
             let event = required(&obj, "event")?;
+            // before_agent_start answers the prompt alone (SPEC 14.3).
+            let start = event == zot_host::intercept::BEFORE_AGENT_START;
             Request::Intercept {
                 request: InterceptRequest {
                     event,
                     payload: payload(obj)?,
                 },
-                reply: reply(host, out, id, kind, to_value),
+                reply: reply(
+                    host,
+                    out,
+                    id,
+                    kind,
+                    move |o: zot_host::InterceptOutcome| match start {
+                        true => json!({"system_prompt": o.system_prompt}),
+                        false => to_value(o),
+                    },
+                ),
             }
         }
         "event" => {

@@ -5,7 +5,7 @@ use super::{
     later, Claims, Engine, ExitCheck, Phase, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX,
     EXIT_GRACE, MAX_NAMES, MAX_NAME_BYTES,
 };
-use crate::intercept::{answer_from, INTERCEPTABLE};
+use crate::intercept::{GuardReply, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION};
@@ -135,9 +135,16 @@ impl Engine {
                 reason,
                 modified_args,
                 replace_text,
+                system_prompt,
             } => {
-                let answer = answer_from(block, reason, modified_args, replace_text, &ext.name);
-                self.guard_response(idx, &id, answer, now);
+                let reply = GuardReply {
+                    block,
+                    reason,
+                    modified_args,
+                    replace_text,
+                    system_prompt,
+                };
+                self.guard_response(idx, &id, reply, now);
             }
             ExtFrame::CallTool {
                 id,

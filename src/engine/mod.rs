@@ -331,6 +331,8 @@ struct Engine {
     session_id: String,
     /// Events emitted so far, over the host's life (SPEC 14.4).
     sequence: u64,
+    /// `before_agent_start` passes so far: each has its `agent_run_id`.
+    agent_runs: u64,
     events: EventQueue,
     latch: Arc<ReadyLatch>,
     inbound_tx: Sender<InboundMsg>,
@@ -413,6 +415,7 @@ pub(crate) fn run(
         cwd: cfg.cwd.to_string_lossy().into_owned(),
         session_id,
         sequence: 0,
+        agent_runs: 0,
         events: EventQueue::new(events, cfg.event_budget, events_sent),
         cfg,
         latch,

@@ -5,7 +5,10 @@
 use super::jobs::Origin;
 use super::pending::{Owed, Waiter};
 use super::{later, ChainState, Engine, Ext, Goal};
-use crate::intercept::{Answer, Chain, InterceptOutcome, Step, INTERCEPTABLE};
+use crate::intercept::{
+    answer_from, Answer, Chain, GuardReply, InterceptOutcome, Step, BEFORE_AGENT_START,
+    INTERCEPTABLE,
+};
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::tooldef;
 use crate::toolresult::{has_invalid_image, map_content, text_block};
@@ -107,7 +110,11 @@ impl Engine {
                 if let Some(field) = request.payload.reserved_field() {
                     return reply(Err(HostError::ReservedField(field.into())));
                 }
-                self.start_chain(&request.event, request.payload, Then::Reply(reply), now);
+                let mut payload = request.payload;
+                if request.event == BEFORE_AGENT_START {
+                    self.agent_start_fields(&mut payload);
+                }
+                self.start_chain(&request.event, payload, Then::Reply(reply), now);
             }
             Request::Emit {
                 event,
@@ -177,6 +184,24 @@ impl Engine {
                 self.closing = Some(vec![reply]);
             }
             Request::ShutdownNow { reply } => self.shutdown_now(reply),
+        }
+    }
+
+    /// A `before_agent_start` request carries the prompt (empty when the
+    /// embedder gave none) and the run's identity (SPEC 14.3); the
+    /// embedder's own values win.
+    fn agent_start_fields(&mut self, payload: &mut EventPayload) {
+        payload.system_prompt.get_or_insert_with(String::new);
+        self.agent_runs += 1;
+        let fields = [
+            ("session_id", self.session_id.clone()),
+            ("agent_run_id", format!("run-{}", self.agent_runs)),
+            ("cwd", self.cwd.clone()),
+            ("provider", self.cfg.provider.clone()),
+            ("model", self.cfg.model.clone()),
+        ];
+        for (key, value) in fields {
+            payload.extra.entry(key).or_insert(value.into());
         }
     }
 
@@ -585,8 +610,9 @@ impl Engine {
             ids: vec![None; n],
             then,
         };
+        let first = state.chain.first_round();
         self.chains.insert(id, state);
-        self.ask(id, 0..n, now);
+        self.ask(id, first, now);
         self.drive(id, now);
     }
 
@@ -614,9 +640,17 @@ impl Engine {
     }
 
     /// A guard's `event_intercept_response`.
-    pub(super) fn guard_response(&mut self, idx: usize, id: &str, answer: Answer, now: Instant) {
+    pub(super) fn guard_response(&mut self, idx: usize, id: &str, reply: GuardReply, now: Instant) {
         let answer_frame = "event_intercept_response";
         if let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, answer_frame) {
+            let Some(state) = self.chains.get(&chain) else {
+                return;
+            };
+            let ext = &self.exts[idx];
+            let answer = answer_from(&state.chain.event, reply, &ext.name);
+            if let Answer::Unusable(why) = &answer {
+                ext.log.line(why);
+            }
             self.answer_guard(chain, pos, answer, now);
         }
     }
@@ -645,6 +679,12 @@ impl Engine {
         };
         for id in state.ids.iter().flatten() {
             self.pending.cancel(id);
+        }
+        // Before the reply, so the embedder hears why first (SPEC 3.17).
+        for message in &outcome.warnings {
+            let (level, message) = ("warn".into(), message.clone());
+            self.events
+                .send(crate::types::HostEvent::HostNote { level, message });
         }
         let job = match state.then {
             Then::Reply(reply) => return reply(Ok(outcome)),

@@ -123,7 +123,11 @@ impl Ext {
             self.log.line(&format!(
                 "cannot answer an interception ({why}): counted as allow"
             ));
-            Answer::Allow
+            let what = "before_agent_start: extension";
+            Answer::Unusable(format!(
+                "{what} {} could not answer ({why}): the system prompt is kept",
+                self.name
+            ))
         }
     }
 

@@ -419,6 +419,7 @@ impl Server {
                 level,
                 message,
             } => self.note(s, &extension, &level, message),
+            HostEvent::HostNote { level, message } => self.note(s, "zot", &level, message),
             // The host's own budget: notes came faster than we took them.
             HostEvent::EventsDropped { count } => dropped(s, count),
             // No panels and no prompt queue over MCP (upstream ignores

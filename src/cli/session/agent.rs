@@ -1,5 +1,6 @@
 //! The stand-in for a model: `--agent-cmd CMD` runs as `sh -c CMD` with
-//! the prompt on stdin; its stdout is the assistant message.
+//! the prompt on stdin and the system prompt in `$ZOT_SYSTEM_PROMPT`;
+//! its stdout is the assistant message.
 //!
 //! The command runs in its own process group (so a terminal's Ctrl-C
 //! reaches only the session, which then decides to cancel) and a thread
@@ -27,12 +28,14 @@ impl Agent {
         cmd: &str,
         cwd: &Path,
         prompt: &str,
+        system_prompt: &str,
         done: impl FnOnce(Result<String, String>) + Send + 'static,
     ) -> Result<Agent, String> {
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(cmd)
             .current_dir(cwd)
+            .env("ZOT_SYSTEM_PROMPT", system_prompt)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -35,7 +35,7 @@ use zot_host::{
 /// The session's own commands: names, arguments, what they do. `/help`
 /// lists them, and every `zot` surface reserves the names (SPEC 3.7):
 /// an extension command of the same name is ignored.
-pub const HOST_COMMANDS: [(&[&str], &str, &str); 9] = [
+pub const HOST_COMMANDS: [(&[&str], &str, &str); 10] = [
     (&["help"], "", "this list"),
     (&["commands"], "", "extension commands"),
     (&["tools"], "", "tools and their arguments"),
@@ -55,7 +55,16 @@ pub const HOST_COMMANDS: [(&[&str], &str, &str); 9] = [
         " [EXT PANEL] KEY [TEXT]",
         "send a key to the panel; esc (or close) closes it",
     ),
-    (&["clear"], "", "clear the notes"),
+    (
+        &["clear"],
+        "",
+        "clear the notes (and prepare the system prompt again)",
+    ),
+    (
+        &["prompt"],
+        "",
+        "show the system prompt the agent command gets",
+    ),
     (&["quit", "exit"], "", "leave (Ctrl-D too)"),
 ];
 
@@ -78,6 +87,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         host: host.handle(),
         out,
         agent_cmd: opts.agent_cmd.clone(),
+        base_prompt: opts.system_prompt.clone().unwrap_or_default(),
+        system_prompt: None,
         cwd,
         jobs,
         order: Ordered::default(),
@@ -333,6 +344,10 @@ struct Session {
     host: HostHandle,
     out: Out,
     agent_cmd: Option<String>,
+    /// `--system-prompt`, as given (empty without it).
+    base_prompt: String,
+    /// What `before_agent_start` made of it; `None` until it ran.
+    system_prompt: Option<String>,
     cwd: PathBuf,
     /// The work the session waits for.
     jobs: Jobs,
@@ -436,9 +451,12 @@ impl Session {
             "clear" => {
                 let n: u64 = self.notes.drain().map(|(_, n)| n).sum();
                 self.out.line(&format!("notes cleared ({n} removed)"));
+                // A cleared conversation starts from the base prompt again.
+                self.prepare_prompt(None);
             }
             "quit" | "exit" => self.leave = Some(Leave::Graceful),
             "key" => self.key(args),
+            "prompt" => self.show_prompt(),
             "" => self.out.error("empty command (/help lists them)"),
             _ => {
                 let (name, args) = (name.to_string(), args.to_string());
@@ -570,9 +588,27 @@ impl Session {
                 for e in &report.errors {
                     self.out.error(e);
                 }
+                // New extensions, maybe new guards: prepare it again.
+                self.prepare_prompt(None);
             }
             Err(e) => self.out.error(&e.to_string()),
         }
+    }
+
+    /// `/prompt`: the system prompt, as `before_agent_start` left it.
+    fn show_prompt(&mut self) {
+        let (text, how) = match &self.system_prompt {
+            Some(p) => (p.clone(), "after before_agent_start"),
+            None => (
+                self.base_prompt.clone(),
+                "before_agent_start runs before the first turn",
+            ),
+        };
+        if text.is_empty() {
+            return self.out.line(&format!("system prompt: (empty; {how})"));
+        }
+        let head = format!("system prompt ({} bytes, {how}): ", text.len());
+        self.out.text(&head, Tone::Cyan, &text);
     }
 
     /// The answer to a request that only says whether it worked.
@@ -693,6 +729,7 @@ impl Session {
                 self.out.note(&extension, &level, &message);
                 *self.notes.entry(extension).or_default() += 1;
             }
+            HostEvent::HostNote { level, message } => self.out.note("zot", &level, &message),
             HostEvent::ClearNotes { extension } => {
                 let n = self.notes.remove(&extension).unwrap_or(0);
                 self.out

@@ -51,6 +51,35 @@ impl Session {
         self.emit("user_prompt_submit", submitted);
         self.step += 1;
         let step = self.step;
+        if self.system_prompt.is_none() {
+            // The first turn (or the first since /clear) prepares it.
+            return self.prepare_prompt(Some((prompt, step)));
+        }
+        self.ask_turn_start(prompt, step);
+    }
+
+    /// `before_agent_start` on the session's own prompt (SPEC 14.3); then
+    /// the turn that waits for it, if any.
+    pub(super) fn prepare_prompt(&mut self, then: Option<(String, u64)>) {
+        let payload = EventPayload {
+            system_prompt: Some(self.base_prompt.clone()),
+            ..Default::default()
+        };
+        self.intercept(Job::Request, "before_agent_start", payload, move |s, r| {
+            s.system_prompt = Some(match r {
+                Ok(o) => o.system_prompt.unwrap_or_default(),
+                Err(e) => {
+                    s.out.error(&format!("before_agent_start: {e}"));
+                    s.base_prompt.clone()
+                }
+            });
+            if let Some((prompt, step)) = then {
+                s.ask_turn_start(prompt, step);
+            }
+        });
+    }
+
+    fn ask_turn_start(&mut self, prompt: String, step: u64) {
         let payload = EventPayload {
             step: Some(step),
             ..Default::default()
@@ -84,7 +113,8 @@ impl Session {
         let (id, back) = self.jobs.next();
         // The agent is no extension: its answer follows no event.
         let done = move |r| back.send(0, move |s: &mut Session| s.agent_done(r));
-        match Agent::spawn(&cmd, &self.cwd, &prompt, done) {
+        let system = self.system_prompt.clone().unwrap_or_default();
+        match Agent::spawn(&cmd, &self.cwd, &prompt, &system, done) {
             Ok(agent) => self.jobs.begin(id, Job::Turn(Some(agent))),
             Err(e) => {
                 self.out.error(&format!("agent command failed: {e}"));
