@@ -798,7 +798,7 @@ impl Trial<'_> {
     fn command(&mut self, name: &str, args: &str) {
         let rule = format!("run /{name}");
         // As the host does: any case, sent with the registered spelling.
-        let registered = (self.commands.list.iter()).find(|c| registry::same_command(c, name));
+        let registered = self.commands.by_folded.get(&name.to_lowercase());
         let Some(name) = registered.cloned() else {
             let msg = format!(
                 "it registered no command /{name} (commands: {})",
