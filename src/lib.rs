@@ -6,13 +6,25 @@
 //! lifecycle events and runs interception chains, all from one loop
 //! thread; per extension a reader thread (and a writer once stdin fills).
 //!
-//! ```no_run
-//! use zot_host::{Host, HostConfig};
-//! let host = Host::start(HostConfig::new("/tmp/zot".into(), ".".into()))?;
-//! host.wait_ready();
-//! let outcome = host.command("hello", "world");
-//! host.shutdown();
-//! # Ok::<(), std::io::Error>(())
+//! An embedding that runs as a doctest (`cargo test --doc`), with the
+//! example weather tool from `fixtures/examples/weather` (Python 3):
+//!
+//! ```
+//! use serde_json::json;
+//! use zot_host::{Host, HostConfig, ToolRequest};
+//!
+//! let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+//! let home = std::env::temp_dir().join(format!("zot-doc-{}", std::process::id()));
+//! let mut config = HostConfig::new(home, root.into());
+//! config.ext_paths = vec![root.join("fixtures/examples/weather")]; // like `zot -e`
+//! config.discover = false; // only ext_paths, like `zot --no-ext`
+//! let host = Host::start(config)?;
+//! assert_eq!(host.wait_ready(), ["weather"]);
+//! let call = ToolRequest { name: "weather".into(), args: json!({"city": "Oslo"}), tool_id: None };
+//! let outcome = host.call_tool(call)?; // the tool_call event, every guard, then the tool
+//! assert!(!outcome.is_error && outcome.content[0]["text"].as_str().unwrap().contains("Oslo"));
+//! host.shutdown(); // every extension gets `shutdown`; nothing is left running
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![warn(missing_docs)]

@@ -1,4 +1,4 @@
-//! Seeded randomized input (issue 9): random and mutated lines fed to
+//! Seeded randomized input: random and mutated lines fed to
 //! the frame reader (through a real extension process that replays
 //! them) and to the rpc request parser (through the real `zot rpc`).
 //! Whatever the lines hold, the stream goes on and the host answers.

@@ -1,4 +1,4 @@
-//! Hostile extensions and hostile input (issue 9): nothing an extension
+//! Hostile extensions and hostile input: nothing an extension
 //! or an rpc client sends may crash the host, leak, or outlive it.
 
 mod common;

@@ -1,5 +1,5 @@
-//! Hostile extensions, second round: what an extension sends or does
-//! that the first round (tests/hostile.rs) does not cover. Fixtures in
+//! More hostile extensions: what an extension sends or does that
+//! tests/hostile.rs does not cover. Fixtures in
 //! fixtures/hostile2/.
 
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.

@@ -1,4 +1,4 @@
-//! The table of pending requests (issue 13.3): an answer is taken only
+//! The table of pending requests: an answer is taken only
 //! by the extension that owes it and only in the frame its request
 //! expects; anything else is dropped, logged, and changes nothing.
 

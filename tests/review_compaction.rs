@@ -1,5 +1,5 @@
-//! Review of the library compaction (issue 13): behaviour the other
-//! tests did not pin down and a compaction changed.
+//! Library behaviour the other tests do not pin down and a
+//! restructuring of the engine could change.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Issue 9.2, reviewed (R10): the session's memory does not grow with
+//! Memory bounds: the session's memory does not grow with
 //! the number of notes an extension sends, even when its output is read.
 
 mod common;

@@ -1,4 +1,4 @@
-//! SPEC 3.17, reviewed (R10): a note an extension writes AFTER its
+//! SPEC 3.17: a note an extension writes AFTER its
 //! answer is shown after that answer, in the session and in `zot rpc`,
 //! even when both arrive in one read (fixtures/order/after.py).
 

@@ -372,7 +372,7 @@ impl Engine {
         }
     }
 
-    /// Linear in the names given, whatever their number (issue 9.3).
+    /// Linear in the names given, whatever their number.
     fn subscribe(&mut self, idx: usize, events: Vec<String>, intercept: Vec<String>) {
         let ext = &mut self.exts[idx];
         if !intercept.is_empty() {

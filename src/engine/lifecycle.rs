@@ -298,7 +298,7 @@ impl Engine {
     pub(super) fn exited(&mut self, idx: usize, status: ExitStatus, now: Instant) {
         let mut desc = describe_status(status);
         // Frames its reader still has queued are dropped from now on: a
-        // dead extension must not claim names (issue 9.10).
+        // dead extension must not claim names.
         self.by_key.retain(|_, i| *i != idx);
         let ext = &mut self.exts[idx];
         let gone = Phase::gone(End::Exited(desc.clone()));

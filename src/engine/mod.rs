@@ -58,10 +58,10 @@ const EXIT_DRAIN_MAX: Duration = Duration::from_secs(2);
 
 /// Parsed frames that may wait between the reader threads and the loop.
 /// Beyond it a reader blocks, its extension's stdout pipe fills and the
-/// extension blocks in its write: backpressure, not memory (issue 9.2).
+/// extension blocks in its write: backpressure, not memory.
 const INBOUND_FRAMES: usize = 256;
 
-/// The caps on what one extension registers (issue 9.3), shared with
+/// The caps on what one extension registers, shared with
 /// `zot ext check`.
 pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
 

@@ -108,7 +108,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     while !s.finished() {
         s.out_prompt();
         // Lines are read only while few wait: a fast pipe is not read
-        // into memory ahead of the work (issue 9.2).
+        // into memory ahead of the work.
         let reading = if s.queue.has_room() {
             input.clone()
         } else {
