@@ -1,7 +1,7 @@
 # zot-host build, test and benchmark entry points.
 #
 #   make build      release build of the library and the `zot` binary
-#   make test       the test suite
+#   make test       the test suite, after installing what it needs (.ci/setup)
 #   make static     stripped, statically linked `zot` at target/zot-static,
 #                   and without the default features at target/zot-static-minimal
 #   make bench-ext  the native benchmark extension (fixtures/bench-ext)
@@ -32,8 +32,11 @@ all: build
 build:
 	$(CARGO) build --release
 
+# The suite needs more than Rust (python3, git, node, jq, the MCP SDKs):
+# .ci/setup installs what is missing, as CI does, and prints where the
+# SDKs are.
 test:
-	$(CARGO) test
+	@deps=$$(.ci/setup) && ZOT_MCP_DEPS="$$deps" $(CARGO) test
 
 # Static binaries (the default build, then the minimal one), each with
 # the first route that works here:
