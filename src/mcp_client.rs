@@ -5,6 +5,68 @@
 //! (`Adapter::on_host_chunk`); a timer thread fires the probe limit and
 //! cancellations. Wire shapes: MCP 2025-11-25, and 2026-07-28 for
 //! `server/discover`, `_meta` and `subscriptions/listen`.
+//!
+//! # Behaviour
+//!
+//! - **`prefix`** (optional, MCP servers only) is prepended to every tool and
+//!   command name: MCP servers use generic names (`search`, `echo`), and
+//!   names are owned by precedence, so two servers with a `search` tool
+//!   would otherwise shadow each other.
+//! - **Handshake** (within the 10 s hello limit): `server/discover` first,
+//!   with the 2026-07-28 `_meta` envelope (client info `{name: "zot",
+//!   version}`, capabilities `{}`), given 3 s; a server that lists
+//!   2026-07-28 is spoken to in that revision (every request carries the
+//!   envelope; list changes arrive on a `subscriptions/listen` stream).
+//!   On an error or no answer: the legacy `initialize` (2025-11-25) and
+//!   `notifications/initialized`; a late `server/discover` answer still
+//!   wins, and an `initialize` refused while the probe is out fails the
+//!   server (with the refusal as the reason) when the probe stays silent
+//!   another 3 s. Then `tools/list` and `prompts/list`
+//!   (every page), registered as if the extension had sent them, then it is
+//!   ready. The log (`zot ext logs <name>`) says which revision it speaks.
+//! - **Tools**: `tools/call`; content maps text -> text, image -> image,
+//!   audio -> `[audio <mime>]`, resource links -> `[resource <uri>]`,
+//!   embedded resources -> their text (`[resource <uri>]` when binary),
+//!   `structuredContent` without `content` -> its JSON as text; `isError`
+//!   -> `is_error`. When a call outlasts `--tool-timeout` (60 s by
+//!   default) the call fails and the server gets `notifications/cancelled`
+//!   for it (a `prompts/get` likewise after `--command-timeout`).
+//! - **Prompts as commands** (description: the prompt's description, else
+//!   its title): `/name ARGS` runs `prompts/get`. ARGS that parse as a JSON
+//!   object are the arguments (non-string values as their JSON text);
+//!   otherwise a prompt without arguments ignores ARGS, one with a single
+//!   argument takes all of ARGS, one with several takes `key=value` pairs
+//!   (values may be double-quoted). zot checks required arguments itself
+//!   and names the missing one. The user messages' text, joined by blank
+//!   lines, becomes the prompt (a turn); assistant messages and non-text
+//!   content are dropped.
+//! - **Notes**: `notifications/message` -> a note (`debug`, `info`,
+//!   `notice` -> info; `warning` -> warn; `error` and worse -> error), the
+//!   text `logger: data`.
+//! - **List changes** (`notifications/tools/list_changed`,
+//!   `notifications/prompts/list_changed`) -> zot lists again, registers new
+//!   names and drops removed ones.
+//! - **Requests from the server**: `ping` is answered; `sampling/createMessage`,
+//!   `elicitation/create` and `roots/list` get error -32601 (zot declares
+//!   none of those capabilities). A server that sends them without
+//!   reading its stdin is not read once 16 MiB of answers wait for it. Their 2026-07-28 form, a result with
+//!   `resultType: "input_required"`, is an error result naming what the
+//!   server asked for.
+//! - **Bad lines** from the server are dropped and logged, as for any
+//!   extension; reading goes on. So are tool and prompt names that are
+//!   empty or contain whitespace; a listing ends at a `nextCursor` it
+//!   followed already, after 1000 pages, or at the registration caps
+//!   (10,000 names or 16 MiB a kind; what fits is registered); of the notes sent before the
+//!   handshake ends, the last 100 are kept. A server that
+//!   refuses `initialize` fails with the reason it gave.
+//! - **Shutdown**: stdin is closed (MCP's stdio shutdown), then the usual
+//!   2 s grace, SIGTERM and SIGKILL to its process group.
+//!
+//! What does not map: an MCP server cannot subscribe to events or intercept
+//! them, so it is never a guard and sees no `tool_call`, `turn_start`... events;
+//! panels and `clear_notes` do not exist in MCP; resources are not used.
+//! Its tools still pass through every guard of the zot extensions loaded
+//! with it, in `zot rpc`, the session and `zot mcp` alike.
 
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};

@@ -763,8 +763,8 @@ fn zot_ext_says_plainly_that_a_zot_home_file_is_not_a_directory() {
     }
 }
 
-/// An embedder's relative `HostConfig::ext_paths` entry (README's
-/// library example uses `./my-ext`) starts: the host makes its paths
+/// An embedder's relative `HostConfig::ext_paths` entry (such as
+/// `./my-ext`) starts: the host makes its paths
 /// absolute when it starts, before any child runs in its own directory.
 #[test]
 fn a_relative_ext_path_from_an_embedder_starts() {

@@ -1,6 +1,431 @@
 //! The host loop: one thread that owns every extension, pending request
 //! and deadline, and `select!`s over the extensions' frames and the
 //! embedder's requests (SPEC 3). The other files add one concern each.
+//!
+//! # How the host works
+//!
+//! ```text
+//!  embedder / zot rpc / session
+//!         │  Request (+ reply callback)          HostEvent (notes, panels, exits)
+//!         ▼                                               ▲
+//!   ┌──────────── host loop thread (select! + deadlines) ─┴──┐
+//!   │ registries · pending requests · interception chains    │
+//!   └──┬───────────────────────────────▲─────────────────────┘
+//!      │ outbox (unbounded, byte-counted)│ inbound (merged, tagged; bounded: 256 frames)
+//!   writer thread ──► stdin   stdout ──► reader thread      (per extension)
+//!                      extension process (own process group)
+//!                      stderr ──► reader thread ──► $ZOT_HOME/logs/ext-<name>.log (rotated)
+//! ```
+//!
+//! The code has the same shape, and its imports run one way:
+//!
+//! - `src/host.rs` is the facade: `Host` starts the loop thread; its
+//!   calls are `HostHandle`'s (through `Deref`): they send `Request`s and
+//!   wait for replies.
+//!   It depends on the engine; nothing depends on it.
+//! - `src/engine/` is the loop. `mod.rs` holds its state and the `select!`
+//!   loop; `lifecycle.rs` (start, readiness, exits, stopping), `frames.rs`
+//!   (what extensions send), `requests.rs` (what the embedder asks, the
+//!   interception chain), `jobs.rs` (tool pipeline runs that can be
+//!   cancelled, `call_tool`, SPEC 13), `exposure.rs` (deferred tools),
+//!   `oversize.rs` (answers over the frame limit), `time.rs` (deadlines),
+//!   `supervise.rs` (restarts, SPEC 12) and `embedder.rs` (the bounded
+//!   event queue) each add one concern, and each names what it imports.
+//! - An extension's life is one `Phase` (in `src/engine/mod.rs`): either
+//!   `Running`, with its process (once its stdout closed, also the time it
+//!   is failed at unless it exited first: 100 ms before `hello`, 2 s after;
+//!   once a write to its stdin failed, the time what it owes fails unless
+//!   it exited first, 2 s later) and one stage: `AwaitingHello` (until the hello deadline),
+//!   `Registering` (ready after 250 ms of silence unless `ready` comes
+//!   first), `Ready`, `Killed` (it failed; its exit is awaited)
+//!   or `Stopping` (sent `shutdown`; SIGTERM, then SIGKILL, each at its
+//!   time); or `Gone`: disabled, failed or exited, with the time of its
+//!   restart while one is pending (SPEC 12). Each phase holds exactly its
+//!   own deadline, so the loop sleeps until the earliest of them
+//!   (`time.rs`), and only a running extension has a process to write to
+//!   or signal.
+//! - `src/config.rs` (`HostConfig`, `Timeouts`) and `src/types.rs`
+//!   (requests with their replies, outcomes, `HostEvent`, `Snapshot`,
+//!   `HostError`) are plain data shared by the facade and the engine; they
+//!   depend on neither. `zot_host::*` re-exports them.
+//! - Every request sent to an extension and not answered yet is one entry
+//!   in one table, `src/engine/pending.rs` (the shape of lsp-server's
+//!   `req_queue.rs`): registered under a fresh id with its extension, its
+//!   deadline and its `Waiter` (the embedder's reply, or the interception
+//!   chain and position of a guard); taken by (extension, id, kind) when
+//!   the answer comes, so an answer with a wrong id or from the wrong
+//!   extension is dropped and logged without touching the entry; taken
+//!   when it expires; failed all at once when its extension exits or fails,
+//!   or on a reload or a shutdown that does not wait. `Waiter::fail` is
+//!   the only way an exchange fails. In `requests.rs` each exchange sits
+//!   whole: `command_invoked` with `command_response`, `event_intercept`
+//!   with its response, and the timeouts; a tool call is a job of
+//!   `jobs.rs` from its `tool_call` event to its result.
+//! - Below the loop: `process.rs` (one extension process with its reader
+//!   and writer threads), `protocol.rs` (frames), `mcp_client.rs` (MCP
+//!   servers, SPEC 11), `registry.rs`, `intercept.rs`, `discovery.rs`,
+//!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
+//!   (SPEC 16), `bundle.rs`. The CLI is `src/cli/`.
+//! - Every CLI surface (the session, `zot rpc`, `zot mcp`, `zot ext
+//!   install`, `zot ext check`) takes SIGINT, SIGTERM and SIGHUP through one module,
+//!   `src/cli/signals.rs`: one handler writes to a pipe, a thread calls
+//!   the surface's callback, and the surface decides what the signal means.
+//!   The session's host commands (`/help`, `/quit`...) are defined once, in
+//!   `src/cli/session/mod.rs`; every surface reserves them through
+//!   `HostConfig::builtin_commands`, which the library leaves empty. The
+//!   session waits for one job at a time, kept by id in
+//!   `src/cli/session/jobs.rs`; each reply carries the code for its answer.
+//!   The session and `zot rpc` put replies and host events back in the
+//!   host's order (SPEC 3.17) through one module, `src/cli/ordered.rs`.
+//!
+//! - **Discovery and precedence.** `-e/--ext PATH` in the order given, then
+//!   `./.zot/extensions/*` sorted by directory name, then
+//!   `$ZOT_HOME/extensions/*` sorted. The first manifest with a name claims
+//!   it; later copies are not started (logged in that extension's log).
+//!   A disabled winning copy disables the name. `--no-ext` skips the two
+//!   directories. Hidden directories (`.name`) are skipped. Project
+//!   extensions start only once trusted (README: Security model).
+//! - **`$ZOT_HOME`**: `$ZOT_HOME`, else `$XDG_STATE_HOME/zot` (any platform), else
+//!   `~/.local/state/zot` (Linux), `~/Library/Application Support/zot` (macOS).
+//! - **Processes.** `exec` absolute as-is, containing `/` relative to the
+//!   manifest, bare names from `$PATH`; no shell. The child runs in its
+//!   extension directory as the leader of its own process group. Its stderr
+//!   and the host's `[zot] <UTC timestamp>` diagnostics go to
+//!   `$ZOT_HOME/logs/ext-<name>.log` (rotated to `.log.1` at 8 MiB, when
+//!   the extension starts and while it runs).
+//! - **Handshake.** The first frame must be `hello` with a non-empty name,
+//!   within 10 s; otherwise the extension is marked failed (`no hello within
+//!   10 s`, `exited before hello (exit code N)`, `closed its stdout before
+//!   hello`, ``first frame was `x`, expected `hello` ``), its process group
+//!   killed, and the rest of the host goes on. Lines that are not JSON are logged and skipped even
+//!   before `hello`. `hello_ack` is sent at once and carries
+//!   `protocol_version`, `zot_version`, `provider`, `model`, `cwd`,
+//!   `extension_dir` and `data_dir`.
+//! - **Ready.** On the `ready` frame, or 250 ms after the last frame when an
+//!   extension never sends one (logged), or when it exits. Startup waits
+//!   for all, at most 3 s (`--startup-timeout SECS` or `ZOT_STARTUP_TIMEOUT`
+//!   on `zot`, `zot rpc` and `zot mcp`); late extensions keep loading and
+//!   announce themselves with a `registered` event. Every request that
+//!   arrives during startup or a reload (`list` included) is held in order
+//!   and runs once it is done. A command or tool name that is unknown while
+//!   some extension is still starting (no `hello` yet, or registering) waits
+//!   until none is (at most the hello timeout) and is then looked up again,
+//!   so `printf '/cmd\n' | zot -e slow-npx-ext` works however long `npx`
+//!   takes to say hello. Such a request also waits while an extension that
+//!   was never ready is restarted after missing its hello limit (each
+//!   restart gives it its hello limit again); an error that does come says
+//!   why (`extension scratchpad failed: no hello within 10 s`). A reload
+//!   stops extensions as a shutdown does: requests already accepted finish
+//!   first (later ones are held for after it), and an extension that has
+//!   not said `hello` has nothing to finish: it is stopped at once
+//!   (SIGTERM), on reload and shutdown alike, not at its hello deadline.
+//! - **Bad input never ends a stream.** Invalid JSON, a missing or unknown
+//!   `type`, a wrong-typed field that the frame's type uses (other fields
+//!   are ignored), lines over 16 MiB, responses with unknown
+//!   or already-answered ids: each is dropped with one line in the
+//!   extension's log naming the reason.
+//! - **Registries.** A command or tool belongs to its highest-precedence
+//!   registrant whatever the arrival order; built-in names always win
+//!   (host commands; tools `read write edit bash skill`). Shadowing is
+//!   logged in the shadowed extension's log. Names must be non-empty and
+//!   without whitespace; a tool `schema`, when present, must be an object.
+//! - **Exits.** An extension that exits is reaped (noticed at stdout EOF,
+//!   or by a liveness check every 100 ms while answers are awaited and
+//!   every second otherwise, for when a grandchild keeps stdout open). Frames
+//!   it wrote before it exited are delivered first: an exit found by that
+//!   check waits for the stdout EOF. While something (a child) can still
+//!   write to that stdout, the wait ends after 250 ms of silence or 2 s in
+//!   all, so a child that keeps writing does not hold the exit off; once
+//!   nothing can, it lasts until the EOF, however slowly a busy machine
+//!   reads the frames left in the pipe. Then every request pending on
+//!   it fails at once with `extension <name> exited (exit code N)` (or
+//!   `signal N`), its guards count as allow (or block, for a guard that
+//!   fails closed), its names leave the registries,
+//!   anything left in its process group is killed, and the embedder gets
+//!   `extension_exited`. A crash is then followed by a restart (see
+//!   Supervision).
+//! - **Timeouts** (all in `zot_host::Timeouts`): command 30 s, tool 60 s,
+//!   intercept round 5 s (timeout = allow), hello 10 s, startup 3 s,
+//!   shutdown grace 2 s, then SIGTERM to the process group, SIGKILL 1 s later.
+//! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
+//!   end, Ctrl-C/SIGTERM): requests already accepted finish first, each
+//!   within its own timeout (an extension built on upstream's SDKs exits on
+//!   `shutdown` without waiting for its handlers, so stopping it earlier
+//!   would lose their answers); requests after that are refused with
+//!   `the extension host is shutting down`; a second Ctrl-C
+//!   (`Request::ShutdownNow`) skips the wait and fails them at once. Then
+//!   every extension is sent `shutdown` in parallel, after every event
+//!   already queued to it; stdin closes after its `shutdown_ack` or exit;
+//!   holdouts get SIGTERM then SIGKILL to the whole process group. Every
+//!   child is reaped and nothing of its group survives: about 3 s worst
+//!   case after the last request, however many extensions there are. (A
+//!   grandchild that leaves the group with `setsid` escapes this; run under
+//!   a sandbox if that matters.)
+//!
+//! ## Tools, events and interception
+//!
+//! - **Tool pipeline** (`Host::call_tool`, `zot rpc` `tool_call`, the
+//!   session's `/call`): the `tool_call` event goes to subscribers, then the
+//!   interception chain runs, then the owning extension gets `tool_call`
+//!   with the (possibly rewritten) args, `{}` when none. A block returns an
+//!   error result whose text is the reason (`blocked: true`). A built-in
+//!   tool name (`read write edit bash skill`) gets the same event and
+//!   guards and is not executed (the embedder runs it): the outcome has
+//!   `builtin: true`, `blocked`, `reason` and the final `args`.
+//!   `Host::call_tool_direct` skips event and chain.
+//! - **Results**: text blocks and image blocks (`mime_type` + base64 `data`,
+//!   validated) are kept; an invalid image or an unknown block type becomes
+//!   an `error: ...` text block, and an invalid image makes the result
+//!   `is_error` (as upstream); empty text blocks are dropped; no blocks become
+//!   `(extension returned no content)`. `is_error` is kept and the owning
+//!   extension's name is attached.
+//! - **Events**: `subscribe.events` takes any names; `Host::emit` queues one
+//!   serialised frame to every subscriber's writer queue, so each sees
+//!   events in emission order and all of them before its `shutdown`. A
+//!   subscriber that stops reading does not slow anyone: once more than
+//!   `event_queue_limit` bytes (16 MiB) wait for it, further events to it
+//!   are dropped and counted in its log.
+//! - **Interception** (`tool_call`, `turn_start`, `assistant_message`; other
+//!   names under `intercept` are ignored and logged): the outcome is that of
+//!   asking the guards one after another in precedence order (first block
+//!   wins with its reason; `modified_args` / `replace_text` chain, each later
+//!   guard deciding on the rewritten value). To bound the stall the host
+//!   asks all guards at once and walks their answers in order; when a guard
+//!   rewrites, the guards after it are asked again. Each round has one 5 s
+//!   deadline, so three silent guards cost 5 s, not 15 s. A guard that times
+//!   out, has exited or cannot be written to counts as allow, unless its
+//!   manifest says `"guard_failure": "block"` (see Supervision).
+//!
+//! ## Order and memory bounds
+//!
+//! - **Order.** Everything one extension writes (notes, panels, the answers
+//!   to requests) reaches the embedder, the rpc client and the session in
+//!   the order written. In the library an event is in `Host::events()`
+//!   before the reply that the extension wrote after it is delivered; events
+//!   written after the answer may be waiting too. For the exact order, read
+//!   `HostHandle::events_sent()` inside the reply callback (it runs on the
+//!   host loop) and take events until you have taken that many before
+//!   acting on the reply (`zot rpc` and the session do exactly that, so a
+//!   note written after an answer is printed after it).
+//! - **Memory stays bounded whatever an extension does and whoever stops
+//!   reading:**
+//!   - *From extensions:* reader threads hand parsed frames to the loop
+//!     through one channel of at most 256 frames. When the loop falls
+//!     behind, a reader blocks, the extension's stdout pipe fills and the
+//!     extension blocks in its write: backpressure, not memory. (MCP
+//!     servers, SPEC 11, use a separate unbounded channel.) A line longer
+//!     than 16 MiB is skipped and logged, never kept.
+//!   - *To the embedder:* notes and panel updates wait in `Host::events()`
+//!     within `HostConfig::event_budget` bytes (8 MiB). Beyond it they are
+//!     dropped and counted: one line in that extension's log when dropping
+//!     starts and ends, and a `HostEvent::EventsDropped { count }` (rpc
+//!     event `{"type":"events_dropped","count":N}`, a session line) with
+//!     the next event that gets through. Lifecycle events and responses
+//!     are never dropped.
+//!   - *To extensions:* events wait within `event_queue_limit` bytes per
+//!     subscriber (16 MiB), beyond it dropped and counted in its log.
+//!   - *MCP servers:* what waits for a server's stdin has the same 16 MiB
+//!     bound; while more waits its stdout is not read (logged once), so a
+//!     server that floods requests (`ping`, `roots/list`...) without
+//!     reading blocks in its own write. A paged `tools/list` or
+//!     `prompts/list` keeps only what is registered and stops at the
+//!     registration caps below (logged), or after 1000 pages; at most 100
+//!     notes sent before its handshake ends are kept.
+//!   - *`zot rpc` and `zot mcp`, two bounds:* answers wait for stdout
+//!     within 8 MiB; only while more waits is stdin not read (the client
+//!     is not reading; stderr says so once). At most 256 requests are
+//!     served at once; beyond that a request is answered at once with an
+//!     error (`too many requests in flight`; MCP code -32000) and stdin is
+//!     still read, so notifications, `ping` and cancellations are always
+//!     handled. `zot mcp` notes that find 8 MiB waiting are dropped and
+//!     counted on stderr, never answers; at most 100 notes wait for
+//!     `notifications/initialized` and 64 listen streams are open. A
+//!     request line longer than 16 MiB gets an error.
+//!   - *The session (`zot`):* input lines are read only while fewer than
+//!     64 lines (1 MiB) wait to run, so a fast pipe stays in the pipe; notes
+//!     are counted per extension (for `/clear`), not kept.
+//!   - *Registrations:* at most 10,000 commands, 10,000 tools and 10,000
+//!     event subscriptions per extension, and at most 16 MiB of each kind
+//!     (names, descriptions and schemas, counted as they sit in memory);
+//!     the excess is ignored and logged. An MCP server's tool or prompt
+//!     that leaves its list gives its share back.
+//!     `subscribe` costs linear time whatever the number of names.
+//!   - *`zot ext check`:* the stderr tail it shows is read from the last
+//!     64 KiB of the log.
+//! - **Exits are final.** Nothing an extension wrote is applied after its
+//!   exit was handled: frames still queued from its reader are dropped, so
+//!   a dead extension never owns a name.
+//!
+//! # Performance design
+//!
+//! What `make bench` measures, and the choices behind its figures.
+//!
+//! **How to read the latency lines.** The latency scenarios (`floor`,
+//! `command`, `tool`, `intercept20`) run pinned to one CPU, host threads and
+//! extensions included: on a 2-vCPU VM waking a thread that sleeps on the
+//! *other* CPU costs about 30 us, so unpinned figures swing with where the
+//! scheduler puts things (the floor's two processes sleep in `read` and pay
+//! that wake-up twice). `ZOT_BENCH_PIN=none make bench` runs them unpinned,
+//! `ZOT_BENCH_PIN=all` pins every scenario.
+//!
+//! **Why a round trip costs about three floors.** The floor is two processes
+//! ping-ponging over pipes: two context switches per round trip. Through
+//! the host a round trip crosses five threads or processes: caller -> host
+//! loop -> extension (written directly into its pipe) -> reader thread ->
+//! loop -> caller, and on one CPU each crossing is a context switch
+//! (`perf stat`: 6 per round trip, against 2 for the floor; about 1 us each
+//! on this VM). The host's own work per round trip (one JSON parse, one map
+//! entry, two channel operations) is well under a microsecond. Doing better
+//! would mean answering from the reader thread or running the loop on the
+//! caller's thread.
+//!
+//! **What keeps it fast.**
+//! - Frames are written to the extension's stdin by the loop itself through
+//!   a second, non-blocking handle while nothing is queued; the writer
+//!   thread takes only what a full pipe refuses (it keeps order and
+//!   backpressure). One hand-off less per request: without it a
+//!   round trip took about 25 instead of 16 us. Because it is only
+//!   in order with a single writer, `ExtProcess` is crate-private and only
+//!   the loop calls its `send`.
+//! - The loop drains everything already waiting (up to 256 messages) before
+//!   handing frames to writers, so bursts cost one write per extension.
+//!   `Host::emit_nowait` emits bursts without a round trip per event
+//!   (events20 uses it; `emit` still answers with the recipients).
+//! - The loop and a blocking caller poll (yielding) for up to 50 us before
+//!   they sleep: the next frame usually comes sooner than a sleeper can be
+//!   woken, and a sleeping loop woke into contention for the channel's
+//!   waker lock with the thread that woke it. An idle host sleeps, waking
+//!   once a second for the liveness check. The budget is
+//!   `HostConfig::spin_before_sleep` (0 never spins); `bench cpu` prints
+//!   the CPU time (user + system, the bench process and the extension)
+//!   per command and tool round trip, and `ZOT_BENCH_SPIN_US=0 make bench`
+//!   shows what the spin costs and buys.
+//! - Frames are parsed on the reader threads, off the loop thread: one
+//!   pass into a JSON map, then only the fields the frame's type uses are
+//!   checked (no internally-tagged-enum buffering).
+//! - Small buffers and 64 KiB thread stacks; one I/O thread per extension
+//!   until its stdin pipe first fills. Most of the RSS with 20 extensions
+//!   is code pages (glibc, the binary: RSS follows the binary's size), the
+//!   rest mostly thread stacks and glibc's per-thread malloc arenas; the
+//!   static musl binary has no per-thread arenas and needs less.
+//! - `make static` builds with stable musl at opt-level z, non-PIE,
+//!   stripped. `make static STATIC_NIGHTLY=yes` tries a nightly
+//!   `-Z build-std` build first (smaller; unstable flags).
+//!
+//! # Hostile extensions and input
+//!
+//! An extension is someone else's program, and an rpc client may send
+//! anything. Limits that keep the host up whatever they do:
+//!
+//! - **Nesting depth.** A frame, an rpc request line or a manifest that
+//!   nests arrays and objects deeper than 64 levels
+//!   (`zot_host::protocol::MAX_DEPTH`) is refused before it is parsed: the
+//!   frame is dropped with `dropped frame (nested deeper than 64 levels)`
+//!   in the extension's log, the rpc line gets a `parse` error response,
+//!   the manifest is invalid. A one-pass, non-recursive scan does the
+//!   check, so a million-level line costs one pass; every value inside the
+//!   host is then at most 64 deep, which the threads' stacks are sized for
+//!   (reader threads 512 KiB: a 64-level frame needs about 200 KiB in a
+//!   debug build).
+//! - **Disk.** The child's stderr reaches its log through the reader
+//!   thread (it waits on stdout and stderr at once), and the log rotates to `.log.1` before any
+//!   write that would take it past the limit, also while the extension
+//!   runs: one extension's logs stay under 2 x 8 MiB however much it
+//!   writes (`HostConfig::log_rotate_bytes` sets the limit). The host's own
+//!   `[zot]` lines quote at most 4 KiB of what an extension sent (a 16 MiB
+//!   hello name is cut, with `... (N more bytes)`), so they stay within
+//!   that bound too.
+//! - **An `exec` that cannot run** fails with the reason, not exec(2)'s
+//!   bare errno (which blames the file for a missing `#!` interpreter):
+//!   `cannot start <path>: it is a directory`, `...: it is not executable`,
+//!   `...: the interpreter on its #! line was not found`, or for a binary
+//!   built for another libc `...: its dynamic loader was not found (built
+//!   for another system?)`; a relative path (from a relative `$PATH` entry)
+//!   that is not there from the extension's directory, where it runs, says
+//!   `...: a relative path, and the extension runs in its directory ...`.
+//!   An embedder's relative `HostConfig` paths (`ext_paths`, `cwd`,
+//!   `zot_home`) are made absolute when the host starts.
+//! - **A mute extension.** One that closes its stdout after `hello` but does
+//!   not exit within 2 s can never answer again: it is failed with `closed
+//!   its stdout but did not exit`, its process group is killed, whatever
+//!   waits on it fails at once with `extension <name> exited (killed:
+//!   closed its stdout but did not exit)` instead of at its timeout, and it
+//!   is restarted like a crash (see Supervision). Before `hello` the grace
+//!   is 100 ms (`closed its stdout before hello`).
+//! - **A deaf extension.** One that closes its stdin: the write that fails
+//!   is logged (`cannot write to stdin`), its guards count as unavailable
+//!   at once, new requests are refused (`extension <name> is not accepting
+//!   input`), and those already sent fail with the same error 2 s after
+//!   the failed write, unless answered first, instead of at their timeout.
+//!   When it has exited by then (an exiting process closes its stdin
+//!   before its stdout), its exit decides instead: the answers still in
+//!   its stdout pipe are delivered first, however long a busy host takes
+//!   to read them. It is not killed: it may still send notes.
+//! - **Terminal escapes.** The session shows the control characters in
+//!   what extensions send (notes, displays, panels, descriptions, tool
+//!   results) instead of writing them: `^[`, `^M` (caret notation) for C0
+//!   and DEL, `\u{9b}` for C1; tabs are kept. So an extension cannot move
+//!   the cursor over earlier lines, overwrite a line's `[ext] info:`
+//!   prefix, retitle the window or write the clipboard (OSC 52). The same
+//!   goes for text zot prints from an extension's files: a directory name
+//!   (a cloned project may hold `.zot/extensions/<ESC>[2J`) or manifest
+//!   field quoted in a startup `[zot]` line on stderr (`zot`, `zot rpc`,
+//!   `zot mcp`), in any `zot: ` error, in the `zot ext list` table (tabs
+//!   as spaces there), or in what `zot ext install`, `enable`, `disable`,
+//!   `remove` and `check` print. One function does it everywhere,
+//!   `zot_host::log::inert`. `zot rpc` and `zot mcp` write JSON, for
+//!   programs: C0 characters arrive escaped (`\u001b`), DEL and C1 as they
+//!   are (valid JSON). `zot ext logs` prints the log as written, the
+//!   extension's stderr included, like `cat`; so does an extension whose
+//!   log cannot be opened (`zot: cannot open log ...`): its stderr is then
+//!   zot's stderr, as written, while the host's `[zot]` lines about it
+//!   are still made inert.
+//! - **The host's death.** A watchdog covers every extension's process
+//!   group: one `/bin/sh` process per host process, in its own process
+//!   group, that reads group ids from a pipe only the host holds; when the
+//!   host dies (SIGKILL, abort) the pipe reaches end of file and the
+//!   watchdog SIGKILLs every group still listed, extensions included. (A
+//!   grandchild that leaves the group with `setsid` is out of reach.)
+//!   Without `/bin/sh`, each extension is started with `PR_SET_PDEATHSIG` =
+//!   SIGKILL (Linux) instead, so it still dies with the host. The kernel
+//!   sends that signal when the *thread* that spawned the child ends,
+//!   which is why extensions are spawned only from the host loop thread:
+//!   it outlives them all. (It is not set when the watchdog runs: it needs
+//!   a hook before exec, which makes the host fork instead of using
+//!   `posix_spawn`, and that multiplied startup20 on a busy machine.)
+//! - **No leak per reload.** An extension's reader and writer threads
+//!   wait on their pipe and on a stop socket together; when the extension
+//!   has been reaped the socket closes and they end, even if an escaped
+//!   grandchild still holds the pipes. Descriptors and threads stay flat
+//!   across reloads.
+//! - **`zot ext check` on a flood.** The stderr tail shown on a failure is
+//!   read from the last 64 KiB of the log, so 100 MB of stderr costs the
+//!   check nothing; registrations past the host's caps (10,000 names or
+//!   16 MiB per kind) are one warning, as the host ignores them.
+//! - **`zot ext check` on a busy machine.** The startup-grace warning is
+//!   only for names that arrive after the grace (the host's startup goes
+//!   on without them); a late `ready` alone is a pass that says the time.
+//!
+//! `tests/hostile.rs` drives each of these against the real binary;
+//! `tests/fuzz_inputs.rs` feeds seeded random and mutated lines (invalid
+//! UTF-8, NULs, deep nesting, huge numbers, truncations, CRLF, BOM) to the
+//! frame reader through a real extension and to `zot rpc`, and checks that
+//! every request line gets exactly one response and the host still answers.
+//! Its seed is fixed; `ZOT_FUZZ_SEED=N cargo test --test fuzz_inputs` tries
+//! another, and a failure prints the seed. `tests/hostile_inputs.rs` plays
+//! the hostile client and user: an MCP client that stops reading during a
+//! flood of notes, clients that close stdout, reused and oddly typed ids,
+//! lines over 16 MiB, a flood of listen streams, two Ctrl-Cs, broken
+//! symlinks and NULs in manifests, a relative `ZOT_HOME` or one that is a
+//! file, escape sequences in extension directory names and manifest
+//! fields. `tests/hostile_ext2.rs` plays more hostile extensions
+//! (`fixtures/hostile2/`): megabyte strings the host quotes in its log,
+//! an extension that closes its stdout or its stdin and runs on, one that
+//! stops itself (SIGSTOP) mid-call, one that registers hundreds of
+//! megabytes, an MCP server whose tool list churns, escape sequences meant
+//! for the user's terminal, a flood of renders of a closed panel,
+//! an `exec` that cannot run, and a crash loop, whose backoff must cost the
+//! host no CPU (measured in `/proc`).
 
 mod embedder;
 mod exposure;

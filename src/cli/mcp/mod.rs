@@ -6,6 +6,76 @@
 //! each request without waiting, replies are written from the host loop
 //! as they come (out of order), the main thread handles the host's
 //! events, and one writer thread owns stdout.
+//!
+//! # Behaviour
+//!
+//! **What maps to what.**
+//!
+//! | zot | MCP |
+//! |---|---|
+//! | extension tools (built-in names `read write edit bash skill` are not served) | `tools/list`: `name`, `description`, `inputSchema` (the registered schema, `{"type":"object"}` when none) |
+//! | the tool pipeline: `tool_call` event, every guard, then the tool | `tools/call {name, arguments}`: text blocks -> `{type:"text"}`, images -> `{type:"image", data, mimeType}`; `isError` when the tool failed or a guard blocked (one text block `blocked: <reason>`); a guard's `modified_args` is what the tool gets |
+//! | an unknown tool or command | JSON-RPC error -32602; an extension that exits or times out gives a result with `isError: true` and the reason |
+//! | slash commands | `prompts/list`, each with one optional argument `args` (the command's argument text) |
+//! | running a command | `prompts/get {name, arguments: {args}}`: `prompt` and `insert` -> one user message, `display` -> one assistant message, `noop` / `open_panel` -> no message (the description says so); a command `error` -> JSON-RPC error -32603 with its text |
+//! | notes (`notify`) | `notifications/message`, `logger` = the extension, `data` = the text, level info -> info, success -> notice, warn -> warning, error -> error |
+//! | an extension registering late, exiting or crashing | `notifications/tools/list_changed` / `notifications/prompts/list_changed`, once per change, only for the list that changed |
+//! | `session_start` | emitted to subscribers once, at the first request |
+//!
+//! **Protocol versions, both on one stream, decided per request.**
+//! - Legacy handshake (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25):
+//!   `initialize` answers with the client's version when it is one of
+//!   these (else 2025-11-25), capabilities `tools {listChanged}`, `prompts
+//!   {listChanged}`, `logging {}`, `serverInfo {name: "zot", version}`.
+//!   Notes follow `logging/setLevel` (default: all); notes written before
+//!   `notifications/initialized` wait for it (at most 100, the oldest
+//!   dropped first and counted on stderr). List changes are plain
+//!   notifications.
+//! - Stateless 2026-07-28: `server/discover` lists every version above plus
+//!   2026-07-28; a request whose `params._meta` names
+//!   `io.modelcontextprotocol/protocolVersion` 2026-07-28 gets a result
+//!   with `resultType: "complete"` and the server identity in
+//!   `_meta["io.modelcontextprotocol/serverInfo"]`; list results (and
+//!   discover) carry `ttlMs: 0` (the lists change whenever an extension
+//!   comes or goes) and `cacheScope: "private"`. Another version there
+//!   gets error -32022 with `data {supported, requested}`. A note goes out
+//!   only while a request that opted in with
+//!   `_meta["io.modelcontextprotocol/logLevel"]` is in flight, at or above
+//!   that level. List changes reach a 2026 client only on a
+//!   `subscriptions/listen` stream (acknowledged with
+//!   `notifications/subscriptions/acknowledged`; each notification carries
+//!   the listen request's id as `_meta["io.modelcontextprotocol/subscriptionId"]`);
+//!   `notifications/cancelled` for the listen id ends it, and at shutdown
+//!   the server answers the listen request.
+//!
+//! Requests run concurrently and may be answered out of order; those that
+//! arrive before startup readiness wait for it, so the first `tools/list`
+//! lists every extension that made it in time. Everything one extension
+//! writes reaches the client in the order it wrote it: a note written
+//! before a tool's result arrives before the result. `notifications/cancelled
+//! {requestId}` means that request is never answered (a late answer is
+//! dropped); its id stays taken until the extension answers or the call
+//! times out, so a new request reusing it meanwhile gets -32600 rather
+//! than the old answer. Ids come back exactly as they were sent: an
+//! integer of any size (`123456789012345678901234567890`) stays that
+//! integer. `tools/call` of a built-in tool name (`bash`, `read`...) is
+//! -32602 before the pipeline runs: no subscriber or guard sees it. Bad input: not JSON -> -32700 with id null; not a request or
+//! notification object (a batch array included) -> -32600; a request
+//! whose id is that of a request still in flight or of an open listen
+//! stream -> -32600 (the first is still answered); a 65th listen stream
+//! open at once -> -32600 (each costs a notification per list change); an unknown method -> -32601; bad params -> -32602;
+//! the stream always goes on.
+//! At most 256 requests are served at once: one more is answered at once
+//! with error -32000 (`too many requests in flight`), while
+//! notifications, `ping` and cancellations are always handled. A client
+//! that stops reading stops being read once 8 MiB of answers wait. Notes
+//! (`notifications/message`) that find 8 MiB already waiting for such a
+//! client are dropped, never answers: stderr says so when it first
+//! happens and gives the number dropped at exit. Stdin EOF,
+//! SIGTERM, SIGINT and a stdout that can no longer be written (the client
+//! closed it; stderr says so) shut down gracefully: requests already read are
+//! answered first (a second signal skips that wait and fails them), then
+//! exit 0 with no extension left running.
 
 mod era;
 mod jsonrpc;

@@ -1,9 +1,31 @@
 //! What the session prints, and how.
 //!
-//! Every line has a fixed shape (documented in the README, section
-//! "Interactive session") so that a pipe reader can match on it. Text
-//! spanning several lines keeps its prefix on the first line and is
-//! indented by the prefix's width on the others. Colour is used only
+//! Every line has a fixed shape so that a pipe reader can match on it:
+//!
+//! | line | meaning |
+//! |---|---|
+//! | `ready: a, b` / `ready: no extensions` | startup readiness (once) |
+//! | `[/name] text` | a command's `display` |
+//! | `insert: text` | a command's `insert`, offered as the next input |
+//! | `prompt: text` | a command's `prompt`; a turn follows (an empty prompt: nothing, no turn) |
+//! | `error: text` | any error: a command's `error` (its action is then skipped, as upstream), unknown commands, failed calls, `error: extension a exited (...)`, `error: extension a failed: ...` |
+//! | `[ext] level: message` | a note (`info`, `success`, `warn`, `error`) |
+//! | `notes cleared for ext (N removed)` | the extension retracted its notes (`clear_notes`) |
+//! | `notes cleared (N removed)` | `/clear` |
+//! | `┌─ title [ext/panel]`, `│ line`..., `└─ footer` | a panel, opened or re-rendered |
+//! | `panel closed: ext/panel` | a panel closed (by the extension, `/key esc` or `/key close`) |
+//! | `result: text` / `result error: text` | `/call` result blocks (images: `result: [image image/png, N bytes of base64]`) |
+//! | `allowed: tool {args} (built-in tool: ...)` | `/call` of a built-in tool that no guard refused |
+//! | `blocked: reason` | a guard refused a `/call`, a `turn_start` or an `assistant_message` |
+//! | `would submit: text` | a turn without `--agent-cmd` |
+//! | `assistant: text` | the agent's answer, as rewritten by guards |
+//! | `reloaded: N stopped, M loaded (K ready)` | `/reload-ext`, followed by one `error:` line per problem |
+//! | `registered: ext` | an extension finished registering after startup (not during `/reload-ext`: its report counts it) |
+//! | `restarted: ext (attempt N: status)` | a crashed extension is started again (SPEC 12) |
+//! | `cancelled`, `(Ctrl-C again to exit)` | Ctrl-C |
+//!
+//! Text spanning several lines keeps its prefix on the first line and
+//! is indented by the prefix's width on the others. Colour is used only
 //! on a terminal without `NO_COLOR`; the prompt and the hints are only
 //! shown when both ends are a terminal.
 
