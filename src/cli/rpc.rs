@@ -593,13 +593,13 @@ fn build(
     Ok(Some(request))
 }
 
-/// The payload of an `event` or `intercept` request: its fields but the
-/// request's own (`type`, `id`, `event`), which name the request.
-/// Poison is ignored: the table stays usable.
+/// The tickets table, poison ignored: the table stays usable.
 fn lock(tickets: &Tickets) -> std::sync::MutexGuard<'_, HashMap<String, Ticket>> {
     tickets.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The payload of an `event` or `intercept` request: its fields but the
+/// request's own (`type`, `id`, `event`), which name the request.
 fn payload(mut obj: Map<String, Value>) -> Result<EventPayload, String> {
     for key in ["type", "id", "event"] {
         obj.remove(key);
