@@ -4,7 +4,7 @@ use super::scratch::{self, Kind};
 use super::{check_name, failed, lookup, remove_tree, say, CliError, Ctx, Installed};
 use serde_json::Value;
 use std::fs;
-use std::io::{self, BufRead, IsTerminal, Write};
+use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use zot_host::discovery::Scope;
@@ -33,29 +33,16 @@ pub(super) fn remove(
     Ok(0)
 }
 
-/// Asks on the terminal; without one, refuses rather than guess.
+/// Asks whether to remove `name` from `dir`.
 fn confirm(name: &str, dir: &Path) -> Result<bool, CliError> {
-    if !io::stdin().is_terminal() {
-        return Err(failed(format!(
+    super::confirm(
+        &format!("remove {name} ({})?", dir.display()),
+        format!(
             "refusing to remove {name} ({}) without confirmation: stdin is not a terminal; \
              pass --yes to remove it",
             dir.display()
-        )));
-    }
-    eprint!(
-        "{}",
-        inert(&format!("remove {name} ({})? [y/N] ", dir.display()))
-    );
-    let _ = io::stderr().flush();
-    let mut answer = String::new();
-    io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| failed(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+        ),
+    )
 }
 
 /// Removes an extension directory: a symlink alone (its target is not

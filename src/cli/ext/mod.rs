@@ -423,6 +423,26 @@ fn out(text: &str) -> Result<(), CliError> {
     }
 }
 
+/// Asks `question` on the terminal (`[y/N]`); without a terminal,
+/// refuses with `refusal` rather than guess.
+fn confirm(question: &str, refusal: String) -> Result<bool, CliError> {
+    use std::io::{BufRead, IsTerminal};
+    if !io::stdin().is_terminal() {
+        return Err(failed(refusal));
+    }
+    eprint!("{}", inert(&format!("{question} [y/N] ")));
+    let _ = io::stderr().flush();
+    let mut answer = String::new();
+    io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| failed(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}
+
 /// Deletes a file, a symlink (not its target) or a whole tree, first
 /// making directories writable so read-only ones do not stop it.
 fn remove_tree(path: &Path) -> io::Result<()> {

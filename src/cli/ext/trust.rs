@@ -4,7 +4,6 @@
 use super::{failed, out, say, CliError, Ctx};
 use crate::cli::{absolute, string};
 use std::ffi::OsString;
-use std::io::{self, BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use zot_host::discovery::{self, Found, Scope, Status};
 use zot_host::log::inert;
@@ -237,33 +236,20 @@ fn describe(snapshot: &Snapshot, verdict: &Result<(), Untrusted>) -> String {
     text
 }
 
-/// Asks on the terminal; without one, refuses rather than guess.
+/// Asks whether to trust `names` in `cwd`.
 fn confirm(names: &[String], cwd: &Path) -> Result<bool, CliError> {
     let what = format!(
         "{} project extension(s) ({})",
         names.len(),
         names.join(", ")
     );
-    if !io::stdin().is_terminal() {
-        return Err(failed(format!(
+    super::confirm(
+        &format!("trust {what} in {}?", cwd.display()),
+        format!(
             "refusing to trust {what} without confirmation: stdin is not a terminal; \
              review them, then pass --yes"
-        )));
-    }
-    eprint!(
-        "{}",
-        inert(&format!("trust {what} in {}? [y/N] ", cwd.display()))
-    );
-    let _ = io::stderr().flush();
-    let mut answer = String::new();
-    io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| failed(format!("cannot read the answer: {e}")))?;
-    Ok(matches!(
-        answer.trim().to_ascii_lowercase().as_str(),
-        "y" | "yes"
-    ))
+        ),
+    )
 }
 
 fn untrust(ctx: &Ctx, names: &[String]) -> Result<i32, CliError> {
