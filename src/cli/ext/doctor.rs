@@ -358,9 +358,10 @@ impl Entry {
 
     fn late_warning(&self, cfg: &HostConfig) -> Option<String> {
         let settled = self.late?;
-        let grace = cfg.timeouts.startup.as_secs_f64();
+        let grace = seconds(cfg.timeouts.startup, 3);
+        let grace = grace.trim_end_matches('0').trim_end_matches('.');
         let when = match settled {
-            Some(at) => format!("settled after {:.1} s", at.as_secs_f64()),
+            Some(at) => format!("settled after {} s", seconds(at, 1)),
             None => "never settled".into(),
         };
         Some(format!(
@@ -456,9 +457,9 @@ impl Report {
             false => "-e paths only (--no-ext)".into(),
         };
         let mut text = format!(
-            "zot ext doctor: {} extension(s) from {from}; startup took {:.2} s\n",
+            "zot ext doctor: {} extension(s) from {from}; startup took {} s\n",
             self.entries.len(),
-            self.startup.as_secs_f64()
+            seconds(self.startup, 2)
         );
         for e in &self.entries {
             text.push('\n');
@@ -527,5 +528,34 @@ impl Report {
             ));
         }
         text
+    }
+}
+
+/// `d` in seconds, rounded to `places` decimals (at most 3). Integer
+/// arithmetic: core's float formatter would add about 20 KB to the
+/// minimal static binary for these three figures.
+fn seconds(d: Duration, places: u32) -> String {
+    let scale = 10u128.pow(places);
+    let units = (d.as_millis() * scale + 500) / 1000;
+    let (whole, frac) = ((units / scale) as u64, (units % scale) as u64);
+    match places {
+        0 => whole.to_string(),
+        _ => format!("{whole}.{frac:0width$}", width = places as usize),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+    use std::time::Duration;
+
+    #[test]
+    fn seconds_round_to_their_places() {
+        let ms = Duration::from_millis;
+        assert_eq!(seconds(ms(1234), 2), "1.23");
+        assert_eq!(seconds(ms(1235), 2), "1.24");
+        assert_eq!(seconds(ms(50), 1), "0.1");
+        assert_eq!(seconds(ms(200), 3), "0.200");
+        assert_eq!(seconds(ms(61_999), 0), "62");
     }
 }
