@@ -52,11 +52,22 @@ test:
 # (`bench binary static=... minimal_static=...`, read from the ELF headers).
 STATIC_NIGHTLY ?= no
 STATIC_OPT := --config 'profile.release.opt-level="z"'
-STATIC_RUSTFLAGS := -C relocation-model=static
+# The unwind tables (.eh_frame, its index, .gcc_except_table: about
+# 165 KB) serve only unwinding and backtraces; with panic = "abort"
+# nothing unwinds, so the static builds drop them at link time (a
+# panic's message is still printed, without a backtrace). crtbegin's
+# and crtend's own entries stay: crtbegin refers to them. One segment
+# per permission instead of page-aligned code separation saves the padding.
+STATIC_LDSCRIPT := $(CURDIR)/target/static-no-unwind.ld
+STATIC_LINK := -C link-arg=-Wl,--no-eh-frame-hdr -C link-arg=-Wl,-T,$(STATIC_LDSCRIPT) \
+	-C link-arg=-Wl,-z,noseparate-code
+STATIC_RUSTFLAGS := -C relocation-model=static $(STATIC_LINK)
 STATIC_STD := -Z build-std=std,panic_abort -Z build-std-features=optimize_for_size
 
 static:
-	@set -e; \
+	@set -e; mkdir -p target; \
+	printf '%s\n' 'SECTIONS { /DISCARD/ : { EXCLUDE_FILE(*crtbegin*.o *crtend*.o)' \
+		'*(.eh_frame) *(.gcc_except_table*) } }' 'INSERT AFTER .text;' > $(STATIC_LDSCRIPT); \
 	for build in full minimal; do \
 		if [ $$build = full ]; then out=$(STATIC_BIN); features=; \
 		else out=$(STATIC_MINIMAL_BIN); features=--no-default-features; fi; \
