@@ -654,8 +654,12 @@ fn ctrl_c_cancels_pending_work_and_a_second_one_exits() {
         .1;
     assert_eq!(end["stop"], "cancelled");
 
-    // Idle: the first Ctrl-C warns, the second exits gracefully.
+    // Idle: the first Ctrl-C warns, the second exits gracefully. The
+    // `/clear` that `run` ends with prepares the system prompt again (a
+    // job Ctrl-C would cancel); `/prompt` is shown only once that is done.
     assert_eq!(z.run("/ok"), ["[/ok] fine"]);
+    z.send("/prompt");
+    z.expect("system prompt");
     z.signal(libc::SIGINT);
     z.expect("(Ctrl-C again to exit)");
     z.signal(libc::SIGINT);

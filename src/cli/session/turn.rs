@@ -61,6 +61,9 @@ impl Session {
     /// `before_agent_start` on the session's own prompt (SPEC 14.3); then
     /// the turn that waits for it, if any.
     pub(super) fn prepare_prompt(&mut self, then: Option<(String, u64)>) {
+        // Until it is ready (or if Ctrl-C cancels it) the old prompt is
+        // gone: the next turn prepares it again rather than use it.
+        self.system_prompt = None;
         let payload = EventPayload {
             system_prompt: Some(self.base_prompt.clone()),
             ..Default::default()
