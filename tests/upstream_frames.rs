@@ -792,6 +792,8 @@ fn rpc_intercept_before_agent_start_answers_the_prompt() {
         json!({"intercept": ["before_agent_start"], "prompt": {"set": [1]}}),
     );
     let mut rpc = Rpc::start(&t, &[g, n]);
+    // Both guards are in the chain only once both are ready.
+    rpc.wait_ready(2);
     let r = rpc.call(
         "1",
         json!({"type": "intercept", "event": "before_agent_start", "system_prompt": "sys"}),

@@ -274,6 +274,23 @@ impl Rpc {
         }
     }
 
+    /// Waits until `n` extensions are ready, however slow their start:
+    /// those the `ready` event lists, then those the startup grace left
+    /// out, as each announces `registered`.
+    pub fn wait_ready(&mut self, n: usize) {
+        let ready = self.until("ready event", |v| v["type"] == "ready");
+        let listed = ready["extensions"].as_array().map_or(0, Vec::len);
+        let late = |seen: &[Value]| seen.iter().filter(|v| v["type"] == "registered").count();
+        while listed + late(&self.seen) < n {
+            if self.next().is_none() {
+                panic!(
+                    "{n} extensions were not ready by the deadline; seen {:?}",
+                    self.seen
+                );
+            }
+        }
+    }
+
     /// The response to request `id`.
     pub fn response(&mut self, id: &str) -> Value {
         self.until(&format!("response {id}"), |v| {
