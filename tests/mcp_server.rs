@@ -69,6 +69,39 @@ fn fixture_pids(dir: &Path) -> Vec<u32> {
     pids
 }
 
+/// Runs the client fixture `script` with `cmd` (its interpreter, with
+/// any extra environment) against `zot mcp` started with `args`, until
+/// it exits or [`CLIENT_DEADLINE`] passes (then it is killed).
+fn run_script(
+    mut cmd: Command,
+    script: &str,
+    args: &Value,
+    t: &TempDir,
+) -> (std::process::ExitStatus, std::process::Output) {
+    let mut child = cmd
+        .arg(repo().join("fixtures/mcp-clients").join(script))
+        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
+        .env("ZOT_MCP_ARGS", args.to_string())
+        .env("MCP_DEPS", deps())
+        .env("ZOT_HOME", t.join("home"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
+    let end = Instant::now() + CLIENT_DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, child.wait_with_output().expect("client output"))
+}
+
 /// Runs one client script against `zot mcp` with the three fixture
 /// extensions; checks every step passed and nothing is left running.
 fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
@@ -97,29 +130,9 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
         "client interpreter {} is missing: run .ci/mcp-deps",
         interpreter.display()
     );
-    let mut child = Command::new(&interpreter)
-        .arg(repo().join("fixtures/mcp-clients").join(script))
-        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
-        .env("ZOT_MCP_ARGS", args.to_string())
-        .env("MCP_DEPS", deps())
-        .env("MCP_FIXTURE_DIR", &fixture_dir)
-        .env("ZOT_HOME", t.join("home"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", interpreter.display()));
-    let end = Instant::now() + CLIENT_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = child.wait_with_output().expect("client output");
+    let mut cmd = Command::new(&interpreter);
+    cmd.env("MCP_FIXTURE_DIR", &fixture_dir);
+    let (status, out) = run_script(cmd, script, &args, &t);
     let steps = [
         "tools/list",
         "tools/call",
@@ -914,29 +927,9 @@ fn run_cancel_client(tag: &str, interpreter: PathBuf, script: &str) {
         "-e",
         ext
     ]);
-    let mut child = Command::new(&interpreter)
-        .arg(repo().join("fixtures/mcp-clients").join(script))
-        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
-        .env("ZOT_MCP_ARGS", args.to_string())
-        .env("MCP_DEPS", deps())
-        .env("TOOLS_RECORD", &record)
-        .env("ZOT_HOME", t.join("home"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", interpreter.display()));
-    let end = Instant::now() + CLIENT_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = child.wait_with_output().expect("client output");
+    let mut cmd = Command::new(&interpreter);
+    cmd.env("TOOLS_RECORD", &record);
+    let (status, out) = run_script(cmd, script, &args, &t);
     let steps = [
         "initialize",
         "slow call running",
