@@ -135,9 +135,10 @@ impl Session {
         });
     }
 
-    /// An extension's `panel_render`: updates an open panel in place. A render for a panel that is not
-    /// open (closed already, or never opened) is not shown, and is
-    /// logged (the 1st, 10th, 100th...): it must not bring a closed panel back.
+    /// An extension's `panel_render`: updates an open panel in place. A
+    /// render for a panel that is not open (closed already, or never
+    /// opened) is not shown, and is logged (the 1st, 10th, 100th...): it
+    /// must not bring a closed panel back.
     pub(super) fn render_panel(&mut self, extension: String, panel: Panel) {
         let open = self
             .panels
