@@ -197,12 +197,17 @@ impl Mcp {
         let fixture_dir = t.join("fixture");
         std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
         let mut cmd = zot();
-        cmd.args(["mcp", "--no-ext", "--startup-timeout", "30", "--cwd"])
+        // Every extension in the first lists, however slow the machine:
+        // a late one would change them (list_changed) mid-test. Python
+        // fixtures start through the pyenv shim, which can outlast the
+        // 10 s default hello limit on a starved machine.
+        cmd.args(["mcp", "--no-ext", "--startup-timeout", "60", "--cwd"])
             .arg(t.path());
         for e in exts {
             cmd.arg("-e").arg(e);
         }
         cmd.env("ZOT_HOME", t.join("home"))
+            .env("ZOT_HELLO_TIMEOUT", "60")
             .env("MCP_FIXTURE_DIR", &fixture_dir);
         Mcp {
             rpc: Rpc::spawn(&mut cmd),
