@@ -5,6 +5,9 @@
 //! built with upstream's Go SDK. The rpc, MCP and session surfaces are
 //! at the end.
 
+// Some tests need the `mcp` feature; their helpers are unused without it.
+#![cfg_attr(not(feature = "mcp"), allow(dead_code))]
+
 mod common;
 
 use common::*;
@@ -824,6 +827,7 @@ fn tools_call(mcp: &mut Rpc, id: u64, name: &str, args: Value) -> Value {
     mcp.until(&format!("tools/call {id}"), |v| v["id"] == id)
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
     let t = TempDir::new("mcp-tools");
@@ -851,6 +855,7 @@ fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
     assert!(text.contains("runs no built-in tools"), "{r}");
 }
 
+#[cfg(feature = "mcp")]
 #[test]
 fn mcp_cancelled_reaches_the_extension_as_tool_cancel() {
     let t = TempDir::new("mcp-cancel");
