@@ -31,7 +31,7 @@ use zot_host::{
 
 /// The tickets of the tool calls in flight, by request id: what
 /// `cancel {target}` cancels (SPEC 13.2). An entry leaves when its
-/// request is answered.
+/// request is answered or a cancel takes it.
 type Tickets = Arc<Mutex<HashMap<String, Ticket>>>;
 
 /// `zot rpc --help`.
@@ -478,7 +478,10 @@ fn build(
         "cancel" => {
             let target = required(&obj, "target")?;
             let shape = |cancelled: bool| json!({ "cancelled": cancelled });
-            let Some(ticket) = lock(tickets).get(&target).copied() else {
+            // Taken out of the table: a second cancel of the same call is
+            // answered here, so cancels the host must serve are at most
+            // one per tool call in flight, however many a client sends.
+            let Some(ticket) = lock(tickets).remove(&target) else {
                 respond(host, out, id.as_deref(), kind, Ok(shape(false)));
                 return Ok(None);
             };
