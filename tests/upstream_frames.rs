@@ -177,6 +177,8 @@ fn rpc_events_take_the_session_id_option_and_refuse_sequence() {
         .env("ZOT_HOME", t.join("home"))
         .env("ZOT_HELLO_TIMEOUT", "60");
     let mut rpc = Rpc::spawn(&mut cmd);
+    // Subscribed only once ready, however slow its start.
+    rpc.wait_ready(1);
     let bad = rpc.call(
         "1",
         json!({"type": "event", "event": "post_compact", "sequence": 5}),
