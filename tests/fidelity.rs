@@ -1,4 +1,4 @@
-//! The host loop's fidelity and memory bounds (issues 9 and 10), with
+//! The host loop's fidelity and memory bounds (SPEC 3.9, 3.14, 3.17), with
 //! the real `zot` binary and extensions that behave like upstream's
 //! SDK-built ones (`fixtures/sdk-like/ext.py`): nothing lost at
 //! shutdown, nothing reordered, slow starters waited for, built-in tools
