@@ -20,8 +20,8 @@
 //! The code has the same shape, and its imports run one way:
 //!
 //! - `src/host.rs` is the facade: `Host` starts the loop thread; its
-//!   calls are `HostHandle`'s (through `Deref`): they send `Request`s and
-//!   wait for replies.
+//!   calls and `HostHandle`'s (one macro defines both) send `Request`s
+//!   and wait for replies.
 //!   It depends on the engine; nothing depends on it.
 //! - `src/engine/` is the loop. `mod.rs` holds its state and the `select!`
 //!   loop; `lifecycle.rs` (start, readiness, exits, stopping), `frames.rs`
