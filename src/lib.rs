@@ -36,6 +36,10 @@ pub mod discovery;
 mod engine;
 mod host;
 pub mod intercept;
+// JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
+#[cfg(feature = "mcp")]
+#[doc(hidden)]
+pub mod jsonrpc;
 pub mod log;
 pub mod manifest;
 // Without the `mcp` feature an empty stand-in: no extension can be an MCP server.

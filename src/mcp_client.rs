@@ -68,15 +68,15 @@
 //! Its tools still pass through every guard of the zot extensions loaded
 //! with it, in `zot rpc`, the session and `zot mcp` alike.
 
+use crate::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{
-    head_fields, parse_json, snippet, CommandResponse, ExtFrame, ToolExtras, MAX_LINE,
-};
+use crate::protocol::{head_fields, snippet, CommandResponse, ExtFrame, ToolExtras, MAX_LINE};
 use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
 use crate::toolresult::text_block;
 use crate::types::human;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::io;
@@ -283,11 +283,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Adapter {
     /// Writes one JSON-RPC message to the server's stdin, unless closed.
-    fn write(&self, msg: Value) {
+    fn write<P: Serialize, R: Serialize>(&self, msg: &Message<P, R>) {
         let stdin = lock(&self.stdin);
         let Some(tx) = stdin.as_ref() else { return };
-        let mut line = serde_json::to_vec(&msg).unwrap_or_default();
-        line.push(b'\n');
+        let mut line = Vec::new();
+        msg.write_line(&mut line);
         let len = line.len();
         self.queued.fetch_add(len, Ordering::Relaxed);
         if tx.send(line).is_err() {
@@ -353,7 +353,11 @@ impl Adapter {
             }
         }
         st.waiting.insert(st.next_id, waiting);
-        self.write(json!({"jsonrpc": "2.0", "id": st.next_id, "method": method, "params": params}));
+        self.write(&Message::<_, ()>::request(
+            Id::from(st.next_id),
+            method,
+            params,
+        ));
         st.next_id
     }
 
@@ -372,9 +376,7 @@ impl Adapter {
                 let reason = format!("timed out after {}", human(self.timeout(kind)));
                 let [.., method] = kind.names();
                 log!(self, "{method} request {id} {reason}: cancelled");
-                let params = json!({"requestId": id, "reason": reason});
-                let cancel = "notifications/cancelled";
-                self.write(json!({"jsonrpc": "2.0", "method": cancel, "params": params}));
+                self.write(&cancelled(id, &reason));
             }
             _ => {}
         }
@@ -392,10 +394,11 @@ impl Adapter {
 
     /// Handles one line from the server; false once the handshake failed.
     pub fn on_server_line(&self, line: &[u8]) -> bool {
-        let why = match parse_json::<Value>(line) {
-            Ok(msg) if msg.is_object() => return self.message(line, &msg),
-            Ok(_) => "not a JSON object".into(),
-            Err(e) => e,
+        let why = match Message::parse(line) {
+            Ok(msg) => return self.message(msg),
+            Err(invalid) if invalid.code == PARSE_ERROR => invalid.why,
+            Err(_) if !line.trim_ascii_start().starts_with(b"{") => "not a JSON object".into(),
+            Err(invalid) => invalid.why,
         };
         self.dropped(line, &why);
         true
@@ -423,14 +426,12 @@ impl Adapter {
     }
 
     /// Dispatches one JSON-RPC message; false once the handshake failed.
-    fn message(&self, line: &[u8], msg: &Value) -> bool {
+    fn message(&self, msg: Message) -> bool {
         let mut st = lock(&self.state);
-        let id = msg.get("id").filter(|id| !id.is_null());
-        match (msg["method"].as_str(), id) {
-            (Some(method), Some(id)) => self.server_request(method, id),
-            (Some(method), None) => self.notification(&mut st, method, msg.get("params")),
-            (None, Some(id)) => self.response(&mut st, id, msg),
-            (None, None) => self.dropped(line, "neither a request, a notification nor a response"),
+        match msg {
+            Message::Request(r) => self.server_request(&r.method, r.id),
+            Message::Notification(n) => self.notification(&mut st, &n.method, n.params.as_ref()),
+            Message::Response(r) => self.response(&mut st, &r.id, r.result),
         }
         st.phase != Phase::Failed
     }
@@ -440,18 +441,18 @@ impl Adapter {
     }
 
     /// `ping` is answered; sampling, elicitation and roots are refused.
-    fn server_request(&self, method: &str, id: &Value) {
+    fn server_request(&self, method: &str, id: Id) {
         if method == "ping" {
-            return self.write(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+            return self.write(&Message::<(), _>::response(id, Ok(json!({}))));
         }
         let why = "zot declares no client capabilities";
         log!(self, "refused the server's {method} request: {why}");
         let message = format!("Method not found: {method} ({why})");
-        let error = json!({"code": -32601, "message": message});
-        self.write(json!({"jsonrpc": "2.0", "id": id, "error": error}));
+        let error = RpcError::new(METHOD_NOT_FOUND, message);
+        self.write(&Message::<(), ()>::response(id, Err(error)));
     }
 
-    fn notification(&self, st: &mut State, method: &str, params: Option<&Value>) {
+    fn notification(&self, st: &mut State, method: &str, params: Option<&Map<String, Value>>) {
         match method {
             "notifications/message" => match params.and_then(note_from_log) {
                 Some(note) => self.emit(st, note),
@@ -468,19 +469,19 @@ impl Adapter {
         }
     }
 
-    fn response(&self, st: &mut State, id: &Value, msg: &Value) {
+    fn response(&self, st: &mut State, id: &Id, result: Result<Value, RpcError>) {
         let Some(waiting) = id.as_u64().and_then(|n| st.waiting.remove(&n)) else {
             let why = "unknown, cancelled or already answered";
             return log!(self, "dropped a response: id {id} is {why}");
         };
-        let result = match (msg.get("result"), msg.get("error")) {
-            (Some(r), _) => Ok(r),
-            (None, Some(e)) => {
-                let message = e["message"].as_str().unwrap_or("(no message)");
-                let code = e["code"].as_i64().map(|c| format!(" {c}"));
+        let result = match &result {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                let message = Some(e.message.as_str()).filter(|m| !m.is_empty());
+                let code = Some(e.code).filter(|&c| c != 0).map(|c| format!(" {c}"));
+                let message = message.unwrap_or("(no message)");
                 Err(format!("MCP error{}: {message}", code.unwrap_or_default()))
             }
-            (None, None) => Err("response without result or error".to_string()),
         };
         match waiting {
             Waiting::Discover => self.discovered(st, result),
@@ -545,7 +546,8 @@ impl Adapter {
         let version = result["protocolVersion"].as_str();
         let version = version.unwrap_or("of unknown version");
         log!(self, "speaking MCP {version} (initialize)");
-        self.write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let initialized = "notifications/initialized";
+        self.write(&Message::<(), ()>::notification(initialized, None));
         self.list_all(st, result, result["serverInfo"]["version"].as_str());
     }
 
@@ -768,9 +770,7 @@ impl Adapter {
         let Some(id) = ours else { return };
         st.waiting.remove(&id);
         log!(self, "tools/call request {id} cancelled by the host");
-        let params = json!({"requestId": id, "reason": "cancelled by the host"});
-        let cancel = "notifications/cancelled";
-        self.write(json!({"jsonrpc": "2.0", "method": cancel, "params": params}));
+        self.write(&cancelled(id, "cancelled by the host"));
     }
 
     /// `tools/call` for the host's `tool_call`, `prompts/get` (arguments parsed
@@ -854,15 +854,21 @@ fn text_of(value: &Value) -> String {
     }
 }
 
+/// `notifications/cancelled` for our request `id`.
+fn cancelled(id: u64, reason: &str) -> Message<Value, ()> {
+    let params = json!({"requestId": id, "reason": reason});
+    Message::notification("notifications/cancelled", Some(params))
+}
+
 /// `notifications/message` -> a note (SPEC 11).
-fn note_from_log(params: &Value) -> Option<ExtFrame> {
+fn note_from_log(params: &Map<String, Value>) -> Option<ExtFrame> {
     let level = match params.get("level")?.as_str()? {
         "debug" | "info" | "notice" => "info",
         "warning" => "warn",
         _ => "error",
     };
     let data = params.get("data").map_or_else(String::new, text_of);
-    let message = match params["logger"].as_str() {
+    let message = match params.get("logger").and_then(Value::as_str) {
         Some(logger) if !logger.is_empty() => format!("{logger}: {data}"),
         _ => data,
     };

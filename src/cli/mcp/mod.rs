@@ -78,16 +78,15 @@
 //! exit 0 with no extension left running.
 
 mod era;
-mod jsonrpc;
 mod mapping;
 mod methods;
 mod server;
 
 use super::{CliError, HostOpts};
 use crossbeam_channel::Select;
-use jsonrpc::Incoming;
 use server::Server;
 use std::io::{self, Write};
+use zot_host::jsonrpc::{self, Message};
 use zot_host::protocol::{Line, LineReader, MAX_LINE};
 use zot_host::Request;
 
@@ -198,15 +197,16 @@ fn read_messages(server: &Server) {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        match jsonrpc::classify(&line) {
-            Incoming::Request { id, method, params } => {
-                methods::request(server, id, &method, params)
+        match Message::parse(&line) {
+            Ok(Message::Request(r)) => methods::request(server, r.id, &r.method, r.params),
+            Ok(Message::Notification(n)) => methods::notification(server, &n.method, n.request_id),
+            // A response to a request of ours: we send none.
+            Ok(Message::Response(_)) => {}
+            Err(invalid) => {
+                if let Some(id) = &invalid.reply_to {
+                    server.respond(id, Err(invalid.error()));
+                }
             }
-            Incoming::Notification { method, request_id } => {
-                methods::notification(server, &method, request_id)
-            }
-            Incoming::Response => {}
-            Incoming::Invalid { id, error } => server.respond(&id, Err(error)),
         }
     }
     // EOF: the graceful stop, as for a signal.

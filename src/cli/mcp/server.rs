@@ -23,7 +23,7 @@
 //! are at most `MAX_IN_FLIGHT`, beyond which one is refused at once.
 
 use super::era::{self, Level};
-use super::jsonrpc::{self, Id, RpcError, SubscriptionMeta, WithSubscription};
+use super::jsonrpc::{self, Id, Message, RpcError};
 use crate::cli::bounds::{self, Unwritten, MAX_IN_FLIGHT};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde::Serialize;
@@ -72,7 +72,7 @@ struct State {
     modern_seen: bool,
     /// Legacy `logging/setLevel` (default: everything).
     legacy_level: Level,
-    buffered: VecDeque<Value>,
+    buffered: VecDeque<(Level, Note)>,
     dropped_notes: u64,
     /// Notes dropped because the client did not read fast enough.
     unread_dropped: u64,
@@ -213,11 +213,7 @@ impl Server {
 
     /// Writes a response now (not tracked as in flight).
     pub fn respond(&self, id: &Id, result: Result<Value, RpcError>) {
-        let line = match result {
-            Ok(r) => jsonrpc::result_line(id, r),
-            Err(e) => jsonrpc::error_line(id, &e),
-        };
-        self.with(|s| write(s, &line));
+        self.with(|s| write(s, &answer(id, result)));
     }
 
     /// Records request `id` as in flight (with the log level it opted
@@ -234,7 +230,7 @@ impl Server {
             }
             if s.in_flight.len() >= MAX_IN_FLIGHT {
                 let error = RpcError::new(jsonrpc::SERVER_BUSY, bounds::too_many());
-                write(s, &jsonrpc::error_line(id, &error));
+                write(s, &answer::<()>(id, Err(error)));
                 return None;
             }
             let cancelled = false;
@@ -256,11 +252,7 @@ impl Server {
     pub fn finish(&self, id: &Id, result: Result<Value, RpcError>) {
         self.with(|s| {
             if s.in_flight.remove(id.key()).is_some_and(|r| !r.cancelled) {
-                let line = match result {
-                    Ok(r) => jsonrpc::result_line(id, r),
-                    Err(e) => jsonrpc::error_line(id, &e),
-                };
-                write(s, &line);
+                write(s, &answer(id, result));
             }
         });
     }
@@ -337,7 +329,7 @@ impl Server {
                 ));
                 s.dropped_notes = 0;
             }
-            for (level, note) in std::mem::take(&mut s.buffered).into_iter().map(split) {
+            for (level, note) in std::mem::take(&mut s.buffered) {
                 if level >= s.legacy_level {
                     write(s, &note);
                 }
@@ -365,7 +357,7 @@ impl Server {
                 let why =
                     format!("invalid request: at most {MAX_LISTENS} listen streams may be open");
                 let error = RpcError::new(jsonrpc::INVALID_REQUEST, why);
-                return write(s, &jsonrpc::error_line(id, &error));
+                return write(s, &answer::<()>(id, Err(error)));
             }
             s.listens.push(Listen {
                 id: id.clone(),
@@ -383,7 +375,7 @@ impl Server {
             fields.insert("notifications".into(), honored.into());
             let method = "notifications/subscriptions/acknowledged";
             let params = subscription(fields, id, None);
-            write(s, &jsonrpc::subscription_notification(method, params));
+            write(s, &Message::<_, ()>::notification(method, Some(params)));
         });
     }
 
@@ -407,7 +399,7 @@ impl Server {
                 let mut fields = Map::new();
                 fields.insert("resultType".into(), "complete".into());
                 let result = subscription(fields, &l.id, Some(era::server_info()));
-                write(s, &jsonrpc::result_line(&l.id, result));
+                write(s, &answer(&l.id, Ok(result)));
             }
         });
     }
@@ -444,10 +436,8 @@ impl Server {
 
     fn note(&self, s: &mut State, extension: &str, level: &str, message: String) {
         let level = Level::of_note(level);
-        let note = jsonrpc::notification_line(
-            "notifications/message",
-            Some(json!({"level": level.name(), "logger": extension, "data": message})),
-        );
+        let params = json!({"level": level.name(), "logger": extension, "data": message});
+        let note = Message::notification("notifications/message", Some(params));
         // 2026-07-28: only while a request that opted in is in flight.
         let live = s.in_flight.values().filter(|r| !r.cancelled);
         if live.filter_map(|r| r.log).any(|min| level >= min) {
@@ -462,7 +452,7 @@ impl Server {
                     s.buffered.pop_front();
                     s.dropped_notes += 1;
                 }
-                s.buffered.push_back(note);
+                s.buffered.push_back((level, note));
             }
         }
     }
@@ -511,7 +501,7 @@ impl State {
             let why = format!("invalid request: id {id} is already used by a request in flight");
             write(
                 self,
-                &jsonrpc::error_line(id, &RpcError::new(jsonrpc::INVALID_REQUEST, why)),
+                &answer::<()>(id, Err(RpcError::new(jsonrpc::INVALID_REQUEST, why))),
             );
         }
         used
@@ -527,6 +517,14 @@ impl State {
     }
 }
 
+/// A note for the client (`notifications/message`).
+type Note = Message<Value, ()>;
+
+/// The response to `id`.
+fn answer<R: Serialize>(id: &Id, result: Result<R, RpcError>) -> Message<(), R> {
+    Message::response(id.clone(), result)
+}
+
 /// Appends one message line for the client.
 fn write(s: &mut State, message: &impl Serialize) {
     let before = s.out.len();
@@ -538,7 +536,7 @@ fn write(s: &mut State, message: &impl Serialize) {
 
 /// Appends a note for the client, unless more than the unwritten limit
 /// already waits for it: then the note is dropped and counted.
-fn write_note(s: &mut State, note: &Value) {
+fn write_note(s: &mut State, note: &Note) {
     if s.unwritten.over() {
         return dropped(s, 1);
     }
@@ -562,7 +560,7 @@ fn dropped(s: &mut State, count: u64) {
 /// 2026 listen stream that asked for it with its subscription id.
 fn list_changed(s: &mut State, method: &str, wants: impl Fn(&Listen) -> bool) {
     if s.handshake != Handshake::None {
-        write(s, &jsonrpc::notification_line(method, None));
+        write(s, &Message::<(), ()>::notification(method, None));
     }
     let ids: Vec<Id> = s
         .listens
@@ -572,7 +570,7 @@ fn list_changed(s: &mut State, method: &str, wants: impl Fn(&Listen) -> bool) {
         .collect();
     for id in &ids {
         let params = subscription(Map::new(), id, None);
-        write(s, &jsonrpc::subscription_notification(method, params));
+        write(s, &Message::<_, ()>::notification(method, Some(params)));
     }
 }
 
@@ -589,11 +587,23 @@ fn subscription(
     WithSubscription { fields, meta }
 }
 
-/// A buffered note and its level.
-fn split(note: Value) -> (Level, Value) {
-    let level = note["params"]["level"]
-        .as_str()
-        .and_then(Level::parse)
-        .unwrap_or(Level::Info);
-    (level, note)
+/// `fields` with `_meta` naming a listen stream by its id (2026-07-28),
+/// and the server's identity when `server_info` is given.
+#[derive(Serialize)]
+struct WithSubscription<'a> {
+    #[serde(flatten)]
+    fields: Map<String, Value>,
+    #[serde(rename = "_meta")]
+    meta: SubscriptionMeta<'a>,
+}
+
+#[derive(Serialize)]
+struct SubscriptionMeta<'a> {
+    #[serde(
+        rename = "io.modelcontextprotocol/serverInfo",
+        skip_serializing_if = "Option::is_none"
+    )]
+    server_info: Option<Value>,
+    #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
+    subscription_id: &'a Id,
 }
