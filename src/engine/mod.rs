@@ -23,8 +23,12 @@
 //!   calls and `HostHandle`'s (one macro defines both) send `Request`s
 //!   and wait for replies.
 //!   It depends on the engine; nothing depends on it.
-//! - `src/engine/` is the loop. `mod.rs` holds its state and the `select!`
-//!   loop; `lifecycle.rs` (start, readiness, exits, stopping), `frames.rs`
+//! - `src/engine/` is the loop. `driver.rs` owns the one `select!`: a
+//!   `Driver` holds the engine and its channels, and `Driver::turn` waits
+//!   once (until a frame, a request, the engine's next deadline or the
+//!   caller's) and handles what came, so whichever thread waits for an
+//!   answer can run the loop; the host thread runs it until shutdown.
+//!   `mod.rs` holds the engine's state; `lifecycle.rs` (start, readiness, exits, stopping), `frames.rs`
 //!   (what extensions send), `requests.rs` (what the embedder asks, the
 //!   interception chain), `jobs.rs` (tool pipeline runs that can be
 //!   cancelled, `call_tool`, SPEC 13), `exposure.rs` (deferred tools),
@@ -427,6 +431,7 @@
 //! an `exec` that cannot run, and a crash loop, whose backoff must cost the
 //! host no CPU (measured in `/proc`).
 
+mod driver;
 mod embedder;
 mod exposure;
 mod frames;
@@ -449,7 +454,7 @@ use crate::types::{
     CommandInfo, ExtensionInfo, HostEvent, InFlight, NameConflict, ReadyLatch, ReloadReport, Reply,
     Request, Snapshot, ToolInfo,
 };
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use pending::Pending;
 use requests::Then;
@@ -480,11 +485,6 @@ const EXIT_GRACE: Duration = Duration::from_millis(250);
 /// The most an exit found by polling waits for frames in all: a pipe
 /// drains well within it, a grandchild that keeps writing does not.
 const EXIT_DRAIN_MAX: Duration = Duration::from_secs(2);
-
-/// Parsed frames that may wait between the reader threads and the loop.
-/// Beyond it a reader blocks, its extension's stdout pipe fills and the
-/// extension blocks in its write: backpressure, not memory.
-const INBOUND_FRAMES: usize = 256;
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
@@ -796,9 +796,6 @@ struct Engine {
     done: bool,
 }
 
-/// Most messages handled per loop iteration before frames are written.
-const BATCH: usize = 256;
-
 /// Yields until `ready()` or `budget` passes; with a zero budget it
 /// checks once and returns ([`HostConfig::spin_before_sleep`]).
 pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
@@ -808,107 +805,72 @@ pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// Releases `Host::wait_ready` callers however the loop ends, even by
-/// a panic (setting a set latch is a no-op).
-struct ReleaseLatch(Arc<ReadyLatch>);
+pub(crate) use driver::run;
+#[allow(unused_imports)] // The inline host drives the loop through it.
+pub(crate) use driver::{Driver, Until};
 
-impl Drop for ReleaseLatch {
-    fn drop(&mut self) {
-        self.0.set(Vec::new());
-    }
+/// The senders the engine hands to what it starts: extensions' reader
+/// threads, and built-in tool replies.
+struct Senders {
+    inbound: Sender<InboundMsg>,
+    mcp_inbound: Sender<InboundMsg>,
+    builtin: Sender<Request>,
 }
 
-/// Runs the loop until shutdown.
-pub(crate) fn run(
-    cfg: HostConfig,
-    mut requests: Receiver<Request>,
-    events: Sender<HostEvent>,
-    events_sent: Arc<std::sync::atomic::AtomicU64>,
-    latch: Arc<ReadyLatch>,
-) {
-    let _release = ReleaseLatch(latch.clone());
-    // Bounded: the loop only receives from it, never sends.
-    let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
-    let (mcp_inbound_tx, mcp_inbound) = crossbeam_channel::unbounded();
-    let session_id = match cfg.session_id.as_str() {
-        "" => crate::config::new_session_id(),
-        given => given.to_string(),
-    };
-    // The engine holds its sender: it never disconnects.
-    let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
-    let mut engine = Engine {
-        cwd: cfg.cwd.to_string_lossy().into_owned(),
-        session_id,
-        sequence: 0,
-        agent_runs: 0,
-        events: EventQueue::new(events, cfg.event_budget, events_sent),
-        cfg,
-        latch,
-        inbound_tx,
-        mcp_inbound_tx,
-        exts: Vec::new(),
-        by_key: HashMap::new(),
-        next_key: 0,
-        pending: Pending::default(),
-        jobs: jobs::Jobs::default(),
-        builtin_tx,
-        chains: HashMap::new(),
-        next_chain: 0,
-        commands: Registry::case_insensitive(),
-        tools: Registry::default(),
-        startup: None,
-        announced: false,
-        trust_notices: Vec::new(),
-        goal: None,
-        liveness_at: None,
-        deferred: Vec::new(),
-        parked: Vec::new(),
-        closing: None,
-        reload_asked: None,
-        done: false,
-    };
-    engine.start_all(None, 0);
-    while !engine.done {
-        // The next frame or request usually follows within microseconds,
-        // and waking a sleeping loop costs more (tens of µs across CPUs).
-        poll_briefly(engine.cfg.spin_before_sleep, || {
-            !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty()
-        });
-        // Not an `after()` channel: no allocation per wake-up.
-        let timeout = engine.next_deadline().map_or(Duration::MAX, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        // The engine holds the inbound senders: those never disconnect.
-        let hung_up = select! {
-            recv(inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
-            recv(mcp_inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
-            recv(requests) -> req => req.map(|r| engine.request(r)).is_err(),
-            recv(builtin_results) -> req => req.map(|r| engine.request(r)).is_err(),
-            default(timeout) => false,
+impl Engine {
+    fn new(
+        cfg: HostConfig,
+        events: Sender<HostEvent>,
+        events_sent: Arc<std::sync::atomic::AtomicU64>,
+        latch: Arc<ReadyLatch>,
+        senders: Senders,
+    ) -> Engine {
+        let session_id = match cfg.session_id.as_str() {
+            "" => crate::config::new_session_id(),
+            given => given.to_string(),
         };
-        if hung_up {
-            // Every handle is gone: nobody can ask for anything again.
-            requests = crossbeam_channel::never();
-            let reply = Box::new(|_| {});
-            engine.request(Request::Shutdown { reply });
+        Engine {
+            cwd: cfg.cwd.to_string_lossy().into_owned(),
+            session_id,
+            sequence: 0,
+            agent_runs: 0,
+            events: EventQueue::new(events, cfg.event_budget, events_sent),
+            cfg,
+            latch,
+            inbound_tx: senders.inbound,
+            mcp_inbound_tx: senders.mcp_inbound,
+            exts: Vec::new(),
+            by_key: HashMap::new(),
+            next_key: 0,
+            pending: Pending::default(),
+            jobs: jobs::Jobs::default(),
+            builtin_tx: senders.builtin,
+            chains: HashMap::new(),
+            next_chain: 0,
+            commands: Registry::case_insensitive(),
+            tools: Registry::default(),
+            startup: None,
+            announced: false,
+            trust_notices: Vec::new(),
+            goal: None,
+            liveness_at: None,
+            deferred: Vec::new(),
+            parked: Vec::new(),
+            closing: None,
+            reload_asked: None,
+            done: false,
         }
-        // Take what else is already waiting before handing frames to the
-        // writer threads, so a burst costs one wake-up per extension.
-        for _ in 0..BATCH {
-            if let Ok(msg) = inbound.try_recv().or_else(|_| mcp_inbound.try_recv()) {
-                engine.inbound(msg);
-            } else if let Ok(req) = requests.try_recv().or_else(|_| builtin_results.try_recv()) {
-                engine.request(req);
-            } else {
-                break;
-            }
-        }
-        engine.tick(Instant::now());
-        engine.check_stopped();
-        engine.run_deferred();
-        engine.run_parked(Instant::now());
-        engine.check_drained();
-        for ext in &mut engine.exts {
+    }
+
+    /// After the inputs of one turn: deadlines that came due, then what
+    /// they (and the inputs) let go on, then the frames to the writers.
+    fn settle(&mut self, now: Instant) {
+        self.tick(now);
+        self.check_stopped();
+        self.run_deferred();
+        self.run_parked(Instant::now());
+        self.check_drained();
+        for ext in &mut self.exts {
             ext.flush();
         }
     }
