@@ -192,6 +192,12 @@ pub(crate) fn run(
     while driver.turn(None) {}
 }
 
+/// Whichever thread waits may drive the loop: the driver moves between threads.
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Driver>();
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,9 +243,3 @@ mod tests {
         assert!(driver.is_done() && !driver.turn(None));
     }
 }
-
-/// Whichever thread waits may drive the loop: the driver moves between threads.
-const _: fn() = || {
-    fn send<T: Send>() {}
-    send::<Driver>();
-};
