@@ -7,25 +7,15 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-/// Where an extension was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Given with `-e/--ext`.
-    Explicit,
-    /// `./.zot/extensions/`.
-    Project,
-    /// `$ZOT_HOME/extensions/`.
-    Global,
-}
-
-impl Scope {
-    /// `explicit`, `project` or `global`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Explicit => "explicit",
-            Scope::Project => "project",
-            Scope::Global => "global",
-        }
+closed_set! {
+    /// Where an extension was found.
+    pub enum Scope {
+        /// Given with `-e/--ext`.
+        Explicit = "explicit",
+        /// `./.zot/extensions/`.
+        Project = "project",
+        /// `$ZOT_HOME/extensions/`.
+        Global = "global",
     }
 }
 

@@ -136,7 +136,7 @@ macro_rules! request_methods {
                 ..Default::default()
             };
             let request = InterceptRequest {
-                event: crate::intercept::BEFORE_AGENT_START.into(),
+                event: crate::intercept::InterceptEvent::BeforeAgentStart,
                 payload,
             };
             let outcome = self.intercept(request)?;

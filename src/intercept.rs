@@ -7,17 +7,35 @@ use crate::protocol::EventPayload;
 use serde::Serialize;
 use serde_json::Value;
 
-/// Events a guard may intercept.
-pub const INTERCEPTABLE: [&str; 4] = [
-    "tool_call",
-    "turn_start",
-    "assistant_message",
-    "before_agent_start",
-];
+closed_set! {
+    /// The events a guard may intercept (SPEC 3.10).
+    pub enum InterceptEvent {
+        /// The model is about to call a tool: guards may block it or rewrite its args.
+        ToolCall = "tool_call",
+        /// A turn is about to start: guards may block it.
+        TurnStart = "turn_start",
+        /// The model's answer is about to be shown: guards may block or rewrite it.
+        AssistantMessage = "assistant_message",
+        /// A prompt is about to go to the model: guards are asked one after
+        /// another, each with the previous one's system prompt (SPEC 14.3).
+        BeforeAgentStart = "before_agent_start",
+    }
+}
 
-/// The event whose guards are asked one after another, each with the
-/// previous one's system prompt (SPEC 14.3).
-pub const BEFORE_AGENT_START: &str = "before_agent_start";
+impl std::str::FromStr for InterceptEvent {
+    type Err = crate::HostError;
+
+    /// The event named `name`; [`HostError::NotInterceptable`](crate::HostError::NotInterceptable) for any other.
+    fn from_str(name: &str) -> Result<InterceptEvent, crate::HostError> {
+        InterceptEvent::parse(name).ok_or_else(|| crate::HostError::NotInterceptable(name.into()))
+    }
+}
+
+/// Events a guard may intercept, by name.
+pub(crate) const INTERCEPTABLE: &[&str] = InterceptEvent::NAMES;
+
+/// The event whose guards are asked one after another (SPEC 14.3).
+pub(crate) const BEFORE_AGENT_START: &str = "before_agent_start";
 
 /// The longest `system_prompt` answer used, JSON-encoded (upstream's limit).
 pub const MAX_SYSTEM_PROMPT: usize = 1 << 20;

@@ -29,6 +29,8 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod closed_set;
 pub mod bundle;
 mod config;
 pub mod confine;
@@ -55,11 +57,12 @@ mod types;
 mod watchdog;
 
 pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
+pub use discovery::Scope;
 pub use host::{Host, HostHandle};
-pub use intercept::InterceptOutcome;
+pub use intercept::{InterceptEvent, InterceptOutcome};
 pub use protocol::EventPayload;
 pub use types::{
-    BuiltinReply, CommandInfo, CommandOutcome, Exposure, ExtensionInfo, HostError, HostEvent,
-    InFlight, InterceptRequest, NameConflict, ReloadReport, Reply, Request, Snapshot, Ticket,
-    ToolInfo, ToolOutcome, ToolRequest,
+    Action, BuiltinReply, CommandInfo, CommandOutcome, Exposure, ExtensionInfo, ExtensionState,
+    HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia,
+    ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest,
 };

@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn exposures_round_trip_and_exposure_wins_over_deferred() {
         for name in Exposure::NAMES {
-            assert_eq!(Exposure::parse(name).map(Exposure::as_str), Some(name));
+            assert_eq!(Exposure::parse(name).map(Exposure::as_str), Some(*name));
         }
         let extra = |exposure: Option<&str>| ToolExtras {
             exposure: exposure.map(str::to_string),

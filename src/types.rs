@@ -1,7 +1,8 @@
 //! What crosses between the embedder (`host`) and the loop (`engine`):
 //! requests and replies, outcomes, events, the snapshot; it uses neither.
 
-use crate::intercept::InterceptOutcome;
+use crate::discovery::Scope;
+use crate::intercept::{InterceptEvent, InterceptOutcome};
 use crate::protocol::{EventPayload, OpenPanel, Panel};
 use serde::Serialize;
 use serde_json::Value;
@@ -15,8 +16,8 @@ use std::time::Duration;
 pub struct CommandOutcome {
     /// The extension that ran it.
     pub extension: String,
-    /// `prompt`, `insert`, `display`, `noop`, `open_panel` or `tool_prompt`.
-    pub action: String,
+    /// What the host is asked to do; its text is in the field of the same name.
+    pub action: Action,
     /// Text to submit as a user message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
@@ -39,6 +40,126 @@ pub struct CommandOutcome {
     /// extension asked for is skipped, as upstream does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+closed_set! {
+    /// What a slash command asks the host for (`command_response.action`).
+    #[derive(Default)]
+    pub enum Action {
+        /// Submit [`CommandOutcome::prompt`] as a user message.
+        Prompt = "prompt",
+        /// Put [`CommandOutcome::insert`] in the input line.
+        Insert = "insert",
+        /// Show [`CommandOutcome::display`] once.
+        Display = "display",
+        /// Nothing (also when the command failed: see [`CommandOutcome::error`]).
+        #[default]
+        Noop = "noop",
+        /// Open [`CommandOutcome::open_panel`].
+        OpenPanel = "open_panel",
+        /// Run [`CommandOutcome::tool_name`], then submit the prompt (SPEC 13.7).
+        ToolPrompt = "tool_prompt",
+    }
+}
+
+closed_set! {
+    /// How loud a note is ([`HostEvent::Notify`], [`HostEvent::HostNote`]).
+    pub enum Level {
+        /// For information (also what an unknown level is shown as).
+        Info = "info",
+        /// Something worked.
+        Success = "success",
+        /// Something to look at.
+        Warn = "warn",
+        /// Something failed.
+        Error = "error",
+    }
+}
+
+closed_set! {
+    /// How an extension became ready (SPEC 3.6).
+    pub enum ReadyVia {
+        /// It sent `ready`.
+        Ready = "ready",
+        /// It registered and then stayed silent for the ready watchdog.
+        Watchdog = "watchdog",
+    }
+}
+
+closed_set! {
+    /// Which registry a [`NameConflict`] is in.
+    pub enum NameKind {
+        /// Slash commands.
+        Command = "command",
+        /// Tools.
+        Tool = "tool",
+    }
+}
+
+/// Where an extension is in its life, with why it failed or how it
+/// exited. On the wire `state` is the variant's name and `error` its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ExtensionState {
+    /// Started, not yet ready.
+    Starting,
+    /// Ready (also while it is being stopped after it said hello).
+    Ready,
+    /// It could not start, failed its handshake or was killed.
+    Failed {
+        /// Why.
+        #[serde(rename = "error")]
+        reason: String,
+    },
+    /// It exited on its own and was not restarted.
+    Exited {
+        /// How, e.g. `exit code 1` or `signal 9`.
+        #[serde(rename = "error")]
+        status: String,
+    },
+    /// `enabled: false`: never started.
+    Disabled,
+    /// No `exec`: a bundle of files, never started (SPEC 14.6).
+    Bundle,
+    /// A project extension the user has not trusted: never started (SPEC 15).
+    Untrusted {
+        /// Why it is not trusted (never, or its files changed).
+        #[serde(rename = "error")]
+        reason: String,
+    },
+}
+
+impl ExtensionState {
+    /// Its name on the wire: `starting`, `ready`, `failed`, `exited`,
+    /// `disabled`, `bundle` or `untrusted`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ExtensionState::Starting => "starting",
+            ExtensionState::Ready => "ready",
+            ExtensionState::Failed { .. } => "failed",
+            ExtensionState::Exited { .. } => "exited",
+            ExtensionState::Disabled => "disabled",
+            ExtensionState::Bundle => "bundle",
+            ExtensionState::Untrusted { .. } => "untrusted",
+        }
+    }
+
+    /// Why it failed, how it exited or why it is untrusted.
+    pub fn error(&self) -> Option<&str> {
+        match self {
+            ExtensionState::Failed { reason } | ExtensionState::Untrusted { reason } => {
+                Some(reason)
+            }
+            ExtensionState::Exited { status } => Some(status),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ExtensionState {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A tool call from the model.
@@ -85,17 +206,15 @@ pub struct ToolOutcome {
 /// An interception request for an event the embedder is about to act on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterceptRequest {
-    /// `tool_call`, `turn_start` or `assistant_message`.
-    pub event: String,
+    /// The event.
+    pub event: InterceptEvent,
     /// The event's fields.
     pub payload: EventPayload,
 }
 
 /// State of one extension: `name` from the manifest (the directory's when
-/// the manifest is invalid), `scope` `explicit`, `project` or `global`,
-/// `state` `starting`, `ready`, `failed`, `exited`, `disabled` or `bundle`
-/// (no `exec`: never started, SPEC 14.6), `error` why it failed or how it
-/// exited, `pid` while it runs, the names it owns or subscribed to, its
+/// the manifest is invalid), where it was found, its state (with why it
+/// failed or how it exited), `pid` while it runs, the names it owns or subscribed to, its
 /// `restarts` after crashes (SPEC 12), the absolute paths of the
 /// `skills` files and `theme` it ships, for the embedder to load, how it
 /// became ready, and the names it lost to others.
@@ -105,11 +224,10 @@ pub struct ExtensionInfo {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
-    pub scope: &'static str,
+    pub scope: Scope,
     pub dir: PathBuf,
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
+    #[serde(flatten)]
+    pub state: ExtensionState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
     pub commands: Vec<String>,
@@ -120,20 +238,19 @@ pub struct ExtensionInfo {
     pub skills: Vec<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub theme: Option<PathBuf>,
-    /// How it became ready: `ready` (its frame) or `watchdog` (silence, SPEC 3.6).
+    /// How it became ready.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ready_via: Option<&'static str>,
+    pub ready_via: Option<ReadyVia>,
     /// Names it registered that another owns.
     pub conflicts: Vec<NameConflict>,
 }
 
 /// A command or tool name an extension registered but lost (SPEC 3.7):
-/// `kind` `command` or `tool`, `winner` the extension that owns it, or
-/// `built-in`.
+/// `winner` the extension that owns it, or `built-in`.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NameConflict {
-    pub kind: &'static str,
+    pub kind: NameKind,
     pub name: String,
     pub winner: String,
 }
@@ -176,42 +293,22 @@ pub struct ToolInfo {
     pub interactive: bool,
 }
 
-/// Where a tool is offered (upstream's `register_tool.exposure`). This
-/// host runs no scripts, so only `Deferred` changes what it does: the
-/// tool is inactive until activated.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Exposure {
-    /// Offered to the model with its definition (the default).
-    #[default]
-    Direct,
-    /// Callable from scripts, discoverable without a direct definition.
-    Codemode,
-    /// Registered but not offered until a `tool_result` names it in
-    /// `activate_tools`.
-    Deferred,
-    /// Offered to the model, not callable from scripts.
-    ModelOnly,
-}
-
-impl Exposure {
-    /// Every value, as on the wire.
-    pub const NAMES: [&'static str; 4] = ["direct", "codemode", "deferred", "model-only"];
-
-    /// The exposure named `name` on the wire.
-    pub fn parse(name: &str) -> Option<Exposure> {
-        Some(match name {
-            "direct" => Exposure::Direct,
-            "codemode" => Exposure::Codemode,
-            "deferred" => Exposure::Deferred,
-            "model-only" => Exposure::ModelOnly,
-            _ => return None,
-        })
-    }
-
-    /// Its name on the wire.
-    pub fn as_str(self) -> &'static str {
-        Exposure::NAMES[self as usize]
+closed_set! {
+    /// Where a tool is offered (upstream's `register_tool.exposure`). This
+    /// host runs no scripts, so only `Deferred` changes what it does: the
+    /// tool is inactive until activated.
+    #[derive(Default)]
+    pub enum Exposure {
+        /// Offered to the model with its definition (the default).
+        #[default]
+        Direct = "direct",
+        /// Callable from scripts, discoverable without a direct definition.
+        Codemode = "codemode",
+        /// Registered but not offered until a `tool_result` names it in
+        /// `activate_tools`.
+        Deferred = "deferred",
+        /// Offered to the model, not callable from scripts.
+        ModelOnly = "model-only",
     }
 }
 
@@ -263,10 +360,10 @@ pub struct ReloadReport {
 pub enum HostEvent {
     /// Startup readiness reached (once): these extensions are ready.
     Ready { extensions: Vec<String> },
-    /// A note for the user; `level` is `info`, `success`, `warn` or `error`.
+    /// A note for the user.
     Notify {
         extension: String,
-        level: String,
+        level: Level,
         message: String,
     },
     /// Retract every note of `extension`.
@@ -279,7 +376,7 @@ pub enum HostEvent {
     },
     /// A note from the host itself, e.g. a `before_agent_start` answer
     /// it could not use (SPEC 14.3); `level` as for [`HostEvent::Notify`].
-    HostNote { level: String, message: String },
+    HostNote { level: Level, message: String },
     /// Close a panel of `extension`.
     PanelClose { panel_id: String, extension: String },
     /// `extension` opened a panel by itself, outside any command (SPEC 14.1).
@@ -612,5 +709,68 @@ impl ReadyLatch {
         let ready = self.cond.wait_while(ready, |names| names.is_none());
         let names = ready.unwrap_or_else(|p| p.into_inner());
         names.clone().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(state: ExtensionState) -> ExtensionInfo {
+        ExtensionInfo {
+            name: "a".into(),
+            version: None,
+            scope: Scope::Project,
+            dir: "/x".into(),
+            state,
+            pid: Some(7),
+            commands: vec![],
+            tools: vec![],
+            events: vec![],
+            intercept: vec![],
+            restarts: 0,
+            skills: vec![],
+            theme: None,
+            ready_via: Some(ReadyVia::Watchdog),
+            conflicts: vec![NameConflict {
+                kind: NameKind::Tool,
+                name: "t".into(),
+                winner: "built-in".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn typed_fields_serialize_as_the_names_on_the_wire() {
+        let failed = info(ExtensionState::Failed {
+            reason: "no hello".into(),
+        });
+        assert_eq!(
+            serde_json::to_string(&failed).unwrap(),
+            r#"{"name":"a","scope":"project","dir":"/x","state":"failed","error":"no hello","pid":7,"commands":[],"tools":[],"events":[],"intercept":[],"restarts":0,"skills":[],"ready_via":"watchdog","conflicts":[{"kind":"tool","name":"t","winner":"built-in"}]}"#
+        );
+        let ready = serde_json::to_value(info(ExtensionState::Ready)).unwrap();
+        assert_eq!(
+            (&ready["state"], ready.get("error")),
+            (&"ready".into(), None)
+        );
+        let note = HostEvent::Notify {
+            extension: "a".into(),
+            level: Level::Warn,
+            message: "m".into(),
+        };
+        let note = serde_json::to_value(note).unwrap();
+        assert_eq!(note["level"], "warn");
+    }
+
+    #[test]
+    fn closed_sets_parse_their_own_names_only() {
+        for name in Action::NAMES {
+            assert_eq!(Action::parse(name).map(Action::as_str), Some(*name));
+        }
+        assert_eq!(Action::parse("Prompt"), None);
+        assert_eq!(Level::parse("warning"), None);
+        let err = "session_start".parse::<InterceptEvent>().unwrap_err();
+        assert_eq!(err, HostError::NotInterceptable("session_start".into()));
     }
 }

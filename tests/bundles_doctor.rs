@@ -15,6 +15,7 @@ use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use zot_host::ExtensionState;
 
 /// A bundle shipped in `fixtures/bundles/`.
 fn bundle(name: &str) -> PathBuf {
@@ -128,7 +129,7 @@ fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
     let host = common::start(common::config(&t, &[theme.clone(), notes]));
     let snap = host.list().expect("list");
     let info = snap.extension("dusk-theme").expect("the bundle is listed");
-    assert_eq!((info.state, info.pid), ("bundle", None));
+    assert_eq!((&info.state, info.pid), (&ExtensionState::Bundle, None));
     assert_eq!(
         info.theme.as_deref(),
         Some(&*theme.join("themes/theme.json"))

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::process::Stdio;
 use std::time::Duration;
-use zot_host::{Host, HostEvent, ToolRequest};
+use zot_host::{Action, Host, HostEvent, ToolRequest};
 
 /// stdout lines of a finished `zot rpc`, parsed.
 fn rpc_lines(t: &TempDir, exts: &[&std::path::Path], extra: &[&str], input: &str) -> Vec<Value> {
@@ -172,7 +172,7 @@ fn library_shutdown_finishes_submitted_requests() {
     assert_eq!(answers.len(), 5, "{answers:?}");
     for a in answers {
         let a = a.unwrap_or_else(|e| panic!("a submitted command failed at shutdown: {e}"));
-        assert_eq!(a.action, "display");
+        assert_eq!(a.action, Action::Display);
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::json;
 use std::time::Duration;
-use zot_host::{Host, HostEvent};
+use zot_host::{Action, ExtensionState, Host, HostEvent, Level};
 
 #[test]
 fn handshake_sends_hello_ack_with_host_fields() {
@@ -61,7 +61,7 @@ fn ready_frame_and_legacy_watchdog() {
         "extensions ready within the startup grace"
     );
     let list = host.list().unwrap();
-    assert_eq!(list.extension("b").unwrap().state, "ready");
+    assert_eq!(list.extension("b").unwrap().state, ExtensionState::Ready);
     assert_eq!(list.extension("b").unwrap().commands, ["y"]);
     drop(host);
     assert!(
@@ -195,15 +195,15 @@ fn commands_with_every_action() {
     );
     let p = host.command("p", "  some args  ").unwrap();
     assert_eq!(
-        (p.action.as_str(), p.prompt.as_deref(), p.extension.as_str()),
-        ("prompt", Some("say hi"), "a")
+        (p.action, p.prompt.as_deref(), p.extension.as_str()),
+        (Action::Prompt, Some("say hi"), "a")
     );
     assert_eq!(
         host.command("i", "").unwrap().insert.as_deref(),
         Some("/weather berlin")
     );
     assert_eq!(display_of(&host, "d").as_deref(), Some("shown"));
-    assert_eq!(host.command("n", "").unwrap().action, "noop");
+    assert_eq!(host.command("n", "").unwrap().action, Action::Noop);
     let panel = host.command("o", "").unwrap().open_panel.unwrap();
     assert_eq!((panel.id.as_str(), panel.lines.unwrap().len()), ("p1", 2));
     assert_eq!(
@@ -250,13 +250,13 @@ fn notes_and_panels_reach_the_embedder() {
         let event = host.events().recv_timeout(DEADLINE);
         got.push(event.unwrap_or_else(|_| panic!("no panel_close event; got {got:?}")));
     }
-    let notify = |level: &str, message: &str| HostEvent::Notify {
+    let notify = |level: Level, message: &str| HostEvent::Notify {
         extension: "a".into(),
-        level: level.into(),
+        level,
         message: message.into(),
     };
-    assert!(got.contains(&notify("warn", "careful")));
-    assert!(got.contains(&notify("info", "odd level")));
+    assert!(got.contains(&notify(Level::Warn, "careful")));
+    assert!(got.contains(&notify(Level::Info, "odd level")));
     assert!(got.contains(&HostEvent::ClearNotes {
         extension: "a".into()
     }));
@@ -330,8 +330,15 @@ done"#;
             .is_none()
     });
     let list = host.list().unwrap();
-    assert_eq!(list.extension("silent").unwrap().state, "failed");
-    assert_eq!(list.extension("good").unwrap().state, "ready");
+    assert!(
+        matches!(
+            list.extension("silent").unwrap().state,
+            ExtensionState::Failed { .. }
+        ),
+        "{:?}",
+        list.extension("silent").unwrap().state
+    );
+    assert_eq!(list.extension("good").unwrap().state, ExtensionState::Ready);
 }
 
 #[test]
@@ -350,8 +357,22 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
     }
     let host = start(config(&t, &[quits, rude, empty]));
     let list = host.list().unwrap();
-    let err = |n: &str| list.extension(n).unwrap().error.clone().unwrap_or_default();
-    assert_eq!(list.extension("quits").unwrap().state, "failed");
+    let err = |n: &str| {
+        list.extension(n)
+            .unwrap()
+            .state
+            .error()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        matches!(
+            list.extension("quits").unwrap().state,
+            ExtensionState::Failed { .. }
+        ),
+        "{:?}",
+        list.extension("quits").unwrap().state
+    );
     assert_eq!(err("quits"), "exited before hello (exit code 3)");
     assert_eq!(
         err("rude"),
@@ -441,7 +462,14 @@ fn crash_mid_command_fails_at_once() {
     );
     let list = host.list().unwrap();
     assert!(list.commands.is_empty(), "its commands left the registry");
-    assert_eq!(list.extension("a").unwrap().state, "exited");
+    assert!(
+        matches!(
+            list.extension("a").unwrap().state,
+            ExtensionState::Exited { .. }
+        ),
+        "{:?}",
+        list.extension("a").unwrap().state
+    );
 }
 
 #[test]
@@ -610,21 +638,33 @@ fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
     let host = start(cfg);
     let list = host.list().unwrap();
     for name in ["bare", "rel", "linked"] {
-        assert_eq!(list.extension(name).unwrap().state, "ready", "{name}");
+        assert_eq!(
+            list.extension(name).unwrap().state,
+            ExtensionState::Ready,
+            "{name}"
+        );
     }
     let shelly = list.extension("shelly").unwrap();
-    assert_eq!(shelly.state, "failed");
     assert!(
-        shelly.error.as_deref().unwrap().contains("cannot start"),
+        matches!(shelly.state, ExtensionState::Failed { .. }),
+        "{:?}",
+        shelly.state
+    );
+    assert!(
+        shelly.state.error().unwrap().contains("cannot start"),
         "{shelly:?}"
     );
     assert!(!t.join("shelly/pwned").exists() && !t.join("pwned").exists());
     let missing = list.extension("missing").unwrap();
-    assert_eq!(missing.state, "failed");
+    assert!(
+        matches!(missing.state, ExtensionState::Failed { .. }),
+        "{:?}",
+        missing.state
+    );
     assert!(
         missing
-            .error
-            .as_deref()
+            .state
+            .error()
             .unwrap()
             .contains("`zot-no-such-program` not found in $PATH"),
         "{missing:?}"
@@ -788,12 +828,8 @@ fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
     );
     let half = host.command("half", "").expect("command answers");
     assert_eq!(
-        (
-            half.action.as_str(),
-            half.display.as_deref(),
-            half.error.as_deref()
-        ),
-        ("noop", None, Some("it broke"))
+        (half.action, half.display.as_deref(), half.error.as_deref()),
+        (Action::Noop, None, Some("it broke"))
     );
     let tool = |name: &str| {
         let call = zot_host::ToolRequest {

@@ -13,6 +13,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use zot_host::ExtensionState;
 
 /// An extension directory whose manifest runs `fixtures/hostile2/<script>`
 /// with `args`; `extra` fields are added to the manifest.
@@ -154,7 +155,7 @@ fn an_extension_that_closes_its_stdout_but_runs_on_is_failed() {
     wait_for("the muted extension to be killed", || process_gone(pid));
     let list = host.list().expect("list");
     let mute = list.extension("mute").expect("mute listed");
-    assert_eq!((mute.state, mute.error.as_deref()), ("failed", Some(why)));
+    assert_eq!(mute.state, ExtensionState::Failed { reason: why.into() });
 }
 
 /// Resident memory of process `pid` in kB (`VmRSS`), if readable.
@@ -266,11 +267,7 @@ fn an_exec_that_cannot_run_is_failed_with_the_reason() {
     ] {
         let ext = list.extension(name).expect("listed");
         let want = format!("cannot start {}: {why}", dir.join(exec).display());
-        assert_eq!(
-            (ext.state, ext.error.as_deref()),
-            ("failed", Some(want.as_str())),
-            "{name}"
-        );
+        assert_eq!(ext.state, ExtensionState::Failed { reason: want }, "{name}");
     }
 }
 
@@ -479,7 +476,10 @@ fn an_extension_that_stops_itself_mid_call_times_out_and_is_killed() {
         Err("extension stops did not answer /c within 1 s".to_string())
     );
     let list = host.list().expect("list");
-    assert_eq!(list.extension("stops").map(|e| e.state), Some("ready"));
+    assert_eq!(
+        list.extension("stops").map(|e| &e.state),
+        Some(&ExtensionState::Ready)
+    );
     host.shutdown();
     assert!(process_gone(pid), "the stopped extension outlived shutdown");
     let log = log_of(&t, "stops");

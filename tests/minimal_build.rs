@@ -80,7 +80,7 @@ mod without_mcp {
             .extensions
             .first()
             .expect("the extension is listed");
-        let error = info.error.as_deref().unwrap_or_default();
+        let error = info.state.error().unwrap_or_default();
         assert!(error.contains(REASON), "state {}: {error:?}", info.state);
         assert!(info.pid.is_none(), "an MCP server was started: {info:?}");
         host.shutdown();

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use zot_host::{Exposure, HostError, HostEvent, ToolRequest};
+use zot_host::{Action, Exposure, HostError, HostEvent, ToolRequest};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -215,7 +215,7 @@ fn tool_prompt_comes_back_as_it_came_and_a_bad_one_names_its_field() {
     let t = TempDir::new("structured-lib-prompt");
     let host = start(config(&t, &[weather()]));
     let o = host.command("brief", "and push").expect("brief");
-    assert_eq!(o.action, "tool_prompt");
+    assert_eq!(o.action, Action::ToolPrompt);
     assert_eq!(o.prompt.as_deref(), Some("and push"));
     assert_eq!(o.tool_name.as_deref(), Some("weather"));
     assert_eq!(o.tool_args, Some(json!({"city": "Berlin"})));
@@ -230,8 +230,8 @@ fn tool_prompt_comes_back_as_it_came_and_a_bad_one_names_its_field() {
         let o = host.command(command, "").expect(command);
         assert_eq!(o.error.as_deref(), Some(why), "/{command}");
         assert_eq!(
-            (o.action.as_str(), &o.tool_args),
-            ("noop", &None),
+            (o.action, &o.tool_args),
+            (Action::Noop, &None),
             "/{command}"
         );
     }

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use zot_host::{EventPayload, InterceptRequest, ToolRequest};
+use zot_host::{EventPayload, InterceptEvent, InterceptRequest, ToolRequest};
 
 fn call(name: &str, args: Value) -> ToolRequest {
     ToolRequest {
@@ -18,7 +18,7 @@ fn call(name: &str, args: Value) -> ToolRequest {
 
 fn tool_call_intercept(args: Value) -> InterceptRequest {
     InterceptRequest {
-        event: "tool_call".into(),
+        event: InterceptEvent::ToolCall,
         payload: EventPayload {
             tool_id: Some("x".into()),
             tool_name: Some("bash".into()),
@@ -503,7 +503,7 @@ fn replace_text_and_turn_start_block() {
     let host = start_ready(config(&t, &[polite, gate]));
     let text = host
         .intercept(InterceptRequest {
-            event: "assistant_message".into(),
+            event: InterceptEvent::AssistantMessage,
             payload: EventPayload {
                 text: Some("rude words".into()),
                 ..Default::default()
@@ -516,7 +516,7 @@ fn replace_text_and_turn_start_block() {
     );
     let turn = host
         .intercept(InterceptRequest {
-            event: "turn_start".into(),
+            event: InterceptEvent::TurnStart,
             payload: EventPayload {
                 step: Some(1),
                 ..Default::default()
@@ -527,12 +527,8 @@ fn replace_text_and_turn_start_block() {
         (turn.block, turn.reason.as_deref()),
         (true, Some("not now"))
     );
-    assert!(host
-        .intercept(InterceptRequest {
-            event: "session_start".into(),
-            payload: EventPayload::default()
-        })
-        .is_err());
+    // Only the interceptable events can be asked about.
+    assert!("session_start".parse::<InterceptEvent>().is_err());
 }
 
 #[test]

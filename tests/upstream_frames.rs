@@ -16,7 +16,7 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use zot_host::{EventPayload, HostError};
+use zot_host::{EventPayload, ExtensionState, HostError};
 
 fn frames_fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/frames/ext.py")
@@ -151,11 +151,8 @@ fn observational_events_cannot_be_intercepted() {
         log.contains("cannot intercept \"session_end\" (and 1 more): an observational event"),
         "{log}"
     );
-    let err = host
-        .intercept(zot_host::InterceptRequest {
-            event: "tool_result".into(),
-            payload: EventPayload::default(),
-        })
+    let err = "tool_result"
+        .parse::<zot_host::InterceptEvent>()
         .unwrap_err();
     assert!(err.to_string().contains("cannot be intercepted"), "{err}");
 }
@@ -497,8 +494,12 @@ fn open_panel_before_hello_fails_the_handshake_and_submit_before_ready_is_ignore
     let host = start(config(&t, &[early, eager]));
     let list = host.list().unwrap();
     let early = list.extension("early").unwrap();
-    assert_eq!(early.state, "failed");
-    let why = early.error.as_deref().unwrap_or("");
+    assert!(
+        matches!(early.state, ExtensionState::Failed { .. }),
+        "{:?}",
+        early.state
+    );
+    let why = early.state.error().unwrap_or("");
     assert!(
         why.contains("first frame was `open_panel`, expected `hello`"),
         "{why}"

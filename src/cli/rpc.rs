@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
-    EventPayload, HostError, HostEvent, HostHandle, InterceptRequest, Request, Ticket, ToolRequest,
+    EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, Request,
+    Ticket, ToolRequest,
 };
 
 /// The tickets of the tool calls in flight, by request id: what
@@ -526,14 +527,13 @@ fn build(
             }
         }
         "intercept" => {
-            let event = required(&obj, "event")?;
+            let name = required(&obj, "event")?;
+            let payload = payload(obj)?;
+            let event: InterceptEvent = name.parse().map_err(|e: HostError| e.to_string())?;
             // before_agent_start answers the prompt alone (SPEC 14.3).
-            let start = event == zot_host::intercept::BEFORE_AGENT_START;
+            let start = event == InterceptEvent::BeforeAgentStart;
             Request::Intercept {
-                request: InterceptRequest {
-                    event,
-                    payload: payload(obj)?,
-                },
+                request: InterceptRequest { event, payload },
                 reply: reply(
                     host,
                     out,

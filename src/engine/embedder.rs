@@ -110,7 +110,7 @@ mod tests {
     fn note(n: usize) -> HostEvent {
         HostEvent::Notify {
             extension: "x".into(),
-            level: "info".into(),
+            level: crate::types::Level::Info,
             message: "m".repeat(n),
         }
     }

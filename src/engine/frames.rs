@@ -11,7 +11,7 @@ use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION};
 use crate::registry::{self, footprint, Registry};
 use crate::tooldef::tool_info;
-use crate::types::{HostEvent, ToolInfo};
+use crate::types::{HostEvent, Level, NameKind, ToolInfo};
 use std::time::Instant;
 
 impl Engine {
@@ -162,14 +162,15 @@ impl Engine {
             }
             ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id, now),
             ExtFrame::Notify { level, message } => {
-                let level = match level {
-                    Some(l) if ["info", "success", "warn", "error"].contains(&l.as_str()) => l,
-                    None => "info".to_string(),
-                    Some(other) => {
+                let level = match level.as_deref().map(Level::parse) {
+                    Some(Some(level)) => level,
+                    None => Level::Info,
+                    Some(None) => {
                         ext.log.line(&format!(
-                            "notify level {other:?} is not info/success/warn/error; shown as info"
+                            "notify level {:?} is not info/success/warn/error; shown as info",
+                            level.unwrap_or_default()
                         ));
-                        "info".to_string()
+                        Level::Info
                     }
                 };
                 self.offer_event(idx, |extension| HostEvent::Notify {
@@ -287,8 +288,12 @@ impl Engine {
     fn register(&mut self, idx: usize, name: &str, entry: Entry) {
         let tool = matches!(entry, Entry::Tool(_));
         let (kind, shown, builtin) = match tool {
-            true => ("tool", name.to_string(), &self.cfg.builtin_tools),
-            false => ("command", format!("/{name}"), &self.cfg.builtin_commands),
+            true => (NameKind::Tool, name.to_string(), &self.cfg.builtin_tools),
+            false => (
+                NameKind::Command,
+                format!("/{name}"),
+                &self.cfg.builtin_commands,
+            ),
         };
         let ext = &mut self.exts[idx];
         if !registry::valid_name(name) {
@@ -324,11 +329,23 @@ impl Engine {
         let shadow = match entry {
             Entry::Tool(info) => {
                 let claims = &mut ext.tools_claimed;
-                claim(&mut self.tools, claims, &ext.log, (kind, name, idx), *info)
+                claim(
+                    &mut self.tools,
+                    claims,
+                    &ext.log,
+                    (kind.as_str(), name, idx),
+                    *info,
+                )
             }
             Entry::Command(d) => {
                 let claims = &mut ext.commands_claimed;
-                claim(&mut self.commands, claims, &ext.log, (kind, name, idx), d)
+                claim(
+                    &mut self.commands,
+                    claims,
+                    &ext.log,
+                    (kind.as_str(), name, idx),
+                    d,
+                )
             }
         };
         let Some((shadowed, by)) = shadow else {

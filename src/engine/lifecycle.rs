@@ -14,7 +14,7 @@ use crate::mcp_client::McpOptions;
 use crate::process::{describe_status, ExtProcess};
 use crate::protocol::HostFrame;
 use crate::trust;
-use crate::types::{HostError, HostEvent, ReloadReport, Reply, Request};
+use crate::types::{HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
 use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
@@ -235,7 +235,10 @@ impl Engine {
         }
         run.stage = Stage::Ready;
         ext.supervision.ready_once = true;
-        ext.ready_via = Some(if why == "ready" { "ready" } else { "watchdog" });
+        ext.ready_via = Some(match why == "ready" {
+            true => ReadyVia::Ready,
+            false => ReadyVia::Watchdog,
+        });
         if ext.supervision.remembered {
             ext.log
                 .line("ready without subscribing to interception again: no longer a guard");

@@ -451,8 +451,8 @@ use crate::manifest::Manifest;
 use crate::process::{ExtProcess, InboundMsg};
 use crate::registry::Registry;
 use crate::types::{
-    CommandInfo, ExtensionInfo, HostEvent, InFlight, NameConflict, ReadyLatch, ReloadReport, Reply,
-    Request, Snapshot, ToolInfo,
+    CommandInfo, ExtensionInfo, ExtensionState, HostEvent, InFlight, NameConflict, NameKind,
+    ReadyLatch, ReadyVia, ReloadReport, Reply, Request, Snapshot, ToolInfo,
 };
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
@@ -576,10 +576,10 @@ struct Ext {
     manifest: Option<Manifest>,
     /// Crashes and remembered guard subscriptions.
     supervision: Supervision,
-    /// How this run became ready: `ready` or `watchdog`.
-    ready_via: Option<&'static str>,
+    /// How this run became ready.
+    ready_via: Option<ReadyVia>,
     /// Names it registered that a built-in owns, each once: `(kind, name)`.
-    lost_to_builtin: Vec<(&'static str, String)>,
+    lost_to_builtin: Vec<(NameKind, String)>,
     /// Its hello listed `tool_cancel` / `call_tool` (SPEC 13.1).
     tool_cancel: bool,
     call_tool: bool,
@@ -666,9 +666,23 @@ impl Ext {
         tools: Vec<String>,
         conflicts: Vec<NameConflict>,
     ) -> ExtensionInfo {
-        let (state, error) = self.state();
+        let state = match self.state() {
+            ("ready", _) => ExtensionState::Ready,
+            ("failed", why) => ExtensionState::Failed {
+                reason: why.cloned().unwrap_or_default(),
+            },
+            ("exited", how) => ExtensionState::Exited {
+                status: how.cloned().unwrap_or_default(),
+            },
+            ("untrusted", why) => ExtensionState::Untrusted {
+                reason: why.cloned().unwrap_or_default(),
+            },
+            ("disabled", _) => ExtensionState::Disabled,
+            ("bundle", _) => ExtensionState::Bundle,
+            _ => ExtensionState::Starting,
+        };
         // An untrusted project's skill files are not the embedder's to load.
-        let untrusted = state == "untrusted";
+        let untrusted = matches!(state, ExtensionState::Untrusted { .. });
         let provides = self
             .manifest
             .as_ref()
@@ -677,10 +691,9 @@ impl Ext {
         ExtensionInfo {
             name: self.name.clone(),
             version: self.version.clone(),
-            scope: self.scope.as_str(),
+            scope: self.scope,
             dir: self.dir.clone(),
             state,
-            error: error.cloned(),
             pid: self.run().map(|r| r.proc.pid),
             commands,
             tools,
@@ -889,22 +902,22 @@ impl Engine {
     /// an extension of higher precedence.
     fn conflicts(&self, idx: usize) -> Vec<NameConflict> {
         let builtin = (self.exts[idx].lost_to_builtin.iter()).map(|(kind, name)| NameConflict {
-            kind,
+            kind: *kind,
             name: name.clone(),
             winner: "built-in".into(),
         });
         // The registries hold different things: their losses are alike.
-        let lost = |kind: &'static str, lost: Vec<(String, usize)>| {
+        let lost = |kind: NameKind, lost: Vec<(String, usize)>| {
             lost.into_iter().map(move |(name, rank)| NameConflict {
                 kind,
                 name,
                 winner: self.exts[rank].name.clone(),
             })
         };
-        let commands = lost("command", self.commands.lost_by(idx));
+        let commands = lost(NameKind::Command, self.commands.lost_by(idx));
         builtin
             .chain(commands)
-            .chain(lost("tool", self.tools.lost_by(idx)))
+            .chain(lost(NameKind::Tool, self.tools.lost_by(idx)))
             .collect()
     }
 

@@ -5,7 +5,7 @@ use super::pending::Waiter;
 use super::Engine;
 use crate::protocol::MAX_LINE;
 use crate::toolresult::text_block;
-use crate::types::{CommandOutcome, ToolOutcome};
+use crate::types::{Action, CommandOutcome, ToolOutcome};
 
 impl Engine {
     /// Extension `idx` wrote a `kind` frame for request `id` that was
@@ -40,7 +40,7 @@ impl Engine {
                 let error = why(&format!("the response to /{name}"));
                 reply(Ok(CommandOutcome {
                     extension,
-                    action: "noop".into(),
+                    action: Action::Noop,
                     error: Some(error),
                     ..Default::default()
                 }))

@@ -6,28 +6,18 @@ use super::jobs::Origin;
 use super::pending::{Owed, Waiter};
 use super::{later, ChainState, Engine, Ext, Goal};
 use crate::intercept::{
-    answer_from, Answer, Chain, GuardReply, InterceptOutcome, Step, BEFORE_AGENT_START,
-    INTERCEPTABLE,
+    answer_from, Answer, Chain, GuardReply, InterceptEvent, InterceptOutcome, Step,
 };
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::tooldef;
 use crate::toolresult::{has_invalid_image, map_content, text_block};
 use crate::types::{
-    human, CommandOutcome, HostError, Reply, Request, Ticket, ToolOutcome, ToolRequest,
+    human, Action, CommandOutcome, HostError, Level, Reply, Request, Ticket, ToolOutcome,
+    ToolRequest,
 };
 use serde_json::{json, Value};
 use std::ops::Range;
 use std::time::{Duration, Instant};
-
-/// The actions a `command_response` may ask for.
-const ACTIONS: [&str; 6] = [
-    "prompt",
-    "insert",
-    "display",
-    "noop",
-    "open_panel",
-    "tool_prompt",
-];
 
 /// Who gets the outcome of an interception chain.
 pub(super) enum Then {
@@ -104,17 +94,14 @@ impl Engine {
                 reply,
             } => reply(Ok(self.builtin_result(&call_id, content, is_error))),
             Request::Intercept { request, reply } => {
-                if !INTERCEPTABLE.contains(&request.event.as_str()) {
-                    return reply(Err(HostError::NotInterceptable(request.event)));
-                }
                 if let Some(field) = request.payload.reserved_field() {
                     return reply(Err(HostError::ReservedField(field.into())));
                 }
                 let mut payload = request.payload;
-                if request.event == BEFORE_AGENT_START {
+                if request.event == InterceptEvent::BeforeAgentStart {
                     self.agent_start_fields(&mut payload);
                 }
-                self.start_chain(&request.event, payload, Then::Reply(reply), now);
+                self.start_chain(request.event.as_str(), payload, Then::Reply(reply), now);
             }
             Request::Emit {
                 event,
@@ -388,7 +375,7 @@ impl Engine {
                     Ok((name, args)) => {
                         return reply(Ok(CommandOutcome {
                             extension,
-                            action,
+                            action: Action::ToolPrompt,
                             prompt: r.prompt,
                             tool_name: Some(name),
                             tool_args: Some(args),
@@ -401,10 +388,10 @@ impl Engine {
                     }
                 }
             }
-            None if ACTIONS.contains(&action.as_str()) => {
+            None if Action::parse(&action).is_some() => {
                 return reply(Ok(CommandOutcome {
                     extension,
-                    action,
+                    action: Action::parse(&action).unwrap_or_default(),
                     prompt: r.prompt,
                     insert: r.insert,
                     display: r.display,
@@ -420,7 +407,7 @@ impl Engine {
         };
         reply(Ok(CommandOutcome {
             extension,
-            action: "noop".into(),
+            action: Action::Noop,
             error: Some(error),
             ..Default::default()
         }));
@@ -682,7 +669,7 @@ impl Engine {
         }
         // Before the reply, so the embedder hears why first (SPEC 3.17).
         for message in &outcome.warnings {
-            let (level, message) = ("warn".into(), message.clone());
+            let (level, message) = (Level::Warn, message.clone());
             self.events
                 .send(crate::types::HostEvent::HostNote { level, message });
         }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use zot_host::{Host, HostConfig};
+use zot_host::{ExtensionState, Host, HostConfig};
 
 /// Generous deadline for anything a loaded 2-core machine must finish.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -360,9 +360,9 @@ pub fn start_ready(cfg: HostConfig) -> Host {
         let waiting: Vec<String> = list
             .extensions
             .iter()
-            .filter(|e| e.state != "ready")
+            .filter(|e| e.state != ExtensionState::Ready)
             .map(|e| {
-                let why = e.error.as_deref().unwrap_or("");
+                let why = e.state.error().unwrap_or("");
                 format!("extension {} not ready ({} {why})", e.name, e.state)
             })
             .collect();
@@ -372,7 +372,7 @@ pub fn start_ready(cfg: HostConfig) -> Host {
         let settled = list
             .extensions
             .iter()
-            .any(|e| e.state != "ready" && e.state != "starting");
+            .any(|e| e.state != ExtensionState::Ready && e.state != ExtensionState::Starting);
         assert!(!settled && Instant::now() < end, "{}", waiting.join("; "));
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -445,12 +445,12 @@ pub fn wait_ext_ready(host: &Host, name: &str) {
         let ext = list
             .extension(name)
             .unwrap_or_else(|| panic!("no extension {name} in the list"));
-        if ext.state == "ready" {
+        if ext.state == ExtensionState::Ready {
             return;
         }
-        let why = ext.error.as_deref().unwrap_or("");
+        let why = ext.state.error().unwrap_or("");
         assert!(
-            ext.state == "starting" && Instant::now() < end,
+            ext.state == ExtensionState::Starting && Instant::now() < end,
             "extension {name} not ready ({} {why})",
             ext.state
         );

@@ -14,7 +14,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zot_host::discovery::{self, Found, Status};
-use zot_host::{ExtensionInfo, HostConfig, Snapshot};
+use zot_host::{ExtensionInfo, ExtensionState, HostConfig, ReadyVia, Snapshot};
 
 const HELP: &str = "\
 usage: zot ext doctor [--json] [--cwd DIR] [-e PATH]... [--no-ext] [OPTIONS]
@@ -149,19 +149,24 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
     };
     let mut snap = list(&host)?;
     let mut late: HashMap<PathBuf, Option<Duration>> = (snap.extensions.iter())
-        .filter(|e| e.state == "starting")
+        .filter(|e| e.state == ExtensionState::Starting)
         .map(|e| (e.dir.clone(), None))
         .collect();
     // Those still loading keep loading, as in `zot`: wait until each is
     // ready or failed (the hello limit bounds it), to say which.
     let settle_by =
         start + config.timeouts.hello + config.timeouts.startup + Duration::from_secs(1);
-    while snap.extensions.iter().any(|e| e.state == "starting") && Instant::now() < settle_by {
+    while snap
+        .extensions
+        .iter()
+        .any(|e| e.state == ExtensionState::Starting)
+        && Instant::now() < settle_by
+    {
         std::thread::sleep(SETTLE_POLL);
         snap = list(&host)?;
         for e in &snap.extensions {
             if let Some(at @ None) = late.get_mut(&e.dir) {
-                if e.state != "starting" {
+                if e.state != ExtensionState::Starting {
                     *at = Some(start.elapsed());
                 }
             }
@@ -219,7 +224,7 @@ fn mark_winners(entries: &mut [Entry], snap: &Snapshot) {
             });
             if let Some(w) = winner {
                 w.won
-                    .push((c.kind.into(), c.name.clone(), loser.name.clone()));
+                    .push((c.kind.as_str().into(), c.name.clone(), loser.name.clone()));
             }
         }
     }
@@ -282,14 +287,14 @@ impl Entry {
             (Status::Untrusted(_), _) => "untrusted",
             (Status::Shadowed { .. }, _) => "shadowed",
             (Status::Disabled, _) => "disabled",
-            (_, Some(info)) => info.state,
+            (_, Some(info)) => info.state.as_str(),
             (Status::Start, None) => "starting",
         }
     }
 
     /// Why it counts as failed, if it does.
     fn problem(&self) -> Option<String> {
-        let error = self.info.as_ref().and_then(|i| i.error.as_deref());
+        let error = self.info.as_ref().and_then(|i| i.state.error());
         match (&self.found.status, self.status()) {
             (Status::Invalid(e), _) => Some(format!("invalid manifest: {}", e.reason)),
             (_, "failed") => Some(format!("failed: {}", error.unwrap_or("unknown reason"))),
@@ -321,17 +326,17 @@ impl Entry {
         };
         let mut line = info.state.to_string();
         match info.ready_via {
-            Some("watchdog") => line.push_str(&format!(
+            Some(ReadyVia::Watchdog) => line.push_str(&format!(
                 " (by the watchdog: no ready frame, {} ms of silence)",
                 cfg.timeouts.ready_idle.as_millis()
             )),
             Some(_) => line.push_str(" (its ready frame)"),
             None => {}
         }
-        if info.state == "bundle" {
+        if info.state == ExtensionState::Bundle {
             line.push_str(" (skills and theme only: nothing to start)");
         }
-        if let Some(error) = &info.error {
+        if let Some(error) = info.state.error() {
             line.push_str(&format!(": {error}"));
         }
         line
@@ -344,7 +349,11 @@ impl Entry {
                 "built-in" => format!("the built-in {}", c.kind),
                 other => format!("extension {other} (higher precedence)"),
             };
-            format!("{} {}: lost to {winner}", c.kind, shown(c.kind, &c.name))
+            format!(
+                "{} {}: lost to {winner}",
+                c.kind,
+                shown(c.kind.as_str(), &c.name)
+            )
         });
         let won = (self.won.iter())
             .map(|(kind, name, loser)| format!("{kind} {}: won over {loser}", shown(kind, name)));
@@ -399,7 +408,7 @@ impl Entry {
             "problem": self.problem(),
             "shadowed_by": by,
             "ready_via": info.and_then(|i| i.ready_via),
-            "error": info.and_then(|i| i.error.clone()),
+            "error": info.and_then(|i| i.state.error()),
             "commands": names(|i| &i.commands),
             "tools": names(|i| &i.tools),
             "events": names(|i| &i.events),
@@ -478,7 +487,7 @@ impl Report {
                         .collect::<Vec<_>>()
                         .join(" "),
                 };
-                if info.state != "bundle" {
+                if info.state != ExtensionState::Bundle {
                     field("commands", list(&info.commands, "/"));
                     field("tools", list(&info.tools, ""));
                 }

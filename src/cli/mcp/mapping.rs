@@ -205,7 +205,7 @@ mod tests {
     fn command_actions_become_messages() {
         let out = |action: &str| CommandOutcome {
             extension: "e".into(),
-            action: action.into(),
+            action: zot_host::Action::parse(action).expect("an action"),
             prompt: Some("p".into()),
             insert: Some("i".into()),
             display: Some("d".into()),

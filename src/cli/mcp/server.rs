@@ -410,8 +410,8 @@ impl Server {
                 extension,
                 level,
                 message,
-            } => self.note(s, &extension, &level, message),
-            HostEvent::HostNote { level, message } => self.note(s, "zot", &level, message),
+            } => self.note(s, &extension, level.as_str(), message),
+            HostEvent::HostNote { level, message } => self.note(s, "zot", level.as_str(), message),
             // The host's own budget: notes came faster than we took them.
             HostEvent::EventsDropped { count } => dropped(s, count),
             // No panels and no prompt queue over MCP (upstream ignores

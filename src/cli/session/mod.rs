@@ -28,8 +28,8 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
 use zot_host::{
-    CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptOutcome,
-    InterceptRequest, ReloadReport, Request, ToolOutcome, ToolRequest,
+    CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
+    InterceptOutcome, InterceptRequest, ReloadReport, Request, ToolOutcome, ToolRequest,
 };
 
 /// The session's own commands: names, arguments, what they do. `/help`
@@ -540,14 +540,11 @@ impl Session {
     fn intercept(
         &mut self,
         job: Job,
-        event: &str,
+        event: InterceptEvent,
         payload: EventPayload,
         then: impl FnOnce(&mut Session, Result<InterceptOutcome, HostError>) + Send + 'static,
     ) {
-        let request = InterceptRequest {
-            event: event.to_string(),
-            payload,
-        };
+        let request = InterceptRequest { event, payload };
         let make = |reply| Request::Intercept { request, reply };
         self.submit(job, make, then);
     }
@@ -726,10 +723,12 @@ impl Session {
                 level,
                 message,
             } => {
-                self.out.note(&extension, &level, &message);
+                self.out.note(&extension, level.as_str(), &message);
                 *self.notes.entry(extension).or_default() += 1;
             }
-            HostEvent::HostNote { level, message } => self.out.note("zot", &level, &message),
+            HostEvent::HostNote { level, message } => {
+                self.out.note("zot", level.as_str(), &message)
+            }
             HostEvent::ClearNotes { extension } => {
                 let n = self.notes.remove(&extension).unwrap_or(0);
                 self.out

@@ -411,7 +411,7 @@ fn ext_row(e: &ExtensionInfo) -> (String, String) {
         right.push_str(&format!("  {}", provides.summary()));
     }
     right.push_str(&format!("  {}", e.dir.display()));
-    if let Some(err) = &e.error {
+    if let Some(err) = e.state.error() {
         right.push_str(&format!("  error: {err}"));
     }
     (e.name.clone(), right)

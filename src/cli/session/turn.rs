@@ -7,7 +7,9 @@ use super::agent::Agent;
 use super::render::Tone;
 use super::{Job, Session};
 use serde_json::Value;
-use zot_host::{EventPayload, HostError, InterceptOutcome, Request, ToolOutcome, ToolRequest};
+use zot_host::{
+    EventPayload, HostError, InterceptEvent, InterceptOutcome, Request, ToolOutcome, ToolRequest,
+};
 
 impl Session {
     /// A `tool_prompt` action (SPEC 13.7): runs `tool` through the
@@ -68,18 +70,23 @@ impl Session {
             system_prompt: Some(self.base_prompt.clone()),
             ..Default::default()
         };
-        self.intercept(Job::Request, "before_agent_start", payload, move |s, r| {
-            s.system_prompt = Some(match r {
-                Ok(o) => o.system_prompt.unwrap_or_default(),
-                Err(e) => {
-                    s.out.error(&format!("before_agent_start: {e}"));
-                    s.base_prompt.clone()
+        self.intercept(
+            Job::Request,
+            InterceptEvent::BeforeAgentStart,
+            payload,
+            move |s, r| {
+                s.system_prompt = Some(match r {
+                    Ok(o) => o.system_prompt.unwrap_or_default(),
+                    Err(e) => {
+                        s.out.error(&format!("before_agent_start: {e}"));
+                        s.base_prompt.clone()
+                    }
+                });
+                if let Some((prompt, step)) = then {
+                    s.ask_turn_start(prompt, step);
                 }
-            });
-            if let Some((prompt, step)) = then {
-                s.ask_turn_start(prompt, step);
-            }
-        });
+            },
+        );
     }
 
     fn ask_turn_start(&mut self, prompt: String, step: u64) {
@@ -88,9 +95,12 @@ impl Session {
             ..Default::default()
         };
         // No `turn_start` went out yet: cancelling this has nothing to end.
-        self.intercept(Job::Request, "turn_start", payload, move |s, r| {
-            s.turn_allowed(prompt, step, r)
-        });
+        self.intercept(
+            Job::Request,
+            InterceptEvent::TurnStart,
+            payload,
+            move |s, r| s.turn_allowed(prompt, step, r),
+        );
     }
 
     fn turn_allowed(
@@ -138,9 +148,12 @@ impl Session {
             text: Some(text.clone()),
             ..Default::default()
         };
-        self.intercept(Job::Turn(None), "assistant_message", payload, |s, r| {
-            s.message_done(text, r)
-        });
+        self.intercept(
+            Job::Turn(None),
+            InterceptEvent::AssistantMessage,
+            payload,
+            |s, r| s.message_done(text, r),
+        );
     }
 
     fn message_done(&mut self, text: String, result: Result<InterceptOutcome, HostError>) {

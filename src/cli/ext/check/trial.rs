@@ -11,12 +11,12 @@ use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 use zot_host::confine::Confinement;
-use zot_host::intercept::INTERCEPTABLE;
 use zot_host::manifest::Manifest;
 use zot_host::process::{describe_status, group_alive};
 use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
 use zot_host::toolresult::{is_empty_text, map_content};
+use zot_host::InterceptEvent;
 use zot_host::{tooldef, Exposure, HostConfig, Timeouts, ToolInfo};
 
 /// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
@@ -599,11 +599,11 @@ impl Trial<'_> {
             }
         }
         for e in intercept {
-            if !INTERCEPTABLE.contains(&e.as_str()) {
+            if InterceptEvent::parse(&e).is_none() {
                 clean = false;
                 let msg = format!(
                     "cannot intercept {e:?}: only {}; the host ignores it",
-                    INTERCEPTABLE.join(", ")
+                    InterceptEvent::NAMES.join(", ")
                 );
                 self.report.warn("subscribe", since, msg);
             } else if !self.intercept.contains(&e) {
