@@ -24,6 +24,23 @@ pub struct Timeouts {
     pub term_grace: Duration,
     /// From a crash to the first restart (500 ms; doubles per crash, SPEC 12).
     pub restart_backoff: Duration,
+    /// After an extension closed its stdout before `hello`, how long it
+    /// may take to exit (and be reported with its status) before it is
+    /// failed for the EOF (100 ms).
+    pub eof_before_hello: Duration,
+    /// The same once it said `hello` (2 s): longer, so that one that
+    /// closes stdout on its way out is not taken for one that runs on mute.
+    pub eof_after_hello: Duration,
+    /// After an exit found by polling, the silence on its stdout after
+    /// which the exit is handled while something can still write there
+    /// (250 ms).
+    pub exit_silence: Duration,
+    /// The most that wait lasts in all (2 s): a pipe drains well within
+    /// it, a child that keeps writing does not.
+    pub exit_drain: Duration,
+    /// After a write to its stdin failed, how long what it owes may still
+    /// be answered before it fails (2 s).
+    pub stdin_closed: Duration,
 }
 
 impl Default for Timeouts {
@@ -38,6 +55,11 @@ impl Default for Timeouts {
             shutdown_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(1),
             restart_backoff: Duration::from_millis(500),
+            eof_before_hello: Duration::from_millis(100),
+            eof_after_hello: Duration::from_secs(2),
+            exit_silence: Duration::from_millis(250),
+            exit_drain: Duration::from_secs(2),
+            stdin_closed: Duration::from_secs(2),
         }
     }
 }

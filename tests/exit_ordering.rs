@@ -10,15 +10,21 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::Path;
 
-/// `zot rpc` with the extension `burst` (configured by `cfg`), ready.
-fn start_burst(t: &TempDir, cfg: Value) -> Rpc {
+/// `zot rpc` with the extension `burst` (configured by `cfg`), ready;
+/// with `grace`, every exit grace is that many seconds
+/// (`$ZOT_EXIT_GRACE`).
+fn start_burst(t: &TempDir, cfg: Value, grace: Option<&str>) -> Rpc {
     let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/exit-ordering/burst.py");
     let dir = t.join("burst");
     std::fs::create_dir_all(&dir).expect("create ext dir");
     let manifest = json!({"name": "burst", "exec": exec, "args": [cfg.to_string()],
                           "restart": "never"});
     std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
-    let mut rpc = Rpc::start(t, &[dir]);
+    let mut cmd = Rpc::command(t, &[dir]);
+    if let Some(grace) = grace {
+        cmd.env("ZOT_EXIT_GRACE", grace);
+    }
+    let mut rpc = Rpc::spawn(&mut cmd);
     rpc.until("ready event", |v| v["type"] == "ready");
     rpc
 }
@@ -28,7 +34,7 @@ fn start_burst(t: &TempDir, cfg: Value) -> Rpc {
 fn answer_written_before_exit_arrives(tag: &str, notes: usize, pipe_bytes: usize) {
     let t = TempDir::new(tag);
     let cfg = json!({"notes": notes, "wait_ms": 300, "pipe_bytes": pipe_bytes});
-    let mut rpc = start_burst(&t, cfg);
+    let mut rpc = start_burst(&t, cfg, None);
     let answer = rpc.call("b", json!({"type": "tool_call", "name": "burst"}));
     assert_delivered(&rpc, &answer, notes);
 }
@@ -36,8 +42,8 @@ fn answer_written_before_exit_arrives(tag: &str, notes: usize, pipe_bytes: usize
 /// Starts burst with `cfg` (which holds `go`) and calls it (id `b`);
 /// returns once burst got the call: zot rpc, burst's pid, and a way to
 /// send zot rpc a signal.
-fn call_burst_and_hold(t: &TempDir, cfg: Value) -> (Rpc, u32, impl Fn(libc::c_int)) {
-    let mut rpc = start_burst(t, cfg);
+fn call_burst_and_hold(t: &TempDir, cfg: Value, grace: &str) -> (Rpc, u32, impl Fn(libc::c_int)) {
+    let mut rpc = start_burst(t, cfg, Some(grace));
     let list = rpc.call("l", json!({"type": "list"}));
     let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
     let host = rpc.child.id() as i32;
@@ -68,26 +74,22 @@ fn assert_delivered(rpc: &Rpc, answer: &Value, notes: usize) {
     );
 }
 
-/// The same when the host gets no CPU for longer than its wait for an
-/// exited extension's last frames (a busy machine; here SIGSTOP, twice:
-/// while the extension writes its burst and exits, then in the middle of
-/// the drain). Nothing can write to the dead extension's stdout any more,
-/// so whatever its pipe still holds is delivered, however late.
+/// The same when reading what an exited extension wrote takes longer
+/// than the host's wait for its last frames (a busy machine; here the
+/// host is stopped while the extension writes its burst and exits, so
+/// the liveness poll finds the exit first, and the waits are 1 ms, far
+/// less than reading 15,000 frames takes). Nothing can write to the dead
+/// extension's stdout any more, so whatever its pipe still holds is
+/// delivered, however late.
 #[test]
 fn a_starved_host_delivers_all_an_exited_extension_wrote() {
     let t = TempDir::new("exit-order-starved");
     let (notes, go) = (15_000, t.join("go"));
     let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20});
-    let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg);
+    let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg, "0.001");
     signal(libc::SIGSTOP);
     std::fs::write(&go, "").expect("write go");
     wait_for("burst to exit", || process_gone(ext));
-    signal(libc::SIGCONT);
-    rpc.until("the first note", |v| v["message"] == "n0");
-    signal(libc::SIGSTOP);
-    // Not a synchronisation: the host is kept off the CPU longer than
-    // any bound it puts on the drain of an exited extension's pipe.
-    std::thread::sleep(std::time::Duration::from_secs(3));
     signal(libc::SIGCONT);
     let answer = rpc.response("b");
     assert_delivered(&rpc, &answer, notes);
@@ -103,18 +105,22 @@ fn an_answer_after_a_failed_write_is_delivered_when_the_extension_exits() {
     let t = TempDir::new("exit-order-deaf");
     let (notes, go) = (15_000, t.join("go"));
     let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20, "deaf": true});
-    let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg);
+    // The grace must outlast the moment from the failed write to the
+    // host's stop below, on a busy machine too.
+    let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg, "1");
     // A second call: writing it fails, burst's stdin is closed.
     rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b2"}));
     wait_for("the write to burst to fail", || {
         log_of(&t, "burst").contains("cannot write to stdin")
     });
+    let failed = std::time::Instant::now();
     signal(libc::SIGSTOP);
     std::fs::write(&go, "").expect("write go");
     wait_for("burst to exit", || process_gone(ext));
-    // Not a synchronisation: the host is kept off the CPU past the 2 s
+    // Not a synchronisation: the host is kept off the CPU past the 1 s
     // it gives an extension whose stdin is closed.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    let past_grace = std::time::Duration::from_millis(1500);
+    std::thread::sleep(past_grace.saturating_sub(failed.elapsed()));
     signal(libc::SIGCONT);
     let answer = rpc.response("b");
     assert_delivered(&rpc, &answer, notes);
@@ -154,7 +160,8 @@ exit 0
     let manifest = json!({"name": "chatty", "exec": "/bin/sh", "args": ["-c", script],
                           "restart": "never"});
     std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
-    let mut rpc = Rpc::start(&t, &[dir]);
+    // Short exit graces: the bound, not its 2 s default, is the subject.
+    let mut rpc = Rpc::spawn(Rpc::command(&t, &[dir]).env("ZOT_EXIT_GRACE", "0.05"));
     let end = std::time::Instant::now() + DEADLINE;
     loop {
         let ticks = rpc.seen.iter().filter(|v| v["message"] == "tick").count();

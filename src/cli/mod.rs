@@ -271,7 +271,11 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 }
 
 /// Sets the startup grace and the hello limit from the options given,
-/// else from `$ZOT_STARTUP_TIMEOUT` / `$ZOT_HELLO_TIMEOUT`.
+/// else from `$ZOT_STARTUP_TIMEOUT` / `$ZOT_HELLO_TIMEOUT`; and, from
+/// `$ZOT_EXIT_GRACE`, every grace the host gives an exiting extension
+/// (`Timeouts::eof_before_hello`, `eof_after_hello`, `exit_silence`,
+/// `exit_drain`, `stdin_closed`), so that tests of exits through the
+/// CLI need not wait them out.
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
     startup: Option<std::time::Duration>,
@@ -282,6 +286,18 @@ pub fn apply_limits(
     }
     if let Some(limit) = option_or_env(hello, "ZOT_HELLO_TIMEOUT")? {
         config.timeouts.hello = limit;
+    }
+    if let Some(grace) = option_or_env(None, "ZOT_EXIT_GRACE")? {
+        let t = &mut config.timeouts;
+        for g in [
+            &mut t.eof_before_hello,
+            &mut t.eof_after_hello,
+            &mut t.exit_silence,
+            &mut t.exit_drain,
+            &mut t.stdin_closed,
+        ] {
+            *g = grace;
+        }
     }
     Ok(())
 }

@@ -1,10 +1,7 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
 use super::jobs::CallTool;
-use super::{
-    later, Claims, Engine, ExitCheck, Phase, Stage, EOF_GRACE, EOF_RUNNING_GRACE, EXIT_DRAIN_MAX,
-    EXIT_GRACE, MAX_NAMES, MAX_NAME_BYTES,
-};
+use super::{later, Claims, Engine, ExitCheck, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
 use crate::intercept::{GuardReply, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
@@ -20,14 +17,15 @@ impl Engine {
             return; // from an extension of before a reload
         };
         let now = Instant::now();
+        let t = &self.cfg.timeouts;
         match msg.msg {
             Inbound::Frame(frame) => self.frame(idx, frame, now),
             Inbound::Eof => {
                 if let Phase::Running(run) = &mut self.exts[idx].phase {
                     run.eof_at = match run.stage {
-                        Stage::AwaitingHello { .. } => Some(later(now, EOF_GRACE)),
+                        Stage::AwaitingHello { .. } => Some(later(now, t.eof_before_hello)),
                         Stage::Registering { .. } | Stage::Ready => {
-                            Some(later(now, EOF_RUNNING_GRACE))
+                            Some(later(now, t.eof_after_hello))
                         }
                         // Being killed or stopped: on their own deadlines.
                         Stage::Killed(_) | Stage::Stopping { .. } => None,
@@ -48,8 +46,9 @@ impl Engine {
                 self.release(idx, None, "stdin closed", now);
                 // Its commands and tools may still be answered (it read
                 // them, or it is exiting): not at once, not at their timeout.
+                let grace = self.cfg.timeouts.stdin_closed;
                 if let Phase::Running(run) = &mut self.exts[idx].phase {
-                    run.deaf_at = Some(later(now, EXIT_DRAIN_MAX));
+                    run.deaf_at = Some(later(now, grace));
                 }
             }
         }
@@ -61,9 +60,10 @@ impl Engine {
             return;
         };
         // It exited and its pipe is still draining: wait on, up
-        // to EXIT_DRAIN_MAX (a grandchild may write forever).
+        // to `exit_drain` (a grandchild may write forever).
+        let t = &self.cfg.timeouts;
         if let Some((at, ExitCheck::Drain(seen))) = &mut run.exit_check {
-            *at = later(now, EXIT_GRACE).min(later(*seen, EXIT_DRAIN_MAX));
+            *at = later(now, t.exit_silence).min(later(*seen, t.exit_drain));
         }
         match &mut run.stage {
             Stage::AwaitingHello { .. } => {

@@ -150,7 +150,11 @@
 //!   Supervision).
 //! - **Timeouts** (all in `zot_host::Timeouts`): command 30 s, tool 60 s,
 //!   intercept round 5 s (timeout = allow), hello 10 s, startup 3 s,
-//!   shutdown grace 2 s, then SIGTERM to the process group, SIGKILL 1 s later.
+//!   shutdown grace 2 s, then SIGTERM to the process group, SIGKILL 1 s later;
+//!   and the graces of an exit (see Exits, a mute and a deaf extension):
+//!   `eof_before_hello` 100 ms, `eof_after_hello` 2 s, `exit_silence`
+//!   250 ms, `exit_drain` 2 s, `stdin_closed` 2 s. The CLI sets all five
+//!   from `$ZOT_EXIT_GRACE` (seconds), so exit tests need not wait them out.
 //! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
 //!   end, Ctrl-C/SIGTERM): requests already accepted finish first, each
 //!   within its own timeout (an extension built on upstream's SDKs exits on
@@ -468,23 +472,6 @@ use supervise::Supervision;
 /// and while idle: a grandchild holding stdout open hides an exit.
 const LIVENESS_EVERY: Duration = Duration::from_millis(100);
 const LIVENESS_IDLE: Duration = Duration::from_secs(1);
-
-/// After an EOF before `hello`, how long the process may take to exit
-/// (and be reported with its status) before it is failed for the EOF.
-const EOF_GRACE: Duration = Duration::from_millis(100);
-
-/// The same once it said `hello`: longer, so that an extension that
-/// closes stdout on its way out is not taken for one that runs on mute.
-const EOF_RUNNING_GRACE: Duration = Duration::from_secs(2);
-
-/// After an exit found by polling, how long the loop waits for the
-/// next frame still in its pipe (the EOF comes after the last) before
-/// it handles the exit: a grandchild may hold stdout open.
-const EXIT_GRACE: Duration = Duration::from_millis(250);
-
-/// The most an exit found by polling waits for frames in all: a pipe
-/// drains well within it, a grandchild that keeps writing does not.
-const EXIT_DRAIN_MAX: Duration = Duration::from_secs(2);
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.

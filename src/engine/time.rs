@@ -2,7 +2,7 @@
 //! ladder and the liveness check.
 
 use super::{later, Engine, ExitCheck, Ext, Phase, Stage};
-use super::{EXIT_GRACE, LIVENESS_EVERY, LIVENESS_IDLE};
+use super::{LIVENESS_EVERY, LIVENESS_IDLE};
 use crate::types::{human, HostError};
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,7 @@ impl Engine {
             // Nothing can write to its stdout any more: however slowly the
             // loop gets to them, the frames left come, then the end of file.
             Some((at, ExitCheck::Drain(_))) if *at <= now && !run.proc.stdout_held() => {
-                run.exit_check = Some((later(now, EXIT_GRACE), ExitCheck::Drain(now)));
+                run.exit_check = Some((later(now, t.exit_silence), ExitCheck::Drain(now)));
             }
             Some((at, _)) if *at <= now => return self.poll_exit(idx, now),
             _ => {}
@@ -94,7 +94,7 @@ impl Engine {
             }
             // It exited: the frames still in its pipe come first.
             if run.exit_check.is_none() {
-                run.exit_check = Some((later(now, EXIT_GRACE), ExitCheck::Drain(now)));
+                run.exit_check = Some((later(now, t.exit_silence), ExitCheck::Drain(now)));
             }
         }
         if run.eof_at.take_if(|at| *at <= now).is_some() {
@@ -137,12 +137,13 @@ impl Engine {
             LIVENESS_EVERY
         };
         if self.liveness_at.is_some_and(|at| at <= now) {
+            let silence = self.cfg.timeouts.exit_silence;
             for ext in &mut self.exts {
                 // Frames it wrote before exiting may still be in the pipe:
-                // the EOF behind them reaps it, or EXIT_GRACE of silence.
+                // the EOF behind them reaps it, or `exit_silence` of silence.
                 if let Phase::Running(run) = &mut ext.phase {
                     if run.exit_check.is_none() && run.proc.try_wait().is_some() {
-                        run.exit_check = Some((later(now, EXIT_GRACE), ExitCheck::Drain(now)));
+                        run.exit_check = Some((later(now, silence), ExitCheck::Drain(now)));
                     }
                 }
             }

@@ -222,6 +222,11 @@ pub struct Rpc {
 impl Rpc {
     /// Starts `zot rpc --no-ext -e ...` with its own ZOT_HOME.
     pub fn start(home: &TempDir, exts: &[PathBuf]) -> Rpc {
+        Rpc::spawn(&mut Rpc::command(home, exts))
+    }
+
+    /// The command [`Rpc::start`] runs, for a test to add to.
+    pub fn command(home: &TempDir, exts: &[PathBuf]) -> Command {
         let mut cmd = zot();
         cmd.arg("rpc").arg("--no-ext").arg("--cwd").arg(home.path());
         for e in exts {
@@ -231,7 +236,8 @@ impl Rpc {
         // forks a dozen times): on a starved machine that outlasts the
         // 10 s default hello limit. Tests about the limit set their own.
         cmd.env("ZOT_HELLO_TIMEOUT", "60");
-        Rpc::spawn(cmd.env("ZOT_HOME", home.join("home")))
+        cmd.env("ZOT_HOME", home.join("home"));
+        cmd
     }
 
     pub fn spawn(cmd: &mut Command) -> Rpc {
