@@ -1,9 +1,16 @@
 //! MCP servers as extensions (SPEC 11): the host is the server's MCP
-//! client, and this adapter translates at the frame layer so the host
-//! loop never sees a second protocol. The reader thread hands it the
-//! server's lines (`Adapter::on_server_line`), the host loop its frames
-//! (`Adapter::on_host_chunk`); a timer thread fires the probe limit and
-//! cancellations. Wire shapes: MCP 2025-11-25, and 2026-07-28 for
+//! client, and this client translates at the frame layer so the rest of
+//! the host never sees a second protocol. It does no I/O and has no
+//! thread or lock of its own: the host loop (`src/engine/mcp.rs`) hands
+//! it the server's lines as the reader thread read them
+//! ([`McpClient::on_line`]), the host's frames as values
+//! ([`McpClient::on_host_frame`]) and the time; it answers with
+//! JSON-RPC lines for the server's stdin and zot frames the loop handles
+//! as if the server had sent them. Its deadlines (the probe's limit,
+//! cancellations) are the loop's: the loop asks
+//! [`McpClient::next_deadline`] and calls [`McpClient::on_deadline`]
+//! when it passes. JSON-RPC itself is `src/jsonrpc.rs`, shared with
+//! `zot mcp`. Wire shapes: MCP 2025-11-25, and 2026-07-28 for
 //! `server/discover`, `_meta` and `subscriptions/listen`.
 //!
 //! # Behaviour
@@ -70,18 +77,15 @@
 
 use crate::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::log::ExtLog;
-use crate::process::{Inbound, InboundMsg, OutChunk};
-use crate::protocol::{head_fields, snippet, CommandResponse, ExtFrame, ToolExtras, MAX_LINE};
+use crate::protocol::{
+    head_fields, snippet, CommandResponse, ExtFrame, HostFrame, ToolExtras, MAX_LINE,
+};
 use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
 use crate::toolresult::text_block;
 use crate::types::human;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::io;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 /// The revision probed first, and the legacy fallback's.
@@ -98,8 +102,8 @@ const MAX_PAGES: usize = 1000;
 
 /// Appends a formatted line to the server's log.
 macro_rules! log {
-    ($adapter:expr, $($fmt:tt)*) => {
-        $adapter.log.line(&format!($($fmt)*))
+    ($client:expr, $($fmt:tt)*) => {
+        $client.log.line(&format!($($fmt)*))
     };
 }
 
@@ -114,9 +118,6 @@ pub(crate) struct McpOptions {
     /// After these, an unanswered `tools/call` or `prompts/get` is cancelled.
     pub tool_timeout: Duration,
     pub command_timeout: Duration,
-    /// Bytes that may wait for its stdin before its stdout is not read:
-    /// the host's `event_queue_limit`, as for every extension.
-    pub stdin_limit: usize,
 }
 
 /// What a server lists: tools (registered as tools), prompts (as commands).
@@ -179,13 +180,23 @@ struct Listing {
     cursors: BTreeSet<String>,
 }
 
-#[derive(Default)]
-struct State {
+/// The client of one MCP server, driven by the host loop alone: it is
+/// handed the server's lines, the host's frames and the time, and what
+/// it makes of them waits in [`Output`] until the loop takes it.
+pub(crate) struct McpClient {
+    opts: McpOptions,
+    log: ExtLog,
+    /// The 2026-07-28 `_meta` envelope of our requests.
+    meta: Value,
     next_id: u64,
     phase: Phase,
     /// It speaks 2026-07-28: our requests carry `_meta`.
     modern: bool,
     waiting: HashMap<u64, Waiting>,
+    /// When to look at which request again (the probe's limit, a
+    /// cancellation), earliest first; and each request's entry in it.
+    due: BTreeSet<(Instant, u64)>,
+    due_at: HashMap<u64, Instant>,
     /// Indexed by `Kind`.
     lists: [Lists; 2],
     /// Frames held until `hello` is sent, notes apart (capped).
@@ -193,147 +204,134 @@ struct State {
     held_notes: VecDeque<ExtFrame>,
     dropped_notes: usize,
     server_version: Option<String>,
+    out: Output,
+    /// When what waits in `out` was made: the loop takes it then.
+    made_at: Instant,
 }
 
-/// The per-server translator, shared by the reader, host loop and timer threads.
-pub(crate) struct Adapter {
-    key: u64,
-    opts: McpOptions,
-    log: ExtLog,
-    inbound: Sender<InboundMsg>,
-    stdin: Mutex<Option<Sender<OutChunk>>>,
-    /// Bytes queued for stdin, shared with the process (its writer subtracts them).
-    queued: Arc<AtomicUsize>,
-    /// When to look at which request again (the probe, a cancellation).
-    timer: Sender<(Instant, u64)>,
-    /// The 2026-07-28 `_meta` envelope of our requests.
-    meta: Value,
-    state: Mutex<State>,
-    /// Its stdout was not read once for its stdin's backlog (logged once).
-    backlogged: AtomicBool,
+/// What the client made for the loop to act on.
+#[derive(Default)]
+struct Output {
+    /// JSON-RPC lines for the server's stdin.
+    lines: Vec<u8>,
+    /// Frames for the host, as if the extension had sent them.
+    frames: Vec<ExtFrame>,
+    /// The handshake failed, for this reason: the server cannot start.
+    failed: Option<String>,
 }
 
-/// Creates the adapter for a spawned server, starts its timer and sends the probe.
-pub(crate) fn start(
-    key: u64,
-    opts: McpOptions,
-    log: ExtLog,
-    inbound: Sender<InboundMsg>,
-    stdin: Sender<OutChunk>,
-    queued: Arc<AtomicUsize>,
-) -> io::Result<Arc<Adapter>> {
-    let (timer, timer_rx) = crossbeam_channel::unbounded();
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "zot", "version": opts.client_version},
-    });
-    let adapter = Arc::new(Adapter {
-        key,
-        opts,
-        log,
-        inbound,
-        stdin: Mutex::new(Some(stdin)),
-        queued,
-        timer,
-        meta,
-        state: Mutex::default(),
-        backlogged: AtomicBool::new(false),
-    });
-    let weak = Arc::downgrade(&adapter);
-    std::thread::Builder::new()
-        .name(format!("zot-mcp-{}", adapter.opts.name))
-        .stack_size(64 * 1024)
-        .spawn(move || run_timer(&weak, &timer_rx))?;
-    let mut st = lock(&adapter.state);
-    adapter.request(&mut st, "server/discover", json!({}), Waiting::Discover);
-    drop(st);
-    adapter.after(PROBE_TIMEOUT, PROBE_ID);
-    Ok(adapter)
+impl Output {
+    fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.frames.is_empty() && self.failed.is_none()
+    }
 }
 
-fn run_timer(adapter: &Weak<Adapter>, rx: &Receiver<(Instant, u64)>) {
-    // Every request schedules a cancellation that usually outlives its
-    // answer, so thousands may be due: keep them ordered, earliest first.
-    let mut due = BTreeSet::new();
-    loop {
-        let got = match due.first() {
-            Some(&(at, _)) => rx.recv_deadline(at),
-            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+impl McpClient {
+    /// The client of a server just spawned; its first line, the probe, waits in the output.
+    pub fn new(opts: McpOptions, log: ExtLog, now: Instant) -> McpClient {
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "zot", "version": opts.client_version},
+        });
+        let mut client = McpClient {
+            opts,
+            log,
+            meta,
+            next_id: 0,
+            phase: Phase::Probing,
+            modern: false,
+            waiting: HashMap::new(),
+            due: BTreeSet::new(),
+            due_at: HashMap::new(),
+            lists: Default::default(),
+            held: Vec::new(),
+            held_notes: VecDeque::new(),
+            dropped_notes: 0,
+            server_version: None,
+            out: Output::default(),
+            made_at: now,
         };
-        match got {
-            Ok(timer) => _ = due.insert(timer),
-            Err(RecvTimeoutError::Disconnected) => return,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        let later = due.split_off(&(Instant::now(), u64::MAX));
-        for (_, id) in std::mem::replace(&mut due, later) {
-            let Some(adapter) = adapter.upgrade() else {
-                return;
-            };
-            adapter.fire(id);
-        }
+        client.request("server/discover", json!({}), Waiting::Discover);
+        client.after(now, PROBE_TIMEOUT, PROBE_ID);
+        client
     }
-}
 
-/// Poison is ignored: a panic elsewhere matters less than stopping the server.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+    /// Takes the lines for the server's stdin made since last asked.
+    pub fn take_lines(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.out.lines)
+    }
 
-impl Adapter {
-    /// Writes one JSON-RPC message to the server's stdin, unless closed.
-    fn write<P: Serialize, R: Serialize>(&self, msg: &Message<P, R>) {
-        let stdin = lock(&self.stdin);
-        let Some(tx) = stdin.as_ref() else { return };
-        let mut line = Vec::new();
-        msg.write_line(&mut line);
-        let len = line.len();
-        self.queued.fetch_add(len, Ordering::Relaxed);
-        if tx.send(line).is_err() {
-            self.queued.fetch_sub(len, Ordering::Relaxed);
+    /// Takes the frames for the host made since last asked: the host
+    /// handles them as if the server had sent them.
+    pub fn take_frames(&mut self) -> Vec<ExtFrame> {
+        std::mem::take(&mut self.out.frames)
+    }
+
+    /// Why the handshake failed, once: the server cannot start.
+    pub fn take_failure(&mut self) -> Option<String> {
+        self.out.failed.take()
+    }
+
+    /// When it next needs [`McpClient::on_deadline`]: at once when it
+    /// made something the loop has not taken yet.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let due = self.due.first().map(|&(at, _)| at);
+        match self.out.is_empty() {
+            true => due,
+            false => Some(due.map_or(self.made_at, |at| at.min(self.made_at))),
         }
     }
 
-    /// Whether more than `stdin_limit` bytes wait for its stdin: then
-    /// its stdout is not read (what it sends may need answers, SPEC 11).
-    pub fn stdin_backlogged(&self) -> bool {
-        let over = self.queued.load(Ordering::Relaxed) > self.opts.stdin_limit;
-        if over && !self.backlogged.swap(true, Ordering::Relaxed) {
-            let limit = self.opts.stdin_limit >> 20;
-            log!(self, "not reading its stdin: its stdout is not read while more than {limit} MiB wait for it");
+    /// Acts on every deadline that passed by `now`.
+    pub fn on_deadline(&mut self, now: Instant) {
+        self.made_at = now;
+        while let Some(&(at, id)) = self.due.first().filter(|(at, _)| *at <= now) {
+            self.due.remove(&(at, id));
+            self.due_at.remove(&id);
+            self.fire(id);
         }
-        over
     }
 
-    /// Closes stdin (MCP's stdio shutdown) once every queued line is written.
-    pub fn close_stdin(&self) {
-        lock(&self.stdin).take();
-    }
-
-    fn report(&self, msg: Inbound) {
-        let _ = self.inbound.send(InboundMsg { key: self.key, msg });
+    /// Queues one JSON-RPC message for the server's stdin.
+    fn write<P: Serialize, R: Serialize>(&mut self, msg: &Message<P, R>) {
+        msg.write_line(&mut self.out.lines);
     }
 
     /// Passes a frame to the host, or holds it until `hello` is sent.
-    fn emit(&self, st: &mut State, frame: ExtFrame) {
-        if st.phase == Phase::Running {
-            self.report(Inbound::Frame(frame));
+    fn emit(&mut self, frame: ExtFrame) {
+        if self.phase == Phase::Running {
+            self.out.frames.push(frame);
         } else if matches!(frame, ExtFrame::Notify { .. }) {
-            if st.held_notes.len() == HELD_NOTES {
-                st.held_notes.pop_front();
-                st.dropped_notes += 1;
+            if self.held_notes.len() == HELD_NOTES {
+                self.held_notes.pop_front();
+                self.dropped_notes += 1;
             }
-            st.held_notes.push_back(frame);
+            self.held_notes.push_back(frame);
         } else {
-            st.held.push(frame);
+            self.held.push(frame);
         }
     }
 
-    fn after(&self, delay: Duration, id: u64) {
-        if let Some(at) = Instant::now().checked_add(delay) {
-            let _ = self.timer.send((at, id));
+    /// Looks at request `id` again `delay` after `now`.
+    fn after(&mut self, now: Instant, delay: Duration, id: u64) {
+        if let Some(at) = now.checked_add(delay) {
+            self.forget_deadline(id);
+            self.due.insert((at, id));
+            self.due_at.insert(id, at);
         }
+    }
+
+    fn forget_deadline(&mut self, id: u64) {
+        if let Some(at) = self.due_at.remove(&id) {
+            self.due.remove(&(at, id));
+        }
+    }
+
+    /// Request `id` is answered or abandoned: what it waited for.
+    fn forget(&mut self, id: u64) -> Option<Waiting> {
+        self.forget_deadline(id);
+        self.waiting.remove(&id)
     }
 
     fn timeout(&self, kind: Kind) -> Duration {
@@ -341,38 +339,37 @@ impl Adapter {
     }
 
     /// Sends a request and records what its response is for.
-    fn request(&self, st: &mut State, method: &str, mut params: Value, waiting: Waiting) -> u64 {
-        st.next_id += 1;
+    fn request(&mut self, method: &str, mut params: Value, waiting: Waiting) -> u64 {
+        self.next_id += 1;
         // The probe carries the envelope too: without it the official
         // Python SDK server answers -32601 and locks the stream to legacy.
-        if st.modern || matches!(waiting, Waiting::Discover) {
+        if self.modern || matches!(waiting, Waiting::Discover) {
             params["_meta"] = self.meta.clone();
             // 2026-07-28 servers send log messages only to requests that opt in.
             if matches!(waiting, Waiting::Call(..)) {
                 params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
             }
         }
-        st.waiting.insert(st.next_id, waiting);
+        self.waiting.insert(self.next_id, waiting);
         self.write(&Message::<_, ()>::request(
-            Id::from(st.next_id),
+            Id::from(self.next_id),
             method,
             params,
         ));
-        st.next_id
+        self.next_id
     }
 
     /// A timer is due: the probe's limit, or a request's cancellation.
-    fn fire(&self, id: u64) {
-        let mut st = lock(&self.state);
-        match st.waiting.get(&id) {
+    fn fire(&mut self, id: u64) {
+        match self.waiting.get(&id) {
             // A slow server (an SDK still importing) may answer it yet: that wins.
             Some(Waiting::Discover) => {
                 let secs = PROBE_TIMEOUT.as_secs();
                 let why = format!("no answer within {secs} s; trying the legacy initialize");
-                self.no_probe(&mut st, why);
+                self.no_probe(why);
             }
             Some(&Waiting::Call(kind, _)) => {
-                st.waiting.remove(&id);
+                self.forget(id);
                 let reason = format!("timed out after {}", human(self.timeout(kind)));
                 let [.., method] = kind.names();
                 log!(self, "{method} request {id} {reason}: cancelled");
@@ -382,58 +379,58 @@ impl Adapter {
         }
     }
 
-    fn initialize(&self, st: &mut State) {
-        st.phase = Phase::Initializing(None);
+    fn initialize(&mut self) {
+        self.phase = Phase::Initializing(None);
         let params = json!({
             "protocolVersion": LEGACY_VERSION,
             "capabilities": {},
             "clientInfo": self.meta["io.modelcontextprotocol/clientInfo"],
         });
-        self.request(st, "initialize", params, Waiting::Initialize);
+        self.request("initialize", params, Waiting::Initialize);
     }
 
-    /// Handles one line from the server; false once the handshake failed.
-    pub fn on_server_line(&self, line: &[u8]) -> bool {
+    /// Handles one line from the server.
+    pub fn on_line(&mut self, line: &[u8], now: Instant) {
+        self.made_at = now;
+        if self.phase == Phase::Failed {
+            return; // the host is stopping it
+        }
         let why = match Message::parse(line) {
-            Ok(msg) => return self.message(msg),
+            Ok(msg) => return self.message(msg, now),
             Err(invalid) if invalid.code == PARSE_ERROR => invalid.why,
             Err(_) if !line.trim_ascii_start().starts_with(b"{") => "not a JSON object".into(),
             Err(invalid) => invalid.why,
         };
         self.dropped(line, &why);
-        true
     }
 
     /// A message over the frame limit was dropped: when its start names
     /// the id of a call, that call fails at once (its content is lost).
-    pub fn on_too_long(&self, len: usize, head: &[u8]) {
+    pub fn on_too_long(&mut self, len: usize, head: &[u8], now: Instant) {
+        self.made_at = now;
         let fields = head_fields(head);
         let id = fields
             .iter()
             .find(|(k, _)| k == "id")
             .and_then(|(_, v)| v.as_u64());
-        let mut st = lock(&self.state);
         // Only a call: the handshake and the lists have their own deadlines.
-        let id = id.filter(|id| matches!(st.waiting.get(id), Some(Waiting::Call(..))));
-        let Some(Waiting::Call(kind, host_id)) = id.and_then(|id| st.waiting.remove(&id)) else {
+        let id = id.filter(|id| matches!(self.waiting.get(id), Some(Waiting::Call(..))));
+        let Some(Waiting::Call(kind, host_id)) = id.and_then(|id| self.forget(id)) else {
             return; // an answer nobody waits for, or one without its id up front
         };
         let why = format!(
             "the MCP server's answer was {len} bytes, over the {} MiB frame limit: dropped",
             MAX_LINE >> 20
         );
-        self.emit(&mut st, answer(kind, host_id, Err(why)));
+        self.emit(answer(kind, host_id, Err(why)));
     }
 
-    /// Dispatches one JSON-RPC message; false once the handshake failed.
-    fn message(&self, msg: Message) -> bool {
-        let mut st = lock(&self.state);
+    fn message(&mut self, msg: Message, now: Instant) {
         match msg {
             Message::Request(r) => self.server_request(&r.method, r.id),
-            Message::Notification(n) => self.notification(&mut st, &n.method, n.params.as_ref()),
-            Message::Response(r) => self.response(&mut st, &r.id, r.result),
+            Message::Notification(n) => self.notification(&n.method, n.params.as_ref()),
+            Message::Response(r) => self.response(&r.id, r.result, now),
         }
-        st.phase != Phase::Failed
     }
 
     fn dropped(&self, line: &[u8], why: &str) {
@@ -441,7 +438,7 @@ impl Adapter {
     }
 
     /// `ping` is answered; sampling, elicitation and roots are refused.
-    fn server_request(&self, method: &str, id: Id) {
+    fn server_request(&mut self, method: &str, id: Id) {
         if method == "ping" {
             return self.write(&Message::<(), _>::response(id, Ok(json!({}))));
         }
@@ -452,14 +449,14 @@ impl Adapter {
         self.write(&Message::<(), ()>::response(id, Err(error)));
     }
 
-    fn notification(&self, st: &mut State, method: &str, params: Option<&Map<String, Value>>) {
+    fn notification(&mut self, method: &str, params: Option<&Map<String, Value>>) {
         match method {
             "notifications/message" => match params.and_then(note_from_log) {
-                Some(note) => self.emit(st, note),
+                Some(note) => self.emit(note),
                 None => log!(self, "dropped notifications/message without a level"),
             },
-            "notifications/tools/list_changed" => self.relist(st, Kind::Tool),
-            "notifications/prompts/list_changed" => self.relist(st, Kind::Prompt),
+            "notifications/tools/list_changed" => self.relist(Kind::Tool),
+            "notifications/prompts/list_changed" => self.relist(Kind::Prompt),
             "notifications/subscriptions/acknowledged" => {
                 let honored = params.and_then(|p| p.get("notifications"));
                 let honored = honored.map_or_else(|| "{}".into(), Value::to_string);
@@ -469,8 +466,8 @@ impl Adapter {
         }
     }
 
-    fn response(&self, st: &mut State, id: &Id, result: Result<Value, RpcError>) {
-        let Some(waiting) = id.as_u64().and_then(|n| st.waiting.remove(&n)) else {
+    fn response(&mut self, id: &Id, result: Result<Value, RpcError>, now: Instant) {
+        let Some(waiting) = id.as_u64().and_then(|n| self.forget(n)) else {
             let why = "unknown, cancelled or already answered";
             return log!(self, "dropped a response: id {id} is {why}");
         };
@@ -484,21 +481,21 @@ impl Adapter {
             }
         };
         match waiting {
-            Waiting::Discover => self.discovered(st, result),
-            Waiting::Initialize => self.initialized(st, result),
+            Waiting::Discover => self.discovered(result),
+            Waiting::Initialize => self.initialized(result, now),
             Waiting::Listen => {
                 let why = result.err().unwrap_or("closed by the server".into());
                 log!(self, "subscriptions/listen ended: {why}");
             }
-            Waiting::Page(kind) => self.page(st, kind, result),
+            Waiting::Page(kind) => self.page(kind, result),
             Waiting::Call(kind, host_id) => {
                 let frame = answer(kind, host_id, result.and_then(complete));
-                self.emit(st, frame);
+                self.emit(frame);
             }
         }
     }
 
-    fn discovered(&self, st: &mut State, result: Result<&Value, String>) {
+    fn discovered(&mut self, result: Result<&Value, String>) {
         let supports_modern = |r: &Value| {
             let versions = r["supportedVersions"].as_array();
             versions.is_some_and(|v| v.contains(&MODERN_VERSION.into()))
@@ -508,16 +505,17 @@ impl Adapter {
             Ok(result) if supports_modern(result) => result,
             Ok(_) => {
                 let why = format!("{MODERN_VERSION} is not among its supportedVersions");
-                return self.no_probe(st, legacy(why));
+                return self.no_probe(legacy(why));
             }
-            Err(e) => return self.no_probe(st, legacy(e)),
+            Err(e) => return self.no_probe(legacy(e)),
         };
-        if !matches!(st.phase, Phase::Probing | Phase::Initializing(_)) {
+        if !matches!(self.phase, Phase::Probing | Phase::Initializing(_)) {
             return;
         }
         // Its answer to initialize (a 2026-only server's error) no longer matters.
-        st.waiting.retain(|_, w| !matches!(w, Waiting::Initialize));
-        st.modern = true;
+        self.waiting
+            .retain(|_, w| !matches!(w, Waiting::Initialize));
+        self.modern = true;
         // The SDKs put the identity in `_meta`, the specification in `serverInfo`.
         let at = |pointer| result.pointer(pointer).and_then(Value::as_str);
         let version = at("/_meta/io.modelcontextprotocol~1serverInfo/version");
@@ -525,22 +523,22 @@ impl Adapter {
         // The 2026 era announces list changes only on a listen stream.
         let filter =
             json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true}});
-        self.request(st, "subscriptions/listen", filter, Waiting::Listen);
-        self.list_all(st, result, version.or_else(|| at("/serverInfo/version")));
+        self.request("subscriptions/listen", filter, Waiting::Listen);
+        self.list_all(result, version.or_else(|| at("/serverInfo/version")));
     }
 
-    fn initialized(&self, st: &mut State, result: Result<&Value, String>) {
+    fn initialized(&mut self, result: Result<&Value, String>, now: Instant) {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
                 let why = format!("initialize failed: {e}");
-                if !st.waiting.contains_key(&PROBE_ID) {
-                    return self.handshake_failed(st, why);
+                if !self.waiting.contains_key(&PROBE_ID) {
+                    return self.handshake_failed(why);
                 }
                 // Not forever: one more limit, then this refusal is the reason.
                 log!(self, "{why}; waiting for the server/discover answer");
-                st.phase = Phase::Initializing(Some(why));
-                return self.after(PROBE_TIMEOUT, PROBE_ID);
+                self.phase = Phase::Initializing(Some(why));
+                return self.after(now, PROBE_TIMEOUT, PROBE_ID);
             }
         };
         let version = result["protocolVersion"].as_str();
@@ -548,65 +546,65 @@ impl Adapter {
         log!(self, "speaking MCP {version} (initialize)");
         let initialized = "notifications/initialized";
         self.write(&Message::<(), ()>::notification(initialized, None));
-        self.list_all(st, result, result["serverInfo"]["version"].as_str());
+        self.list_all(result, result["serverInfo"]["version"].as_str());
     }
 
     /// No usable probe answer (`why`): the legacy `initialize`, unless it
     /// is out already; when that was refused, the handshake fails.
-    fn no_probe(&self, st: &mut State, why: String) {
-        match std::mem::take(&mut st.phase) {
+    fn no_probe(&mut self, why: String) {
+        match std::mem::take(&mut self.phase) {
             Phase::Probing => {
                 log!(self, "server/discover: {why}");
-                self.initialize(st);
+                self.initialize();
             }
-            Phase::Initializing(Some(why)) => self.handshake_failed(st, why),
-            phase => st.phase = phase,
+            Phase::Initializing(Some(why)) => self.handshake_failed(why),
+            phase => self.phase = phase,
         }
     }
 
     /// The host fails the server with `why` (not the EOF that follows), kills it.
-    fn handshake_failed(&self, st: &mut State, why: String) {
+    fn handshake_failed(&mut self, why: String) {
         self.log.line(&why);
-        self.report(Inbound::Failed(why));
-        st.phase = Phase::Failed;
+        self.out.failed = Some(why);
+        self.phase = Phase::Failed;
     }
 
     /// The handshake's `result`: fetches the tools and prompts the server
     /// declares (both when it declares no capabilities at all).
-    fn list_all(&self, st: &mut State, result: &Value, version: Option<&str>) {
-        st.phase = Phase::Listing;
-        st.server_version = version.map(Into::into);
+    fn list_all(&mut self, result: &Value, version: Option<&str>) {
+        self.phase = Phase::Listing;
+        self.server_version = version.map(Into::into);
         let caps = result.get("capabilities");
         for kind in [Kind::Tool, Kind::Prompt] {
             let [_, capability, ..] = kind.names();
             if caps.is_none_or(|c| c.get(capability).is_some()) {
-                self.list(st, kind);
+                self.list(kind);
             }
         }
-        self.listed(st);
+        self.listed();
     }
 
     /// A list changed: fetch it again, now or after the running fetch.
-    fn relist(&self, st: &mut State, kind: Kind) {
+    fn relist(&mut self, kind: Kind) {
         let [_, list_key, ..] = kind.names();
         log!(self, "{list_key} changed: listing it again");
-        if matches!(st.phase, Phase::Listing | Phase::Running) {
-            st.lists[kind as usize].again = true;
-            self.listed(st);
+        if matches!(self.phase, Phase::Listing | Phase::Running) {
+            self.lists[kind as usize].again = true;
+            self.listed();
         }
     }
 
     /// Requests a list's first page.
-    fn list(&self, st: &mut State, kind: Kind) {
-        st.lists[kind as usize].listing = Some(Default::default());
-        st.lists[kind as usize].again = false;
+    fn list(&mut self, kind: Kind) {
+        self.lists[kind as usize].listing = Some(Default::default());
+        self.lists[kind as usize].again = false;
         let [_, _, list_method, _] = kind.names();
-        self.request(st, list_method, json!({}), Waiting::Page(kind));
+        self.request(list_method, json!({}), Waiting::Page(kind));
     }
 
-    fn page(&self, st: &mut State, kind: Kind, result: Result<&Value, String>) {
+    fn page(&mut self, kind: Kind, result: Result<&Value, String>) {
         let [what, key, method, _] = kind.names();
-        let Some(listing) = st.lists[kind as usize].listing.as_mut() else {
+        let Some(listing) = self.lists[kind as usize].listing.as_mut() else {
             return;
         };
         let Listing {
@@ -643,53 +641,51 @@ impl Adapter {
                         format!("stopped after {MAX_PAGES} pages")
                     } else {
                         let params = json!({"cursor": cursor});
-                        self.request(st, method, params, Waiting::Page(kind));
+                        self.request(method, params, Waiting::Page(kind));
                         return;
                     };
                     log!(self, "{method}: {why}; keeping the {} listed", items.len());
                 }
                 let items = std::mem::take(items);
-                self.register(st, kind, items);
+                self.register(kind, items);
             }
         }
-        st.lists[kind as usize].listing = None;
-        self.listed(st);
+        self.lists[kind as usize].listing = None;
+        self.listed();
     }
 
     /// After a listing: once the first ones are done, `hello`, the held frames
     /// and `ready`, as a zot extension starts; then lists again what changed.
-    fn listed(&self, st: &mut State) {
+    fn listed(&mut self) {
         let idle = |l: &Lists| l.listing.is_none();
-        if st.phase == Phase::Listing && st.lists.iter().all(idle) {
-            st.phase = Phase::Running;
-            self.report(Inbound::Frame(ExtFrame::Hello {
+        if self.phase == Phase::Listing && self.lists.iter().all(idle) {
+            self.phase = Phase::Running;
+            self.out.frames.push(ExtFrame::Hello {
                 name: self.opts.name.clone(),
-                version: st.server_version.clone(),
+                version: self.server_version.clone(),
                 // The host's `tool_cancel` becomes `notifications/cancelled`.
                 capabilities: Some(vec!["tool_cancel".into()]),
-            }));
-            if st.dropped_notes > 0 {
-                let n = st.dropped_notes;
+            });
+            if self.dropped_notes > 0 {
+                let n = self.dropped_notes;
                 log!(
                     self,
                     "dropped {n} notes sent before the handshake ended (the oldest; {HELD_NOTES} kept)"
                 );
             }
-            let held = st.held.drain(..).chain(st.held_notes.drain(..));
-            for frame in held.chain([ExtFrame::Ready]) {
-                self.report(Inbound::Frame(frame));
-            }
+            let held = self.held.drain(..).chain(self.held_notes.drain(..));
+            self.out.frames.extend(held.chain([ExtFrame::Ready]));
         }
         for kind in [Kind::Tool, Kind::Prompt] {
-            let lists = &st.lists[kind as usize];
-            if st.phase == Phase::Running && lists.again && idle(lists) {
-                self.list(st, kind);
+            let lists = &self.lists[kind as usize];
+            if self.phase == Phase::Running && lists.again && idle(lists) {
+                self.list(kind);
             }
         }
     }
 
     /// Registers a whole list, and unregisters what left it.
-    fn register(&self, st: &mut State, kind: Kind, items: Vec<Value>) {
+    fn register(&mut self, kind: Kind, items: Vec<Value>) {
         let mut now = BTreeMap::new();
         for item in items {
             let Some(server_name) = item["name"].as_str() else {
@@ -719,87 +715,88 @@ impl Adapter {
                     description,
                 },
             };
-            self.emit(st, frame);
+            self.emit(frame);
             let args = item["arguments"].as_array().into_iter().flatten();
             let args =
                 args.filter_map(|a| Some((a["name"].as_str()?.to_string(), a["required"] == true)));
             now.insert(name, (server_name.to_string(), args.collect()));
         }
-        let before = std::mem::replace(&mut st.lists[kind as usize].registered, now);
+        let before = std::mem::replace(&mut self.lists[kind as usize].registered, now);
         for name in before.into_keys() {
-            if !st.lists[kind as usize].registered.contains_key(&name) {
+            if !self.lists[kind as usize].registered.contains_key(&name) {
                 let frame = match kind {
                     Kind::Tool => ExtFrame::UnregisterTool { name },
                     Kind::Prompt => ExtFrame::UnregisterCommand { name },
                 };
-                self.emit(st, frame);
+                self.emit(frame);
             }
         }
     }
 
-    /// Handles a chunk of frames the host loop wrote for this extension.
-    pub fn on_host_chunk(&self, chunk: &[u8]) {
-        for line in chunk.split(|&b| b == b'\n') {
-            let Ok(frame) = serde_json::from_slice::<Value>(line) else {
-                continue; // the host's own frames always parse
-            };
-            let str_of = |key: &str| frame[key].as_str().unwrap_or("");
-            let (id, name, args) = (str_of("id"), str_of("name"), frame.get("args"));
-            match str_of("type") {
-                "tool_call" => self.call(Kind::Tool, id, name, args),
-                "command_invoked" => self.call(Kind::Prompt, id, name, args),
-                "tool_cancel" => self.cancel(id),
-                // MCP's stdio shutdown is closing stdin; acknowledging at
-                // once lets the host do that and start its grace period.
-                "shutdown" => self.report(Inbound::Frame(ExtFrame::ShutdownAck)),
-                // hello_ack; events, intercepts and panels never apply.
-                _ => {}
+    /// Handles a frame the host loop sends this extension.
+    pub fn on_host_frame(&mut self, frame: &HostFrame, now: Instant) {
+        self.made_at = now;
+        match *frame {
+            HostFrame::ToolCall { id, name, args } => {
+                let arguments = match args {
+                    Value::Null => Ok(json!({})),
+                    obj @ Value::Object(_) => Ok(obj.clone()),
+                    _ => Err("MCP tool arguments must be a JSON object".into()),
+                };
+                self.call(Kind::Tool, id, name, |_| arguments, now)
             }
+            HostFrame::CommandInvoked { id, name, args } => {
+                let arguments =
+                    |declared: &[_]| prompt_arguments(declared, args).map(Value::Object);
+                self.call(Kind::Prompt, id, name, arguments, now)
+            }
+            HostFrame::ToolCancel { id } => self.cancel(id),
+            // MCP's stdio shutdown is closing stdin; acknowledging at
+            // once lets the host do that and start its grace period.
+            HostFrame::Shutdown => self.out.frames.push(ExtFrame::ShutdownAck),
+            // hello_ack; events, intercepts and panels never apply.
+            _ => {}
         }
     }
 
     /// The host abandoned its `tool_call` `host_id` (SPEC 13.2): the
     /// server is told with `notifications/cancelled`; its late answer is
     /// dropped.
-    fn cancel(&self, host_id: &str) {
-        let mut st = lock(&self.state);
-        let ours = st.waiting.iter().find_map(|(&id, w)| match w {
+    fn cancel(&mut self, host_id: &str) {
+        let ours = self.waiting.iter().find_map(|(&id, w)| match w {
             Waiting::Call(Kind::Tool, h) if h == host_id => Some(id),
             _ => None,
         });
         let Some(id) = ours else { return };
-        st.waiting.remove(&id);
+        self.forget(id);
         log!(self, "tools/call request {id} cancelled by the host");
         self.write(&cancelled(id, "cancelled by the host"));
     }
 
     /// `tools/call` for the host's `tool_call`, `prompts/get` (arguments parsed
     /// from the text) for its `command_invoked`; cancelled when the host gives up.
-    fn call(&self, kind: Kind, host_id: &str, name: &str, args: Option<&Value>) {
-        let mut st = lock(&self.state);
+    fn call(
+        &mut self,
+        kind: Kind,
+        host_id: &str,
+        name: &str,
+        arguments: impl FnOnce(&[(String, bool)]) -> Result<Value, String>,
+        now: Instant,
+    ) {
         let host_id = host_id.to_string();
         let [what, _, _, call_method] = kind.names();
-        let Some((server_name, declared)) = st.lists[kind as usize].registered.get(name) else {
+        let Some((server_name, declared)) = self.lists[kind as usize].registered.get(name) else {
             let e = format!("MCP server has no {what} {name:?}");
-            return self.emit(&mut st, answer(kind, host_id, Err(e)));
+            return self.emit(answer(kind, host_id, Err(e)));
         };
-        let arguments = match (kind, args) {
-            (Kind::Prompt, _) => {
-                let text = args.and_then(Value::as_str).unwrap_or("");
-                prompt_arguments(declared, text).map(Value::Object)
-            }
-            (Kind::Tool, None | Some(Value::Null)) => Ok(json!({})),
-            (Kind::Tool, Some(obj @ Value::Object(_))) => Ok(obj.clone()),
-            (Kind::Tool, Some(_)) => Err("MCP tool arguments must be a JSON object".into()),
-        };
-        match arguments {
+        match arguments(declared) {
             Ok(arguments) => {
                 let params = json!({"name": server_name, "arguments": arguments});
                 let waiting = Waiting::Call(kind, host_id);
-                let id = self.request(&mut st, call_method, params, waiting);
-                self.after(self.timeout(kind), id);
+                let id = self.request(call_method, params, waiting);
+                self.after(now, self.timeout(kind), id);
             }
-            Err(e) => self.emit(&mut st, answer(kind, host_id, Err(e))),
+            Err(e) => self.emit(answer(kind, host_id, Err(e))),
         }
     }
 }
@@ -1026,6 +1023,241 @@ fn key_values(text: &str) -> Result<Vec<(String, String)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    fn client(now: Instant) -> McpClient {
+        let opts = McpOptions {
+            name: "srv".into(),
+            prefix: "p_".into(),
+            client_version: "9.9".into(),
+            tool_timeout: 60 * SEC,
+            command_timeout: 30 * SEC,
+        };
+        McpClient::new(opts, ExtLog::stderr("srv"), now)
+    }
+
+    /// The JSON-RPC messages it wrote since last asked.
+    fn written(c: &mut McpClient) -> Vec<Value> {
+        let lines = c.take_lines();
+        let lines = lines.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+        lines.map(|l| serde_json::from_slice(l).unwrap()).collect()
+    }
+
+    fn answer_to(c: &mut McpClient, id: &Value, result: Value, now: Instant) {
+        let line = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+        c.on_line(line.as_bytes(), now);
+    }
+
+    /// A client past the legacy handshake with one tool, `echo`.
+    fn running(t0: Instant) -> McpClient {
+        let mut c = client(t0);
+        let probe = written(&mut c).remove(0);
+        let refusal = json!({"jsonrpc": "2.0", "id": probe["id"], "error": {"code": -32601, "message": "no"}});
+        c.on_line(refusal.to_string().as_bytes(), t0);
+        let init = written(&mut c).remove(0);
+        assert_eq!(init["method"], "initialize");
+        let caps = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}}});
+        answer_to(&mut c, &init["id"], caps, t0);
+        let [initialized, list] = <[Value; 2]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(
+            (&initialized["method"], &list["method"]),
+            (&json!("notifications/initialized"), &json!("tools/list"))
+        );
+        answer_to(
+            &mut c,
+            &list["id"],
+            json!({"tools": [{"name": "echo"}]}),
+            t0,
+        );
+        let frames = c.take_frames();
+        assert!(matches!(
+            frames[..],
+            [
+                ExtFrame::Hello { .. },
+                ExtFrame::RegisterTool { .. },
+                ExtFrame::Ready
+            ]
+        ));
+        assert_eq!(c.next_deadline(), None, "nothing left to wait for");
+        c
+    }
+
+    #[test]
+    fn an_unanswered_probe_falls_back_to_initialize_at_its_limit() {
+        let t0 = Instant::now();
+        let mut c = client(t0);
+        let [probe] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(
+            (&probe["method"], &probe["id"]),
+            (&json!("server/discover"), &json!(1))
+        );
+        assert_eq!(
+            probe["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["version"],
+            "9.9"
+        );
+        assert_eq!(c.next_deadline(), Some(t0 + PROBE_TIMEOUT));
+        c.on_deadline(t0 + PROBE_TIMEOUT - Duration::from_millis(1));
+        assert!(written(&mut c).is_empty(), "not before its limit");
+        c.on_deadline(t0 + PROBE_TIMEOUT);
+        let [init] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(init["method"], "initialize");
+        assert_eq!(init["params"]["protocolVersion"], LEGACY_VERSION);
+        // A refusal while the probe is out: one more limit, then that
+        // refusal is why the server fails.
+        let t1 = t0 + 4 * SEC;
+        let refusal = json!({"jsonrpc": "2.0", "id": init["id"], "error": {"code": -32603, "message": "boom"}});
+        c.on_line(refusal.to_string().as_bytes(), t1);
+        assert_eq!(c.take_failure(), None);
+        assert_eq!(c.next_deadline(), Some(t1 + PROBE_TIMEOUT));
+        c.on_deadline(t1 + PROBE_TIMEOUT);
+        let why = c.take_failure().unwrap_or_default();
+        assert_eq!(why, "initialize failed: MCP error -32603: boom");
+        assert!(c.take_frames().is_empty(), "no hello: {why}");
+    }
+
+    #[test]
+    fn a_late_probe_answer_still_wins() {
+        let t0 = Instant::now();
+        let mut c = client(t0);
+        written(&mut c);
+        c.on_deadline(t0 + PROBE_TIMEOUT);
+        assert_eq!(written(&mut c)[0]["method"], "initialize");
+        let versions =
+            json!({"supportedVersions": [MODERN_VERSION], "capabilities": {"tools": {}}});
+        answer_to(&mut c, &json!(PROBE_ID), versions, t0 + 5 * SEC);
+        let methods: Vec<Value> = written(&mut c)
+            .iter()
+            .map(|m| m["method"].clone())
+            .collect();
+        assert_eq!(
+            methods,
+            [json!("subscriptions/listen"), json!("tools/list")]
+        );
+    }
+
+    #[test]
+    fn a_call_that_outlasts_its_timeout_is_cancelled() {
+        let t0 = Instant::now();
+        let mut c = running(t0);
+        let args = json!({"x": 1});
+        let call = HostFrame::ToolCall {
+            id: "h1",
+            name: "p_echo",
+            args: &args,
+        };
+        c.on_host_frame(&call, t0);
+        let [request] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(request["method"], "tools/call");
+        assert_eq!(
+            request["params"],
+            json!({"name": "echo", "arguments": {"x": 1}})
+        );
+        assert_eq!(c.next_deadline(), Some(t0 + 60 * SEC));
+        c.on_deadline(t0 + 59 * SEC);
+        assert!(written(&mut c).is_empty(), "not before the tool timeout");
+        c.on_deadline(t0 + 60 * SEC);
+        let [cancel] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(cancel["method"], "notifications/cancelled");
+        assert_eq!(
+            cancel["params"],
+            json!({"requestId": request["id"], "reason": "timed out after 60 s"})
+        );
+        assert_eq!(c.next_deadline(), None);
+        // Its late answer is dropped: the host failed the call already.
+        answer_to(
+            &mut c,
+            &request["id"],
+            json!({"content": []}),
+            t0 + 61 * SEC,
+        );
+        assert!(c.take_frames().is_empty());
+    }
+
+    #[test]
+    fn an_answered_call_is_not_cancelled() {
+        let t0 = Instant::now();
+        let mut c = running(t0);
+        let args = json!({});
+        c.on_host_frame(
+            &HostFrame::ToolCall {
+                id: "h1",
+                name: "p_echo",
+                args: &args,
+            },
+            t0,
+        );
+        let request = written(&mut c).remove(0);
+        let text = json!({"content": [{"type": "text", "text": "hi"}]});
+        answer_to(&mut c, &request["id"], text, t0 + SEC);
+        let frames = c.take_frames();
+        assert!(
+            matches!(&frames[..], [ExtFrame::ToolResult { id, is_error: Some(false), .. }] if id == "h1")
+        );
+        assert_eq!(c.next_deadline(), None, "its cancellation is forgotten");
+        c.on_deadline(t0 + 60 * SEC);
+        assert!(written(&mut c).is_empty());
+    }
+
+    #[test]
+    fn the_hosts_tool_cancel_and_shutdown() {
+        let t0 = Instant::now();
+        let mut c = running(t0);
+        let args = json!({});
+        c.on_host_frame(
+            &HostFrame::ToolCall {
+                id: "h1",
+                name: "p_echo",
+                args: &args,
+            },
+            t0,
+        );
+        let request = written(&mut c).remove(0);
+        c.on_host_frame(&HostFrame::ToolCancel { id: "h1" }, t0 + SEC);
+        let [cancel] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(
+            cancel["params"],
+            json!({"requestId": request["id"], "reason": "cancelled by the host"})
+        );
+        assert_eq!(c.next_deadline(), None);
+        // Unknown names and bad arguments are answered at once, without the server.
+        let bad = json!([1]);
+        c.on_host_frame(
+            &HostFrame::ToolCall {
+                id: "h2",
+                name: "p_echo",
+                args: &bad,
+            },
+            t0,
+        );
+        c.on_host_frame(
+            &HostFrame::ToolCall {
+                id: "h3",
+                name: "echo",
+                args: &args,
+            },
+            t0,
+        );
+        assert!(written(&mut c).is_empty());
+        assert_eq!(c.next_deadline(), Some(t0), "its answers wait for the loop");
+        c.on_host_frame(&HostFrame::Shutdown, t0);
+        let frames = c.take_frames();
+        assert!(matches!(
+            frames[..],
+            [
+                ExtFrame::ToolResult {
+                    is_error: Some(true),
+                    ..
+                },
+                ExtFrame::ToolResult {
+                    is_error: Some(true),
+                    ..
+                },
+                ExtFrame::ShutdownAck
+            ]
+        ));
+        assert_eq!(c.next_deadline(), None);
+    }
 
     // What tests/mcp_ext.rs does not reach (no server there sends these).
     #[test]

@@ -1,50 +1,52 @@
 //! What the host knows of MCP servers in a build without the `mcp`
 //! feature: nothing can be one. The types are empty, so no value of
 //! them exists and every method is unreachable; they only keep the
-//! process layer's signatures the same in both builds.
+//! engine's code the same in both builds.
 
 use crate::log::ExtLog;
-use crate::process::{InboundMsg, OutChunk};
-use crossbeam_channel::Sender;
-use std::io;
-use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
+use crate::protocol::{ExtFrame, HostFrame};
+use std::time::Instant;
 
 /// How an MCP server would be run: never constructed in this build.
 pub(crate) enum McpOptions {}
 
-/// The MCP translator: never constructed in this build.
-pub(crate) enum Adapter {}
+/// The MCP client: never constructed in this build.
+pub(crate) enum McpClient {}
 
-pub(crate) fn start(
-    _key: u64,
-    opts: McpOptions,
-    _log: ExtLog,
-    _inbound: Sender<InboundMsg>,
-    _stdin: Sender<OutChunk>,
-    _queued: Arc<AtomicUsize>,
-) -> io::Result<Arc<Adapter>> {
-    match opts {}
-}
+impl McpClient {
+    pub fn new(opts: McpOptions, _log: ExtLog, _now: Instant) -> McpClient {
+        match opts {}
+    }
 
-impl Adapter {
-    pub fn stdin_backlogged(&self) -> bool {
+    pub fn take_lines(&mut self) -> Vec<u8> {
         match *self {}
     }
 
-    pub fn close_stdin(&self) {
+    pub fn take_frames(&mut self) -> Vec<ExtFrame> {
         match *self {}
     }
 
-    pub fn on_server_line(&self, _line: &[u8]) -> bool {
+    pub fn take_failure(&mut self) -> Option<String> {
         match *self {}
     }
 
-    pub fn on_too_long(&self, _len: usize, _head: &[u8]) {
+    pub fn next_deadline(&self) -> Option<Instant> {
         match *self {}
     }
 
-    pub fn on_host_chunk(&self, _chunk: &[u8]) {
+    pub fn on_deadline(&mut self, _now: Instant) {
+        match *self {}
+    }
+
+    pub fn on_line(&mut self, _line: &[u8], _now: Instant) {
+        match *self {}
+    }
+
+    pub fn on_too_long(&mut self, _len: usize, _head: &[u8], _now: Instant) {
+        match *self {}
+    }
+
+    pub fn on_host_frame(&mut self, _frame: &HostFrame, _now: Instant) {
         match *self {}
     }
 }

@@ -12,7 +12,6 @@
 use crate::confine::{Confinement, PrivateTmp};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
-use crate::mcp_client::{self, Adapter, McpOptions};
 use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
@@ -51,9 +50,26 @@ pub(crate) enum Inbound {
     Eof,
     /// Writing to stdin failed; the outbox is closed.
     WriteFailed(String),
-    /// An MCP server cannot start (it refused the handshake).
+    /// A stdout line as it came, when the process is read as [`Reading::Lines`].
+    Line(Vec<u8>),
+    /// A line too long to keep ([`Reading::Lines`]): its length and first bytes.
+    LineTooLong {
+        len: usize,
+        head: Vec<u8>,
+    },
+}
+
+/// How the reader thread hands over what the process writes to stdout.
+#[derive(Clone, Copy)]
+pub(crate) enum Reading {
+    /// As zot frames (SPEC 2).
+    Frames,
+    /// As lines, for the loop to make sense of; not read while more than
+    /// `pause_over` bytes wait for its stdin (what it writes may want
+    /// answers, which would wait without bound). The minimal build
+    /// reads every extension as frames.
     #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    Failed(String),
+    Lines { pause_over: usize },
 }
 
 /// An [`Inbound`] tagged with the extension's key (unique across reloads).
@@ -83,8 +99,6 @@ pub(crate) struct ExtProcess {
     direct: Option<File>,
     /// Bytes handed to the writer thread and not yet written.
     queued: Arc<AtomicUsize>,
-    /// For an MCP server: the translator every frame goes through.
-    mcp: Option<Arc<Adapter>>,
     /// Dropping it tells the I/O threads to end.
     stop: Option<UnixStream>,
     /// Disconnects when the reader thread (which copies stderr) ends.
@@ -109,7 +123,7 @@ struct Io {
 
 impl ExtProcess {
     /// Starts the extension `m` (`exe` resolved, in `dir`) as the leader
-    /// of a new process group; `mcp` for an MCP server (SPEC 11). Call it
+    /// of a new process group, its stdout read as `reading` says. Call it
     /// from the host loop thread, which outlives every extension it
     /// starts (see [`spawn_group`]). With `confine` it starts confined
     /// (SPEC 16) and its `TMPDIR` lives as long as the process.
@@ -121,7 +135,7 @@ impl ExtProcess {
         dir: &Path,
         log: &ExtLog,
         inbound: Sender<InboundMsg>,
-        mcp: Option<McpOptions>,
+        reading: Reading,
         confine: Option<Confinement>,
     ) -> io::Result<ExtProcess> {
         let mut command = Command::new(exe);
@@ -141,14 +155,13 @@ impl ExtProcess {
             outbox: None,
             direct: None,
             queued: Arc::new(AtomicUsize::new(0)),
-            mcp: None,
             stop: None,
             log_done: None,
             stdout: None,
             writer: Cell::new(None),
             _tmp: confine.map(|c| c.tmp),
         };
-        if let Err(e) = proc.start_io(key, &m.name, log, inbound, mcp) {
+        if let Err(e) = proc.start_io(key, &m.name, log, inbound, reading) {
             // Reaped here; dropping it then ends what is left of the group.
             let _ = proc.child.kill();
             let _ = proc.child.wait();
@@ -163,7 +176,7 @@ impl ExtProcess {
         name: &str,
         log: &ExtLog,
         inbound: Sender<InboundMsg>,
-        mcp: Option<McpOptions>,
+        reading: Reading,
     ) -> io::Result<()> {
         let pipes = (self.child.stdin.take(), self.child.stdout.take());
         let (Some(stdin), Some(stdout)) = pipes else {
@@ -184,18 +197,11 @@ impl ExtProcess {
             inbound,
             stop: Arc::new(stop_rx),
         };
-        match mcp {
-            Some(opts) => {
-                let (log, inbound, queued) = (log.clone(), io.inbound.clone(), self.queued.clone());
-                self.mcp = Some(mcp_client::start(key, opts, log, inbound, tx, queued)?);
-            }
-            // An MCP server's frames are translated first, never written
-            // straight to its pipe.
-            None if nonblocking => self.direct = stdin.try_clone().ok(),
-            None => {}
+        if nonblocking {
+            self.direct = stdin.try_clone().ok();
         }
         let queued = self.queued.clone();
-        let adapter = self.mcp.clone();
+        let unwritten = self.queued.clone();
         let (done, log_done) = crossbeam_channel::bounded::<()>(0);
         self.log_done = Some(log_done);
         // A thread of its own would cost about 20 KB of memory per
@@ -203,7 +209,7 @@ impl ExtProcess {
         // mostly silent.
         let mut stderr = Stderr(self.child.stderr.take());
         io.start("read", name, READER_STACK, move |io| {
-            read_stdout(io, stdout, &mut stderr, adapter);
+            read_stdout(io, stdout, &mut stderr, reading, &unwritten);
             stderr.drain(io);
             drop(done);
         })?;
@@ -216,10 +222,7 @@ impl ExtProcess {
                 io.log.line(&format!("cannot start the writer thread: {e}"));
             }
         };
-        match self.mcp {
-            Some(_) => writer(),
-            None => self.writer.set(Some(Box::new(writer))),
-        }
+        self.writer.set(Some(Box::new(writer)));
         Ok(())
     }
 
@@ -230,10 +233,6 @@ impl ExtProcess {
         let Some(outbox) = &self.outbox else {
             return false;
         };
-        if let Some(mcp) = &self.mcp {
-            mcp.on_host_chunk(&chunk);
-            return true;
-        }
         // Acquire pairs with the writer's Release: zero means every
         // earlier byte is in the pipe, so writing now keeps the order.
         if let (Some(direct), 0) = (&self.direct, self.queued.load(Ordering::Acquire)) {
@@ -270,9 +269,6 @@ impl ExtProcess {
         self.outbox = None;
         self.direct = None;
         self.writer = Cell::new(None); // never started: nothing is queued
-        if let Some(mcp) = &self.mcp {
-            mcp.close_stdin();
-        }
     }
 
     /// Whether something may still write to its stdout (when it has
@@ -497,29 +493,50 @@ fn die_with_host(_host_pid: u32) -> io::Result<()> {
     Ok(())
 }
 
-/// The reader thread: stdout lines, as frames (or through the MCP
-/// translator), to the host loop; meanwhile stderr to the log.
-fn read_stdout(io: &Io, pipe: ChildStdout, stderr: &mut Stderr, adapter: Option<Arc<Adapter>>) {
-    // False: stop reading (the host is gone, or the MCP handshake failed).
-    let handle = |line: &[u8]| match &adapter {
-        // A server that does not read its stdin is not read either: the
-        // answers to what it sends (its pings) would wait without bound.
-        Some(a) => a.on_server_line(line) && !io.stopped_while(|| a.stdin_backlogged()),
-        None => match parse_ext_frame(line) {
+/// The reader thread: stdout lines, as frames or as lines (`reading`),
+/// to the host loop; meanwhile stderr to the log. `unwritten`: the bytes
+/// waiting for its stdin.
+fn read_stdout(
+    io: &Io,
+    pipe: ChildStdout,
+    stderr: &mut Stderr,
+    reading: Reading,
+    unwritten: &AtomicUsize,
+) {
+    let mut paused = false;
+    // False: stop reading (the host is gone).
+    let handle = |line: &[u8]| match reading {
+        Reading::Frames => match parse_ext_frame(line) {
             Ok(frame) => io.report(Inbound::Frame(frame)),
             Err(why) => {
                 io.log.line(&why);
                 true
             }
         },
+        Reading::Lines { pause_over } => {
+            if !io.report(Inbound::Line(line.to_vec())) {
+                return false;
+            }
+            let over = || unwritten.load(Ordering::Relaxed) > pause_over;
+            if over() && !std::mem::replace(&mut paused, true) {
+                let limit = pause_over >> 20;
+                io.log.line(&format!("not reading its stdin: its stdout is not read while more than {limit} MiB wait for it"));
+            }
+            !io.stopped_while(over)
+        }
     };
     let stdout = StopRead { pipe, stderr, io };
     // A frame too long to read: the request it answers fails at once.
     let dropped = |why: String, len: usize, head: &[u8]| {
         io.log.line(&why);
-        match &adapter {
-            Some(a) => a.on_too_long(len, head),
-            None => {
+        match reading {
+            Reading::Lines { .. } => {
+                _ = io.report(Inbound::LineTooLong {
+                    len,
+                    head: head.to_vec(),
+                })
+            }
+            Reading::Frames => {
                 if let Some((kind, id)) = frame_head(head) {
                     io.report(Inbound::Frame(ExtFrame::TooLong { kind, id, len }));
                 }

@@ -39,7 +39,6 @@ pub(crate) struct Driver {
     engine: Engine,
     requests: Receiver<Request>,
     inbound: Receiver<InboundMsg>,
-    mcp_inbound: Receiver<InboundMsg>,
     builtin_results: Receiver<Request>,
     /// Releases `Host::wait_ready` callers however the driver ends.
     _release: ReleaseLatch,
@@ -59,12 +58,10 @@ impl Driver {
         let release = ReleaseLatch(latch.clone());
         // Bounded: the loop only receives from it, never sends.
         let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
-        let (mcp_inbound_tx, mcp_inbound) = crossbeam_channel::unbounded();
         // The engine holds its sender: it never disconnects.
         let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
         let senders = super::Senders {
             inbound: inbound_tx,
-            mcp_inbound: mcp_inbound_tx,
             builtin: builtin_tx,
         };
         let mut engine = Engine::new(cfg, events, events_sent, latch, senders);
@@ -73,7 +70,6 @@ impl Driver {
             engine,
             requests,
             inbound,
-            mcp_inbound,
             builtin_results,
             _release: release,
         }
@@ -103,10 +99,10 @@ impl Driver {
         let engine = &mut self.engine;
         // The next frame or request usually follows within microseconds,
         // and waking a sleeping loop costs more (tens of µs across CPUs).
-        let (inbound, mcp_inbound) = (&self.inbound, &self.mcp_inbound);
+        let inbound = &self.inbound;
         let (requests, builtin_results) = (&self.requests, &self.builtin_results);
         poll_briefly(engine.cfg.spin_before_sleep, || {
-            !inbound.is_empty() || !mcp_inbound.is_empty() || !requests.is_empty()
+            !inbound.is_empty() || !requests.is_empty()
         });
         let wake = [engine.next_deadline(), deadline]
             .into_iter()
@@ -119,7 +115,6 @@ impl Driver {
         // The engine holds the inbound senders: those never disconnect.
         let hung_up = select! {
             recv(inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
-            recv(mcp_inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
             recv(requests) -> req => req.map(|r| engine.request(r)).is_err(),
             recv(builtin_results) -> req => req.map(|r| engine.request(r)).is_err(),
             default(timeout) => false,
@@ -131,12 +126,12 @@ impl Driver {
             self.engine.request(Request::Shutdown { reply });
         }
         let engine = &mut self.engine;
-        let (inbound, mcp_inbound) = (&self.inbound, &self.mcp_inbound);
+        let inbound = &self.inbound;
         let (requests, builtin_results) = (&self.requests, &self.builtin_results);
         // Take what else is already waiting before handing frames to the
         // writer threads, so a burst costs one wake-up per extension.
         for _ in 0..BATCH {
-            if let Ok(msg) = inbound.try_recv().or_else(|_| mcp_inbound.try_recv()) {
+            if let Ok(msg) = inbound.try_recv() {
                 engine.inbound(msg);
             } else if let Ok(req) = requests.try_recv().or_else(|_| builtin_results.try_recv()) {
                 engine.request(req);

@@ -33,11 +33,8 @@ impl Engine {
                 }
                 self.poll_exit(idx, now)
             }
-            Inbound::Failed(why) => {
-                if matches!(self.exts[idx].stage(), Some(Stage::AwaitingHello { .. })) {
-                    self.fail(idx, why, now);
-                }
-            }
+            Inbound::Line(line) => self.mcp_line(idx, &line, now),
+            Inbound::LineTooLong { len, head } => self.mcp_too_long(idx, len, &head, now),
             Inbound::WriteFailed(e) => {
                 let ext = &mut self.exts[idx];
                 ext.log.line(&format!("cannot write to stdin: {e}"));
@@ -54,7 +51,7 @@ impl Engine {
         }
     }
 
-    fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
+    pub(super) fn frame(&mut self, idx: usize, frame: ExtFrame, now: Instant) {
         let ext = &mut self.exts[idx];
         let Phase::Running(run) = &mut ext.phase else {
             return;
@@ -269,8 +266,8 @@ impl Engine {
         if ext.version.is_none() {
             ext.version = version;
         }
-        let dir = ext.dir.to_string_lossy();
-        let line = HostFrame::HelloAck {
+        let dir = ext.dir.to_string_lossy().into_owned();
+        let frame = HostFrame::HelloAck {
             protocol_version: PROTOCOL_VERSION,
             zot_version: &self.cfg.zot_version,
             provider: &self.cfg.provider,
@@ -279,9 +276,8 @@ impl Engine {
             extension_dir: &dir,
             data_dir: &dir,
             capabilities: &HOST_CAPABILITIES,
-        }
-        .to_line();
-        ext.send(&line);
+        };
+        ext.send(&frame);
     }
 
     /// A `register_command` or a (validated) `register_tool`.

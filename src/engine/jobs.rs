@@ -320,7 +320,7 @@ impl Engine {
     }
 
     /// Sends `job` to the extension that owns its tool.
-    pub(super) fn dispatch_tool(&mut self, job: u64, now: Instant) {
+    pub(super) fn dispatch_tool(&mut self, job: u64, _now: Instant) {
         let Some(j) = self.jobs.runs.get(&job) else {
             return;
         };
@@ -340,12 +340,13 @@ impl Engine {
             false => self.cfg.timeouts.tool,
         };
         let id = self.pending.new_id();
-        let line = HostFrame::ToolCall {
+        let frame = HostFrame::ToolCall {
             id: &id,
             name: &j.name,
             args: &j.args,
-        }
-        .to_line();
+        };
+        let ext = &mut self.exts[idx];
+        let sent = ext.serving() && ext.send(&frame);
         if let Some(j) = self.jobs.get_mut(job) {
             j.at = At::Running {
                 ext: idx,
@@ -354,7 +355,7 @@ impl Engine {
             };
             j.executed = true;
         }
-        self.send_request(idx, id, &line, Waiter::Tool { job }, limit, now);
+        self.track_request(idx, id, sent, Waiter::Tool { job }, limit);
     }
 
     /// Ends `job` with `result`: its children are cancelled, subscribers
@@ -404,16 +405,15 @@ impl Engine {
             Origin::Ext { ext, id } if answer => {
                 let (content, is_error) = blocks_of(&result);
                 let (content, truncated) = bounded(&content, RESULT_BUDGET, usize::MAX);
-                let line = HostFrame::ToolResult {
+                let frame = HostFrame::ToolResult {
                     id: &id,
                     name: &j.name,
                     content: &content,
                     is_error,
                     truncated,
-                }
-                .to_line();
+                };
                 if self.exts[ext].serving() {
-                    self.exts[ext].send(&line);
+                    self.exts[ext].send(&frame);
                 }
             }
             Origin::Ext { .. } => {}
@@ -449,7 +449,7 @@ impl Engine {
     /// it asked to be told (SPEC 13.2); its late answer is dropped.
     pub(super) fn tool_cancel(&mut self, ext: usize, id: &str, why: &str) {
         let e = &mut self.exts[ext];
-        let sent = e.tool_cancel && e.serving() && e.send(&HostFrame::ToolCancel { id }.to_line());
+        let sent = e.tool_cancel && e.serving() && e.send(&HostFrame::ToolCancel { id });
         let told = match sent {
             true => "tool_cancel sent",
             false => "it did not ask for tool_cancel",
@@ -664,14 +664,13 @@ impl Engine {
         result: Result<ToolOutcome, HostError>,
     ) {
         let (content, is_error) = blocks_of(&result);
-        let line = HostFrame::ToolResult {
+        let frame = HostFrame::ToolResult {
             id,
             name,
             content: &content,
             is_error,
             truncated: false,
-        }
-        .to_line();
+        };
         if let Ok(o) = &result {
             let text = o
                 .content
@@ -680,7 +679,7 @@ impl Engine {
                 .unwrap_or("");
             self.exts[idx].log.line(&format!("refused: {text}"));
         }
-        self.exts[idx].send(&line);
+        self.exts[idx].send(&frame);
     }
 
     /// `call_tool_cancel`: the caller gave up; it gets no answer.

@@ -9,8 +9,10 @@ use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
+use crate::mcp_client::McpClient;
 #[cfg(feature = "mcp")]
 use crate::mcp_client::McpOptions;
+use crate::process::Reading;
 use crate::process::{describe_status, ExtProcess};
 use crate::protocol::HostFrame;
 use crate::trust;
@@ -136,8 +138,8 @@ impl Engine {
             return Err("no valid manifest".into());
         };
         let exe = m.resolve_exec(&ext.dir)?;
-        let (inbound, mcp) = match m.protocol {
-            Protocol::Zot => (self.inbound_tx.clone(), None),
+        let (reading, mcp) = match m.protocol {
+            Protocol::Zot => (Reading::Frames, None),
             #[cfg(not(feature = "mcp"))]
             Protocol::Mcp => return Err(crate::manifest::NO_MCP.into()),
             #[cfg(feature = "mcp")]
@@ -148,9 +150,11 @@ impl Engine {
                     client_version: self.cfg.zot_version.clone(),
                     tool_timeout: self.cfg.timeouts.tool,
                     command_timeout: self.cfg.timeouts.command,
-                    stdin_limit: self.cfg.event_queue_limit,
                 };
-                (self.mcp_inbound_tx.clone(), Some(opts))
+                // The answers to its requests wait within the same bound as
+                // events to a zot extension.
+                let pause_over = self.cfg.event_queue_limit;
+                (Reading::Lines { pause_over }, Some(opts))
             }
         };
         let confine = match self.cfg.confine {
@@ -161,7 +165,8 @@ impl Engine {
             false => None,
         };
         let confined = confine.as_ref().map(|c| c.summary.clone());
-        let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, mcp, confine)
+        let inbound = self.inbound_tx.clone();
+        let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, reading, confine)
             .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
         ext.log.line(&format!(
             "started {} (pid {})",
@@ -176,6 +181,8 @@ impl Engine {
         ext.lost_to_builtin.clear();
         ext.phase = Phase::Running(Run {
             proc,
+            // Its first line, the probe, is written with this iteration's frames.
+            mcp: mcp.map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
             exit_check: None,
             eof_at: None,
             deaf_at: None,
@@ -398,7 +405,6 @@ impl Engine {
     pub(super) fn begin_stop(&mut self, goal: Goal) {
         let now = Instant::now();
         self.cancel_restarts();
-        let line = HostFrame::Shutdown.to_line();
         let mut stopped = 0;
         for ext in &mut self.exts {
             if matches!(ext.stage(), None | Some(Stage::Stopping { .. })) {
@@ -406,7 +412,7 @@ impl Engine {
             }
             stopped += 1;
             // Queued after every event already emitted to it.
-            ext.send(&line);
+            ext.send(&HostFrame::Shutdown);
             let Phase::Running(run) = &mut ext.phase else {
                 continue;
             };

@@ -33,8 +33,9 @@
 //!   interception chain), `jobs.rs` (tool pipeline runs that can be
 //!   cancelled, `call_tool`, SPEC 13), `exposure.rs` (deferred tools),
 //!   `oversize.rs` (answers over the frame limit), `time.rs` (deadlines),
-//!   `supervise.rs` (restarts, SPEC 12) and `embedder.rs` (the bounded
-//!   event queue) each add one concern, and each names what it imports.
+//!   `supervise.rs` (restarts, SPEC 12), `mcp.rs` (driving the client of
+//!   each MCP server, SPEC 11) and `embedder.rs` (the bounded event
+//!   queue) each add one concern, and each names what it imports.
 //! - An extension's life is one `Phase` (in `src/engine/mod.rs`): either
 //!   `Running`, with its process (once its stdout closed, also the time it
 //!   is failed at unless it exited first: 100 ms before `hello`, 2 s after;
@@ -66,8 +67,11 @@
 //!   with its response, and the timeouts; a tool call is a job of
 //!   `jobs.rs` from its `tool_call` event to its result.
 //! - Below the loop: `process.rs` (one extension process with its reader
-//!   and writer threads), `protocol.rs` (frames), `mcp_client.rs` (MCP
-//!   servers, SPEC 11), `registry.rs`, `intercept.rs`, `discovery.rs`,
+//!   and writer threads; it knows nothing of MCP: an MCP server's stdout
+//!   is handed over as lines), `protocol.rs` (frames), `mcp_client.rs`
+//!   (the MCP client, SPEC 11, no I/O: the loop hands it lines, frames
+//!   and the time) and `jsonrpc.rs` (its messages, shared with `zot
+//!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
 //!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
 //!   (SPEC 16), `bundle.rs`. The CLI is `src/cli/`.
 //! - Every CLI surface (the session, `zot rpc`, `zot mcp`, `zot ext
@@ -441,6 +445,7 @@ mod exposure;
 mod frames;
 mod jobs;
 mod lifecycle;
+mod mcp;
 mod oversize;
 mod pending;
 mod requests;
@@ -452,7 +457,9 @@ use crate::discovery::Scope;
 use crate::intercept::Chain;
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
+use crate::mcp_client::McpClient;
 use crate::process::{ExtProcess, InboundMsg};
+use crate::protocol::HostFrame;
 use crate::registry::Registry;
 use crate::types::{
     CommandInfo, ExtensionInfo, ExtensionState, HostEvent, InFlight, NameConflict, NameKind,
@@ -490,6 +497,9 @@ enum Phase {
 
 struct Run {
     proc: ExtProcess,
+    /// For an MCP server (SPEC 11): its client, which every frame to it
+    /// and every line from it goes through.
+    mcp: Option<Box<McpClient>>,
     /// When to look again at its exit, and why.
     exit_check: Option<(Instant, ExitCheck)>,
     /// Its stdout closed: failed then unless it has exited (it can
@@ -694,9 +704,27 @@ impl Ext {
         }
     }
 
-    /// Queues a frame, written batched at the end of the loop iteration.
-    /// False when stdin is closed.
-    fn send(&mut self, line: &[u8]) -> bool {
+    /// Queues a frame, written batched at the end of the loop iteration;
+    /// an MCP server's client is handed it to translate. False when
+    /// stdin is closed.
+    fn send(&mut self, frame: &HostFrame) -> bool {
+        let Phase::Running(run) = &mut self.phase else {
+            return false;
+        };
+        let Some(client) = &mut run.mcp else {
+            return self.send_line(&frame.to_line());
+        };
+        if !run.proc.writable() {
+            return false;
+        }
+        client.on_host_frame(frame, Instant::now());
+        self.out.append(&mut client.take_lines());
+        true
+    }
+
+    /// Queues a frame already serialized, or lines of an MCP server's
+    /// client. False when stdin is closed.
+    fn send_line(&mut self, line: &[u8]) -> bool {
         if !self.run().is_some_and(|r| r.proc.writable()) {
             return false;
         }
@@ -761,11 +789,6 @@ struct Engine {
     events: EventQueue,
     latch: Arc<ReadyLatch>,
     inbound_tx: Sender<InboundMsg>,
-    /// MCP servers' frames (SPEC 11): unbounded, because their adapter
-    /// also answers some host frames itself, on the loop thread, which
-    /// must never block on a channel it drains.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
-    mcp_inbound_tx: Sender<InboundMsg>,
     exts: Vec<Ext>,
     by_key: HashMap<u64, usize>,
     next_key: u64,
@@ -813,7 +836,6 @@ pub(crate) use driver::{Driver, Until};
 /// threads, and built-in tool replies.
 struct Senders {
     inbound: Sender<InboundMsg>,
-    mcp_inbound: Sender<InboundMsg>,
     builtin: Sender<Request>,
 }
 
@@ -838,7 +860,6 @@ impl Engine {
             cfg,
             latch,
             inbound_tx: senders.inbound,
-            mcp_inbound_tx: senders.mcp_inbound,
             exts: Vec::new(),
             by_key: HashMap::new(),
             next_key: 0,

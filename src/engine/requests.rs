@@ -286,31 +286,27 @@ impl Engine {
             .iter_mut()
             .find(|e| e.name == extension && e.serving())
             .ok_or_else(|| HostError::NoSuchExtension(extension.to_string()))?;
-        let sent = ext.send(&frame.to_line());
+        let sent = ext.send(&frame);
         sent.then_some(())
             .ok_or_else(|| HostError::NotServing(extension.to_string()))
     }
 
-    /// Sends request frame `line` to extension `idx` and registers
-    /// `waiter` for its answer, within `limit`. When the extension
-    /// cannot take it, the waiter fails at once.
-    pub(super) fn send_request(
+    /// Registers `waiter` for the answer to request `id`, within `limit`,
+    /// once it was `sent` to extension `idx` (the caller sends it: the
+    /// frame borrows what the engine holds). When it could not be sent,
+    /// the waiter fails at once.
+    pub(super) fn track_request(
         &mut self,
         idx: usize,
         id: String,
-        line: &[u8],
+        sent: bool,
         waiter: Waiter,
         limit: Duration,
-        _now: Instant,
     ) {
-        let ext = &mut self.exts[idx];
-        let able = match waiter {
-            Waiter::Guard { .. } => ext.answers_guard(),
-            _ => ext.serving(),
-        };
-        if able && ext.send(line) {
+        if sent {
             return self.pending.register(id, idx, limit, waiter);
         }
+        let ext = &self.exts[idx];
         match waiter.fail(HostError::NotServing(ext.name.clone())) {
             Some(Owed::Guard(chain, pos)) => {
                 let answer = ext.unavailable(&ext.why_unavailable());
@@ -337,7 +333,7 @@ impl Engine {
         name: String,
         args: &str,
         reply: Reply<CommandOutcome>,
-        now: Instant,
+        _now: Instant,
     ) {
         if self.host_command(&name) {
             return reply(Err(HostError::HostCommand(name)));
@@ -349,14 +345,15 @@ impl Engine {
         };
         let id = self.pending.new_id();
         let args = args.trim();
-        let line = HostFrame::CommandInvoked {
+        let frame = HostFrame::CommandInvoked {
             id: &id,
             name: &name,
             args,
-        }
-        .to_line();
+        };
+        let ext = &mut self.exts[idx];
+        let sent = ext.serving() && ext.send(&frame);
         let limit = self.cfg.timeouts.command;
-        self.send_request(idx, id, &line, Waiter::Command { name, reply }, limit, now);
+        self.track_request(idx, id, sent, Waiter::Command { name, reply }, limit);
     }
 
     pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
@@ -569,7 +566,7 @@ impl Engine {
                 ext.log
                     .line(&format!("reading again; {total} events dropped so far"));
             }
-            if ext.send(&line) {
+            if ext.send_line(&line) {
                 delivered.push(ext.name.clone());
             }
         }
@@ -605,7 +602,7 @@ impl Engine {
 
     /// Sends `event_intercept` to the guards at `positions` with the
     /// chain's current value; one deadline for the whole round.
-    fn ask(&mut self, chain: u64, positions: Range<usize>, now: Instant) {
+    fn ask(&mut self, chain: u64, positions: Range<usize>, _now: Instant) {
         for pos in positions {
             let Some(state) = self.chains.get_mut(&chain) else {
                 return;
@@ -614,15 +611,16 @@ impl Engine {
             if let Some(old) = state.ids[pos].replace(id.clone()) {
                 self.pending.cancel(&old);
             }
-            let line = HostFrame::EventIntercept {
+            let frame = HostFrame::EventIntercept {
                 id: &id,
                 event: &state.chain.event,
                 payload: &state.chain.payload,
-            }
-            .to_line();
+            };
             let idx = state.guards[pos];
+            let ext = &mut self.exts[idx];
+            let sent = ext.answers_guard() && ext.send(&frame);
             let limit = self.cfg.timeouts.intercept;
-            self.send_request(idx, id, &line, Waiter::Guard { chain, pos }, limit, now);
+            self.track_request(idx, id, sent, Waiter::Guard { chain, pos }, limit);
         }
     }
 

@@ -22,7 +22,8 @@ impl Ext {
             Stage::Ready | Stage::Killed(_) => None,
         };
         let exit = run.exit_check.as_ref().map(|(at, _)| *at);
-        [stage, exit, run.eof_at, run.deaf_at]
+        let mcp = run.mcp.as_ref().and_then(|c| c.next_deadline());
+        [stage, exit, run.eof_at, run.deaf_at, mcp]
             .into_iter()
             .flatten()
             .min()
@@ -45,6 +46,7 @@ impl Engine {
 
     pub(super) fn tick(&mut self, now: Instant) {
         for idx in 0..self.exts.len() {
+            self.tick_mcp(idx, now);
             self.tick_ext(idx, now);
         }
         self.expire(now);

@@ -1,7 +1,9 @@
 //! `zot mcp`: the loaded extensions as an MCP server on stdio (SPEC 9).
 //!
 //! stdin carries JSON-RPC requests and notifications, stdout nothing but
-//! JSON-RPC messages, stderr diagnostics. Three threads around the one
+//! JSON-RPC messages, stderr diagnostics. Each line is read and written
+//! as a `zot_host::jsonrpc::Message`, the type the host's own MCP client
+//! (`"protocol": "mcp"` extensions) uses. Three threads around the one
 //! library `Host`, as in `zot rpc`: the stdin reader serves or submits
 //! each request without waiting, replies are written from the host loop
 //! as they come (out of order), the main thread handles the host's
