@@ -50,6 +50,7 @@ mod mcp_client;
 pub mod process;
 pub mod protocol;
 pub mod registry;
+mod spawner;
 pub mod tooldef;
 pub mod toolresult;
 pub mod trust;

@@ -11,7 +11,6 @@
 
 use crate::confine::{Confinement, PrivateTmp};
 use crate::log::ExtLog;
-use crate::manifest::Manifest;
 use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
@@ -21,7 +20,7 @@ use std::io::{self, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -121,34 +120,54 @@ struct Io {
     stop: Arc<UnixStream>,
 }
 
+/// Everything needed to start one extension process: owned, so a
+/// spawning thread of `spawner.rs` can take it.
+pub(crate) struct Spawn {
+    /// The extension's key (unique across reloads): tags its frames.
+    pub key: u64,
+    /// Its manifest's name, for its threads' names.
+    pub name: String,
+    /// `exec` resolved, and the manifest's `args`.
+    pub exe: PathBuf,
+    pub args: Vec<String>,
+    /// Its directory: the child's working directory.
+    pub dir: PathBuf,
+    pub log: ExtLog,
+    pub inbound: Sender<InboundMsg>,
+    /// How its stdout is handed over.
+    pub reading: Reading,
+    /// Its ruleset and `TMPDIR` when it starts confined (SPEC 16).
+    pub confine: Option<Confinement>,
+}
+
 impl ExtProcess {
-    /// Starts the extension `m` (`exe` resolved, in `dir`) as the leader
-    /// of a new process group, its stdout read as `reading` says. Call it
-    /// from the host loop thread, which outlives every extension it
-    /// starts (see [`spawn_group`]). With `confine` it starts confined
-    /// (SPEC 16) and its `TMPDIR` lives as long as the process.
-    #[allow(clippy::too_many_arguments)]
-    pub fn spawn(
-        key: u64,
-        m: &Manifest,
-        exe: &Path,
-        dir: &Path,
-        log: &ExtLog,
-        inbound: Sender<InboundMsg>,
-        reading: Reading,
-        confine: Option<Confinement>,
-    ) -> io::Result<ExtProcess> {
-        let mut command = Command::new(exe);
+    /// Starts the extension `s` as the leader of a new process group, its
+    /// stdout read as `s.reading` says. Call it from a thread that outlives
+    /// every extension it starts (see [`spawn_group`]): `spawner.rs` does.
+    /// A confined one's `TMPDIR` lives as long as the process.
+    pub fn spawn(s: Spawn) -> io::Result<ExtProcess> {
+        let Spawn {
+            key,
+            name,
+            exe,
+            args,
+            dir,
+            log,
+            inbound,
+            reading,
+            confine,
+        } = s;
+        let mut command = Command::new(&exe);
         command
-            .args(&m.args)
-            .current_dir(dir)
+            .args(&args)
+            .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log.child_stderr());
         if let Some(confine) = &confine {
             confine.apply_to(&mut command);
         }
-        let child = spawn_group(&mut command).map_err(|e| explain_spawn_error(exe, dir, e))?;
+        let child = spawn_group(&mut command).map_err(|e| explain_spawn_error(&exe, &dir, e))?;
         let mut proc = ExtProcess {
             pid: child.id(),
             child,
@@ -161,7 +180,7 @@ impl ExtProcess {
             writer: Cell::new(None),
             _tmp: confine.map(|c| c.tmp),
         };
-        if let Err(e) = proc.start_io(key, &m.name, log, inbound, reading) {
+        if let Err(e) = proc.start_io(key, &name, &log, inbound, reading) {
             // Reaped here; dropping it then ends what is left of the group.
             let _ = proc.child.kill();
             let _ = proc.child.wait();

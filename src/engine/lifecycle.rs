@@ -9,11 +9,8 @@ use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
-use crate::mcp_client::McpClient;
-#[cfg(feature = "mcp")]
-use crate::mcp_client::McpOptions;
-use crate::process::Reading;
-use crate::process::{describe_status, ExtProcess};
+use crate::mcp_client::{McpClient, McpOptions};
+use crate::process::{describe_status, ExtProcess, Reading, Spawn};
 use crate::protocol::HostFrame;
 use crate::trust;
 use crate::types::{HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
@@ -50,7 +47,10 @@ impl Engine {
             self.trust_notices = notices;
         }
         let logs = discovery::logs_dir(&cfg.zot_home);
-        let mut loaded = 0;
+        // In discovery order: started below all at once, then settled in
+        // this order, so nothing depends on which process starts first.
+        let mut found_here = Vec::new();
+        let mut to_start = Vec::new();
         for f in found {
             let name = match &f.manifest {
                 Some(m) => m.name.clone(),
@@ -96,22 +96,31 @@ impl Engine {
                 tool_cancel: false,
                 call_tool: false,
             });
-            let started = match f.status {
+            match f.status {
                 Status::Untrusted(why) => {
                     let name = &self.exts[idx].name;
                     let hint = format!("{why}; review it, then run 'zot ext trust {name}'");
                     self.exts[idx].phase = Phase::gone(End::Untrusted(hint));
-                    continue;
                 }
-                Status::Invalid(e) => Err(format!("invalid manifest: {e}")),
-                Status::Start if bundle => {
-                    self.exts[idx].phase = Phase::gone(End::Bundle);
-                    continue;
+                Status::Invalid(e) => {
+                    found_here.push((idx, Some(format!("invalid manifest: {e}"))))
                 }
-                Status::Start => self.spawn(idx, now),
-                _ => continue,
+                Status::Start if bundle => self.exts[idx].phase = Phase::gone(End::Bundle),
+                Status::Start => {
+                    found_here.push((idx, None));
+                    to_start.push(idx);
+                }
+                _ => {}
+            }
+        }
+        let mut started = self.spawn_all(&to_start, now).into_iter();
+        let mut loaded = 0;
+        for (idx, invalid) in found_here {
+            let outcome = match invalid {
+                Some(error) => Err(error),
+                None => started.next().unwrap_or_else(|| Err("not started".into())),
             };
-            match started {
+            match outcome {
                 Ok(()) => loaded += 1,
                 Err(error) => {
                     self.exts[idx].log.line(&error);
@@ -131,9 +140,44 @@ impl Engine {
     /// Starts extension `idx` under a new key, so that nothing a previous
     /// run still had in flight is taken for the new run's.
     pub(super) fn spawn(&mut self, idx: usize, now: Instant) -> Result<(), String> {
+        let started = self.spawn_all(&[idx], now).pop();
+        started.unwrap_or_else(|| Err("not started".into()))
+    }
+
+    /// Starts the extensions `idxs` (several at a time: `spawner.rs`),
+    /// each under a new key; one result per extension, in `idxs` order.
+    fn spawn_all(&mut self, idxs: &[usize], now: Instant) -> Vec<Result<(), String>> {
+        let mut results: Vec<Result<(), String>> = Vec::with_capacity(idxs.len());
+        let (mut batch, mut spawned) = (Vec::new(), Vec::new());
+        for (at, &idx) in idxs.iter().enumerate() {
+            results.push(Ok(()));
+            match self.spawn_job(idx) {
+                Ok((job, started)) => {
+                    spawned.push((at, idx, job.exe.clone(), started));
+                    batch.push(job);
+                }
+                Err(e) => results[at] = Err(e),
+            }
+        }
+        let procs = self.spawner.spawn_all(batch);
+        for ((at, idx, exe, started), proc) in spawned.into_iter().zip(procs) {
+            results[at] = match proc {
+                Ok(proc) => {
+                    self.attach(idx, proc, started, now);
+                    Ok(())
+                }
+                Err(e) => Err(format!("cannot start {}: {e}", exe.display())),
+            };
+        }
+        results
+    }
+
+    /// What starting extension `idx` takes, under a new key, and what its
+    /// run needs besides its process.
+    fn spawn_job(&mut self, idx: usize) -> Result<(Spawn, Starting), String> {
         let key = self.next_key;
         self.next_key += 1;
-        let ext = &mut self.exts[idx];
+        let ext = &self.exts[idx];
         let Some(m) = &ext.manifest else {
             return Err("no valid manifest".into());
         };
@@ -165,20 +209,34 @@ impl Engine {
             false => None,
         };
         let confined = confine.as_ref().map(|c| c.summary.clone());
-        let inbound = self.inbound_tx.clone();
-        let proc = ExtProcess::spawn(key, m, &exe, &ext.dir, &ext.log, inbound, reading, confine)
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-        ext.log.line(&format!(
-            "started {} (pid {})",
-            m.exec.as_deref().unwrap_or_default(),
-            proc.pid
-        ));
-        if let Some(summary) = confined {
+        let job = Spawn {
+            key,
+            name: m.name.clone(),
+            exe,
+            args: m.args.clone(),
+            dir: ext.dir.clone(),
+            log: ext.log.clone(),
+            inbound: self.inbound_tx.clone(),
+            reading,
+            confine,
+        };
+        Ok((job, Starting { key, mcp, confined }))
+    }
+
+    /// Extension `idx` runs as `proc`: it has its hello limit.
+    fn attach(&mut self, idx: usize, proc: ExtProcess, started: Starting, now: Instant) {
+        let ext = &mut self.exts[idx];
+        let exec = ext.manifest.as_ref().and_then(|m| m.exec.as_deref());
+        let pid = proc.pid;
+        ext.log
+            .line(&format!("started {} (pid {pid})", exec.unwrap_or_default()));
+        if let Some(summary) = started.confined {
             ext.log.line(&format!("confined: {summary}"));
         }
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.ready_via = None;
         ext.lost_to_builtin.clear();
+        let mcp = started.mcp;
         ext.phase = Phase::Running(Run {
             proc,
             // Its first line, the probe, is written with this iteration's frames.
@@ -189,8 +247,7 @@ impl Engine {
             stage: Stage::AwaitingHello { deadline },
         });
         self.by_key.retain(|_, i| *i != idx);
-        self.by_key.insert(key, idx);
-        Ok(())
+        self.by_key.insert(started.key, idx);
     }
 
     /// Ends the startup (or reload) once none is loading, or at its deadline.
@@ -525,4 +582,13 @@ impl Engine {
         // Already stopping: only the replies are added.
         self.begin_stop(Goal::Shutdown(earlier.into_iter().chain(replies).collect()));
     }
+}
+
+/// What a start needs besides its process, kept while it is spawned.
+struct Starting {
+    key: u64,
+    /// For an MCP server: its client's options (SPEC 11).
+    mcp: Option<McpOptions>,
+    /// What its confinement allows, for its log (SPEC 16).
+    confined: Option<String>,
 }

@@ -68,7 +68,7 @@
 //!   `jobs.rs` from its `tool_call` event to its result.
 //! - Below the loop: `process.rs` (one extension process with its reader
 //!   and writer threads; it knows nothing of MCP: an MCP server's stdout
-//!   is handed over as lines), `protocol.rs` (frames), `mcp_client.rs`
+//!   is handed over as lines), `spawner.rs` (starting a batch of them), `protocol.rs` (frames), `mcp_client.rs`
 //!   (the MCP client, SPEC 11, no I/O: the loop hands it lines, frames
 //!   and the time) and `jsonrpc.rs` (its messages, shared with `zot
 //!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
@@ -401,8 +401,9 @@
 //!   Without `/bin/sh`, each extension is started with `PR_SET_PDEATHSIG` =
 //!   SIGKILL (Linux) instead, so it still dies with the host. The kernel
 //!   sends that signal when the *thread* that spawned the child ends,
-//!   which is why extensions are spawned only from the host loop thread:
-//!   it outlives them all. (It is not set when the watchdog runs: it needs
+//!   which is why extensions are spawned only from the host's spawning
+//!   threads (`src/spawner.rs`, several at a time on more than one CPU):
+//!   they outlive them all. (It is not set when the watchdog runs: it needs
 //!   a hook before exec, which makes the host fork instead of using
 //!   `posix_spawn`, and that multiplied startup20 on a busy machine.)
 //! - **No leak per reload.** An extension's reader and writer threads
@@ -461,6 +462,7 @@ use crate::mcp_client::McpClient;
 use crate::process::{ExtProcess, InboundMsg};
 use crate::protocol::HostFrame;
 use crate::registry::Registry;
+use crate::spawner::Spawner;
 use crate::types::{
     CommandInfo, ExtensionInfo, ExtensionState, HostEvent, InFlight, NameConflict, NameKind,
     ReadyLatch, ReadyVia, ReloadReport, Reply, Request, Snapshot, ToolInfo,
@@ -817,6 +819,9 @@ struct Engine {
     /// So does a reload (SPEC 3.15 stops as 3.14 does).
     reload_asked: Option<Reply<ReloadReport>>,
     done: bool,
+    /// Starts extension processes. Last, so it is dropped after every
+    /// process it started (its threads' end would kill them, SPEC 3.14).
+    spawner: Spawner,
 }
 
 /// Yields until `ready()` or `budget` passes; with a zero budget it
@@ -880,6 +885,7 @@ impl Engine {
             closing: None,
             reload_asked: None,
             done: false,
+            spawner: Spawner::new(),
         }
     }
 

@@ -1,0 +1,242 @@
+//! Starts a batch of extension processes, several at a time where this
+//! thread may run on more than one CPU: at most [`MAX_PARALLEL`], never
+//! more than those CPUs (one CPU: one after another). Each start is
+//! [`ExtProcess::spawn`] as it is alone: `posix_spawn`, or a fork for a
+//! confined extension (SPEC 16); nothing forks the host once per
+//! extension just to start them in parallel.
+//!
+//! The spawning threads belong to the host and end only when it does.
+//! Without the watchdog each child gets `PR_SET_PDEATHSIG`, which Linux
+//! fires when the *thread* that spawned it ends; so no extension is
+//! spawned from a thread that may end first (a caller's thread driving
+//! the loop, a short-lived helper). The threads start at the first batch
+//! that needs them, inheriting that thread's CPU affinity, as the
+//! children then do.
+//!
+//! Results come back in the batch's order, whichever start finishes
+//! first: discovery order and registry precedence never depend on it.
+
+use crate::process::{ExtProcess, Spawn};
+use crossbeam_channel::{Receiver, Sender};
+use std::io;
+use std::thread::{self, JoinHandle};
+
+/// Starts at once at most: on a bigger machine more would only queue
+/// on the process table and the loader.
+pub(crate) const MAX_PARALLEL: usize = 4;
+
+/// A spawning thread needs little stack: `posix_spawn`, or the pre-exec
+/// hook of a fork.
+const STACK: usize = 256 * 1024;
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// The host's spawning threads.
+pub(crate) struct Spawner {
+    /// How many threads it may have.
+    limit: usize,
+    tasks: Option<Sender<Task>>,
+    queue: Receiver<Task>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Spawner {
+    /// A spawner for as many CPUs as this thread may use, at most
+    /// [`MAX_PARALLEL`]; it starts no thread yet.
+    pub fn new() -> Spawner {
+        let cpus = thread::available_parallelism().map_or(1, |n| n.get());
+        Spawner::with_limit(cpus.clamp(1, MAX_PARALLEL))
+    }
+
+    fn with_limit(limit: usize) -> Spawner {
+        let (tasks, queue) = crossbeam_channel::unbounded();
+        Spawner {
+            limit,
+            tasks: Some(tasks),
+            queue,
+            threads: Vec::new(),
+        }
+    }
+
+    /// Starts every process of `batch`, up to the limit at a time, and
+    /// returns each result at its position in `batch`.
+    pub fn spawn_all(&mut self, batch: Vec<Spawn>) -> Vec<io::Result<ExtProcess>> {
+        self.grow(batch.len().min(self.limit));
+        let n = batch.len();
+        let (done_tx, done) = crossbeam_channel::unbounded();
+        for (i, spawn) in batch.into_iter().enumerate() {
+            let done_tx = done_tx.clone();
+            let task: Task = Box::new(move || {
+                // The receiver lives until every task has answered.
+                let _ = done_tx.send((i, ExtProcess::spawn(spawn)));
+            });
+            match (&self.tasks, self.threads.is_empty()) {
+                (Some(tasks), false) => {
+                    // The queue's receiver is ours: sending cannot fail.
+                    let _ = tasks.send(task);
+                }
+                // No thread could be started: here is better than never.
+                _ => task(),
+            }
+        }
+        drop(done_tx);
+        let mut out: Vec<Option<io::Result<ExtProcess>>> = (0..n).map(|_| None).collect();
+        // Ends once every task has answered or been dropped by a thread
+        // that panicked.
+        for (i, result) in done.iter() {
+            out[i] = Some(result);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(io::Error::other("the spawning thread panicked"))))
+            .collect()
+    }
+
+    /// Starts threads until there are `wanted`; stops at the first that
+    /// cannot start (the others do its share).
+    fn grow(&mut self, wanted: usize) {
+        while self.threads.len() < wanted {
+            let queue = self.queue.clone();
+            let started = thread::Builder::new()
+                .name("zot-spawn".into())
+                .stack_size(STACK)
+                .spawn(move || {
+                    for task in queue.iter() {
+                        task();
+                    }
+                });
+            match started {
+                Ok(handle) => self.threads.push(handle),
+                Err(e) => {
+                    eprintln!("zot: cannot start a thread to spawn extensions: {e}");
+                    break;
+                }
+            }
+        }
+    }
+
+    /// How many threads it has started.
+    #[cfg(test)]
+    fn threads(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+impl Drop for Spawner {
+    /// Ends the threads: only once nothing they spawned runs any more, so
+    /// the owner drops its processes first.
+    fn drop(&mut self) {
+        self.tasks = None;
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::ExtLog;
+    use crate::process::{Inbound, InboundMsg, Reading};
+    use crate::protocol::ExtFrame;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// A start of `sh -c script` under `key`, its frames sent to `inbound`.
+    fn sh(key: u64, script: &str, inbound: &Sender<InboundMsg>) -> Spawn {
+        Spawn {
+            key,
+            name: format!("sh{key}"),
+            exe: PathBuf::from("/bin/sh"),
+            args: vec!["-c".into(), script.into()],
+            dir: std::env::temp_dir(),
+            log: ExtLog::stderr(&format!("sh{key}")),
+            inbound: inbound.clone(),
+            reading: Reading::Frames,
+            confine: None,
+        }
+    }
+
+    /// Waits for the hello of every key in `keys`, whatever their order.
+    fn hellos(inbound: &Receiver<InboundMsg>, keys: &[u64]) -> Vec<(u64, String)> {
+        let mut seen = Vec::new();
+        while seen.len() < keys.len() {
+            let msg = inbound
+                .recv_timeout(Duration::from_secs(60))
+                .expect("every started process says hello within 60 s");
+            if let Inbound::Frame(ExtFrame::Hello { name, .. }) = msg.msg {
+                seen.push((msg.key, name));
+            }
+        }
+        seen.sort();
+        seen
+    }
+
+    const HELLO: &str = r#"read -r _ 2>/dev/null; printf '{"type":"hello","name":"%s"}\n' "$0"; exec cat >/dev/null"#;
+
+    #[test]
+    fn results_keep_the_batch_order_and_a_failed_start_stays_in_its_place() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut spawner = Spawner::with_limit(MAX_PARALLEL);
+        let mut batch = Vec::new();
+        for key in 0..8u64 {
+            let mut s = sh(key, HELLO, &tx);
+            s.args.push(format!("ext{key}"));
+            if key % 3 == 1 {
+                s.exe = PathBuf::from("/nonexistent/zot-spawner-test");
+            }
+            batch.push(s);
+        }
+        let results = spawner.spawn_all(batch);
+        assert_eq!(results.len(), 8, "one result per start");
+        let mut procs = Vec::new();
+        for (key, result) in results.into_iter().enumerate() {
+            match (key % 3 == 1, result) {
+                (true, Err(_)) => {}
+                (false, Ok(p)) => procs.push((key as u64, p)),
+                (true, Ok(_)) => panic!("start {key} (no such program) succeeded"),
+                (false, Err(e)) => panic!("start {key} failed: {e}"),
+            }
+        }
+        let keys: Vec<u64> = procs.iter().map(|(k, _)| *k).collect();
+        for (_, p) in &procs {
+            assert!(p.send(b"go\n".to_vec()), "stdin of {} is open", p.pid);
+        }
+        // Each process is the one its position asked for: its frames carry
+        // its key and it says the name given at that position.
+        let expected: Vec<(u64, String)> = keys.iter().map(|k| (*k, format!("ext{k}"))).collect();
+        assert_eq!(hellos(&rx, &keys), expected);
+        assert_eq!(
+            spawner.threads(),
+            MAX_PARALLEL,
+            "at most the limit at a time"
+        );
+        for (_, p) in procs {
+            p.finish();
+        }
+    }
+
+    #[test]
+    fn one_cpu_means_one_spawning_thread_and_it_is_reused() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut spawner = Spawner::with_limit(1);
+        let mut procs = Vec::new();
+        for round in 0..2u64 {
+            let batch = (0..3).map(|i| {
+                let mut s = sh(round * 3 + i, HELLO, &tx);
+                s.args.push(format!("ext{}", round * 3 + i));
+                s
+            });
+            for result in spawner.spawn_all(batch.collect()) {
+                procs.push(result.expect("/bin/sh starts"));
+            }
+            assert_eq!(spawner.threads(), 1, "one thread for one CPU, every batch");
+        }
+        for p in &procs {
+            assert!(p.send(b"go\n".to_vec()));
+        }
+        assert_eq!(hellos(&rx, &[0, 1, 2, 3, 4, 5]).len(), 6);
+        for p in procs {
+            p.finish();
+        }
+    }
+}
