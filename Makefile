@@ -6,6 +6,7 @@
 #                   and without the default features at target/zot-static-minimal
 #   make bench-ext  the native benchmark extension (fixtures/bench-ext)
 #   make bench      all of the above in release mode, then the benchmark
+#   make bench-pinned  the same, all of it pinned to one CPU (taskset -c 0)
 #   make soak       bounded endurance run of the release zot (README: Soak)
 #   make clean      cargo clean (also removes the fixture build)
 #   make demo       the interactive session with the example extensions
@@ -25,7 +26,7 @@ BENCH_EXT_DIR := fixtures/bench-ext
 BENCH_EXT_TARGET := target/bench-ext
 BENCH_EXT_BIN := $(BENCH_EXT_TARGET)/release/zot-bench-ext
 
-.PHONY: all build test static bench-ext bench soak clean
+.PHONY: all build test static bench-ext bench bench-pinned soak clean
 
 all: build
 
@@ -108,11 +109,19 @@ bench-ext:
 # `cargo bench` builds the benchmark program (fixtures/bench/host_bench.rs)
 # with the release profile. It finds the extension and the static binary
 # at the paths above (override with ZOT_BENCH_EXT / ZOT_STATIC_BIN /
-# ZOT_STATIC_MINIMAL_BIN).
+# ZOT_STATIC_MINIMAL_BIN). `make bench` runs it unpinned; `make
+# bench-pinned` runs the whole of it (the bench process with its hosts,
+# every extension and the floor) on CPU 0, built first so that cargo
+# does not build on one CPU. ZOT_BENCH_SPIN_US=0 sets the hosts' spin.
+BENCH_ENV := ZOT_BENCH_EXT=$(CURDIR)/$(BENCH_EXT_BIN) ZOT_STATIC_BIN=$(CURDIR)/$(STATIC_BIN) \
+	ZOT_STATIC_MINIMAL_BIN=$(CURDIR)/$(STATIC_MINIMAL_BIN)
+
 bench: build bench-ext static
-	ZOT_BENCH_EXT=$(CURDIR)/$(BENCH_EXT_BIN) ZOT_STATIC_BIN=$(CURDIR)/$(STATIC_BIN) \
-		ZOT_STATIC_MINIMAL_BIN=$(CURDIR)/$(STATIC_MINIMAL_BIN) \
-		$(CARGO) bench --bench host
+	$(BENCH_ENV) ZOT_BENCH_PIN=none $(CARGO) bench --bench host
+
+bench-pinned: build bench-ext static
+	$(CARGO) bench --bench host --no-run
+	$(BENCH_ENV) ZOT_BENCH_PIN=all taskset -c 0 $(CARGO) bench --bench host
 
 # `cargo bench --bench soak` runs fixtures/soak/soak.rs: a million
 # requests, 200 reloads and random SIGKILLs through the release `zot rpc`
