@@ -205,7 +205,8 @@ pub(crate) struct McpClient {
     dropped_notes: usize,
     server_version: Option<String>,
     out: Output,
-    /// When what waits in `out` was made: the loop takes it then.
+    /// When it was last handed something: what waits in `out` is due
+    /// from then, so the loop takes it on its next turn.
     made_at: Instant,
 }
 
@@ -1049,7 +1050,8 @@ mod tests {
         c.on_line(line.as_bytes(), now);
     }
 
-    /// A client past the legacy handshake with one tool, `echo`.
+    /// A client past the legacy handshake with one tool, `echo`, and
+    /// one prompt, `greet {name}`.
     fn running(t0: Instant) -> McpClient {
         let mut c = client(t0);
         let probe = written(&mut c).remove(0);
@@ -1057,28 +1059,36 @@ mod tests {
         c.on_line(refusal.to_string().as_bytes(), t0);
         let init = written(&mut c).remove(0);
         assert_eq!(init["method"], "initialize");
-        let caps = json!({"protocolVersion": LEGACY_VERSION, "capabilities": {"tools": {}}});
-        answer_to(&mut c, &init["id"], caps, t0);
-        let [initialized, list] = <[Value; 2]>::try_from(written(&mut c)).unwrap();
+        let caps = json!({"tools": {}, "prompts": {}});
+        let init_result = json!({"protocolVersion": LEGACY_VERSION, "capabilities": caps});
+        answer_to(&mut c, &init["id"], init_result, t0);
+        let [initialized, tools, prompts] = <[Value; 3]>::try_from(written(&mut c)).unwrap();
+        let methods = [&initialized, &tools, &prompts].map(|m| m["method"].clone());
         assert_eq!(
-            (&initialized["method"], &list["method"]),
-            (&json!("notifications/initialized"), &json!("tools/list"))
+            methods,
+            ["notifications/initialized", "tools/list", "prompts/list"]
         );
         answer_to(
             &mut c,
-            &list["id"],
+            &tools["id"],
             json!({"tools": [{"name": "echo"}]}),
             t0,
         );
+        let greet = json!({"name": "greet", "arguments": [{"name": "name", "required": true}]});
+        answer_to(&mut c, &prompts["id"], json!({"prompts": [greet]}), t0);
         let frames = c.take_frames();
-        assert!(matches!(
-            frames[..],
-            [
-                ExtFrame::Hello { .. },
-                ExtFrame::RegisterTool { .. },
-                ExtFrame::Ready
-            ]
-        ));
+        assert!(
+            matches!(
+                frames[..],
+                [
+                    ExtFrame::Hello { .. },
+                    ExtFrame::RegisterTool { .. },
+                    ExtFrame::RegisterCommand { .. },
+                    ExtFrame::Ready,
+                ]
+            ),
+            "{frames:?}"
+        );
         assert_eq!(c.next_deadline(), None, "nothing left to wait for");
         c
     }
@@ -1172,6 +1182,50 @@ mod tests {
             t0 + 61 * SEC,
         );
         assert!(c.take_frames().is_empty());
+    }
+
+    #[test]
+    fn a_prompt_that_outlasts_the_command_timeout_is_cancelled() {
+        let t0 = Instant::now();
+        let mut c = running(t0);
+        let get = HostFrame::CommandInvoked {
+            id: "h1",
+            name: "p_greet",
+            args: "Ada",
+        };
+        c.on_host_frame(&get, t0);
+        let [request] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(request["method"], "prompts/get");
+        assert_eq!(
+            request["params"],
+            json!({"name": "greet", "arguments": {"name": "Ada"}})
+        );
+        assert_eq!(c.next_deadline(), Some(t0 + 30 * SEC));
+        c.on_deadline(t0 + 30 * SEC);
+        let [cancel] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
+        assert_eq!(
+            cancel["params"],
+            json!({"requestId": request["id"], "reason": "timed out after 30 s"})
+        );
+        // A missing required argument is answered without the server.
+        c.on_host_frame(
+            &HostFrame::CommandInvoked {
+                id: "h2",
+                name: "p_greet",
+                args: "",
+            },
+            t0,
+        );
+        assert!(written(&mut c).is_empty());
+        let frames = c.take_frames();
+        let [ExtFrame::CommandResponse(r)] = &frames[..] else {
+            panic!("one command response, not {frames:?}");
+        };
+        let error = r.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("missing required argument `name`"),
+            "{error}"
+        );
     }
 
     #[test]
