@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use zot_host::{Host, HostConfig, ToolRequest};
+//! use zot_host::{Host, HostConfig, ToolOutcome, ToolRequest};
 //!
 //! let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
 //! let home = std::env::temp_dir().join(format!("zot-doc-{}", std::process::id()));
@@ -20,9 +20,10 @@
 //! config.discover = false; // only ext_paths, like `zot --no-ext`
 //! let host = Host::start(config)?;
 //! assert_eq!(host.wait_ready(), ["weather"]);
-//! let call = ToolRequest { name: "weather".into(), args: json!({"city": "Oslo"}), tool_id: None };
-//! let outcome = host.call_tool(call)?; // the tool_call event, every guard, then the tool
-//! assert!(!outcome.is_error && outcome.content[0]["text"].as_str().unwrap().contains("Oslo"));
+//! let call = ToolRequest::new("weather", json!({"city": "Oslo"}));
+//! // The tool_call event, every guard, then the tool (a built-in tool gets a verdict).
+//! let ToolOutcome::Ran(result) = host.call_tool(call)? else { panic!("not an extension's") };
+//! assert!(!result.is_error && result.content[0]["text"].as_str().unwrap().contains("Oslo"));
 //! host.shutdown(); // every extension gets `shutdown`; nothing is left running
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -63,7 +64,8 @@ pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
 pub use protocol::EventPayload;
 pub use types::{
-    Action, BuiltinReply, CommandInfo, CommandOutcome, Exposure, ExtensionInfo, ExtensionState,
-    HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia,
-    ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest,
+    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
+    ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,
+    NameKind, ReadyVia, ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome,
+    ToolRequest, ToolResult,
 };

@@ -173,27 +173,97 @@ pub struct ToolRequest {
     pub tool_id: Option<String>,
 }
 
-/// A tool's result, attributed to its extension; for a built-in tool
-/// (which the embedder runs itself) the verdict of the pipeline.
+impl ToolRequest {
+    /// A call of `name` with `args`, without an id of the model's.
+    pub fn new(name: impl Into<String>, args: Value) -> ToolRequest {
+        ToolRequest {
+            name: name.into(),
+            args,
+            tool_id: None,
+        }
+    }
+
+    /// The same call under the model's id `tool_id`.
+    pub fn with_id(self, tool_id: impl Into<String>) -> ToolRequest {
+        ToolRequest {
+            tool_id: Some(tool_id.into()),
+            ..self
+        }
+    }
+}
+
+/// What a tool call came to: an extension's result, or for a built-in
+/// tool (which the embedder runs itself) the pipeline's verdict (SPEC 7).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    /// An extension's tool answered, or a guard refused it
+    /// ([`ToolResult::blocked`]).
+    Ran(ToolResult),
+    /// A built-in tool: only its event and guards ran.
+    Builtin(BuiltinVerdict),
+}
+
+impl ToolOutcome {
+    /// The extension's result; `None` for a built-in tool's verdict.
+    pub fn ran(self) -> Option<ToolResult> {
+        match self {
+            ToolOutcome::Ran(result) => Some(result),
+            ToolOutcome::Builtin(_) => None,
+        }
+    }
+
+    /// A built-in tool's verdict; `None` for an extension's result.
+    pub fn builtin(self) -> Option<BuiltinVerdict> {
+        match self {
+            ToolOutcome::Builtin(verdict) => Some(verdict),
+            ToolOutcome::Ran(_) => None,
+        }
+    }
+
+    /// A guard refused the call: it never ran.
+    pub fn blocked(&self) -> bool {
+        match self {
+            ToolOutcome::Ran(result) => result.blocked,
+            ToolOutcome::Builtin(verdict) => matches!(verdict, BuiltinVerdict::Blocked { .. }),
+        }
+    }
+}
+
+/// On the wire an extension's result is [`ToolResult`]'s fields, a
+/// verdict `{builtin: true, blocked, args, reason?}`.
+impl Serialize for ToolOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (args, reason) = match self {
+            ToolOutcome::Ran(result) => return result.serialize(s),
+            ToolOutcome::Builtin(BuiltinVerdict::Run { args }) => (args, None),
+            ToolOutcome::Builtin(BuiltinVerdict::Blocked { args, reason }) => (args, Some(reason)),
+        };
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("builtin", &true)?;
+        map.serialize_entry("blocked", &reason.is_some())?;
+        map.serialize_entry("args", args)?;
+        if let Some(reason) = reason {
+            map.serialize_entry("reason", reason)?;
+        }
+        map.end()
+    }
+}
+
+/// A tool's result, attributed to its extension.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ToolOutcome {
+pub struct ToolResult {
     /// The extension that owns the tool.
     pub extension: String,
     /// Result blocks: `{"type":"text","text"}` or `{"type":"image","mime_type","data"}`.
     pub content: Vec<Value>,
     /// The call failed.
     pub is_error: bool,
-    /// A guard refused the call; it never ran.
+    /// A guard refused the call; it never ran (the content is the reason).
     pub blocked: bool,
     /// The guard's reason, when blocked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// A built-in tool: only the pipeline ran; the embedder runs it unless `blocked`.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub builtin: bool,
-    /// Built-in tools: the final arguments, as the guards rewrote them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
     /// The tool's `structured_content`, as it came (SPEC 13.6).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
@@ -203,6 +273,23 @@ pub struct ToolOutcome {
     pub declares_output: bool,
 }
 
+/// The pipeline's verdict on a built-in tool, which the embedder runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BuiltinVerdict {
+    /// The guards allowed it: run it with `args`, as they rewrote them.
+    Run {
+        /// The final arguments.
+        args: Value,
+    },
+    /// A guard refused it: do not run it.
+    Blocked {
+        /// The guard's reason, for the model.
+        reason: String,
+        /// The arguments as they stood.
+        args: Value,
+    },
+}
+
 /// An interception request for an event the embedder is about to act on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterceptRequest {
@@ -210,6 +297,13 @@ pub struct InterceptRequest {
     pub event: InterceptEvent,
     /// The event's fields.
     pub payload: EventPayload,
+}
+
+impl InterceptRequest {
+    /// Asks the guards of `event` about `payload`.
+    pub fn new(event: InterceptEvent, payload: EventPayload) -> InterceptRequest {
+        InterceptRequest { event, payload }
+    }
 }
 
 /// State of one extension: `name` from the manifest (the directory's when

@@ -192,7 +192,7 @@ fn tcp_is_denied_unless_the_manifest_allows_network() {
             args: json!({"op": "connect", "port": port}),
             tool_id: None,
         };
-        let out = host.call_tool(call).expect("probe answers");
+        let out = host.call_tool(call).expect("probe answers").result();
         let answer = out.content[0]["text"].as_str().unwrap_or_default();
         match allowed {
             true => assert_ok(answer, "TCP with \"network\": true"),

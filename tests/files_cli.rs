@@ -740,3 +740,29 @@ fn an_install_killed_mid_copy_is_cleaned_up_by_the_next_command() {
     }
     panic!("every install finished before it could be killed");
 }
+
+#[test]
+fn the_readme_embedding_example_is_the_crate_doctest() {
+    let lib = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("read src/lib.rs");
+    let doc: Vec<&str> = (lib.lines())
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| l.strip_prefix(' ').unwrap_or(l))
+        .collect();
+    let open = doc
+        .iter()
+        .position(|l| *l == "```")
+        .expect("a doctest in src/lib.rs");
+    let close = open
+        + 1
+        + doc[open + 1..]
+            .iter()
+            .position(|l| *l == "```")
+            .expect("its end");
+    let doctest: String = doc[open + 1..close]
+        .iter()
+        .filter(|l| !l.starts_with("# "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(readme_block("## Embedding the host", 0), doctest);
+}

@@ -9,7 +9,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
-use zot_host::{Action, ExtensionState, Host, HostError, HostEvent, Level, Request, ToolRequest};
+use zot_host::{
+    Action, BuiltinVerdict, ExtensionState, Host, HostError, HostEvent, Level, Request,
+    ToolOutcome, ToolRequest,
+};
 
 #[test]
 fn handshake_sends_hello_ack_with_host_fields() {
@@ -775,7 +778,7 @@ fn timeouts_may_be_duration_max() {
         args: json!({}),
         tool_id: None,
     };
-    assert!(!host.call_tool(call).unwrap().is_error);
+    assert!(!host.call_tool(call).unwrap().result().is_error);
 }
 
 #[test]
@@ -840,7 +843,7 @@ fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
             args: json!({}),
             tool_id: None,
         };
-        host.call_tool(call).expect("tool answers")
+        host.call_tool(call).expect("tool answers").result()
     };
     let pics = tool("pics");
     assert!(pics.is_error, "an invalid image makes the result an error");
@@ -1554,8 +1557,8 @@ fn builtin_tool_through_the_library_pipeline() {
             tool_id: None,
         })
         .expect("built-in verdict");
-    assert!(outcome.builtin && !outcome.blocked, "{outcome:?}");
-    assert_eq!(outcome.args, Some(json!({"path": "x"})));
+    let args = json!({"path": "x"});
+    assert_eq!(outcome, ToolOutcome::Builtin(BuiltinVerdict::Run { args }));
 }
 
 // ----- 10.5: slow starters ---------------------------------------------

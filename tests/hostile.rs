@@ -627,7 +627,10 @@ fn an_mcp_tool_list_that_churns_does_not_use_up_the_caps() {
             args: json!({}),
             tool_id: None,
         };
-        let outcome = host.call_tool_direct(call).expect("rotate answered");
+        let outcome = host
+            .call_tool_direct(call)
+            .expect("rotate answered")
+            .result();
         let big = format!("big{n}");
         assert_eq!(outcome.content, [json!({"type": "text", "text": big})]);
         let end = std::time::Instant::now() + DEADLINE;

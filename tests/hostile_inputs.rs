@@ -783,7 +783,7 @@ fn a_relative_ext_path_from_an_embedder_starts() {
         args: json!({}),
         tool_id: None,
     };
-    let done = host.call_tool(call).expect("the tool answers");
+    let done = host.call_tool(call).expect("the tool answers").result();
     assert_eq!(done.content[0]["text"], "slow done", "{done:?}");
     host.shutdown();
 }

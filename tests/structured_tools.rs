@@ -100,7 +100,8 @@ fn structured_content_reaches_the_library_as_it_came() {
     let host = start(config(&t, &[weather()]));
     let o = host
         .call_tool(call("weather", json!({"city": "Oslo"})))
-        .expect("weather");
+        .expect("weather")
+        .result();
     assert_eq!(
         o.structured_content,
         Some(json!({"city": "Oslo", "temperature": 21.0}))
@@ -111,12 +112,16 @@ fn structured_content_reaches_the_library_as_it_came() {
         vec![json!({"type": "text", "text": "Oslo: 21.0 C"})]
     );
     // Any JSON: an array too, from a tool without an output schema.
-    let o = host.call_tool(call("listing", json!({}))).expect("listing");
+    let o = host
+        .call_tool(call("listing", json!({})))
+        .expect("listing")
+        .result();
     assert_eq!(o.structured_content, Some(json!([1, 2, 3])));
     assert!(!o.declares_output);
     let o = host
         .call_tool(call("forgetful", json!({})))
-        .expect("forgetful");
+        .expect("forgetful")
+        .result();
     assert_eq!((o.structured_content, o.declares_output), (None, true));
     host.shutdown();
 }
@@ -131,7 +136,10 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
 
     // Unknown and non-deferred names are ignored (logged); the rest count.
     let names = json!({"names": ["nope", "weather", "forecast", "radar"]});
-    let o = host.call_tool(call("loader", names)).expect("loader");
+    let o = host
+        .call_tool(call("loader", names))
+        .expect("loader")
+        .result();
     assert!(!o.is_error, "{o:?}");
     // The event comes before the result, so it is already waiting.
     let event = host
@@ -147,7 +155,8 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
     );
     let o = host
         .call_tool(call("forecast", json!({})))
-        .expect("forecast once active");
+        .expect("forecast once active")
+        .result();
     assert_eq!(o.content[0]["text"], "forecast ran");
     let snap = host.list().expect("list");
     assert!(snap
@@ -185,7 +194,8 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
     // 20 MiB of structured_content: the line is over the 16 MiB limit.
     let o = host
         .call_tool(call("huge", json!({})))
-        .expect("huge answers");
+        .expect("huge answers")
+        .result();
     assert!(o.is_error, "{o:?}");
     let text = o.content[0]["text"].as_str().unwrap_or_default();
     assert!(
@@ -196,7 +206,8 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
     // Just under the limit passes whole.
     let o = host
         .call_tool(call("huge", json!({"bytes": 15 << 20})))
-        .expect("15 MiB");
+        .expect("15 MiB")
+        .result();
     let blob = o
         .structured_content
         .as_ref()
@@ -204,7 +215,8 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
     assert_eq!(blob.map(str::len), Some(15 << 20));
     let o = host
         .call_tool(call("weather", json!({"city": "Berlin"})))
-        .expect("still works");
+        .expect("still works")
+        .result();
     assert_eq!(o.structured_content.unwrap()["temperature"], 16.5);
     host.shutdown();
     assert!(log_of(&t, "weather").contains("-byte line: longer than 16777216 bytes"));
@@ -590,7 +602,8 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
     );
     let o = host
         .call_tool(call("weather", json!({"city": "Berlin"})))
-        .expect("weather");
+        .expect("weather")
+        .result();
     assert_eq!(
         o.structured_content,
         Some(json!({"city": "Berlin", "temperature": 16.5})),
@@ -601,7 +614,8 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
     // over the frame limit fails its call at once, not at the timeout.
     let o = host
         .call_tool(call("huge", json!({})))
-        .expect("huge answers");
+        .expect("huge answers")
+        .result();
     assert!(o.is_error, "{o:?}");
     let text = o.content[0]["text"].as_str().unwrap_or_default();
     assert!(
@@ -610,7 +624,8 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
     );
     let o = host
         .call_tool(call("weather", json!({"city": "Oslo"})))
-        .expect("still works");
+        .expect("still works")
+        .result();
     assert_eq!(o.structured_content.unwrap()["city"], "Oslo");
     host.shutdown();
 }

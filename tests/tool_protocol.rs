@@ -14,7 +14,7 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
-use zot_host::{Host, HostConfig, HostError, HostEvent, ToolOutcome, ToolRequest};
+use zot_host::{Host, HostConfig, HostError, HostEvent, ToolRequest, ToolResult};
 
 fn call(name: &str, args: Value) -> ToolRequest {
     ToolRequest {
@@ -25,7 +25,7 @@ fn call(name: &str, args: Value) -> ToolRequest {
 }
 
 /// The text of a result's blocks.
-fn text(o: &ToolOutcome) -> String {
+fn text(o: &ToolResult) -> String {
     o.content
         .iter()
         .filter_map(|b| b["text"].as_str())
@@ -190,7 +190,7 @@ fn normal_completion_sends_no_tool_cancel() {
     let host = start(&t, &[a], |_| {});
     for i in 0..5 {
         let o = host.call_tool(call("echo", json!({"i": i}))).expect("echo");
-        assert_eq!(text(&o), format!("echo: {{\"i\": {i}}}"));
+        assert_eq!(text(&o.result()), format!("echo: {{\"i\": {i}}}"));
     }
     host.command("answer", "")
         .expect("a round trip after the calls");
@@ -218,7 +218,7 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
         let _ = host.cancel(ticket);
         match caller.join().expect("caller") {
             Ok(o) => {
-                assert_eq!(text(&o), "stubborn done");
+                assert_eq!(text(&o.result()), "stubborn done");
                 completed += 1;
             }
             Err(HostError::CallCancelled) => cancelled += 1,
@@ -230,7 +230,7 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
     let o = host
         .call_tool(call("stubborn", json!({})))
         .expect("after the race");
-    assert_eq!(text(&o), "stubborn done");
+    assert_eq!(text(&o.result()), "stubborn done");
     settles(&host);
     if cancelled > 0 {
         // Each cancelled call's result came late: dropped and logged.
@@ -259,7 +259,7 @@ fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
     let answered = host.command("answer", "blue").expect("/answer");
     assert_eq!(answered.display.as_deref(), Some("answered 1"));
     let o = asking.join().expect("asking thread").expect("ask");
-    assert_eq!(text(&o), "answer: blue");
+    assert_eq!(text(&o.result()), "answer: blue");
 
     let ticket = host.ticket();
     let handle = host.handle();
@@ -297,7 +297,10 @@ fn an_interactive_tool_is_refused_by_a_host_without_panels() {
     let t = TempDir::new("interactive-refused");
     let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
     let host = start(&t, &[a], |c| c.interactive_tools = false);
-    let o = host.call_tool(call("ask", json!({}))).expect("a result");
+    let o = host
+        .call_tool(call("ask", json!({})))
+        .expect("a result")
+        .result();
     assert!(o.is_error);
     assert_eq!(
         text(&o),
@@ -339,7 +342,8 @@ fn call_tool_runs_another_extensions_tool_with_origin_extension() {
     let host = start(&t, &[a, b], |_| {});
     let o = host
         .call_tool(call("relay", json!({"city": "Berlin"})))
-        .expect("relay");
+        .expect("relay")
+        .result();
     assert_eq!(text(&o), "echo said: echo: {\"city\": \"Berlin\"}");
     assert!(!o.is_error);
     let r = call_from(&host, json!({"name": "echo", "args": {"x": 1}}));
@@ -412,7 +416,7 @@ fn call_tool_refusals_are_error_results_that_say_why() {
         );
     }
     // Without parent_id while it serves a tool_call of the host.
-    let o = host.call_tool(call("np", json!({}))).expect("np");
+    let o = host.call_tool(call("np", json!({}))).expect("np").result();
     assert!(o.is_error, "{o:?}");
     assert!(text(&o).contains("set `parent_id`"), "{}", text(&o));
     // The host keeps working.
@@ -448,15 +452,21 @@ fn a_chain_holds_at_most_four_calls_and_no_repeated_name() {
     let a = ext(&t, "a", json!({"tools": tools}));
     let host = start(&t, &[a], |_| {});
     let o = host.call_tool(call("t2", json!({}))).expect("four calls");
-    assert_eq!(text(&o), "t3 said: t4 said: t5 said: t5: {}");
-    let o = host.call_tool(call("t1", json!({}))).expect("five calls");
+    assert_eq!(text(&o.result()), "t3 said: t4 said: t5 said: t5: {}");
+    let o = host
+        .call_tool(call("t1", json!({})))
+        .expect("five calls")
+        .result();
     assert!(o.is_error, "{o:?}");
     assert!(
         text(&o).contains("at most 4 tool calls in one chain (t1 -> t2 -> t3 -> t4 -> t5)"),
         "{}",
         text(&o)
     );
-    let o = host.call_tool(call("c1", json!({}))).expect("a cycle");
+    let o = host
+        .call_tool(call("c1", json!({})))
+        .expect("a cycle")
+        .result();
     assert!(o.is_error, "{o:?}");
     assert!(
         text(&o).contains("may not repeat in a chain (c1 -> c2 -> c1)"),
@@ -611,7 +621,7 @@ fn a_built_in_tool_is_run_by_the_embedder() {
     assert_eq!(args, json!({"path": "x"}));
     assert!(reply.send(vec![json!({"type": "text", "text": "file body"})], false));
     let o = reading.join().expect("thread").expect("reader");
-    assert_eq!(text(&o), "read said: file body");
+    assert_eq!(text(&o.result()), "read said: file body");
     assert!(!reply.send(Vec::new(), false), "a second answer is refused");
     // Unanswered: an error at the deadline; a late answer is refused.
     let r = call_from(&host, json!({"name": "read"}));
@@ -662,7 +672,8 @@ fn the_pipeline_reports_every_outcome_to_subscribers() {
         .expect("echo");
     let o = host
         .call_tool(call("echo", json!({"forbidden": 1})))
-        .expect("blocked");
+        .expect("blocked")
+        .result();
     assert!(o.blocked);
     let _ = host.call_tool(call("slow", json!({})));
     let _ = host.call_tool(call("nope", json!({})));

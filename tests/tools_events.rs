@@ -6,7 +6,9 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use zot_host::{EventPayload, InterceptEvent, InterceptRequest, ToolRequest};
+use zot_host::{
+    BuiltinVerdict, EventPayload, InterceptEvent, InterceptRequest, ToolOutcome, ToolRequest,
+};
 
 fn call(name: &str, args: Value) -> ToolRequest {
     ToolRequest {
@@ -46,33 +48,34 @@ fn tool_results_are_mapped_and_attributed() {
     );
     let ok = host
         .call_tool(call("echo", json!({"city": "Berlin"})))
-        .unwrap();
+        .unwrap()
+        .result();
     assert_eq!(ok.extension, "a");
     assert_eq!(
         ok.content,
         [json!({"type": "text", "text": "{\"city\": \"Berlin\"}"})]
     );
     assert!(!ok.is_error && !ok.blocked);
-    let none = host.call_tool(call("echo", Value::Null)).unwrap();
+    let none = host.call_tool(call("echo", Value::Null)).unwrap().result();
     assert_eq!(none.content[0]["text"], "{}", "missing args become {{}}");
-    let fails = host.call_tool(call("fails", json!({}))).unwrap();
+    let fails = host.call_tool(call("fails", json!({}))).unwrap().result();
     assert!(fails.is_error);
-    let pic = host.call_tool(call("pic", json!({}))).unwrap();
+    let pic = host.call_tool(call("pic", json!({}))).unwrap().result();
     assert_eq!(
         pic.content,
         [json!({"type": "image", "mime_type": "image/png", "data": "iVBORw0KGgo="})]
     );
-    let bad = host.call_tool(call("badpic", json!({}))).unwrap();
+    let bad = host.call_tool(call("badpic", json!({}))).unwrap().result();
     assert_eq!(
         bad.content,
         [json!({"type": "text", "text": "error: image block `data` is not valid base64"})]
     );
-    let empty = host.call_tool(call("empty", json!({}))).unwrap();
+    let empty = host.call_tool(call("empty", json!({}))).unwrap().result();
     assert_eq!(
         empty.content,
         [json!({"type": "text", "text": "(extension returned no content)"})]
     );
-    let odd = host.call_tool(call("odd", json!({}))).unwrap();
+    let odd = host.call_tool(call("odd", json!({}))).unwrap().result();
     assert_eq!(
         odd.content,
         [json!({"type": "text", "text": "error: unsupported content block type \"video\""})]
@@ -95,7 +98,10 @@ fn tools_named_like_builtins_are_never_dispatched() {
     );
     // The pipeline gives the embedder its verdict; nothing is dispatched.
     let verdict = host.call_tool(call("bash", json!({}))).unwrap();
-    assert!(verdict.builtin && !verdict.blocked, "{verdict:?}");
+    assert!(
+        matches!(verdict, ToolOutcome::Builtin(BuiltinVerdict::Run { .. })),
+        "{verdict:?}"
+    );
     assert!(host
         .call_tool_direct(call("bash", json!({})))
         .unwrap_err()
@@ -122,7 +128,10 @@ fn the_same_tool_from_two_extensions_goes_to_the_higher_precedence() {
     cfg.timeouts.ready_idle = Duration::from_secs(10);
     let host = start_ready(cfg);
     assert_eq!(
-        host.call_tool(call("dup", json!({}))).unwrap().extension,
+        host.call_tool(call("dup", json!({})))
+            .unwrap()
+            .result()
+            .extension,
         "high"
     );
     let tools = host.list().unwrap().tools;
@@ -328,7 +337,8 @@ fn guards_block_with_reason_or_allow() {
     );
     let blocked = host
         .call_tool(call("shell", json!({"command": "rm -rf /"})))
-        .unwrap();
+        .unwrap()
+        .result();
     assert!(blocked.blocked && blocked.is_error);
     assert_eq!(
         blocked.content,
@@ -336,7 +346,8 @@ fn guards_block_with_reason_or_allow() {
     );
     let ran = host
         .call_tool(call("shell", json!({"command": "ls"})))
-        .unwrap();
+        .unwrap()
+        .result();
     assert!(!ran.blocked);
     host.shutdown();
     let runner_frames = recorded(&t.join("r.rec"));
@@ -474,7 +485,8 @@ fn a_rewrite_reaches_the_tool() {
     let host = start_ready(config(&t, &[safe, second, runner]));
     let out = host
         .call_tool(call("shell", json!({"command": "rm -rf /"})))
-        .unwrap();
+        .unwrap()
+        .result();
     assert_eq!(out.content[0]["text"], "{\"command\": \"echo safer\"}");
     let verdict = host
         .intercept(tool_call_intercept(json!({"command": "x"})))
@@ -542,6 +554,6 @@ fn a_call_whose_owner_dies_in_the_chain_goes_to_the_next_registrant() {
     );
     let gt2 = ext_dir(&t.join("gt2"), "gt2", json!({"register": [tool("tt")]}));
     let host = start_ready(config(&t, &[gt, gt2]));
-    let out = host.call_tool(call("tt", json!({}))).unwrap();
+    let out = host.call_tool(call("tt", json!({}))).unwrap().result();
     assert_eq!(out.extension, "gt2");
 }

@@ -368,19 +368,6 @@ fn reply<T: serde::Serialize + 'static>(
     })
 }
 
-/// `tool_call`'s data: the tool's result, or for a built-in tool the
-/// pipeline's verdict `{builtin, blocked, reason?, args}` (SPEC 7).
-fn tool_data(o: zot_host::ToolOutcome) -> Value {
-    if !o.builtin {
-        return to_value(o);
-    }
-    let mut data = json!({"builtin": true, "blocked": o.blocked, "args": o.args});
-    if let Some(reason) = o.reason {
-        data["reason"] = reason.into();
-    }
-    data
-}
-
 fn to_value<T: serde::Serialize>(v: T) -> Value {
     serde_json::to_value(v).unwrap_or(Value::Null)
 }
@@ -448,7 +435,7 @@ fn build(
             };
             let Some(key) = id.clone() else {
                 // Without an id it cannot be named by a cancel.
-                let reply = reply(host, out, id, kind, tool_data);
+                let reply = reply(host, out, id, kind, to_value::<zot_host::ToolOutcome>);
                 return Ok(Some(Request::Tool {
                     call,
                     pipeline: true,
@@ -457,7 +444,7 @@ fn build(
             };
             let ticket = host.ticket();
             lock(tickets).insert(key.clone(), ticket);
-            let answer = reply(host, out, id, kind, tool_data);
+            let answer = reply(host, out, id, kind, to_value::<zot_host::ToolOutcome>);
             let tickets = tickets.clone();
             let reply: zot_host::Reply<_> = Box::new(move |result| {
                 let mut held = lock(&tickets);

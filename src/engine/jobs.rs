@@ -11,7 +11,10 @@ use super::{later, Engine};
 use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, HostFrame};
 use crate::toolresult::{bounded, map_content, text_block, EVENT_BLOCKS, RESULT_BUDGET};
-use crate::types::{BuiltinReply, HostError, HostEvent, Reply, Request, Ticket, ToolOutcome};
+use crate::types::{
+    BuiltinReply, BuiltinVerdict, HostError, HostEvent, Reply, Request, Ticket, ToolOutcome,
+    ToolResult,
+};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -120,8 +123,8 @@ pub(super) struct CallTool {
 /// What `tool_result` events say about how a call ended (SPEC 13.5).
 fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
     match result {
-        Ok(o) if o.blocked => "blocked",
-        Ok(o) if o.is_error => "failed",
+        Ok(o) if o.blocked() => "blocked",
+        Ok(ToolOutcome::Ran(o)) if o.is_error => "failed",
         Ok(_) => "completed",
         Err(HostError::TimedOut { .. } | HostError::CallTimedOut { .. }) => "timed_out",
         Err(HostError::CallCancelled | HostError::Cancelled) => "cancelled",
@@ -132,7 +135,11 @@ fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
 /// A result's blocks and error flag, an error's as one text block.
 fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Value>, bool) {
     match result {
-        Ok(o) => (o.content.clone(), o.is_error),
+        Ok(ToolOutcome::Ran(o)) => (o.content.clone(), o.is_error),
+        Ok(ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, .. })) => {
+            (vec![text_block(reason)], true)
+        }
+        Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. })) => (Vec::new(), false),
         Err(e) => (vec![text_block(&e.to_string())], true),
     }
 }
@@ -146,11 +153,11 @@ fn set_origin(payload: &mut EventPayload, origin: Option<String>) {
 
 /// An error result for a refused `call_tool`.
 fn refusal(text: String) -> Result<ToolOutcome, HostError> {
-    Ok(ToolOutcome {
+    Ok(ToolOutcome::Ran(ToolResult {
         content: vec![text_block(&text)],
         is_error: true,
         ..Default::default()
-    })
+    }))
 }
 
 impl Engine {
@@ -247,11 +254,7 @@ impl Engine {
         let caller = match j.origin {
             // The verdict and the final args go back: the embedder runs it.
             Origin::Embedder(_) => {
-                let verdict = ToolOutcome {
-                    builtin: true,
-                    args: Some(args),
-                    ..Default::default()
-                };
+                let verdict = ToolOutcome::Builtin(BuiltinVerdict::Run { args });
                 return self.finish_job(job, Ok(verdict));
             }
             Origin::Ext { ext, .. } => self.exts[ext].name.clone(),
@@ -301,20 +304,17 @@ impl Engine {
         set_origin(&mut payload, self.origin_name(j));
         let name = j.name.clone();
         self.emit("permission_decision", &payload);
-        let extension = match builtin {
-            true => String::new(),
-            false => (self.tools.owner(&name))
-                .map_or_else(String::new, |c| self.exts[c.rank].name.clone()),
-        };
-        let outcome = ToolOutcome {
-            extension,
-            content: vec![json!({"type": "text", "text": reason})],
-            is_error: true,
-            blocked: true,
-            reason: Some(reason),
-            builtin,
-            args: builtin.then_some(args),
-            ..Default::default()
+        let outcome = match builtin {
+            true => ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, args }),
+            false => ToolOutcome::Ran(ToolResult {
+                extension: (self.tools.owner(&name))
+                    .map_or_else(String::new, |c| self.exts[c.rank].name.clone()),
+                content: vec![json!({"type": "text", "text": reason})],
+                is_error: true,
+                blocked: true,
+                reason: Some(reason),
+                ..Default::default()
+            }),
         };
         self.finish_job(job, Ok(outcome));
     }
@@ -373,7 +373,10 @@ impl Engine {
         for child in self.jobs.all(|c| c.parent == Some(job)) {
             self.abort_job(child, HostError::CallCancelled, true, now);
         }
-        let verdict_only = matches!(&result, Ok(o) if o.builtin && !o.blocked);
+        let verdict_only = matches!(
+            &result,
+            Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. }))
+        );
         let subscribed =
             (self.exts.iter()).any(|e| e.serving() && e.event_set.contains("tool_result"));
         if subscribed && !verdict_only {
@@ -542,11 +545,11 @@ impl Engine {
         let Some(job) = job.filter(|_| waiting) else {
             return false;
         };
-        let outcome = ToolOutcome {
+        let outcome = ToolOutcome::Ran(ToolResult {
             content: map_content(content),
             is_error,
             ..Default::default()
-        };
+        });
         self.finish_job(job, Ok(outcome));
         true
     }
@@ -671,12 +674,9 @@ impl Engine {
             is_error,
             truncated: false,
         };
-        if let Ok(o) = &result {
-            let text = o
-                .content
-                .first()
-                .and_then(|b| b["text"].as_str())
-                .unwrap_or("");
+        if result.is_ok() {
+            let text = content.first().and_then(|b| b["text"].as_str());
+            let text = text.unwrap_or("");
             self.exts[idx].log.line(&format!("refused: {text}"));
         }
         self.exts[idx].send(&frame);

@@ -182,8 +182,9 @@
 //!   with the (possibly rewritten) args, `{}` when none. A block returns an
 //!   error result whose text is the reason (`blocked: true`). A built-in
 //!   tool name (`read write edit bash skill`) gets the same event and
-//!   guards and is not executed (the embedder runs it): the outcome has
-//!   `builtin: true`, `blocked`, `reason` and the final `args`.
+//!   guards and is not executed (the embedder runs it): the outcome is a
+//!   `ToolOutcome::Builtin` verdict, run with the final `args` or blocked
+//!   with a `reason` (over rpc `builtin: true`, `blocked`, `reason`, `args`).
 //!   `Host::call_tool_direct` skips event and chain.
 //! - **Results**: text blocks and image blocks (`mime_type` + base64 `data`,
 //!   validated) are kept; an invalid image or an unknown block type becomes

@@ -5,7 +5,7 @@ use super::pending::Waiter;
 use super::Engine;
 use crate::protocol::MAX_LINE;
 use crate::toolresult::text_block;
-use crate::types::{Action, CommandOutcome, ToolOutcome};
+use crate::types::{Action, CommandOutcome, ToolOutcome, ToolResult};
 
 impl Engine {
     /// Extension `idx` wrote a `kind` frame for request `id` that was
@@ -28,12 +28,12 @@ impl Engine {
             Waiter::Tool { job } => {
                 let name = self.jobs.get_mut(job).map(|j| j.name.clone());
                 let text = why(&format!("the result of tool {}", name.unwrap_or_default()));
-                let outcome = ToolOutcome {
+                let outcome = ToolOutcome::Ran(ToolResult {
                     extension,
                     content: vec![text_block(&text)],
                     is_error: true,
                     ..Default::default()
-                };
+                });
                 self.finish_job(job, Ok(outcome))
             }
             Waiter::Command { name, reply } => {

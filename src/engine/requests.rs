@@ -13,7 +13,7 @@ use crate::tooldef;
 use crate::toolresult::{has_invalid_image, map_content, text_block};
 use crate::types::{
     human, Action, CommandOutcome, HostError, Level, Reply, Request, Ticket, ToolOutcome,
-    ToolRequest,
+    ToolRequest, ToolResult,
 };
 use serde_json::{json, Value};
 use std::ops::Range;
@@ -437,12 +437,12 @@ impl Engine {
         let interactive = owner.filter(|c| c.info.interactive);
         if let Some(c) = interactive.filter(|_| !self.cfg.interactive_tools) {
             let text = format!("tool {name} is interactive and needs an interactive host");
-            return reply(Ok(ToolOutcome {
+            return reply(Ok(ToolOutcome::Ran(ToolResult {
                 extension: self.exts[c.rank].name.clone(),
                 content: vec![text_block(&text)],
                 is_error: true,
                 ..Default::default()
-            }));
+            })));
         }
         let args = Some(call.args).filter(|a| !a.is_null());
         let args = args.unwrap_or_else(|| json!({}));
@@ -479,14 +479,14 @@ impl Engine {
             .unwrap_or_default();
         let tool = self.tools.claim_of(&name, idx);
         let declares_output = tool.is_some_and(|t| t.output_schema.is_some());
-        let outcome = ToolOutcome {
+        let outcome = ToolOutcome::Ran(ToolResult {
             extension: self.exts[idx].name.clone(),
             content: map_content(content),
             is_error,
             structured_content,
             declares_output,
             ..Default::default()
-        };
+        });
         self.finish_job(job, Ok(outcome));
     }
 

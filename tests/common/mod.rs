@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use zot_host::{ExtensionState, Host, HostConfig};
+use zot_host::{ExtensionState, Host, HostConfig, ToolOutcome, ToolResult};
 
 /// Generous deadline for anything a loaded 2-core machine must finish.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -762,4 +762,19 @@ pub fn release_held(pid_file: &Path) {
 pub fn tools_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
     let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools/ext.py");
     configured_ext(dir, name, &exec, cfg)
+}
+
+/// What a test that calls an extension's tool expects: its result.
+pub trait ExtResult {
+    /// The extension's result; panics on a built-in tool's verdict.
+    fn result(self) -> ToolResult;
+}
+
+impl ExtResult for ToolOutcome {
+    fn result(self) -> ToolResult {
+        match self {
+            ToolOutcome::Ran(result) => result,
+            other => panic!("expected an extension's tool result, got {other:?}"),
+        }
+    }
 }

@@ -3,7 +3,7 @@
 
 use super::jsonrpc::{RpcError, INTERNAL_ERROR};
 use serde_json::{json, Map, Value};
-use zot_host::{CommandOutcome, Snapshot, ToolOutcome};
+use zot_host::{CommandOutcome, Snapshot, ToolResult};
 
 /// `tools/list` entries: every active extension tool (a deferred one
 /// once activated), with its `outputSchema` when it declares one that
@@ -63,10 +63,10 @@ pub fn prompts(snapshot: &Snapshot) -> Vec<Value> {
         .collect()
 }
 
-/// A tool outcome as a `tools/call` result. MCP clients validate the
+/// An extension tool's result as a `tools/call` result. MCP clients validate the
 /// `structuredContent` of a tool with an `outputSchema` and reject a
 /// result without it: that is an `isError` result saying so instead.
-pub fn tool_result(name: &str, outcome: ToolOutcome) -> Map<String, Value> {
+pub fn tool_result(name: &str, outcome: ToolResult) -> Map<String, Value> {
     let failed = outcome.is_error || outcome.blocked;
     let structured = match outcome.structured_content {
         Some(Value::Object(o)) => Some(o),
@@ -168,7 +168,7 @@ mod tests {
     fn blocks_and_blocked_calls() {
         let ok = tool_result(
             "t",
-            ToolOutcome {
+            ToolResult {
                 extension: "e".into(),
                 content: vec![
                     json!({"type": "text", "text": "hi"}),
@@ -188,7 +188,7 @@ mod tests {
         );
         let blocked = tool_result(
             "t",
-            ToolOutcome {
+            ToolResult {
                 extension: "e".into(),
                 content: vec![],
                 is_error: false,

@@ -5,7 +5,7 @@ use super::jsonrpc::{Id, RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FO
 use super::mapping;
 use super::server::Server;
 use serde_json::{json, Map, Value};
-use zot_host::{EventPayload, Request, ToolRequest};
+use zot_host::{EventPayload, Request, ToolOutcome, ToolRequest};
 
 /// Serves the request `id`. Host-bound requests answer later, from the
 /// host loop, through [`Server::finish`].
@@ -197,11 +197,11 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
         reply: Box::new(move |outcome| {
             let result = match outcome {
                 // Built-in tools are the embedder's: not served here.
-                Ok(outcome) if outcome.builtin => Err(RpcError::new(
+                Ok(ToolOutcome::Builtin(_)) => Err(RpcError::new(
                     INVALID_PARAMS,
                     format!("unknown tool {name}"),
                 )),
-                Ok(outcome) => Ok(mapping::tool_result(&name, outcome)),
+                Ok(ToolOutcome::Ran(result)) => Ok(mapping::tool_result(&name, result)),
                 // A name the host does not run is the client's mistake.
                 Err(e) if e.is_unknown_name() => Err(RpcError::new(INVALID_PARAMS, e.to_string())),
                 Err(e) => Ok(mapping::tool_failure(&e.to_string())),

@@ -28,7 +28,7 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
 use zot_host::{
-    CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
+    BuiltinVerdict, CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
     InterceptOutcome, InterceptRequest, ReloadReport, Request, ToolOutcome, ToolRequest,
 };
 
@@ -561,15 +561,17 @@ impl Session {
 
     pub(super) fn tool_done(&mut self, name: &str, result: &Result<ToolOutcome, HostError>) {
         match result {
-            Ok(o) if o.builtin && !o.blocked => {
-                let args = o.args.clone().unwrap_or_default();
+            Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { args })) => {
                 self.out.text(
                     "allowed: ",
                     Tone::Green,
                     &format!("{name} {args} (built-in tool: this session does not run it)"),
                 );
             }
-            Ok(outcome) => self.out.tool_outcome(outcome),
+            Ok(ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, .. })) => {
+                self.out.blocked(reason)
+            }
+            Ok(ToolOutcome::Ran(result)) => self.out.tool_outcome(result),
             Err(e) => self.out.error(&about(&format!("/call {name}"), e.clone())),
         }
     }

@@ -34,7 +34,7 @@ use serde_json::Value;
 use std::io::{self, Write};
 use zot_host::log::inert;
 use zot_host::protocol::Panel;
-use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolOutcome};
+use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolResult};
 
 /// Colour of a prefix.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -227,7 +227,7 @@ impl Out {
     }
 
     /// The result of `/call`.
-    pub fn tool_outcome(&mut self, outcome: &ToolOutcome) {
+    pub fn tool_outcome(&mut self, outcome: &ToolResult) {
         if outcome.blocked {
             return self.blocked(outcome.reason.as_deref().unwrap_or(""));
         }

@@ -8,7 +8,8 @@ use super::render::Tone;
 use super::{Job, Session};
 use serde_json::Value;
 use zot_host::{
-    EventPayload, HostError, InterceptEvent, InterceptOutcome, Request, ToolOutcome, ToolRequest,
+    BuiltinVerdict, EventPayload, HostError, InterceptEvent, InterceptOutcome, Request,
+    ToolOutcome, ToolRequest,
 };
 
 impl Session {
@@ -200,14 +201,16 @@ fn with_tool_result(
     prompt: &str,
 ) -> String {
     let mut text = match result {
-        Ok(o) if o.blocked => format!("Tool {tool} {args} was blocked: "),
-        Ok(o) if o.is_error => format!("Tool {tool} {args} failed:\n"),
+        Ok(o) if o.blocked() => format!("Tool {tool} {args} was blocked: "),
+        Ok(ToolOutcome::Ran(o)) if o.is_error => format!("Tool {tool} {args} failed:\n"),
         Ok(_) => format!("Tool {tool} {args} returned:\n"),
         Err(_) => format!("Tool {tool} {args} could not run: "),
     };
     match result {
-        Ok(o) if o.blocked => text.push_str(o.reason.as_deref().unwrap_or("")),
-        Ok(o) => {
+        Ok(ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, .. })) => text.push_str(reason),
+        Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. })) => {}
+        Ok(ToolOutcome::Ran(o)) if o.blocked => text.push_str(o.reason.as_deref().unwrap_or("")),
+        Ok(ToolOutcome::Ran(o)) => {
             let blocks = o.content.iter().map(|b| match b["type"].as_str() {
                 Some("image") => format!("[image {}]", b["mime_type"].as_str().unwrap_or("")),
                 _ => b["text"].as_str().unwrap_or("").to_string(),
