@@ -29,7 +29,8 @@ pub struct HostHandle {
 
 impl HostHandle {
     /// Events put into [`Host::events`] so far. Read inside a reply callback,
-    /// it says how many events to take before acting on the reply (SPEC 3.17).
+    /// it says how many events to take before acting on the reply (SPEC 3.17;
+    /// [`crate::order`] does the rest).
     pub fn events_sent(&self) -> u64 {
         self.events_sent.load(Ordering::SeqCst)
     }

@@ -45,6 +45,7 @@ pub mod intercept;
 pub mod jsonrpc;
 pub mod log;
 pub mod manifest;
+pub mod order;
 // Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
 #[cfg_attr(not(feature = "mcp"), path = "no_mcp.rs")]
 mod mcp_client;

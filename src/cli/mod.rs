@@ -5,7 +5,6 @@ mod bounds;
 pub mod ext;
 #[cfg(feature = "mcp")]
 pub mod mcp;
-mod ordered;
 pub mod rpc;
 pub mod session;
 pub mod signals;

@@ -6,7 +6,7 @@
 //!
 //! One writer (the main thread) owns stdout. Replies reach it on one
 //! channel and events on the host's; it writes them in the order the
-//! host produced them (SPEC 3.17, see [`super::ordered`]).
+//! host produced them (SPEC 3.17, see `zot_host::order`).
 //!
 //! Memory stays bounded whoever stops reading (SPEC 9 "Bounds", see
 //! [`super::bounds`]): answers wait for stdout up to a byte bound (over
@@ -16,7 +16,6 @@
 //! dropped and counted).
 
 use super::bounds::{self, Unwritten, MAX_IN_FLIGHT};
-use super::ordered::{InOrder, Ordered};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
@@ -24,6 +23,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use zot_host::order::{InOrder, Ordered};
 use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, Request,

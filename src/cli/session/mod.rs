@@ -16,7 +16,6 @@ mod render;
 mod submit;
 mod turn;
 
-use super::ordered::{InOrder, Ordered};
 use super::signals::{self, Signal};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver};
@@ -26,6 +25,7 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
+use zot_host::order::{InOrder, Ordered};
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
 use zot_host::{
     BuiltinVerdict, CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
