@@ -19,6 +19,7 @@
 use crate::process::{ExtProcess, Spawn};
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
+use std::panic::{self, AssertUnwindSafe};
 use std::thread::{self, JoinHandle};
 
 /// Starts at once at most: on a bigger machine more would only queue
@@ -81,8 +82,7 @@ impl Spawner {
         }
         drop(done_tx);
         let mut out: Vec<Option<io::Result<ExtProcess>>> = (0..n).map(|_| None).collect();
-        // Ends once every task has answered or been dropped by a thread
-        // that panicked.
+        // Ends once every task has answered or panicked.
         for (i, result) in done.iter() {
             out[i] = Some(result);
         }
@@ -101,7 +101,10 @@ impl Spawner {
                 .stack_size(STACK)
                 .spawn(move || {
                     for task in queue.iter() {
-                        task();
+                        // A start that panics drops its answer (the batch
+                        // reports it); the thread stays for the others, so
+                        // no task waits in the queue with nobody to run it.
+                        let _ = panic::catch_unwind(AssertUnwindSafe(task));
                     }
                 });
             match started {
@@ -238,5 +241,41 @@ mod tests {
         for p in procs {
             p.finish();
         }
+    }
+
+    #[test]
+    fn a_start_that_panics_fails_alone_and_the_thread_stays() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut spawner = Spawner::with_limit(1);
+        // A task that panics, as a bug in a start would.
+        let (panicked, answer) = crossbeam_channel::bounded::<()>(0);
+        let task: Task = Box::new(move || {
+            let _keep = panicked;
+            panic!("a start panicked");
+        });
+        spawner.grow(1);
+        if let Some(tasks) = &spawner.tasks {
+            tasks.send(task).expect("the queue is open");
+        }
+        assert!(
+            answer.recv_timeout(Duration::from_secs(60)).is_err(),
+            "the panicking task ran and dropped its answer"
+        );
+        // The one thread still starts what comes next.
+        let mut s = sh(0, HELLO, &tx);
+        s.args.push("ext0".into());
+        let (result_tx, result) = crossbeam_channel::bounded(1);
+        thread::spawn(move || {
+            let started = spawner.spawn_all(vec![s]).pop();
+            // The spawner goes back too: its thread must outlive the process.
+            let _ = result_tx.send((started, spawner));
+        });
+        let (started, _spawner) = result
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the spawner answers after a start panicked, within 60 s");
+        let p = started.expect("one result").expect("/bin/sh starts");
+        assert!(p.send(b"go\n".to_vec()));
+        assert_eq!(hellos(&rx, &[0]), [(0, "ext0".to_string())]);
+        p.finish();
     }
 }
