@@ -680,6 +680,57 @@ fn sigterm_exits_at_once_through_shutdown() {
     assert_eq!(recorded(&rec).pop().unwrap()["type"], "shutdown");
 }
 
+/// ctrlc does not say which signal came: SIGHUP and SIGTERM cancel the
+/// pending work as Ctrl-C does, any of them leaves when idle, and a
+/// second one right after the first leaves at once.
+#[test]
+fn every_signal_is_ctrl_c() {
+    let t = TempDir::new("sess-signals");
+    let rec = t.join("rec");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({
+            "record": rec,
+            "register": [command("hang"), command("ok")],
+            "commands": {"hang": {"hang": true}, "ok": {"action": "display", "display": "fine"}},
+        }),
+    );
+    let hang = |z: &mut Zot, n: usize| {
+        z.send("/hang");
+        wait_for("command_invoked for /hang", || {
+            let invoked = frames(&rec, "command_invoked");
+            invoked.iter().filter(|f| f["name"] == "hang").count() == n
+        });
+    };
+    let mut z = Zot::start(&t, std::slice::from_ref(&a), &[]);
+    for (n, sig) in [(1, libc::SIGHUP), (2, libc::SIGTERM)] {
+        hang(&mut z, n);
+        z.signal(sig);
+        z.expect("cancelled");
+        assert_eq!(z.run("/ok"), ["[/ok] fine"], "alive after signal {sig}");
+    }
+    // Twice in a row: the second leaves without waiting for the
+    // cancelled commands, which the extension never answers.
+    hang(&mut z, 3);
+    z.signal(libc::SIGINT);
+    z.expect("cancelled");
+    z.signal(libc::SIGINT);
+    assert_eq!(z.wait(), Some(0));
+    z.assert_never_shown("leaving");
+    assert_eq!(recorded(&rec).pop().unwrap()["type"], "shutdown");
+
+    // Idle, one signal is enough to leave (gracefully: `shutdown`).
+    let mut z = Zot::start(&t, &[a], &[]);
+    z.send("/prompt");
+    z.expect("system prompt");
+    z.signal(libc::SIGINT);
+    z.expect("leaving (Ctrl-C again to exit)");
+    assert_eq!(z.wait(), Some(0));
+    let last = recorded(&rec).pop().unwrap();
+    assert_eq!(last["type"], "shutdown", "{last}");
+}
+
 #[test]
 fn extension_exit_is_reported_as_it_happens() {
     let t = TempDir::new("sess-exit");

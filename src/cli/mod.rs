@@ -7,10 +7,11 @@ pub mod ext;
 pub mod mcp;
 pub mod rpc;
 pub mod session;
-pub mod signals;
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
+use zot_host::{HostHandle, Request};
 
 /// Printed after a usage error.
 pub const USAGE_LINE: &str = "usage: zot [OPTIONS] [rpc | mcp | ext <command>] (try zot --help)";
@@ -180,6 +181,48 @@ fn session_id(value: OsString) -> Result<String, CliError> {
         )));
     }
     Ok(id)
+}
+
+/// Calls `f` for every SIGINT (Ctrl-C), SIGTERM and SIGHUP from now on,
+/// one at a time on `ctrlc`'s thread, which does not say which of the
+/// three arrived: every surface treats them alike. Once per process.
+pub fn on_signal(f: impl FnMut() + Send + 'static) -> Result<(), CliError> {
+    ctrlc::set_handler(f)
+        .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))
+}
+
+/// Signals for `zot rpc` and `zot mcp` (SPEC 7, 9): the first hands
+/// `graceful` a shutdown (requests already read are answered first), the
+/// second asks `host` to stop now (they are not waited for), a third
+/// exits at once, as only a stdout nobody reads can still hold us up.
+/// Each step is said on stderr after `who`.
+pub fn stop_on_signal(
+    who: &'static str,
+    graceful: impl Fn(Request) + Send + 'static,
+    host: HostHandle,
+) -> Result<(), CliError> {
+    let mut seen = 0;
+    on_signal(move || {
+        seen += 1;
+        let say = |what: &str| {
+            let _ = writeln!(std::io::stderr(), "{who}: {what}");
+        };
+        match seen {
+            1 => {
+                say("signal received, shutting down (again to skip waiting for requests)");
+                graceful(Request::Shutdown {
+                    reply: Box::new(|_| {}),
+                });
+            }
+            2 => {
+                say("signal received again, stopping now");
+                host.submit(Request::ShutdownNow {
+                    reply: Box::new(|_| {}),
+                });
+            }
+            _ => std::process::exit(1),
+        }
+    })
 }
 
 /// A positive number of seconds (fractions allowed), for `option`.

@@ -116,7 +116,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let unwritten = out.unwritten.clone();
 
     let graceful = host.handle();
-    super::signals::stop_on_signal("zot", move |r| graceful.submit(r), host.handle())?;
+    super::stop_on_signal("zot", move |r| graceful.submit(r), host.handle())?;
 
     let handle = host.handle();
     std::thread::Builder::new()

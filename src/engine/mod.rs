@@ -75,9 +75,10 @@
 //!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
 //!   (SPEC 16), `bundle.rs`. The CLI is `src/cli/`.
 //! - Every CLI surface (the session, `zot rpc`, `zot mcp`, `zot ext
-//!   install`, `zot ext check`) takes SIGINT, SIGTERM and SIGHUP through one module,
-//!   `src/cli/signals.rs`: one handler writes to a pipe, a thread calls
-//!   the surface's callback, and the surface decides what the signal means.
+//!   install`, `zot ext check`) takes SIGINT, SIGTERM and SIGHUP through
+//!   the `ctrlc` crate (`cli::on_signal`), which calls the surface's
+//!   callback on a thread of its own without saying which signal it was:
+//!   each surface treats the three alike.
 //!   The session's host commands (`/help`, `/quit`...) are defined once, in
 //!   `src/cli/session/mod.rs`; every surface reserves them through
 //!   `HostConfig::builtin_commands`, which the library leaves empty. The

@@ -80,7 +80,7 @@ pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliE
     };
     // Ctrl-C or kill: the extension's group dies with this process
     // (`spawn_group`), so exiting is enough.
-    crate::cli::signals::install(|_| {
+    crate::cli::on_signal(|| {
         let _ = writeln!(std::io::stderr(), "zot ext check: interrupted");
         std::process::exit(130);
     })?;

@@ -152,7 +152,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         graceful.end_session();
         graceful.submit(r)
     };
-    super::signals::stop_on_signal("zot mcp", stop, host.handle())?;
+    super::stop_on_signal("zot mcp", stop, host.handle())?;
 
     let events = host.events().clone();
     let reader = {

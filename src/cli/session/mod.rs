@@ -5,9 +5,17 @@
 //! while the user is typing. At most one piece of work (a command, a
 //! tool call, a turn...) is pending at a time; lines typed meanwhile
 //! wait in a queue and run in order, which makes a piped script behave
-//! like the same lines typed one by one. Ctrl-C cancels the pending
-//! work; a second Ctrl-C, EOF, `/quit` or SIGTERM ends the session
-//! through the host's graceful shutdown.
+//! like the same lines typed one by one.
+//!
+//! Signals come through `ctrlc`, which does not say which one arrived,
+//! so SIGINT (Ctrl-C), SIGTERM and SIGHUP mean the same: the first
+//! cancels the pending work, or, when nothing is pending, leaves through
+//! the host's graceful shutdown (SPEC 3.14), as EOF and `/quit` do; a
+//! second within [`AGAIN_WITHIN`], with no line typed between, and any
+//! signal during the shutdown, leave at once (`shutdown_now`). SIGWINCH
+//! cannot come that way: while a panel is open the terminal's size is
+//! looked at every [`panel::SIZE_POLL`] (200 ms) instead, and a change
+//! is sent as `panel_resize` (SPEC 14.1).
 
 mod agent;
 mod jobs;
@@ -16,7 +24,6 @@ mod render;
 mod submit;
 mod turn;
 
-use super::signals::{self, Signal};
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver};
 use jobs::{Job, Jobs, Reply};
@@ -25,6 +32,7 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 use zot_host::order::{InOrder, Ordered};
 use zot_host::protocol::{Line, LineReader, Panel, MAX_LINE};
 use zot_host::{
@@ -68,11 +76,14 @@ pub const HOST_COMMANDS: [(&[&str], &str, &str); 10] = [
     (&["quit", "exit"], "", "leave (Ctrl-D too)"),
 ];
 
-/// Runs the session until `/quit`, EOF, a second Ctrl-C or SIGTERM.
+/// How soon a second signal must follow the first to leave at once.
+pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
+
+/// Runs the session until `/quit`, EOF, or a signal while idle.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let (signal_tx, signals) = crossbeam_channel::bounded(16);
-    signals::install_with_resize(move |signal| {
-        let _ = signal_tx.try_send(signal);
+    super::on_signal(move || {
+        let _ = signal_tx.try_send(());
     })?;
     let cwd = super::project_dir(opts.cwd.as_deref())?;
     // Panels show here, so interactive tools may wait for the user; the
@@ -96,7 +107,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         ready: false,
         eof: false,
         leave: None,
-        armed: false,
+        armed: None,
+        size: None,
         step: 0,
         notes: HashMap::new(),
         panels: Vec::new(),
@@ -105,6 +117,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         insert: None,
     };
     let events = host.events().clone();
+    let size_ticks = crossbeam_channel::tick(panel::SIZE_POLL);
     while !s.finished() {
         s.out_prompt();
         // Lines are read only while few wait: a fast pipe is not read
@@ -113,6 +126,11 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             input.clone()
         } else {
             crossbeam_channel::never()
+        };
+        let sizing = if s.panels.is_empty() {
+            crossbeam_channel::never()
+        } else {
+            size_ticks.clone()
         };
         select! {
             recv(reading) -> line => {
@@ -133,10 +151,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                 s.host_reply(msg, &events);
             },
             recv(signals) -> sig => match sig {
-                Ok(Signal::Terminate) | Err(_) => break,
-                Ok(Signal::Interrupt) => s.on_interrupt(),
-                Ok(Signal::Resize) => s.resize_panels(),
+                Ok(()) => s.on_signal(),
+                Err(_) => break,
             },
+            recv(sizing) -> _ => s.poll_size(),
         }
         s.run_queue();
     }
@@ -155,12 +173,12 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 impl Session {
     /// The host's graceful shutdown (SPEC 3.14): the request still
     /// pending finishes and its answer is shown; a turn's agent is
-    /// stopped; Ctrl-C or SIGTERM meanwhile skips the wait.
+    /// stopped; a signal meanwhile skips the wait.
     fn close(
         &mut self,
         events: &Receiver<HostEvent>,
         done: &Receiver<Reply>,
-        signals: &Receiver<Signal>,
+        signals: &Receiver<()>,
     ) {
         self.queue.clear();
         let hurry = self.leave == Some(Leave::Now);
@@ -202,8 +220,8 @@ impl Session {
                     // Follow-ups (a prompt action...) are not started now.
                     self.queue.clear();
                 }
-                recv(signals) -> sig => {
-                    if !hurried && sig != Ok(Signal::Resize) {
+                recv(signals) -> _ => {
+                    if !hurried {
                         hurried = true;
                         self.out.interrupted();
                         self.cancel(false);
@@ -336,7 +354,7 @@ enum View {
 enum Leave {
     /// `/quit`: what is running finishes first.
     Graceful,
-    /// A second Ctrl-C: the shutdown does not wait for requests.
+    /// A second signal: the shutdown does not wait for requests.
     Now,
 }
 
@@ -358,8 +376,11 @@ struct Session {
     ready: bool,
     eof: bool,
     leave: Option<Leave>,
-    /// The next Ctrl-C exits.
-    armed: bool,
+    /// When the last signal came, unless a line was typed since: the
+    /// next one within [`AGAIN_WITHIN`] leaves at once.
+    armed: Option<Instant>,
+    /// The terminal size the open panels were last told (SPEC 14.1).
+    size: Option<(u32, u32)>,
     /// Turns started; the first also emits `session_start`.
     step: u64,
     /// Notes shown and not retracted, counted per extension (`clear_notes`
@@ -396,7 +417,7 @@ impl Session {
         self.out.input_taken(matches!(input, Input::Eof));
         match input {
             Input::Line(line) => {
-                self.armed = false;
+                self.armed = None;
                 self.queue.push_back(Work::Typed(line));
             }
             Input::TooLong(n) => self.out.error(&format!("input line of {n} bytes ignored")),
@@ -667,17 +688,19 @@ impl Session {
 
     // ----- cancelling -----------------------------------------------
 
-    fn on_interrupt(&mut self) {
+    /// Ctrl-C, SIGTERM or SIGHUP (the module docs say why they are one).
+    fn on_signal(&mut self) {
         self.out.interrupted();
-        if self.armed {
+        if self.armed.is_some_and(|at| at.elapsed() < AGAIN_WITHIN) {
             self.leave = Some(Leave::Now);
             return;
         }
-        self.armed = true;
+        self.armed = Some(Instant::now());
         if self.jobs.busy() || !self.queue.is_empty() {
             self.cancel(true);
         } else {
-            self.out.line("(Ctrl-C again to exit)");
+            self.out.line("leaving (Ctrl-C again to exit)");
+            self.leave = Some(Leave::Graceful);
         }
     }
 

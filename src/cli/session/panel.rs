@@ -1,9 +1,15 @@
 //! Panels (SPEC section 6): opened by a command's `open_panel`, updated
 //! by the extension's `panel_render` while open, shown as boxed blocks,
 //! driven with `/key`. Esc closes the panel, as in upstream's UI.
+//!
+//! Each open panel is told the terminal's size (`panel_resize`, SPEC
+//! 14.1) when it opens and when the size changes, which is looked for
+//! every [`SIZE_POLL`] while a panel is open: SIGWINCH would need a
+//! signal handler of our own.
 
 use super::{Job, Session};
-use std::io::Write;
+use std::io::{self, Write};
+use std::time::Duration;
 use zot_host::protocol::{Panel, PANEL_KEYS};
 use zot_host::Request;
 
@@ -107,25 +113,28 @@ impl Session {
             "keys: /key up|down|left|right|enter|tab|... [TEXT], one character types it, \
              /key esc closes",
         );
-        self.resize(&extension, &panel.panel_id);
+        let size = terminal_size();
+        self.size = Some(size);
+        self.resize(&extension, &panel.panel_id, size);
         self.panels.push((extension, panel));
     }
 
-    /// SIGWINCH: every open panel is told the new size.
-    pub(super) fn resize_panels(&mut self) {
-        let open: Vec<(String, String)> = (self.panels.iter())
-            .map(|(e, p)| (e.clone(), p.panel_id.clone()))
-            .collect();
-        for (extension, panel_id) in open {
-            self.resize(&extension, &panel_id);
+    /// Every [`SIZE_POLL`] while a panel is open: a new terminal size is
+    /// sent to every open panel.
+    pub(super) fn poll_size(&mut self) {
+        let size = terminal_size();
+        if self.panels.is_empty() || self.size == Some(size) {
+            return;
+        }
+        self.size = Some(size);
+        for (extension, panel) in &self.panels {
+            self.resize(extension, &panel.panel_id, size);
         }
     }
 
-    /// Sends `panel_resize` with the terminal's size (SPEC 14.1): not a
-    /// job, nothing waits for it; a panel whose extension is gone is no
-    /// news worth a line.
-    fn resize(&self, extension: &str, panel_id: &str) {
-        let (width, height) = crate::cli::signals::terminal_size();
+    /// Sends `panel_resize` (SPEC 14.1): not a job, nothing waits for
+    /// it; a panel whose extension is gone is no news worth a line.
+    fn resize(&self, extension: &str, panel_id: &str, (width, height): (u32, u32)) {
         self.host.submit(Request::PanelResize {
             extension: extension.to_string(),
             panel_id: panel_id.to_string(),
@@ -202,4 +211,31 @@ pub(super) fn log_line(extension: &str, msg: &str) {
     if written.is_err() {
         eprintln!("[zot] ext-{extension}: {msg}");
     }
+}
+
+/// How often the terminal's size is looked at while a panel is open.
+pub const SIZE_POLL: Duration = Duration::from_millis(200);
+
+/// The terminal's size in columns and rows: stdout's, else stdin's, else
+/// `$COLUMNS` / `$LINES`, else 80 x 24 (a pipe has no size).
+fn terminal_size() -> (u32, u32) {
+    use std::os::fd::AsRawFd;
+    for fd in [io::stdout().as_raw_fd(), io::stdin().as_raw_fd()] {
+        let mut ws = libc::winsize {
+            ws_row: 0,
+            ws_col: 0,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        // SAFETY: TIOCGWINSZ only fills `ws`, which lives across the call,
+        // or fails (on a pipe); std has no call for a terminal's size.
+        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
+            return (u32::from(ws.ws_col), u32::from(ws.ws_row));
+        }
+    }
+    let env = |var: &str, default: u32| {
+        let value = std::env::var(var).ok().and_then(|v| v.trim().parse().ok());
+        value.filter(|n| *n > 0).unwrap_or(default)
+    };
+    (env("COLUMNS", 80), env("LINES", 24))
 }

@@ -22,7 +22,7 @@
 //! | `reloaded: N stopped, M loaded (K ready)` | `/reload-ext`, followed by one `error:` line per problem |
 //! | `registered: ext` | an extension finished registering after startup (not during `/reload-ext`: its report counts it) |
 //! | `restarted: ext (attempt N: status)` | a crashed extension is started again (SPEC 12) |
-//! | `cancelled`, `(Ctrl-C again to exit)` | Ctrl-C |
+//! | `cancelled`, `leaving (Ctrl-C again to exit)` | a signal (Ctrl-C, SIGTERM, SIGHUP): work cancelled, or the session ends |
 //!
 //! Text spanning several lines keeps its prefix on the first line and
 //! is indented by the prefix's width on the others. Colour is used only
