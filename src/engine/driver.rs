@@ -65,7 +65,7 @@ impl Driver {
             builtin: builtin_tx,
         };
         let mut engine = Engine::new(cfg, events, events_sent, latch, senders);
-        engine.start_all(None, 0);
+        engine.start_all(None, Vec::new(), Instant::now());
         Driver {
             engine,
             requests,
@@ -77,7 +77,7 @@ impl Driver {
 
     /// Whether the host is done: shut down, every extension reaped.
     pub(crate) fn is_done(&self) -> bool {
-        self.engine.done
+        self.engine.is_done()
     }
 
     /// Hands a request to the engine directly (the caller drives the
@@ -93,7 +93,7 @@ impl Driver {
     /// whatever else is already waiting; then hands the frames queued to
     /// the writers. False once the host is done.
     pub(crate) fn turn(&mut self, deadline: Option<Instant>) -> bool {
-        if self.engine.done {
+        if self.engine.is_done() {
             return false;
         }
         let engine = &mut self.engine;
@@ -140,7 +140,7 @@ impl Driver {
             }
         }
         engine.settle(Instant::now());
-        !engine.done
+        !engine.is_done()
     }
 
     /// Turns until `until()` holds (checked before each turn), `deadline`
@@ -154,7 +154,7 @@ impl Driver {
             if until() {
                 return Until::Met;
             }
-            if self.engine.done {
+            if self.engine.is_done() {
                 return Until::Done;
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {

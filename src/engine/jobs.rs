@@ -470,13 +470,17 @@ impl Engine {
         }
         let held =
             |r: &Request| matches!(r, Request::Cancellable { ticket: t, .. } if *t == ticket);
-        if let Some(i) = self.deferred.iter().position(held) {
-            self.deferred.remove(i).fail(HostError::CallCancelled);
-            return true;
+        if let Some(waiting) = self.state.held_mut() {
+            if let Some(i) = waiting.iter().position(held) {
+                waiting.remove(i).fail(HostError::CallCancelled);
+                return true;
+            }
         }
-        if let Some(i) = self.parked.iter().position(|(_, r)| held(r)) {
-            self.parked.remove(i).1.fail(HostError::CallCancelled);
-            return true;
+        if let Some(parked) = self.state.parked_mut() {
+            if let Some(i) = parked.iter().position(|(_, r)| held(r)) {
+                parked.remove(i).1.fail(HostError::CallCancelled);
+                return true;
+            }
         }
         false
     }

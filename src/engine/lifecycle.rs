@@ -3,8 +3,9 @@
 
 use super::pending::Owed;
 use super::requests::Then;
+use super::state::{HostState, Startup};
 use super::supervise::Supervision;
-use super::{later, Claims, Drops, End, Engine, ExitCheck, Ext, Goal, Phase, Run, Stage, Startup};
+use super::{later, Claims, Drops, End, Engine, ExitCheck, Ext, Phase, Run, Stage};
 use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
@@ -28,8 +29,15 @@ impl Phase {
 }
 
 impl Engine {
-    pub(super) fn start_all(&mut self, reload: Option<Reply<ReloadReport>>, stopped: usize) {
-        let now = Instant::now();
+    /// Discovers and starts every extension: the first startup, or the
+    /// restart of a `reload` (with how many it stopped); `held` requests
+    /// wait for the startup's end.
+    pub(super) fn start_all(
+        &mut self,
+        reload: Option<(Reply<ReloadReport>, usize)>,
+        held: Vec<Request>,
+        now: Instant,
+    ) {
         let cfg = &self.cfg;
         let found = discovery::discover_with(
             &cfg.ext_paths,
@@ -128,11 +136,11 @@ impl Engine {
                 }
             }
         }
-        self.startup = Some(Startup {
+        self.state = HostState::Starting(Startup {
             deadline: later(now, self.cfg.timeouts.startup),
             reload,
-            stopped,
             loaded,
+            held,
         });
         self.check_startup(now);
     }
@@ -253,9 +261,15 @@ impl Engine {
     /// Ends the startup (or reload) once none is loading, or at its deadline.
     pub(super) fn check_startup(&mut self, now: Instant) {
         // Called on every loop pass (tick): no scan once started.
-        let starting = self.startup.is_some() && self.any_starting();
-        let Some(st) = self.startup.take_if(|st| now >= st.deadline || !starting) else {
+        let HostState::Starting(st) = &self.state else {
             return;
+        };
+        if now < st.deadline && self.any_starting() {
+            return;
+        }
+        let first = self.state.first_startup();
+        let HostState::Starting(st) = std::mem::replace(&mut self.state, HostState::Done) else {
+            unreachable!("checked above");
         };
         let (mut ready, mut errors) = (Vec::new(), Vec::new());
         for e in &self.exts {
@@ -270,16 +284,19 @@ impl Engine {
                 _ => {}
             }
         }
-        if !self.announced {
-            self.announced = true;
+        if first {
             self.events.send(HostEvent::Ready {
                 extensions: ready.clone(),
             });
             self.latch.set(ready.clone());
         }
-        if let Some(reply) = st.reload {
+        self.state = HostState::Running {
+            parked: Vec::new(),
+            held: st.held,
+        };
+        if let Some((reply, stopped)) = st.reload {
             reply(Ok(ReloadReport {
-                stopped: st.stopped,
+                stopped,
                 loaded: st.loaded,
                 ready: ready.len(),
                 errors,
@@ -313,8 +330,7 @@ impl Engine {
         }
         // After the first startup, every extension that becomes ready
         // (late, or after a reload) is announced.
-        let after_first = self.startup.as_ref().is_none_or(|s| s.reload.is_some());
-        if self.announced && after_first {
+        if !self.state.first_startup() {
             self.events.send(HostEvent::Registered {
                 extension: ext.name.clone(),
             });
@@ -458,9 +474,25 @@ impl Engine {
     }
 
     /// Sends `shutdown` to every running extension and starts its
-    /// signal ladder; `check_stopped` finishes once all are gone.
-    pub(super) fn begin_stop(&mut self, goal: Goal) {
-        let now = Instant::now();
+    /// signal ladder: a draining shutdown becomes `Stopping`, a reload
+    /// that waited for its requests counts the extensions it stopped.
+    /// `advance` finishes once all are gone.
+    pub(super) fn begin_stop(&mut self, now: Instant) {
+        let stopped = self.stop_all(now);
+        let state = std::mem::replace(&mut self.state, HostState::Done);
+        self.state = match state {
+            HostState::Draining { replies, .. } => HostState::Stopping { replies },
+            HostState::Reloading { reply, held, .. } => HostState::Reloading {
+                reply,
+                stopped: Some(stopped),
+                held,
+            },
+            other => other,
+        };
+    }
+
+    /// Sends `shutdown` to every extension not stopping yet; returns how many.
+    fn stop_all(&mut self, now: Instant) -> usize {
         self.cancel_restarts();
         let mut stopped = 0;
         for ext in &mut self.exts {
@@ -485,56 +517,34 @@ impl Engine {
                 signal: Some((term_at, libc::SIGTERM)),
             };
         }
-        self.goal = Some(match goal {
-            Goal::Reload(reply, _) => Goal::Reload(reply, stopped),
-            other => other,
-        });
+        stopped
     }
 
-    /// Finishes a shutdown or reload once every extension is gone. Only
-    /// from the main loop: a reload replaces `exts`, indexes and all.
-    pub(super) fn check_stopped(&mut self) {
-        if self.goal.is_none() || self.exts.iter().any(|e| e.run().is_some()) {
-            return;
-        }
-        match self.goal.take() {
-            Some(Goal::Shutdown(replies)) => {
+    /// Every extension is gone: a shutdown is done, a reload starts them
+    /// again.
+    pub(super) fn stopped(&mut self, now: Instant) {
+        match std::mem::replace(&mut self.state, HostState::Done) {
+            HostState::Stopping { replies } => {
                 // Before the replies: an embedder's last line (rpc's
                 // `shutdown` response) comes after every event.
                 self.events.report_drops();
                 for reply in replies {
                     reply(Ok(()));
                 }
-                self.done = true;
             }
-            Some(Goal::Reload(reply, stopped)) => {
+            HostState::Reloading {
+                reply,
+                stopped,
+                held,
+            } => {
                 self.fail_all(HostError::Reloaded);
                 self.commands.clear();
                 self.tools.clear();
                 self.exts.clear();
                 self.by_key.clear();
-                self.start_all(Some(reply), stopped);
+                self.start_all(Some((reply, stopped.unwrap_or(0))), held, now);
             }
-            None => {}
-        }
-    }
-
-    /// Starts the graceful stop once every accepted request is answered
-    /// (SPEC 3.14). Run only from the main loop, like `check_stopped`.
-    pub(super) fn check_drained(&mut self) {
-        let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
-        // A reload is asked only once started, and it holds what comes
-        // after it (deferred) for after the reload.
-        if let Some(reply) = self.reload_asked.take_if(|_| !busy) {
-            self.begin_stop(Goal::Reload(reply, 0));
-            // All may be gone already: restart in this iteration.
-            return self.check_stopped();
-        }
-        let held = !self.deferred.is_empty() || !self.parked.is_empty() || self.starting();
-        if let Some(replies) = self.closing.take_if(|_| !busy && !held) {
-            self.begin_stop(Goal::Shutdown(replies));
-            // Nothing may be left to wait for: finish in this iteration.
-            self.check_stopped();
+            other => self.state = other,
         }
     }
 
@@ -554,12 +564,29 @@ impl Engine {
     }
 
     /// Stops at once: whatever is accepted fails now (a second Ctrl-C).
-    pub(super) fn shutdown_now(&mut self, reply: Reply<()>) {
+    pub(super) fn shutdown_now(&mut self, reply: Reply<()>, now: Instant) {
         let mut replies = vec![reply];
-        replies.extend(self.closing.take().unwrap_or_default());
-        let held = std::mem::take(&mut self.deferred)
-            .into_iter()
-            .chain(std::mem::take(&mut self.parked).into_iter().map(|(_, r)| r));
+        let (mut held, mut parked, mut reload) = (Vec::new(), Vec::new(), None);
+        // A startup still running (first or after a reload) ends with the
+        // stop, and so does a reload still waiting for its requests.
+        match std::mem::replace(&mut self.state, HostState::Done) {
+            HostState::Starting(st) => (held, reload) = (st.held, st.reload.map(|r| r.0)),
+            HostState::Running { parked: p, held: h } => (held, parked) = (h, p),
+            HostState::Reloading { reply, held: h, .. } => (held, reload) = (h, Some(reply)),
+            HostState::Draining {
+                replies: r,
+                parked: p,
+            } => {
+                replies.extend(r);
+                parked = p;
+            }
+            // Already stopping: only the replies are added, after the earlier.
+            HostState::Stopping { replies: earlier } => {
+                replies = earlier.into_iter().chain(replies).collect();
+            }
+            HostState::Done => {}
+        }
+        let held = held.into_iter().chain(parked.into_iter().map(|(_, r)| r));
         for req in held {
             match req {
                 Request::Shutdown { reply } | Request::ShutdownNow { reply } => replies.push(reply),
@@ -567,20 +594,11 @@ impl Engine {
             }
         }
         self.fail_all(HostError::Cancelled);
-        // A startup still running (first or after a reload) ends with the
-        // stop, and so does a reload still waiting for its requests.
-        let reload = self.startup.take().and_then(|s| s.reload);
-        let reload = reload.or(self.reload_asked.take());
-        let (earlier, reload) = match self.goal.take() {
-            Some(Goal::Shutdown(earlier)) => (earlier, reload),
-            Some(Goal::Reload(reload, _)) => (Vec::new(), Some(reload)),
-            None => (Vec::new(), reload),
-        };
         if let Some(reload) = reload {
             reload(Err(HostError::Cancelled));
         }
-        // Already stopping: only the replies are added.
-        self.begin_stop(Goal::Shutdown(earlier.into_iter().chain(replies).collect()));
+        self.stop_all(now);
+        self.state = HostState::Stopping { replies };
     }
 }
 

@@ -452,6 +452,7 @@ mod mcp;
 mod oversize;
 mod pending;
 mod requests;
+mod state;
 mod supervise;
 mod time;
 
@@ -467,12 +468,13 @@ use crate::registry::Registry;
 use crate::spawner::Spawner;
 use crate::types::{
     CommandInfo, ExtensionInfo, ExtensionState, HostEvent, InFlight, NameConflict, NameKind,
-    ReadyLatch, ReadyVia, ReloadReport, Reply, Request, Snapshot, ToolInfo,
+    ReadyLatch, ReadyVia, Request, Snapshot, ToolInfo,
 };
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use pending::Pending;
 use requests::Then;
+use state::HostState;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -769,18 +771,6 @@ struct ChainState {
     then: Then,
 }
 
-enum Goal {
-    Shutdown(Vec<Reply<()>>),
-    Reload(Reply<ReloadReport>, usize),
-}
-
-struct Startup {
-    deadline: Instant,
-    reload: Option<Reply<ReloadReport>>,
-    stopped: usize,
-    loaded: usize,
-}
-
 struct Engine {
     cfg: HostConfig,
     cwd: String,
@@ -805,22 +795,10 @@ struct Engine {
     /// Commands' descriptions; tools as listed.
     commands: Registry<String>,
     tools: Registry<ToolInfo>,
-    startup: Option<Startup>,
-    announced: bool,
+    state: HostState,
     /// The stderr lines last printed about untrusted project extensions.
     trust_notices: Vec<String>,
-    goal: Option<Goal>,
     liveness_at: Option<Instant>,
-    /// Requests that arrived while extensions were (re)starting.
-    deferred: Vec<Request>,
-    /// Commands and tools whose name was unknown while an extension was
-    /// still starting: looked up again once none is, or at the deadline.
-    parked: Vec<(Instant, Request)>,
-    /// A graceful shutdown waits for accepted requests to finish.
-    closing: Option<Vec<Reply<()>>>,
-    /// So does a reload (SPEC 3.15 stops as 3.14 does).
-    reload_asked: Option<Reply<ReloadReport>>,
-    done: bool,
     /// Starts extension processes. Last, so it is dropped after every
     /// process it started (its threads' end would kill them, SPEC 3.14).
     spawner: Spawner,
@@ -877,30 +855,79 @@ impl Engine {
             next_chain: 0,
             commands: Registry::case_insensitive(),
             tools: Registry::default(),
-            startup: None,
-            announced: false,
+            // Until start_all: nothing is held before it.
+            state: HostState::Running {
+                parked: Vec::new(),
+                held: Vec::new(),
+            },
             trust_notices: Vec::new(),
-            goal: None,
             liveness_at: None,
-            deferred: Vec::new(),
-            parked: Vec::new(),
-            closing: None,
-            reload_asked: None,
-            done: false,
             spawner: Spawner::new(),
         }
     }
 
-    /// After the inputs of one turn: deadlines that came due, then what
-    /// they (and the inputs) let go on, then the frames to the writers.
+    fn is_done(&self) -> bool {
+        matches!(self.state, HostState::Done)
+    }
+
+    /// After the inputs of one turn: the deadlines that came due, then
+    /// the host's state moves on as far as it can, then the frames go to
+    /// the writers.
     fn settle(&mut self, now: Instant) {
         self.tick(now);
-        self.check_stopped();
-        self.run_deferred();
-        self.run_parked(Instant::now());
-        self.check_drained();
+        while self.advance(now) {}
         for ext in &mut self.exts {
             ext.flush();
+        }
+    }
+
+    /// The one place where the host's state moves on by itself (SPEC 3.6,
+    /// 3.14, 3.15), not at an input: held requests run once the startup
+    /// ended, parked ones once their names may have come, a stop begins
+    /// once nothing accepted is left, and ends once every extension is
+    /// gone. Only from [`Engine::settle`]: a reload replaces `exts`,
+    /// indexes and all. True when it moved (ask again).
+    fn advance(&mut self, now: Instant) -> bool {
+        let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
+        let running = self.exts.iter().any(|e| e.run().is_some());
+        match &mut self.state {
+            // It ends at an input or in tick (check_startup).
+            HostState::Starting(_) | HostState::Done => false,
+            HostState::Running { held, .. } if !held.is_empty() => {
+                for req in std::mem::take(held) {
+                    self.request(req);
+                }
+                true
+            }
+            HostState::Running { .. } => {
+                self.run_parked(now);
+                false
+            }
+            HostState::Reloading { stopped: None, .. } if !busy => {
+                self.begin_stop(now);
+                true
+            }
+            HostState::Draining { parked, .. } if !busy && parked.is_empty() => {
+                self.begin_stop(now);
+                true
+            }
+            HostState::Draining { parked, .. } if !parked.is_empty() => {
+                self.run_parked(now);
+                // Once none is left, the stop may begin.
+                self.state.parked_mut().is_some_and(|p| p.is_empty())
+            }
+            HostState::Reloading {
+                stopped: Some(_), ..
+            }
+            | HostState::Stopping { .. }
+                if !running =>
+            {
+                self.stopped(now);
+                true
+            }
+            HostState::Draining { .. }
+            | HostState::Reloading { .. }
+            | HostState::Stopping { .. } => false,
         }
     }
 }

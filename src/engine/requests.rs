@@ -4,7 +4,8 @@
 
 use super::jobs::Origin;
 use super::pending::{Owed, Waiter};
-use super::{later, ChainState, Engine, Ext, Goal};
+use super::state::HostState;
+use super::{later, ChainState, Engine, Ext};
 use crate::intercept::{
     answer_from, Answer, Chain, GuardReply, InterceptEvent, InterceptOutcome, Step,
 };
@@ -18,6 +19,16 @@ use crate::types::{
 use serde_json::{json, Value};
 use std::ops::Range;
 use std::time::{Duration, Instant};
+
+/// Whether a command or tool with an unknown name may wait for an
+/// extension still starting to register it (SPEC 3.6).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// It may wait (parked), at most the hello timeout.
+    MayWait,
+    /// It is looked up now: it waited already, or cannot.
+    Now,
+}
 
 /// Who gets the outcome of an interception chain.
 pub(super) enum Then {
@@ -33,8 +44,9 @@ impl Engine {
     pub(super) fn request(&mut self, req: Request) {
         let now = Instant::now();
         match req {
-            Request::ShutdownNow { .. } => return self.execute(req, false, now),
-            Request::Reload { .. } if self.reloading() => {
+            _ if matches!(self.state, HostState::Done) => return req.fail(HostError::Stopped),
+            Request::ShutdownNow { reply } => return self.shutdown_now(reply, now),
+            Request::Reload { .. } if self.state.reloading() => {
                 return req.fail(HostError::ReloadRunning)
             }
             _ => {}
@@ -44,31 +56,34 @@ impl Engine {
         // or answer from half a registry. Startup is bounded by its
         // grace, so a held shutdown waits little. Later requests queue
         // behind the held ones: a `shutdown` must not overtake them.
-        if self.starting() || !self.deferred.is_empty() {
+        let stop = matches!(req, Request::Shutdown { .. } | Request::Reload { .. });
+        if let Some(held) = self.state.held_mut() {
+            held.push(req);
             // A held stop still cancels pending restarts at once (SPEC 12).
-            if matches!(req, Request::Shutdown { .. } | Request::Reload { .. }) {
+            if stop {
                 self.cancel_restarts();
             }
-            return self.deferred.push(req);
+            return;
         }
-        let stopping = self.closing.is_some() || matches!(self.goal, Some(Goal::Shutdown(_)));
-        match req {
-            Request::Shutdown { reply } if stopping => match (&mut self.closing, &mut self.goal) {
-                (Some(replies), _) | (None, Some(Goal::Shutdown(replies))) => replies.push(reply),
-                _ => reply(Ok(())),
-            },
-            req if stopping => req.fail(HostError::ShuttingDown),
-            req => self.execute(req, true, now),
+        match (&mut self.state, req) {
+            (
+                HostState::Draining { replies, .. } | HostState::Stopping { replies },
+                Request::Shutdown { reply },
+            ) => replies.push(reply),
+            (state, req) if state.shutting_down() => req.fail(HostError::ShuttingDown),
+            (_, req) => self.execute(req, Lookup::MayWait, now),
         }
     }
 
-    /// Runs a request. With `may_wait`, a command or tool whose name is
-    /// unknown while an extension is still starting waits for it (SPEC
-    /// 3.6), at most the hello timeout.
-    pub(super) fn execute(&mut self, req: Request, may_wait: bool, now: Instant) {
-        if may_wait && self.unknown_name(&req) && self.names_may_come() {
+    /// Runs a request. With [`Lookup::MayWait`], a command or tool whose
+    /// name is unknown while an extension is still starting waits for it
+    /// (SPEC 3.6), at most the hello timeout.
+    pub(super) fn execute(&mut self, req: Request, lookup: Lookup, now: Instant) {
+        if lookup == Lookup::MayWait && self.unknown_name(&req) && self.names_may_come() {
             let deadline = later(now, self.cfg.timeouts.hello);
-            return self.parked.push((deadline, req));
+            if let Some(parked) = self.state.parked_mut() {
+                return parked.push((deadline, req));
+            }
         }
         match req {
             Request::Command { name, args, reply } => self.invoke_command(name, &args, reply, now),
@@ -84,7 +99,7 @@ impl Engine {
                     reply,
                 } => self.call_tool(call, pipeline, reply, Some(ticket), now),
                 // Only tool calls can be cancelled.
-                other => self.execute(other, false, now),
+                other => self.execute(other, Lookup::Now, now),
             },
             Request::Cancel { ticket, reply } => reply(Ok(self.cancel_ticket(ticket, now))),
             Request::BuiltinResult {
@@ -153,24 +168,32 @@ impl Engine {
             }
             Request::List { reply } => reply(Ok(self.snapshot())),
             // Like a shutdown, accepted requests finish first
-            // (check_drained); those waiting for a starting extension are
+            // (advance); those waiting for a starting extension are
             // looked up again after the reload.
             Request::Reload { reply } => {
                 self.cancel_restarts();
-                let parked = std::mem::take(&mut self.parked).into_iter();
-                self.deferred.extend(parked.map(|(_, req)| req));
+                let parked = self.state.parked_mut().map(std::mem::take);
+                let held = parked.into_iter().flatten().map(|(_, req)| req).collect();
+                self.state = HostState::Reloading {
+                    reply,
+                    stopped: None,
+                    held,
+                };
                 // An interactive call would hold the reload up for ever.
                 self.end_open_ended(&HostError::Reloaded, now);
-                self.reload_asked = Some(reply);
             }
-            // Accepted requests finish first (check_drained); restarts
-            // are cancelled at once (SPEC 12).
+            // Accepted requests finish first (advance); restarts are
+            // cancelled at once (SPEC 12).
             Request::Shutdown { reply } => {
                 self.cancel_restarts();
+                let parked = self.state.parked_mut().map(std::mem::take);
+                self.state = HostState::Draining {
+                    replies: vec![reply],
+                    parked: parked.unwrap_or_default(),
+                };
                 self.end_open_ended(&HostError::ShuttingDown, now);
-                self.closing = Some(vec![reply]);
             }
-            Request::ShutdownNow { reply } => self.shutdown_now(reply),
+            Request::ShutdownNow { reply } => self.shutdown_now(reply, now),
         }
     }
 
@@ -230,14 +253,17 @@ impl Engine {
     /// yet ready holds them (its start extends their deadline). A name
     /// still unknown then fails with why such an extension failed.
     pub(super) fn run_parked(&mut self, now: Instant) {
-        if self.parked.is_empty() {
+        let Some(parked) = self.state.parked_mut().filter(|p| !p.is_empty()) else {
             return;
-        }
+        };
+        let parked = std::mem::take(parked);
         let waiting = self.names_may_come();
         let restarting = self.exts.iter().any(Ext::restarting_before_ready);
-        for (deadline, req) in std::mem::take(&mut self.parked) {
+        for (deadline, req) in parked {
             if waiting && (deadline > now || restarting) {
-                self.parked.push((deadline, req));
+                if let Some(parked) = self.state.parked_mut() {
+                    parked.push((deadline, req));
+                }
                 continue;
             }
             let failed = (self.exts.iter())
@@ -248,33 +274,7 @@ impl Engine {
                     extension: ext.name.clone(),
                     reason: why.clone(),
                 }),
-                None => self.execute(req, false, now),
-            }
-        }
-    }
-
-    pub(super) fn starting(&self) -> bool {
-        self.startup.is_some() || self.reloading()
-    }
-
-    /// Whether a reload waits for accepted requests, or is stopping or
-    /// restarting the extensions.
-    pub(super) fn reloading(&self) -> bool {
-        self.reload_asked.is_some()
-            || matches!(self.goal, Some(Goal::Reload(..)))
-            || self.startup.as_ref().is_some_and(|s| s.reload.is_some())
-    }
-
-    /// Runs the held requests, in order, once extensions are ready; a
-    /// held reload that starts again holds the rest anew.
-    pub(super) fn run_deferred(&mut self) {
-        if self.starting() && !self.done {
-            return;
-        }
-        for req in std::mem::take(&mut self.deferred) {
-            match self.done {
-                true => req.fail(HostError::Stopped),
-                false => self.request(req),
+                None => self.execute(req, Lookup::Now, now),
             }
         }
     }

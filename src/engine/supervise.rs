@@ -5,7 +5,7 @@
 use super::{later, Drops, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
-use crate::types::{human, HostEvent, Request};
+use crate::types::{human, HostEvent};
 use std::time::{Duration, Instant};
 
 /// Crashes older than this no longer count towards giving up.
@@ -144,7 +144,7 @@ impl Engine {
     /// After a crash (SPEC 12) that ended with `status`: schedules a restart, or gives up.
     pub(super) fn crashed(&mut self, idx: usize, status: &str, now: Instant) {
         let base = self.cfg.timeouts.restart_backoff;
-        let stopping = self.stop_asked();
+        let stopping = self.state.stop_asked();
         let ext = &mut self.exts[idx];
         let never = ext
             .manifest
@@ -199,7 +199,7 @@ impl Engine {
         // its hello limit (SPEC 3.6).
         if !self.exts[idx].supervision.ready_once {
             let until = later(now, self.cfg.timeouts.hello);
-            for (deadline, _) in &mut self.parked {
+            for (deadline, _) in self.state.parked_mut().into_iter().flatten() {
                 *deadline = (*deadline).max(until);
             }
         }
@@ -212,13 +212,6 @@ impl Engine {
             attempt,
             status,
         });
-    }
-
-    /// A shutdown or reload was asked for: it may still wait for
-    /// accepted requests or for the startup to end.
-    fn stop_asked(&self) -> bool {
-        let stop = |r: &Request| matches!(r, Request::Shutdown { .. } | Request::Reload { .. });
-        self.closing.is_some() || self.reload_asked.is_some() || self.deferred.iter().any(stop)
     }
 
     /// Shutdown and reload cancel every pending restart at once.

@@ -32,7 +32,7 @@ impl Ext {
 
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
-        let startup = self.startup.as_ref().map(|s| s.deadline);
+        let startup = self.state.deadline();
         let calls = self.jobs.next_deadline();
         let engine = [
             self.pending.next_deadline(),
