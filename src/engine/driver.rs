@@ -5,7 +5,7 @@
 //! can run the loop (one at a time: it takes `&mut self`), and [`run`] is
 //! the host thread doing that until the host is done.
 
-use super::{poll_briefly, Engine};
+use super::Engine;
 use crate::config::HostConfig;
 use crate::process::InboundMsg;
 use crate::types::{HostEvent, ReadyLatch, Request};
@@ -84,8 +84,9 @@ impl Driver {
     /// loop itself), in order with what it already took; what it queues
     /// for extensions is written at once.
     pub(crate) fn request(&mut self, req: Request) {
-        self.engine.request(req);
-        self.engine.settle(Instant::now());
+        let now = Instant::now();
+        self.engine.request(req, now);
+        self.engine.settle(now);
     }
 
     /// Waits once, until a frame or request comes, the engine's next
@@ -114,16 +115,19 @@ impl Driver {
         });
         // The engine holds the inbound senders: those never disconnect.
         let hung_up = select! {
-            recv(inbound) -> msg => msg.map(|m| engine.inbound(m)).is_err(),
-            recv(requests) -> req => req.map(|r| engine.request(r)).is_err(),
-            recv(builtin_results) -> req => req.map(|r| engine.request(r)).is_err(),
+            recv(inbound) -> msg => msg.map(|m| engine.inbound(m, Instant::now())).is_err(),
+            recv(requests) -> req => req.map(|r| engine.request(r, Instant::now())).is_err(),
+            recv(builtin_results) -> req => {
+                req.map(|r| engine.request(r, Instant::now())).is_err()
+            }
             default(timeout) => false,
         };
         if hung_up {
             // Every handle is gone: nobody can ask for anything again.
             self.requests = crossbeam_channel::never();
             let reply = Box::new(|_| {});
-            self.engine.request(Request::Shutdown { reply });
+            self.engine
+                .request(Request::Shutdown { reply }, Instant::now());
         }
         let engine = &mut self.engine;
         let inbound = &self.inbound;
@@ -132,9 +136,9 @@ impl Driver {
         // writer threads, so a burst costs one wake-up per extension.
         for _ in 0..BATCH {
             if let Ok(msg) = inbound.try_recv() {
-                engine.inbound(msg);
+                engine.inbound(msg, Instant::now());
             } else if let Ok(req) = requests.try_recv().or_else(|_| builtin_results.try_recv()) {
-                engine.request(req);
+                engine.request(req, Instant::now());
             } else {
                 break;
             }
@@ -162,6 +166,15 @@ impl Driver {
             }
             self.turn(deadline);
         }
+    }
+}
+
+/// Yields until `ready()` or `budget` passes; with a zero budget it
+/// checks once and returns ([`HostConfig::spin_before_sleep`]).
+pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
+    let until = Instant::now() + budget;
+    while !ready() && Instant::now() < until {
+        std::thread::yield_now();
     }
 }
 

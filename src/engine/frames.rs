@@ -1,7 +1,8 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
+use super::exit::Handshake;
 use super::jobs::CallTool;
-use super::{later, Claims, Engine, ExitCheck, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
+use super::{later, Claims, Engine, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
 use crate::intercept::{GuardReply, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
@@ -12,24 +13,24 @@ use crate::types::{HostEvent, Level, NameKind, ToolInfo};
 use std::time::Instant;
 
 impl Engine {
-    pub(super) fn inbound(&mut self, msg: InboundMsg) {
+    /// A message from extension process `msg.key`'s reader, at `now`.
+    pub(super) fn inbound(&mut self, msg: InboundMsg, now: Instant) {
         let Some(&idx) = self.by_key.get(&msg.key) else {
             return; // from an extension of before a reload
         };
-        let now = Instant::now();
-        let t = &self.cfg.timeouts;
         match msg.msg {
             Inbound::Frame(frame) => self.frame(idx, frame, now),
             Inbound::Eof => {
                 if let Phase::Running(run) = &mut self.exts[idx].phase {
-                    run.eof_at = match run.stage {
-                        Stage::AwaitingHello { .. } => Some(later(now, t.eof_before_hello)),
-                        Stage::Registering { .. } | Stage::Ready => {
-                            Some(later(now, t.eof_after_hello))
-                        }
+                    let handshake = match run.stage {
+                        Stage::AwaitingHello { .. } => Some(Handshake::Before),
+                        Stage::Registering { .. } | Stage::Ready => Some(Handshake::After),
                         // Being killed or stopped: on their own deadlines.
                         Stage::Killed(_) | Stage::Stopping { .. } => None,
                     };
+                    if let Some(handshake) = handshake {
+                        run.exit.stdout_closed(now, handshake, &self.cfg.timeouts);
+                    }
                 }
                 self.poll_exit(idx, now)
             }
@@ -43,9 +44,8 @@ impl Engine {
                 self.release(idx, None, "stdin closed", now);
                 // Its commands and tools may still be answered (it read
                 // them, or it is exiting): not at once, not at their timeout.
-                let grace = self.cfg.timeouts.stdin_closed;
                 if let Phase::Running(run) = &mut self.exts[idx].phase {
-                    run.deaf_at = Some(later(now, grace));
+                    run.exit.write_failed(now, &self.cfg.timeouts);
                 }
             }
         }
@@ -56,12 +56,8 @@ impl Engine {
         let Phase::Running(run) = &mut ext.phase else {
             return;
         };
-        // It exited and its pipe is still draining: wait on, up
-        // to `exit_drain` (a grandchild may write forever).
-        let t = &self.cfg.timeouts;
-        if let Some((at, ExitCheck::Drain(seen))) = &mut run.exit_check {
-            *at = later(now, t.exit_silence).min(later(*seen, t.exit_drain));
-        }
+        // It exited and its pipe is still draining: wait on.
+        run.exit.frame_came(now, &self.cfg.timeouts);
         match &mut run.stage {
             Stage::AwaitingHello { .. } => {
                 return match frame {
@@ -157,7 +153,7 @@ impl Engine {
                 };
                 self.call_tool_frame(idx, call, now)
             }
-            ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id, now),
+            ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id),
             ExtFrame::Notify { level, message } => {
                 let level = match level.as_deref().map(Level::parse) {
                     Some(Some(level)) => level,

@@ -33,6 +33,14 @@ pub(super) enum Origin {
     Ext { ext: usize, id: String },
 }
 
+/// Whether the extension that made a `call_tool` still takes its answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Caller {
+    Listening,
+    /// It cancelled the call, or can take no more answers.
+    GaveUp,
+}
+
 /// Where a job is now.
 #[derive(Clone, PartialEq)]
 pub(super) enum At {
@@ -320,7 +328,7 @@ impl Engine {
     }
 
     /// Sends `job` to the extension that owns its tool.
-    pub(super) fn dispatch_tool(&mut self, job: u64, _now: Instant) {
+    pub(super) fn dispatch_tool(&mut self, job: u64, now: Instant) {
         let Some(j) = self.jobs.runs.get(&job) else {
             return;
         };
@@ -355,23 +363,22 @@ impl Engine {
             };
             j.executed = true;
         }
-        self.track_request(idx, id, sent, Waiter::Tool { job }, limit);
+        self.track_request(idx, id, sent, Waiter::Tool { job }, limit, now);
     }
 
     /// Ends `job` with `result`: its children are cancelled, subscribers
     /// get `tool_result`, its caller the result.
     pub(super) fn finish_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>) {
-        self.end_job(job, result, true);
+        self.end_job(job, result, Caller::Listening);
     }
 
-    fn end_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>, answer: bool) {
+    fn end_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>, caller: Caller) {
         let Some(j) = self.jobs.runs.remove(&job) else {
             return;
         };
-        let now = Instant::now();
         // Calls made while serving it lose their context with it.
         for child in self.jobs.all(|c| c.parent == Some(job)) {
-            self.abort_job(child, HostError::CallCancelled, true, now);
+            self.abort_job(child, HostError::CallCancelled, Caller::Listening);
         }
         let verdict_only = matches!(
             &result,
@@ -405,7 +412,7 @@ impl Engine {
         }
         match j.origin {
             Origin::Embedder(reply) => reply(result),
-            Origin::Ext { ext, id } if answer => {
+            Origin::Ext { ext, id } if caller == Caller::Listening => {
                 let (content, is_error) = blocks_of(&result);
                 let (content, truncated) = bounded(&content, RESULT_BUDGET, usize::MAX);
                 let frame = HostFrame::ToolResult {
@@ -425,8 +432,8 @@ impl Engine {
 
     /// Abandons `job` wherever it is: its guards are forgotten, its
     /// extension told with `tool_cancel` (when it asked for that), and
-    /// the job ends with `error`; `answer`: its caller still gets that.
-    pub(super) fn abort_job(&mut self, job: u64, error: HostError, answer: bool, now: Instant) {
+    /// the job ends with `error`, which its caller gets if it listens.
+    pub(super) fn abort_job(&mut self, job: u64, error: HostError, caller: Caller) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -444,8 +451,7 @@ impl Engine {
             }
             At::Starting | At::Builtin => {}
         }
-        let _ = now;
-        self.end_job(job, Err(error), answer);
+        self.end_job(job, Err(error), caller);
     }
 
     /// Tells extension `ext` that its `tool_call` `id` is abandoned, if
@@ -463,9 +469,9 @@ impl Engine {
 
     /// The embedder's cancel: the job under `ticket`, or a request held
     /// until startup ends. False when none is found.
-    pub(super) fn cancel_ticket(&mut self, ticket: Ticket, now: Instant) -> bool {
+    pub(super) fn cancel_ticket(&mut self, ticket: Ticket) -> bool {
         if let Some(job) = self.jobs.find(|j| j.ticket == Some(ticket)) {
-            self.abort_job(job, HostError::CallCancelled, true, now);
+            self.abort_job(job, HostError::CallCancelled, Caller::Listening);
             return true;
         }
         let held =
@@ -496,24 +502,24 @@ impl Engine {
                 name: j.name.clone(),
                 limit,
             };
-            self.abort_job(job, error, true, now);
+            self.abort_job(job, error, Caller::Listening);
         }
     }
 
     /// Extension `ext` can take no more answers: the calls it made are
     /// abandoned (their tools get `tool_cancel`), unanswered.
-    pub(super) fn drop_calls_of(&mut self, ext: usize, now: Instant) {
+    pub(super) fn drop_calls_of(&mut self, ext: usize) {
         for job in self
             .jobs
             .all(|j| matches!(j.origin, Origin::Ext { ext: e, .. } if e == ext))
         {
-            self.abort_job(job, HostError::CallCancelled, false, now);
+            self.abort_job(job, HostError::CallCancelled, Caller::GaveUp);
         }
     }
 
     /// A shutdown or reload ends the calls that would wait for it: the
     /// interactive ones and those the embedder runs (SPEC 13.3).
-    pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
+    pub(super) fn end_open_ended(&mut self, error: &HostError) {
         let open = |j: &Job| {
             matches!(
                 j.at,
@@ -524,7 +530,7 @@ impl Engine {
             )
         };
         for job in self.jobs.all(open) {
-            self.abort_job(job, error.clone(), true, now);
+            self.abort_job(job, error.clone(), Caller::Listening);
         }
     }
 
@@ -687,12 +693,12 @@ impl Engine {
     }
 
     /// `call_tool_cancel`: the caller gave up; it gets no answer.
-    pub(super) fn call_tool_cancel(&mut self, idx: usize, id: &str, now: Instant) {
+    pub(super) fn call_tool_cancel(&mut self, idx: usize, id: &str) {
         let job = self
             .jobs
             .find(|j| matches!(&j.origin, Origin::Ext { ext, id: i } if *ext == idx && i == id));
         match job {
-            Some(job) => self.abort_job(job, HostError::CallCancelled, false, now),
+            Some(job) => self.abort_job(job, HostError::CallCancelled, Caller::GaveUp),
             None => self.exts[idx].log.line(&format!(
                 "ignored call_tool_cancel: id {id:?} is not in flight"
             )),

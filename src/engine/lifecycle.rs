@@ -5,7 +5,7 @@ use super::pending::Owed;
 use super::requests::Then;
 use super::state::{HostState, Startup};
 use super::supervise::Supervision;
-use super::{later, Claims, Drops, End, Engine, ExitCheck, Ext, Phase, Run, Stage};
+use super::{later, Claims, Drops, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
 use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
@@ -17,7 +17,7 @@ use crate::trust;
 use crate::types::{HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
 use std::collections::HashSet;
 use std::process::ExitStatus;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 impl Phase {
     pub(super) fn gone(end: End) -> Phase {
@@ -249,9 +249,7 @@ impl Engine {
             proc,
             // Its first line, the probe, is written with this iteration's frames.
             mcp: mcp.map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
-            exit_check: None,
-            eof_at: None,
-            deaf_at: None,
+            exit: ExitWatch::default(),
             stage: Stage::AwaitingHello { deadline },
         });
         self.by_key.retain(|_, i| *i != idx);
@@ -350,7 +348,7 @@ impl Engine {
         if let Phase::Running(run) = &mut ext.phase {
             ext.log.line(&format!("failed: {reason}"));
             run.proc.signal_group(libc::SIGKILL);
-            run.exit_check = Some((now, ExitCheck::Poll(Duration::from_millis(1))));
+            run.exit.poll_from(now);
             run.stage = Stage::Killed(reason);
         } else {
             ext.phase = Phase::gone(End::Failed(reason));
@@ -365,13 +363,7 @@ impl Engine {
         };
         match run.proc.try_wait() {
             Some(status) => self.exited(idx, status, now),
-            None => {
-                let step = match run.exit_check {
-                    Some((_, ExitCheck::Poll(s))) => (s * 2).min(Duration::from_millis(50)),
-                    _ => Duration::from_millis(1),
-                };
-                run.exit_check = Some((now + step, ExitCheck::Poll(step)));
-            }
+            None => run.exit.poll_again(now),
         }
     }
 
@@ -469,7 +461,7 @@ impl Engine {
         }
         // It can take no answers: the tool calls it made are abandoned.
         if error.is_some() {
-            self.drop_calls_of(idx, now);
+            self.drop_calls_of(idx);
         }
     }
 

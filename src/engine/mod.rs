@@ -36,11 +36,22 @@
 //!   `supervise.rs` (restarts, SPEC 12), `mcp.rs` (driving the client of
 //!   each MCP server, SPEC 11) and `embedder.rs` (the bounded event
 //!   queue) each add one concern, and each names what it imports.
+//! - The host's own life is one `HostState` (`state.rs`): `Starting`
+//!   (requests held, in order, until every extension is ready or the
+//!   startup grace ends), `Running` (requests run; commands and tools
+//!   whose name may still come are parked), `Reloading` (waits for what
+//!   was accepted, stops every extension, starts them again), `Draining`
+//!   (a shutdown waits for what was accepted), `Stopping` (every
+//!   extension was sent `shutdown`) and `Done`. Each state holds exactly
+//!   its data (held requests, parked ones, the replies owed), and
+//!   `Engine::advance`, one `match` on it after each turn, is where the
+//!   state moves on by itself.
 //! - An extension's life is one `Phase` (in `src/engine/mod.rs`): either
-//!   `Running`, with its process (once its stdout closed, also the time it
-//!   is failed at unless it exited first: 100 ms before `hello`, 2 s after;
-//!   once a write to its stdin failed, the time what it owes fails unless
-//!   it exited first, 2 s later) and one stage: `AwaitingHello` (until the hello deadline),
+//!   `Running`, with its process, its exit sub-state (`ExitWatch` in
+//!   `exit.rs`: the poll for an exit, the drain of its last frames, the
+//!   grace after its stdout closed and after a failed write to its
+//!   stdin, each from `Timeouts`) and one stage:
+//!   `AwaitingHello` (until the hello deadline),
 //!   `Registering` (ready after 250 ms of silence unless `ready` comes
 //!   first), `Ready`, `Killed` (it failed; its exit is awaited)
 //!   or `Stopping` (sent `shutdown`; SIGTERM, then SIGKILL, each at its
@@ -49,6 +60,12 @@
 //!   own deadline, so the loop sleeps until the earliest of them
 //!   (`time.rs`), and only a running extension has a process to write to
 //!   or signal.
+//! - The engine reads no clock: the driver passes the time into every
+//!   input (`Engine::request`, `Engine::inbound`) and into the pass after
+//!   each turn (`Engine::settle`), so the rules above can be tested with
+//!   made-up times (`exit.rs`, `supervise.rs`). It still calls the process
+//!   layer itself (spawn, write, signal, reap) and sends replies and host
+//!   events on their channels.
 //! - `src/config.rs` (`HostConfig`, `Timeouts`) and `src/types.rs`
 //!   (requests with their replies, outcomes, `HostEvent`, `Snapshot`,
 //!   `HostError`) are plain data shared by the facade and the engine; they
@@ -444,6 +461,7 @@
 
 mod driver;
 mod embedder;
+mod exit;
 mod exposure;
 mod frames;
 mod jobs;
@@ -472,6 +490,7 @@ use crate::types::{
 };
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
+use exit::ExitWatch;
 use pending::Pending;
 use requests::Then;
 use state::HostState;
@@ -480,11 +499,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::Supervision;
-
-/// How often the loop checks that extensions live, while requests wait
-/// and while idle: a grandchild holding stdout open hides an exit.
-const LIVENESS_EVERY: Duration = Duration::from_millis(100);
-const LIVENESS_IDLE: Duration = Duration::from_secs(1);
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
@@ -506,26 +520,13 @@ struct Run {
     /// For an MCP server (SPEC 11): its client, which every frame to it
     /// and every line from it goes through.
     mcp: Option<Box<McpClient>>,
-    /// When to look again at its exit, and why.
-    exit_check: Option<(Instant, ExitCheck)>,
-    /// Its stdout closed: failed then unless it has exited (it can
-    /// never answer again).
-    eof_at: Option<Instant>,
-    /// A write to its stdin failed: what it owes fails then, unless it
-    /// has exited (then its exit decides, once its pipe is read).
-    deaf_at: Option<Instant>,
+    /// The deadlines that find its exit.
+    exit: ExitWatch,
     stage: Stage,
 }
 
-enum ExitCheck {
-    /// It should exit soon: poll whether it did, the step doubling.
-    Poll(Duration),
-    /// Polling found it exited, at this time: its last frames are awaited.
-    Drain(Instant),
-}
-
 enum Stage {
-    /// Failed at `deadline` without `hello` (or at `eof_at`).
+    /// Failed at `deadline` without `hello` (or when its stdout closed).
     AwaitingHello {
         deadline: Instant,
     },
@@ -804,16 +805,7 @@ struct Engine {
     spawner: Spawner,
 }
 
-/// Yields until `ready()` or `budget` passes; with a zero budget it
-/// checks once and returns ([`HostConfig::spin_before_sleep`]).
-pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
-    let until = Instant::now() + budget;
-    while !ready() && Instant::now() < until {
-        std::thread::yield_now();
-    }
-}
-
-pub(crate) use driver::run;
+pub(crate) use driver::{poll_briefly, run};
 #[allow(unused_imports)] // The inline host drives the loop through it.
 pub(crate) use driver::{Driver, Until};
 
@@ -895,7 +887,7 @@ impl Engine {
             HostState::Starting(_) | HostState::Done => false,
             HostState::Running { held, .. } if !held.is_empty() => {
                 for req in std::mem::take(held) {
-                    self.request(req);
+                    self.request(req, now);
                 }
                 true
             }

@@ -81,8 +81,16 @@ impl Pending {
         self.last_id + 1
     }
 
-    pub(super) fn register(&mut self, id: String, ext: usize, limit: Duration, waiter: Waiter) {
-        let deadline = super::later(Instant::now(), limit);
+    /// Registers request `id` sent to `ext` at `now`, due within `limit`.
+    pub(super) fn register(
+        &mut self,
+        id: String,
+        ext: usize,
+        limit: Duration,
+        waiter: Waiter,
+        now: Instant,
+    ) {
+        let deadline = super::later(now, limit);
         self.earliest = Some(self.earliest.map_or(deadline, |e| e.min(deadline)));
         let entry = Entry {
             ext,

@@ -39,10 +39,9 @@ pub(super) enum Then {
 }
 
 impl Engine {
-    /// Admits a request from the embedder: held during startup, refused
-    /// once a shutdown began, else run.
-    pub(super) fn request(&mut self, req: Request) {
-        let now = Instant::now();
+    /// Admits a request from the embedder at `now`: held during
+    /// startup, refused once a shutdown began, else run.
+    pub(super) fn request(&mut self, req: Request, now: Instant) {
         match req {
             _ if matches!(self.state, HostState::Done) => return req.fail(HostError::Stopped),
             Request::ShutdownNow { reply } => return self.shutdown_now(reply, now),
@@ -101,7 +100,7 @@ impl Engine {
                 // Only tool calls can be cancelled.
                 other => self.execute(other, Lookup::Now, now),
             },
-            Request::Cancel { ticket, reply } => reply(Ok(self.cancel_ticket(ticket, now))),
+            Request::Cancel { ticket, reply } => reply(Ok(self.cancel_ticket(ticket))),
             Request::BuiltinResult {
                 call_id,
                 content,
@@ -180,7 +179,7 @@ impl Engine {
                     held,
                 };
                 // An interactive call would hold the reload up for ever.
-                self.end_open_ended(&HostError::Reloaded, now);
+                self.end_open_ended(&HostError::Reloaded);
             }
             // Accepted requests finish first (advance); restarts are
             // cancelled at once (SPEC 12).
@@ -191,7 +190,7 @@ impl Engine {
                     replies: vec![reply],
                     parked: parked.unwrap_or_default(),
                 };
-                self.end_open_ended(&HostError::ShuttingDown, now);
+                self.end_open_ended(&HostError::ShuttingDown);
             }
             Request::ShutdownNow { reply } => self.shutdown_now(reply, now),
         }
@@ -302,9 +301,10 @@ impl Engine {
         sent: bool,
         waiter: Waiter,
         limit: Duration,
+        now: Instant,
     ) {
         if sent {
-            return self.pending.register(id, idx, limit, waiter);
+            return self.pending.register(id, idx, limit, waiter, now);
         }
         let ext = &self.exts[idx];
         match waiter.fail(HostError::NotServing(ext.name.clone())) {
@@ -333,7 +333,7 @@ impl Engine {
         name: String,
         args: &str,
         reply: Reply<CommandOutcome>,
-        _now: Instant,
+        now: Instant,
     ) {
         if self.host_command(&name) {
             return reply(Err(HostError::HostCommand(name)));
@@ -353,7 +353,7 @@ impl Engine {
         let ext = &mut self.exts[idx];
         let sent = ext.serving() && ext.send(&frame);
         let limit = self.cfg.timeouts.command;
-        self.track_request(idx, id, sent, Waiter::Command { name, reply }, limit);
+        self.track_request(idx, id, sent, Waiter::Command { name, reply }, limit, now);
     }
 
     pub(super) fn command_response(&mut self, idx: usize, r: CommandResponse) {
@@ -602,7 +602,7 @@ impl Engine {
 
     /// Sends `event_intercept` to the guards at `positions` with the
     /// chain's current value; one deadline for the whole round.
-    fn ask(&mut self, chain: u64, positions: Range<usize>, _now: Instant) {
+    fn ask(&mut self, chain: u64, positions: Range<usize>, now: Instant) {
         for pos in positions {
             let Some(state) = self.chains.get_mut(&chain) else {
                 return;
@@ -620,7 +620,7 @@ impl Engine {
             let ext = &mut self.exts[idx];
             let sent = ext.answers_guard() && ext.send(&frame);
             let limit = self.cfg.timeouts.intercept;
-            self.track_request(idx, id, sent, Waiter::Guard { chain, pos }, limit);
+            self.track_request(idx, id, sent, Waiter::Guard { chain, pos }, limit, now);
         }
     }
 

@@ -1,8 +1,8 @@
 //! Deadlines: the next wake-up, each phase's deadline, the shutdown
 //! ladder and the liveness check.
 
-use super::{later, Engine, ExitCheck, Ext, Phase, Stage};
-use super::{LIVENESS_EVERY, LIVENESS_IDLE};
+use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
+use super::{later, Engine, Ext, Phase, Stage};
 use crate::types::{human, HostError};
 use std::time::{Duration, Instant};
 
@@ -21,9 +21,8 @@ impl Ext {
             Stage::Stopping { signal, .. } => signal.map(|(at, _)| at),
             Stage::Ready | Stage::Killed(_) => None,
         };
-        let exit = run.exit_check.as_ref().map(|(at, _)| *at);
         let mcp = run.mcp.as_ref().and_then(|c| c.next_deadline());
-        [stage, exit, run.eof_at, run.deaf_at, mcp]
+        [stage, run.exit.deadline(), mcp]
             .into_iter()
             .flatten()
             .min()
@@ -79,33 +78,33 @@ impl Engine {
             }
             _ => {}
         }
-        match &run.exit_check {
-            // Nothing can write to its stdout any more: however slowly the
-            // loop gets to them, the frames left come, then the end of file.
-            Some((at, ExitCheck::Drain(_))) if *at <= now && !run.proc.stdout_held() => {
-                run.exit_check = Some((later(now, t.exit_silence), ExitCheck::Drain(now)));
+        loop {
+            match run.exit.due(now, t, || run.proc.stdout_held()) {
+                None => break,
+                Some(Due::DrainCheck) => {}
+                Some(Due::Poll) => return self.poll_exit(idx, now),
+                Some(Due::Deaf) => {
+                    if run.proc.try_wait().is_none() {
+                        ext.log.line("its stdin is closed: what it owes fails");
+                        let error = HostError::NotServing(ext.name.clone());
+                        return self.release(idx, Some(&error), "stdin closed", now);
+                    }
+                    // It exited: the frames still in its pipe come first.
+                    if run.exit.unchecked() {
+                        run.exit.drain(now, t);
+                    }
+                }
+                Some(Due::Mute) => {
+                    let why = match run.stage {
+                        Stage::AwaitingHello { .. } => "closed its stdout before hello",
+                        Stage::Registering { .. } | Stage::Ready => {
+                            "closed its stdout but did not exit"
+                        }
+                        Stage::Killed(_) | Stage::Stopping { .. } => return,
+                    };
+                    return self.fail(idx, why.into(), now);
+                }
             }
-            Some((at, _)) if *at <= now => return self.poll_exit(idx, now),
-            _ => {}
-        }
-        if run.deaf_at.take_if(|at| *at <= now).is_some() {
-            if run.proc.try_wait().is_none() {
-                ext.log.line("its stdin is closed: what it owes fails");
-                let error = HostError::NotServing(ext.name.clone());
-                return self.release(idx, Some(&error), "stdin closed", now);
-            }
-            // It exited: the frames still in its pipe come first.
-            if run.exit_check.is_none() {
-                run.exit_check = Some((later(now, t.exit_silence), ExitCheck::Drain(now)));
-            }
-        }
-        if run.eof_at.take_if(|at| *at <= now).is_some() {
-            let why = match run.stage {
-                Stage::AwaitingHello { .. } => "closed its stdout before hello",
-                Stage::Registering { .. } | Stage::Ready => "closed its stdout but did not exit",
-                Stage::Killed(_) | Stage::Stopping { .. } => return,
-            };
-            return self.fail(idx, why.into(), now);
         }
         let Stage::Stopping { signal, .. } = &mut run.stage else {
             return;
@@ -123,7 +122,7 @@ impl Engine {
             *signal = None;
         }
         run.proc.signal_group(sig);
-        run.exit_check = Some((now + MS, ExitCheck::Poll(MS)));
+        run.exit.poll_from(now + MS);
     }
 
     /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
@@ -139,13 +138,13 @@ impl Engine {
             LIVENESS_EVERY
         };
         if self.liveness_at.is_some_and(|at| at <= now) {
-            let silence = self.cfg.timeouts.exit_silence;
+            let t = &self.cfg.timeouts;
             for ext in &mut self.exts {
                 // Frames it wrote before exiting may still be in the pipe:
                 // the EOF behind them reaps it, or `exit_silence` of silence.
                 if let Phase::Running(run) = &mut ext.phase {
-                    if run.exit_check.is_none() && run.proc.try_wait().is_some() {
-                        run.exit_check = Some((later(now, silence), ExitCheck::Drain(now)));
+                    if run.exit.unchecked() && run.proc.try_wait().is_some() {
+                        run.exit.drain(now, t);
                     }
                 }
             }
