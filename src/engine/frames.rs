@@ -9,7 +9,7 @@ use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION};
 use crate::registry::{self, footprint, Registry};
 use crate::tooldef::tool_info;
-use crate::types::{HostEvent, Level, NameKind, ToolInfo};
+use crate::types::{HostEvent, Level, NameKind, ReadyVia, ToolInfo};
 use std::time::Instant;
 
 impl Engine {
@@ -110,7 +110,7 @@ impl Engine {
                 events.unwrap_or_default(),
                 intercept.unwrap_or_default(),
             ),
-            ExtFrame::Ready => self.mark_ready(idx, "ready", now),
+            ExtFrame::Ready => self.mark_ready(idx, ReadyVia::Ready, now),
             ExtFrame::CommandResponse(r) => self.command_response(idx, r),
             ExtFrame::ToolResult {
                 id,
@@ -212,8 +212,8 @@ impl Engine {
                 ext.close_stdin()
             }
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
-            ExtFrame::UnregisterCommand { name } => self.unregister(idx, false, &name),
-            ExtFrame::UnregisterTool { name } => self.unregister(idx, true, &name),
+            ExtFrame::UnregisterCommand { name } => self.unregister(idx, NameKind::Command, &name),
+            ExtFrame::UnregisterTool { name } => self.unregister(idx, NameKind::Tool, &name),
             ExtFrame::TooLong { kind, id, len } => self.too_long(idx, &kind, &id, len),
         }
     }
@@ -363,14 +363,14 @@ impl Engine {
 
     /// An MCP server's prompt or tool left its list: its claim goes, and
     /// with it what the claim counted against the caps.
-    fn unregister(&mut self, idx: usize, tool: bool, name: &str) {
+    fn unregister(&mut self, idx: usize, kind: NameKind, name: &str) {
         let ext = &mut self.exts[idx];
-        let (claims, bytes) = match tool {
-            true => (
+        let (claims, bytes) = match kind {
+            NameKind::Tool => (
                 &mut ext.tools_claimed,
                 self.tools.release(name, idx).map(|t| t.footprint(name)),
             ),
-            false => (
+            NameKind::Command => (
                 &mut ext.commands_claimed,
                 self.commands.release(name, idx).map(|c| c.footprint(name)),
             ),

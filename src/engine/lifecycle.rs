@@ -14,7 +14,9 @@ use crate::mcp_client::{McpClient, McpOptions};
 use crate::process::{describe_status, ExtProcess, Reading, Spawn};
 use crate::protocol::HostFrame;
 use crate::trust;
-use crate::types::{HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
+use crate::types::{
+    human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
+};
 use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::time::Instant;
@@ -273,9 +275,9 @@ impl Engine {
         for e in &self.exts {
             // Nothing is stopping during a startup: "starting" is loading.
             match e.state() {
-                ("ready", _) => ready.push(e.name.clone()),
-                ("failed", Some(why)) => errors.push(format!("{}: {why}", e.name)),
-                ("starting", _) => e.log.line(
+                ExtensionState::Ready => ready.push(e.name.clone()),
+                ExtensionState::Failed { reason } => errors.push(format!("{}: {reason}", e.name)),
+                ExtensionState::Starting => e.log.line(
                     "still loading after the startup grace; \
                      its registrations count when they arrive",
                 ),
@@ -302,9 +304,9 @@ impl Engine {
         }
     }
 
-    /// A registering extension is ready: it said so (`why` is "ready"),
-    /// or it was silent long enough.
-    pub(super) fn mark_ready(&mut self, idx: usize, why: &str, now: Instant) {
+    /// A registering extension is ready: it said so, or it was silent
+    /// long enough (the watchdog, logged).
+    pub(super) fn mark_ready(&mut self, idx: usize, via: ReadyVia, now: Instant) {
         let ext = &mut self.exts[idx];
         let Phase::Running(run) = &mut ext.phase else {
             return;
@@ -314,17 +316,16 @@ impl Engine {
         }
         run.stage = Stage::Ready;
         ext.supervision.ready_once = true;
-        ext.ready_via = Some(match why == "ready" {
-            true => ReadyVia::Ready,
-            false => ReadyVia::Watchdog,
-        });
+        ext.ready_via = Some(via);
         if ext.supervision.remembered {
             ext.log
                 .line("ready without subscribing to interception again: no longer a guard");
             ext.forget_remembered_intercept();
         }
-        if why != "ready" {
-            ext.log.line(why);
+        if via == ReadyVia::Watchdog {
+            let idle = human(self.cfg.timeouts.ready_idle);
+            let why = format!("no ready frame: treated as ready after {idle} of silence");
+            ext.log.line(&why);
         }
         // After the first startup, every extension that becomes ready
         // (late, or after a reload) is announced.

@@ -555,6 +555,16 @@ enum End {
     Exited(String),
 }
 
+impl End {
+    /// Why it failed, how it exited, or why it is not trusted.
+    fn detail(&self) -> Option<&String> {
+        match self {
+            End::Untrusted(why) | End::Failed(why) | End::Exited(why) => Some(why),
+            End::Disabled | End::Bundle => None,
+        }
+    }
+}
+
 struct Ext {
     name: String,
     version: Option<String>,
@@ -646,20 +656,29 @@ impl Ext {
     }
 
     /// Its state as listed, with why it failed or how it exited.
-    fn state(&self) -> (&'static str, Option<&String>) {
+    fn state(&self) -> ExtensionState {
+        let text = |s: &String| s.clone();
         match &self.phase {
             Phase::Running(r) => match &r.stage {
-                Stage::Ready | Stage::Stopping { hello: true, .. } => ("ready", None),
-                Stage::Killed(why) => ("failed", Some(why)),
-                _ => ("starting", None),
+                Stage::Ready | Stage::Stopping { hello: true, .. } => ExtensionState::Ready,
+                Stage::Killed(why) => ExtensionState::Failed { reason: text(why) },
+                _ => ExtensionState::Starting,
             },
             Phase::Gone { end, .. } => match end {
-                End::Disabled => ("disabled", None),
-                End::Bundle => ("bundle", None),
-                End::Untrusted(why) => ("untrusted", Some(why)),
-                End::Failed(why) => ("failed", Some(why)),
-                End::Exited(how) => ("exited", Some(how)),
+                End::Disabled => ExtensionState::Disabled,
+                End::Bundle => ExtensionState::Bundle,
+                End::Untrusted(why) => ExtensionState::Untrusted { reason: text(why) },
+                End::Failed(why) => ExtensionState::Failed { reason: text(why) },
+                End::Exited(how) => ExtensionState::Exited { status: text(how) },
             },
+        }
+    }
+
+    /// How it ended, when it is gone and that has a text.
+    fn end_detail(&self) -> Option<&String> {
+        match &self.phase {
+            Phase::Gone { end, .. } => end.detail(),
+            Phase::Running(_) => None,
         }
     }
 
@@ -670,21 +689,7 @@ impl Ext {
         tools: Vec<String>,
         conflicts: Vec<NameConflict>,
     ) -> ExtensionInfo {
-        let state = match self.state() {
-            ("ready", _) => ExtensionState::Ready,
-            ("failed", why) => ExtensionState::Failed {
-                reason: why.cloned().unwrap_or_default(),
-            },
-            ("exited", how) => ExtensionState::Exited {
-                status: how.cloned().unwrap_or_default(),
-            },
-            ("untrusted", why) => ExtensionState::Untrusted {
-                reason: why.cloned().unwrap_or_default(),
-            },
-            ("disabled", _) => ExtensionState::Disabled,
-            ("bundle", _) => ExtensionState::Bundle,
-            _ => ExtensionState::Starting,
-        };
+        let state = self.state();
         // An untrusted project's skill files are not the embedder's to load.
         let untrusted = matches!(state, ExtensionState::Untrusted { .. });
         let provides = self

@@ -112,3 +112,205 @@ impl HostState {
         }
     }
 }
+
+/// The host's rules with a made-up clock and no processes: an engine
+/// whose one extension is gone (disabled), requests handed in at chosen
+/// times, the passes after a turn run at chosen times.
+#[cfg(test)]
+mod tests {
+    use super::super::pending::Waiter;
+    use super::super::{Claims, Drops, End, Engine, Ext, Phase, Senders};
+    use super::*;
+    use crate::config::HostConfig;
+    use crate::discovery::Scope;
+    use crate::log::ExtLog;
+    use crate::types::{CommandOutcome, HostError, HostEvent};
+    use crossbeam_channel::Receiver;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn engine() -> (Engine, Receiver<HostEvent>) {
+        let dir = std::env::temp_dir().join("zot-state-test");
+        let cfg = HostConfig::new(dir.clone(), dir);
+        let (events_tx, events) = crossbeam_channel::unbounded();
+        let senders = Senders {
+            inbound: crossbeam_channel::bounded(1).0,
+            mcp_inbound: crossbeam_channel::unbounded().0,
+            builtin: crossbeam_channel::unbounded().0,
+        };
+        let mut e = Engine::new(cfg, events_tx, Arc::default(), Arc::default(), senders);
+        e.exts.push(Ext {
+            name: "x".into(),
+            version: None,
+            scope: Scope::Explicit,
+            dir: std::env::temp_dir(),
+            phase: Phase::gone(End::Disabled),
+            log: ExtLog::stderr("x"),
+            events: Vec::new(),
+            event_set: Default::default(),
+            event_bytes: 0,
+            intercept: Vec::new(),
+            commands_claimed: Claims::default(),
+            tools_claimed: Claims::default(),
+            dropped_events: Drops::default(),
+            dropped_notes: Drops::default(),
+            out: Vec::new(),
+            manifest: None,
+            supervision: Default::default(),
+            ready_via: None,
+            lost_to_builtin: Vec::new(),
+            tool_cancel: false,
+            call_tool: false,
+        });
+        (e, events)
+    }
+
+    /// Where a reply lands.
+    type Slot<T> = Arc<Mutex<Option<Result<T, HostError>>>>;
+
+    /// A reply slot and the callback that fills it.
+    fn slot<T: Send + 'static>() -> (Slot<T>, crate::types::Reply<T>) {
+        let got: Slot<T> = Arc::default();
+        let fill = got.clone();
+        (got, Box::new(move |r| *fill.lock().unwrap() = Some(r)))
+    }
+
+    fn taken<T>(got: &Slot<T>) -> Option<Result<T, HostError>> {
+        got.lock().unwrap().take()
+    }
+
+    /// A command sent to extension 0 at `at` and not answered yet.
+    fn command_in_flight(e: &mut Engine, at: Instant) -> Slot<CommandOutcome> {
+        let (got, reply) = slot();
+        let waiter = Waiter::Command {
+            name: "slow".into(),
+            reply,
+        };
+        let limit = e.cfg.timeouts.command;
+        let id = e.pending.new_id();
+        e.pending.register(id, 0, limit, waiter, at);
+        got
+    }
+
+    #[test]
+    fn a_shutdown_waits_for_an_accepted_request_until_its_timeout() {
+        let t0 = Instant::now();
+        let (mut e, _events) = engine();
+        e.start_all(None, Vec::new(), t0);
+        let answer = command_in_flight(&mut e, t0);
+        let (stopped, reply) = slot();
+        e.request(Request::Shutdown { reply }, t0);
+        e.settle(t0);
+        assert!(matches!(e.state, HostState::Draining { .. }));
+        // Later requests are refused meanwhile.
+        let (listed, reply) = slot();
+        e.request(Request::List { reply }, t0 + S);
+        assert!(matches!(taken(&listed), Some(Err(HostError::ShuttingDown))));
+        e.settle(t0 + 29 * S);
+        assert!(
+            taken(&stopped).is_none(),
+            "stopped before the command's timeout"
+        );
+        assert_eq!(e.next_deadline(), Some(t0 + 30 * S));
+        e.settle(t0 + 30 * S);
+        assert!(matches!(
+            taken(&answer),
+            Some(Err(HostError::TimedOut { .. }))
+        ));
+        assert!(matches!(taken(&stopped), Some(Ok(()))));
+        assert!(e.is_done());
+        let (late, reply) = slot();
+        e.request(Request::List { reply }, t0 + 31 * S);
+        assert!(matches!(taken(&late), Some(Err(HostError::Stopped))));
+    }
+
+    #[test]
+    fn requests_during_a_startup_wait_in_order_and_a_stop_at_once_cancels_them() {
+        let t0 = Instant::now();
+        let (mut e, _events) = engine();
+        let startup = Startup {
+            deadline: t0 + 3 * S,
+            reload: None,
+            loaded: 0,
+            held: Vec::new(),
+        };
+        e.state = HostState::Starting(startup);
+        assert_eq!(e.next_deadline(), Some(t0 + 3 * S));
+        let (listed, reply) = slot();
+        e.request(Request::List { reply }, t0);
+        let (reload, reply) = slot();
+        e.request(Request::Reload { reply }, t0);
+        assert!(taken(&listed).is_none() && taken(&reload).is_none(), "held");
+        let (now, reply) = slot();
+        e.request(Request::ShutdownNow { reply }, t0 + S);
+        assert!(matches!(taken(&listed), Some(Err(HostError::Cancelled))));
+        assert!(matches!(taken(&reload), Some(Err(HostError::Cancelled))));
+        e.settle(t0 + S);
+        assert!(matches!(taken(&now), Some(Ok(()))));
+        assert!(e.is_done());
+    }
+
+    #[test]
+    fn held_requests_run_in_order_once_the_startup_ends_and_a_held_reload_holds_the_rest() {
+        let t0 = Instant::now();
+        let (mut e, events) = engine();
+        e.state = HostState::Starting(Startup {
+            deadline: t0 + 3 * S,
+            reload: None,
+            loaded: 0,
+            held: Vec::new(),
+        });
+        let (first, reply) = slot();
+        e.request(Request::List { reply }, t0);
+        let (reload, reply) = slot();
+        e.request(Request::Reload { reply }, t0);
+        let (second, reply) = slot();
+        e.request(Request::List { reply }, t0);
+        // Nothing is loading: the startup ends at the first check, is
+        // announced, and what was held runs: the list, then the reload,
+        // which holds the second list until it is done too.
+        e.check_startup(t0);
+        assert!(matches!(events.try_recv(), Ok(HostEvent::Ready { .. })));
+        assert!(
+            taken(&first).is_none(),
+            "runs after the pass, not inside it"
+        );
+        e.settle(t0);
+        assert!(matches!(taken(&first), Some(Ok(_))));
+        let report = taken(&reload).expect("the reload is done").expect("ok");
+        assert_eq!((report.stopped, report.loaded), (0, 0));
+        assert!(
+            matches!(taken(&second), Some(Ok(_))),
+            "held past the reload, then run"
+        );
+        // A reload's startup is not announced again.
+        assert!(events.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_second_reload_while_one_waits_is_refused() {
+        let t0 = Instant::now();
+        let (mut e, _events) = engine();
+        e.start_all(None, Vec::new(), t0);
+        let answer = command_in_flight(&mut e, t0);
+        let (first, reply) = slot();
+        e.request(Request::Reload { reply }, t0);
+        e.settle(t0);
+        let (second, reply) = slot();
+        e.request(Request::Reload { reply }, t0);
+        assert!(matches!(
+            taken(&second),
+            Some(Err(HostError::ReloadRunning))
+        ));
+        assert!(taken(&first).is_none(), "waits for the accepted command");
+        e.settle(t0 + 30 * S);
+        assert!(matches!(
+            taken(&answer),
+            Some(Err(HostError::TimedOut { .. }))
+        ));
+        assert!(matches!(taken(&first), Some(Ok(_))));
+        assert!(matches!(e.state, HostState::Running { .. }));
+    }
+}

@@ -2,7 +2,7 @@
 //! to a limit; a guard that cannot answer blocks when its manifest says
 //! `"guard_failure": "block"`. A pending restart is a gone phase's deadline.
 
-use super::{later, Drops, Engine, Ext, Phase, Stage};
+use super::{later, Drops, End, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
 use crate::types::{human, HostEvent};
@@ -73,11 +73,19 @@ impl Ext {
     /// Why it failed for good once started, without ever becoming ready
     /// (an invalid manifest never started: it could register nothing).
     pub(super) fn failed_before_ready(&self) -> Option<&String> {
-        match self.state() {
-            ("failed", Some(why)) if !self.supervision.ready_once && self.manifest.is_some() => {
-                Some(why)
-            }
-            _ => None,
+        if self.supervision.ready_once || self.manifest.is_none() {
+            return None;
+        }
+        match &self.phase {
+            Phase::Running(run) => match &run.stage {
+                Stage::Killed(why) => Some(why),
+                _ => None,
+            },
+            Phase::Gone {
+                end: End::Failed(why),
+                ..
+            } => Some(why),
+            Phase::Gone { .. } => None,
         }
     }
 
@@ -91,13 +99,20 @@ impl Ext {
     /// Whether it is a guard for `event` now: it answers, or it fails
     /// closed while it cannot (a disabled extension is no guard at all).
     pub(super) fn guards(&self, event: &str) -> bool {
-        let closed = self.fails_closed() && self.state().0 != "disabled";
+        let disabled = matches!(
+            self.phase,
+            Phase::Gone {
+                end: End::Disabled,
+                ..
+            }
+        );
+        let closed = self.fails_closed() && !disabled;
         self.intercept.iter().any(|e| e == event) && (self.answers_guard() || closed)
     }
 
     /// Why it cannot answer an interception now.
     pub(super) fn why_unavailable(&self) -> String {
-        match (self.run(), self.state()) {
+        match (self.run(), self.end_detail()) {
             (Some(run), _) => match run.stage {
                 Stage::Stopping { .. } => "stopping".into(),
                 _ if !run.proc.writable() => "stdin closed".into(),
@@ -105,11 +120,9 @@ impl Ext {
                 _ => "restarting".into(),
             },
             // Gone: its deadline is its restart.
-            (None, (_, Some(how))) if self.deadline().is_some() => {
-                format!("restarting after {how}")
-            }
-            (None, (state, Some(how))) => format!("{state}: {how}"),
-            (None, _) => "not running".into(),
+            (None, Some(how)) if self.deadline().is_some() => format!("restarting after {how}"),
+            (None, Some(how)) => format!("{}: {how}", self.state().as_str()),
+            (None, None) => "not running".into(),
         }
     }
 
@@ -181,7 +194,7 @@ impl Engine {
     /// count until it subscribes again.
     pub(super) fn restart(&mut self, idx: usize, now: Instant) {
         let ext = &mut self.exts[idx];
-        let Some(status) = ext.state().1.cloned() else {
+        let Some(status) = ext.end_detail().cloned() else {
             return;
         };
         ext.events.clear();

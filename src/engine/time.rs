@@ -3,7 +3,7 @@
 
 use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
 use super::{later, Engine, Ext, Phase, Stage};
-use crate::types::{human, HostError};
+use crate::types::{human, HostError, ReadyVia};
 use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);
@@ -72,9 +72,7 @@ impl Engine {
                 return self.fail(idx, why, now);
             }
             Stage::Registering { ready_at } if ready_at <= now => {
-                let idle = human(t.ready_idle);
-                let why = format!("no ready frame: treated as ready after {idle} of silence");
-                return self.mark_ready(idx, &why, now);
+                return self.mark_ready(idx, ReadyVia::Watchdog, now);
             }
             _ => {}
         }
