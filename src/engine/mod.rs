@@ -60,12 +60,14 @@
 //!   own deadline, so the loop sleeps until the earliest of them
 //!   (`time.rs`), and only a running extension has a process to write to
 //!   or signal.
-//! - The engine reads no clock: the driver passes the time into every
-//!   input (`Engine::request`, `Engine::inbound`) and into the pass after
-//!   each turn (`Engine::settle`), so the rules above can be tested with
-//!   made-up times (`exit.rs`, `supervise.rs`). It still calls the process
-//!   layer itself (spawn, write, signal, reap) and sends replies and host
-//!   events on their channels.
+//! - The engine reads no clock (one exception: a frame handed to an MCP
+//!   server's client in `Ext::send`): the driver passes the time into
+//!   every input (`Engine::request`, `Engine::inbound`) and into the pass
+//!   after each turn (`Engine::settle`), so the rules above are tested
+//!   with made-up times and no processes (`state.rs`, `exit.rs`,
+//!   `supervise.rs`). It still calls the process layer itself (spawn,
+//!   write, signal, reap) and sends replies and host events on their
+//!   channels: those are not yet actions the driver executes.
 //! - `src/config.rs` (`HostConfig`, `Timeouts`) and `src/types.rs`
 //!   (requests with their replies, outcomes, `HostEvent`, `Snapshot`,
 //!   `HostError`) are plain data shared by the facade and the engine; they
