@@ -137,7 +137,6 @@ mod tests {
         let (events_tx, events) = crossbeam_channel::unbounded();
         let senders = Senders {
             inbound: crossbeam_channel::bounded(1).0,
-            mcp_inbound: crossbeam_channel::unbounded().0,
             builtin: crossbeam_channel::unbounded().0,
         };
         let mut e = Engine::new(cfg, events_tx, Arc::default(), Arc::default(), senders);
