@@ -1,8 +1,25 @@
-//! The embedder's view: [`Host`] starts the loop thread (`engine`),
-//! [`HostHandle`] sends it requests; the blocking calls wait for replies.
+//! The embedder's view. [`Host::start`] builds the engine's driver on the
+//! caller's thread and every call runs the loop itself until its reply
+//! comes (inline); [`Host::start_threaded`] runs the same loop on a thread
+//! of its own and calls only wait (threaded). [`HostHandle`] makes the same
+//! calls from any thread.
+//!
+//! Inline, the driver sits in one slot shared by the host and its handles:
+//! a caller takes it, runs turns until its reply came, and puts it back;
+//! a caller that finds it taken waits until its reply comes or the driver
+//! is back (a reply callback wakes it), so one thread drives at a time and
+//! a request never waits for a thread that does not drive. Nothing runs
+//! between calls: timers, restarts and extensions' notes advance only in
+//! a call, [`Host::poll`] or [`Host::next_event`].
+//!
+//! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
+//! *thread* that spawned it ends (engine docs, "The host's death"); the
+//! host's own spawning threads start every extension (`src/spawner.rs`),
+//! so an embedder's thread that drives the loop and then ends takes no
+//! extension with it.
 
 use crate::config::HostConfig;
-use crate::engine;
+use crate::engine::{self, Driver};
 use crate::intercept::InterceptOutcome;
 use crate::protocol::EventPayload;
 use crate::types::{
@@ -12,15 +29,137 @@ use crate::types::{
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// A cheap, cloneable way to send requests from any thread. Every
-/// blocking call blocks its caller only.
+/// The longest a caller that waits for another thread's driving sleeps
+/// before it looks at its condition again: a reply wakes it at once, an
+/// event (which wakes nobody) is seen within this.
+const RECHECK: Duration = Duration::from_millis(20);
+
+/// Where the inline driver is.
+enum Slot {
+    /// No thread runs it: the next caller takes it.
+    Idle(Box<Driver>),
+    /// A thread runs it (always, with the threaded layer).
+    Driven,
+    /// The host is done; the driver is dropped with its request channel,
+    /// so later requests fail at once.
+    Done,
+}
+
+/// The driver's slot, shared by the host and its handles.
+struct Loop {
+    slot: Mutex<Slot>,
+    /// Signalled when the driver is put back and when a reply comes.
+    turned: Condvar,
+    /// The loop runs on a thread of its own: callers only wait.
+    threaded: bool,
+}
+
+impl Loop {
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes the callers waiting for the driver (after a reply).
+    fn wake(&self) {
+        let _slot = self.lock();
+        self.turned.notify_all();
+    }
+
+    /// Runs turns on this thread until `until()` holds, `deadline` passes
+    /// or the host is done; while another thread drives, waits for it.
+    fn drive_until(&self, mut until: impl FnMut() -> bool, deadline: Option<Instant>) {
+        let mut slot = self.lock();
+        loop {
+            if until() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return;
+            }
+            match &*slot {
+                Slot::Idle(_) => {
+                    slot = self.drive(slot, |driver| {
+                        driver.run_until(&mut until, deadline);
+                    })
+                }
+                Slot::Done => return,
+                Slot::Driven => {
+                    let left =
+                        deadline.map_or(RECHECK, |d| d.saturating_duration_since(Instant::now()));
+                    slot = (self.turned.wait_timeout(slot, left.min(RECHECK)))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// Runs one turn now if no thread drives: what was just queued is
+    /// handed to the engine and its frames are written.
+    fn turn_now(&self) {
+        let slot = self.lock();
+        if matches!(*slot, Slot::Idle(_)) {
+            drop(self.drive(slot, |driver| {
+                driver.turn(Some(Instant::now()));
+            }));
+        }
+    }
+
+    /// Takes the idle driver, runs `f` with it (the slot unlocked), and
+    /// puts it back, or marks the host done.
+    fn drive<'a>(
+        &'a self,
+        mut slot: MutexGuard<'a, Slot>,
+        f: impl FnOnce(&mut Driver),
+    ) -> MutexGuard<'a, Slot> {
+        if !matches!(*slot, Slot::Idle(_)) {
+            return slot;
+        }
+        let Slot::Idle(driver) = std::mem::replace(&mut *slot, Slot::Driven) else {
+            return slot;
+        };
+        drop(slot);
+        let mut driving = Driving(self, Some(driver));
+        f(driving.driver());
+        // A done driver is dropped here, unlocked: its request channel
+        // closes, so later requests fail at once.
+        let driver = driving.1.take().filter(|d| !d.is_done());
+        let mut slot = self.lock();
+        *slot = driver.map_or(Slot::Done, Slot::Idle);
+        self.turned.notify_all();
+        slot
+    }
+}
+
+/// The driver while a thread runs it. Should a turn panic (in an
+/// embedder's reply callback), the host is done rather than left taken.
+struct Driving<'a>(&'a Loop, Option<Box<Driver>>);
+
+impl Driving<'_> {
+    fn driver(&mut self) -> &mut Driver {
+        self.1
+            .as_mut()
+            .expect("the driver is held until the turn ends")
+    }
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        if self.1.take().is_some() {
+            *self.0.lock() = Slot::Done;
+            self.0.turned.notify_all();
+        }
+    }
+}
+
+/// A cheap, cloneable way to make the host's calls from any thread. Every
+/// blocking call blocks its caller only; inline, it runs the loop while no
+/// other thread does.
 #[derive(Clone)]
 pub struct HostHandle {
     tx: Sender<Request>,
+    shared: Arc<Loop>,
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
     tickets: Arc<AtomicU64>,
@@ -38,13 +177,21 @@ impl HostHandle {
     /// Blocks until every extension is ready or failed, or the startup
     /// grace ran out; returns the names of the ready ones.
     pub fn wait_ready(&self) -> Vec<String> {
+        if !self.shared.threaded {
+            self.shared.drive_until(|| self.ready.is_set(), None);
+        }
         self.ready.wait()
     }
 
-    /// Queues a request; after the host stopped it fails at once.
+    /// Queues a request; after the host stopped it fails at once. Inline,
+    /// it is handed to the engine at once when no other thread drives.
     pub fn submit(&self, request: Request) {
         if let Err(e) = self.tx.send(request) {
             e.into_inner().fail(HostError::Stopped);
+            return;
+        }
+        if !self.shared.threaded {
+            self.shared.turn_now();
         }
     }
 
@@ -55,17 +202,32 @@ impl HostHandle {
         Ticket(self.tickets.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Sends a request and blocks for its reply.
+    /// Sends a request and blocks for its reply; inline, running the loop.
     pub fn call<T: Send + 'static>(
         &self,
         make: impl FnOnce(Reply<T>) -> Request,
     ) -> Result<T, HostError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.submit(make(Box::new(move |r| {
+        if self.shared.threaded {
+            self.submit(make(Box::new(move |r| {
+                let _ = tx.send(r);
+            })));
+            engine::poll_briefly(self.spin, || !rx.is_empty());
+            return rx.recv().unwrap_or(Err(HostError::Stopped));
+        }
+        // The callback may run on another caller's turn: it wakes this one.
+        let waiter: Weak<Loop> = Arc::downgrade(&self.shared);
+        let request = make(Box::new(move |r| {
             let _ = tx.send(r);
-        })));
-        engine::poll_briefly(self.spin, || !rx.is_empty());
-        rx.recv().unwrap_or(Err(HostError::Stopped))
+            if let Some(shared) = waiter.upgrade() {
+                shared.wake();
+            }
+        }));
+        if let Err(e) = self.tx.send(request) {
+            e.into_inner().fail(HostError::Stopped);
+        }
+        self.shared.drive_until(|| !rx.is_empty(), None);
+        rx.try_recv().unwrap_or(Err(HostError::Stopped))
     }
 }
 
@@ -235,35 +397,72 @@ impl Host {
 /// A running extension host. Its calls block the calling thread only;
 /// [`Host::handle`] gives other threads the same calls. Dropping it shuts
 /// it down gracefully.
+///
+/// Started with [`Host::start`] it is driven inline: each call runs the
+/// host loop on the caller's thread until its reply comes, so nothing
+/// happens between calls. An embedder that stops calling for a while
+/// and still wants extensions' notes, restarts and timeouts to advance
+/// calls [`Host::poll`] (or [`Host::next_event`]) at least every second,
+/// or starts the host with [`Host::start_threaded`].
 pub struct Host {
     handle: HostHandle,
     events: Receiver<HostEvent>,
+    /// The threaded layer's loop thread.
     thread: Option<JoinHandle<()>>,
 }
 
 impl Host {
-    /// Starts the extensions on a new loop thread; returns at once.
+    /// Starts the extensions; the loop runs in this thread's calls (and
+    /// in other threads' calls through a [`HostHandle`], one at a time).
+    /// Any thread may drive it: extensions are spawned by the host's own
+    /// threads, which outlive them.
     pub fn start(mut config: HostConfig) -> io::Result<Host> {
         config.make_paths_absolute();
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (host, requests, event_tx) = Host::new(config.spin_before_sleep, false);
+        let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
+        let driver = Driver::start(config, requests, event_tx, sent, latch);
+        *host.handle.shared.lock() = Slot::Idle(Box::new(driver));
+        Ok(host)
+    }
+
+    /// Starts the extensions on a loop thread of the host's own; returns
+    /// at once. Calls only wait, from any thread, and the loop runs
+    /// whether or not anybody calls (notes, restarts, timeouts).
+    pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
+        config.make_paths_absolute();
+        let (mut host, requests, event_tx) = Host::new(config.spin_before_sleep, true);
+        let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
+        let thread = std::thread::Builder::new()
+            .name("zot-host".into())
+            .spawn(move || engine::run(config, requests, event_tx, sent, latch))?;
+        host.thread = Some(thread);
+        Ok(host)
+    }
+
+    /// A host without its loop yet, with the ends of its channels the
+    /// loop takes.
+    fn new(spin: Duration, threaded: bool) -> (Host, Receiver<Request>, Sender<HostEvent>) {
+        let (tx, requests) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
+        let shared = Arc::new(Loop {
+            slot: Mutex::new(Slot::Driven),
+            turned: Condvar::new(),
+            threaded,
+        });
         let handle = HostHandle {
             tx,
+            shared,
             ready: Arc::default(),
             events_sent: Arc::default(),
             tickets: Arc::default(),
-            spin: config.spin_before_sleep,
+            spin,
         };
-        let (sent, latch) = (handle.events_sent.clone(), handle.ready.clone());
-        let thread = std::thread::Builder::new()
-            .name("zot-host".into())
-            .spawn(move || engine::run(config, rx, event_tx, sent, latch))?;
-        let thread = Some(thread);
-        Ok(Host {
+        let host = Host {
             handle,
             events,
-            thread,
-        })
+            thread: None,
+        };
+        (host, requests, event_tx)
     }
 
     /// Events put into [`Host::events`] so far ([`HostHandle::events_sent`]).
@@ -297,11 +496,44 @@ impl Host {
 
     /// Unasked events. Notes and panel updates beyond
     /// [`HostConfig::event_budget`] waiting bytes are dropped (counted).
+    /// Inline, they arrive while the loop runs: in a call, [`Host::poll`]
+    /// or [`Host::next_event`].
     pub fn events(&self) -> &Receiver<HostEvent> {
         &self.events
     }
 
-    /// A handle for submitting requests from other threads.
+    /// Runs the host loop on this thread until a new event is put into
+    /// [`Host::events`] or `timeout` passes (`Duration::ZERO`: one turn,
+    /// for what is due or has come); true when one was. Threaded, the loop
+    /// runs anyway: this only waits for a new event.
+    pub fn poll(&self, timeout: Duration) -> bool {
+        let before = self.events_sent();
+        let new = || self.events_sent() > before;
+        let deadline = Instant::now().checked_add(timeout);
+        if self.handle.shared.threaded {
+            while !new() && deadline.is_none_or(|d| Instant::now() < d) {
+                let left = deadline.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(Instant::now())
+                });
+                std::thread::sleep(left.min(Duration::from_millis(1)));
+            }
+        } else {
+            self.handle.shared.turn_now();
+            self.handle.shared.drive_until(new, deadline);
+        }
+        new()
+    }
+
+    /// The next event: one already waiting, else the first new one while
+    /// [`Host::poll`] runs the loop for at most `timeout`.
+    pub fn next_event(&self, timeout: Duration) -> Option<HostEvent> {
+        if self.events.is_empty() {
+            self.poll(timeout);
+        }
+        self.events.try_recv().ok()
+    }
+
+    /// A handle for making calls from other threads.
     pub fn handle(&self) -> HostHandle {
         self.handle.clone()
     }
@@ -314,9 +546,12 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
-        if let Some(thread) = self.thread.take() {
-            let _ = self.call(|reply| Request::Shutdown { reply });
-            let _ = thread.join();
+        let _ = self.call(|reply| Request::Shutdown { reply });
+        match self.thread.take() {
+            Some(thread) => {
+                let _ = thread.join();
+            }
+            None => self.handle.shared.drive_until(|| false, None),
         }
     }
 }

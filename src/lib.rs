@@ -3,8 +3,10 @@
 //! Extensions are external programs that speak newline-delimited JSON
 //! over stdin/stdout. [`Host`] discovers and starts them, keeps their
 //! registries of slash commands and tools, routes requests, delivers
-//! lifecycle events and runs interception chains, all from one loop
-//! thread; per extension a reader thread (and a writer once stdin fills).
+//! lifecycle events and runs interception chains from one loop, which the
+//! thread whose call waits runs ([`Host::start`]; [`Host::start_threaded`]
+//! gives it a thread of its own); per extension a reader thread (and a
+//! writer once stdin fills).
 //!
 //! An embedding that runs as a doctest (`cargo test --doc`), with the
 //! example weather tool from `fixtures/examples/weather` (Python 3):

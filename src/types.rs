@@ -798,6 +798,11 @@ impl ReadyLatch {
         }
     }
 
+    pub(crate) fn is_set(&self) -> bool {
+        let ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
+        ready.is_some()
+    }
+
     pub(crate) fn wait(&self) -> Vec<String> {
         let ready = self.ready.lock().unwrap_or_else(|p| p.into_inner());
         let ready = self.cond.wait_while(ready, |names| names.is_none());

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use zot_host::{
-    Action, BuiltinVerdict, ExtensionState, Host, HostError, HostEvent, Level, Request,
-    ToolOutcome, ToolRequest,
+    Action, BuiltinVerdict, ExtensionState, HostError, HostEvent, Level, Request, ToolOutcome,
+    ToolRequest,
 };
 
 #[test]
@@ -59,7 +59,7 @@ fn ready_frame_and_legacy_watchdog() {
         "b",
         json!({"register": [command("y")], "ready": false}),
     );
-    let host = Host::start(config(&t, &[explicit, legacy])).unwrap();
+    let host = start_host(config(&t, &[explicit, legacy]));
     let ready = host.wait_ready();
     assert_eq!(
         ready,
@@ -84,7 +84,7 @@ fn ready_event_is_sent_once() {
     let a = ext_dir(&t.join("a"), "a", json!({}));
     // The event lists who was ready within the grace (config's is long).
     let host = start_ready(config(&t, &[a]));
-    let first = host.events().recv_timeout(DEADLINE).unwrap();
+    let first = host.next_event(DEADLINE).unwrap();
     assert_eq!(
         first,
         HostEvent::Ready {
@@ -253,8 +253,8 @@ fn notes_and_panels_reach_the_embedder() {
         .iter()
         .any(|e| matches!(e, HostEvent::PanelClose { .. }))
     {
-        let event = host.events().recv_timeout(DEADLINE);
-        got.push(event.unwrap_or_else(|_| panic!("no panel_close event; got {got:?}")));
+        let event = host.next_event(DEADLINE);
+        got.push(event.unwrap_or_else(|| panic!("no panel_close event; got {got:?}")));
     }
     let notify = |level: Level, message: &str| HostEvent::Notify {
         extension: "a".into(),
@@ -588,7 +588,7 @@ fn a_late_extension_keeps_loading_and_announces_itself() {
     );
     let mut cfg = config(&t, &[quick, late]);
     cfg.timeouts.startup = Duration::from_millis(200);
-    let host = Host::start(cfg).unwrap();
+    let host = start_host(cfg);
     // Startup gives up waiting for `late` after its grace...
     assert!(!host.wait_ready().contains(&"late".to_string()));
     // ...but it keeps loading, and its registrations count when they come.
@@ -726,7 +726,7 @@ fn stdout_closed_before_hello_fails_without_waiting_for_the_hello_timeout() {
     );
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.hello = Duration::from_secs(120);
-    let host = Host::start(cfg).unwrap();
+    let host = start_host(cfg);
     let failed = wait_event(&host, "extension_failed", |e| {
         matches!(e, HostEvent::ExtensionFailed { .. })
     });
@@ -797,7 +797,7 @@ fn a_second_reload_while_one_runs_is_refused() {
         });
     }
     let answers: Vec<_> = (0..2)
-        .map(|_| rx.recv_timeout(DEADLINE).expect("reload answer"))
+        .map(|_| recv_on(&host, "reload answer", &rx))
         .collect();
     assert!(
         answers.iter().any(|r| r
@@ -906,13 +906,13 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
     // it, and the startup ends only when `held` is released.
     cfg.timeouts.restart_backoff = Duration::from_secs(600);
     cfg.timeouts.startup = Duration::from_secs(600);
-    let host = Host::start(cfg).expect("start host");
+    let host = start_host(cfg);
     wait_event(
         &host,
         "a exited",
         |e| matches!(e, HostEvent::ExtensionExited { extension, .. } if extension == "a"),
     );
-    wait_for("b started", || !starts(&t, "b").is_empty());
+    wait_on(&host, "b started", || !starts(&t, "b").is_empty());
 
     let (tx, rx) = crossbeam_channel::bounded(1);
     host.handle().submit(Request::Shutdown {
@@ -920,14 +920,18 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
             let _ = tx.send(r);
         }),
     });
-    wait_for("a's restart cancelled while the startup still runs", || {
-        log_of(&t, "a").contains("pending restart cancelled")
-    });
+    wait_on(
+        &host,
+        "a's restart cancelled while the startup still runs",
+        || log_of(&t, "a").contains("pending restart cancelled"),
+    );
     // SAFETY: kill(2) on a process this test's host started.
     unsafe {
         libc::kill(starts(&t, "b")[0] as i32, libc::SIGKILL);
     }
-    wait_for("b's crash logged", || log_of(&t, "b").contains("crashed ("));
+    wait_on(&host, "b's crash logged", || {
+        log_of(&t, "b").contains("crashed (")
+    });
     let log = log_of(&t, "b");
     assert!(
         log.contains("not restarted: the host is stopping or reloading"),
@@ -935,7 +939,7 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
     );
 
     std::fs::write(&release, "").expect("release held");
-    let reply = rx.recv_timeout(DEADLINE).expect("shutdown reply");
+    let reply = recv_on(&host, "shutdown reply", &rx);
     assert!(reply.is_ok(), "{reply:?}");
     let restarted = host
         .events()
@@ -1155,7 +1159,7 @@ fn answers_to_other_requests_are_dropped_and_leave_them_pending() {
         }),
     });
     let mut victim = None;
-    wait_for("a to get /slow", || {
+    wait_on(&host, "a to get /slow", || {
         victim = recorded(&rec)
             .into_iter()
             .find(|f| f["type"] == "command_invoked")
@@ -1169,7 +1173,7 @@ fn answers_to_other_requests_are_dropped_and_leave_them_pending() {
     let mine = host.command("steal", &victim).expect("steal answered");
     assert_eq!(mine.display.as_deref(), Some("mine"));
     // a's request was not answered by the thief: it times out as a's.
-    let slow = slow.recv_timeout(DEADLINE).expect("slow answered");
+    let slow = recv_on(&host, "slow answered", &slow);
     assert_eq!(
         slow,
         Err(HostError::TimedOut {
@@ -1633,7 +1637,7 @@ fn reload_stops_an_extension_mid_start_and_starts_it_again() {
     let mut cfg = config(&t, &[ext]);
     cfg.timeouts.startup = Duration::from_millis(100);
     cfg.timeouts.hello = Duration::from_secs(60);
-    let host = Host::start(cfg).expect("start");
+    let host = start_host(cfg);
     host.wait_ready();
     // Still sleeping before its hello: the reload stops it.
     host.reload().expect("reload");
@@ -1797,11 +1801,11 @@ fn a_dead_extension_owns_no_name() {
     );
     let mut cfg = config(&t, &[ext]);
     cfg.timeouts.ready_idle = Duration::from_secs(30);
-    let host = Host::start(cfg).expect("start");
-    let keeper = read_pid(&keeper);
+    let host = start_host(cfg);
     wait_event(&host, "extension_exited", |e| {
         matches!(e, HostEvent::ExtensionExited { .. })
     });
+    let keeper = read_pid(&keeper);
     // Frames of the burst still queued are taken in the loop's next
     // rounds, between these requests: none may claim a name.
     for _ in 0..50 {

@@ -352,7 +352,7 @@ fn command_c(host: &zot_host::Host, late: &str) -> Result<Option<String>, String
             let _ = tx.send(r);
         }),
     });
-    let reply = reply.recv_timeout(DEADLINE).expect(late);
+    let reply = recv_on(host, late, &reply);
     reply.map(|r| r.display).map_err(|e| e.to_string())
 }
 

@@ -366,7 +366,9 @@ pub fn start_host(
 ) -> Result<zot_host::Host, CliError> {
     let mut config = surface_config(opts)?;
     surface(&mut config);
-    zot_host::Host::start(config)
+    // Its stdin reader, signal thread and event writer call from threads
+    // of their own while the main thread waits: the loop has its own too.
+    zot_host::Host::start_threaded(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
 

@@ -424,7 +424,8 @@
 //!   sends that signal when the *thread* that spawned the child ends,
 //!   which is why extensions are spawned only from the host's spawning
 //!   threads (`src/spawner.rs`, several at a time on more than one CPU):
-//!   they outlive them all. (It is not set when the watchdog runs: it needs
+//!   they outlive them all, whichever thread runs the loop (inline, the
+//!   embedder's). (It is not set when the watchdog runs: it needs
 //!   a hook before exec, which makes the host fork instead of using
 //!   `posix_spawn`, and that multiplied startup20 on a busy machine.)
 //! - **No leak per reload.** An extension's reader and writer threads

@@ -107,9 +107,35 @@ pub fn config(home: &TempDir, exts: &[PathBuf]) -> HostConfig {
     cfg
 }
 
+thread_local! {
+    /// Whether [`start_host`] runs the loop on a thread of its own:
+    /// `ZOT_TEST_HOST=threaded`, or inside [`threaded`].
+    static THREADED: std::cell::Cell<bool> =
+        std::cell::Cell::new(std::env::var_os("ZOT_TEST_HOST").is_some_and(|v| v == "threaded"));
+}
+
+/// Starts a library host: inline (the test's calls run the loop), or
+/// threaded (`ZOT_TEST_HOST=threaded cargo test`, or inside [`threaded`]).
+pub fn start_host(cfg: HostConfig) -> Host {
+    let start = match THREADED.with(|t| t.get()) {
+        true => Host::start_threaded,
+        false => Host::start,
+    };
+    start(cfg).expect("start host")
+}
+
+/// Runs `test` with an inline host, then with a threaded one.
+pub fn both(test: impl Fn()) {
+    let was = THREADED.with(|t| t.replace(false));
+    test();
+    THREADED.with(|t| t.set(true));
+    test();
+    THREADED.with(|t| t.set(was));
+}
+
 /// Starts a host and waits for startup readiness.
 pub fn start(cfg: HostConfig) -> Host {
-    let host = Host::start(cfg).expect("start host");
+    let host = start_host(cfg);
     host.wait_ready();
     host
 }
@@ -124,10 +150,10 @@ pub fn wait_event(
     let end = Instant::now() + DEADLINE;
     loop {
         let left = end.saturating_duration_since(Instant::now());
-        match host.events().recv_timeout(left) {
-            Ok(event) if pred(&event) => return event,
-            Ok(_) => {}
-            Err(_) => panic!("no {what} event before the deadline"),
+        match host.next_event(left) {
+            Some(event) if pred(&event) => return event,
+            Some(_) => {}
+            None => panic!("no {what} event before the deadline"),
         }
     }
 }
@@ -145,6 +171,27 @@ pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
         assert!(Instant::now() < end, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Waits for `cond` while the host loop runs: an inline host's timers,
+/// frames and submitted requests advance only then.
+pub fn wait_on(host: &Host, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        host.poll(Duration::from_millis(10));
+    }
+}
+
+/// The next value from `rx` (a submitted request's reply) while the host
+/// loop runs ([`wait_on`]).
+pub fn recv_on<T>(host: &Host, what: &str, rx: &crossbeam_channel::Receiver<T>) -> T {
+    let mut got = None;
+    wait_on(host, what, || {
+        got = rx.try_recv().ok();
+        got.is_some()
+    });
+    got.expect("wait_on returns once a value came")
 }
 
 /// Whether process `pid` is gone (or a zombie nobody of ours owns).
