@@ -420,7 +420,14 @@ impl Host {
         config.make_paths_absolute();
         let (host, requests, event_tx) = Host::new(config.spin_before_sleep, false);
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
-        let driver = Driver::start(config, requests, event_tx, sent, latch);
+        let mut driver = Driver::start(config, requests, event_tx, sent, latch);
+        // Weak: the driver sits inside the loop it would otherwise keep.
+        let shared = Arc::downgrade(&host.handle.shared);
+        driver.drive_builtin_replies(Arc::new(move |until| {
+            if let Some(shared) = shared.upgrade() {
+                shared.drive_until(until, None);
+            }
+        }));
         *host.handle.shared.lock() = Slot::Idle(Box::new(driver));
         Ok(host)
     }

@@ -519,7 +519,14 @@ pub enum HostEvent {
 pub struct BuiltinReply {
     pub(crate) call_id: String,
     pub(crate) tx: Option<crossbeam_channel::Sender<Request>>,
+    /// Inline, runs the host loop until the condition holds, so the
+    /// answer is taken even when no other thread runs it.
+    pub(crate) drive: Option<Drive>,
 }
+
+/// Runs the host loop on the calling thread until the condition holds
+/// (or the host is done); see `host.rs`.
+pub(crate) type Drive = std::sync::Arc<dyn Fn(&mut dyn FnMut() -> bool) + Send + Sync>;
 
 impl BuiltinReply {
     /// Sends the built-in tool's result blocks; false when the call no
@@ -535,7 +542,16 @@ impl BuiltinReply {
                 let _ = done.send(r.unwrap_or(false));
             }),
         };
-        tx.send(request).is_ok() && answered.recv().unwrap_or(false)
+        if tx.send(request).is_err() {
+            return false;
+        }
+        match &self.drive {
+            Some(drive) => {
+                drive(&mut || !answered.is_empty());
+                answered.try_recv().unwrap_or(false)
+            }
+            None => answered.recv().unwrap_or(false),
+        }
     }
 }
 

@@ -75,6 +75,13 @@ impl Driver {
         }
     }
 
+    /// How a [`crate::BuiltinReply`] the engine hands out runs the loop
+    /// while it waits for its answer: a caller that drives the loop itself
+    /// may be the only thread that could.
+    pub(crate) fn drive_builtin_replies(&mut self, drive: crate::types::Drive) {
+        self.engine.builtin_drive = Some(drive);
+    }
+
     /// Whether the host is done: shut down, every extension reaped.
     pub(crate) fn is_done(&self) -> bool {
         self.engine.is_done()

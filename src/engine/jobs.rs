@@ -280,6 +280,7 @@ impl Engine {
         let reply = BuiltinReply {
             call_id: call_id.clone(),
             tx: Some(self.builtin_tx.clone()),
+            drive: self.builtin_drive.clone(),
         };
         self.events.send(HostEvent::BuiltinCall {
             call_id,

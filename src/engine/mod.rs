@@ -799,6 +799,8 @@ struct Engine {
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
     builtin_tx: Sender<Request>,
+    /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
+    builtin_drive: Option<crate::types::Drive>,
     chains: HashMap<u64, ChainState>,
     next_chain: u64,
     /// Commands' descriptions; tools as listed.
@@ -851,6 +853,7 @@ impl Engine {
             pending: Pending::default(),
             jobs: jobs::Jobs::default(),
             builtin_tx: senders.builtin,
+            builtin_drive: None,
             chains: HashMap::new(),
             next_chain: 0,
             commands: Registry::case_insensitive(),

@@ -1,0 +1,111 @@
+//! Who runs the host loop: inline, the thread whose call waits (nothing
+//! runs between calls; `poll` and `next_event` run it); threaded, a loop
+//! thread of the host's own. The rest of the suite runs inline, and
+//! threaded with `ZOT_TEST_HOST=threaded`.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+use std::time::Duration;
+use zot_host::{Host, HostEvent, HostHandle, Request};
+
+/// The thread a `list` reply callback ran on: the one that ran the loop.
+fn reply_thread(host: &HostHandle) -> ThreadId {
+    let ran_on: Arc<Mutex<Option<ThreadId>>> = Arc::default();
+    let seen = ran_on.clone();
+    host.call(|reply| Request::List {
+        reply: Box::new(move |r| {
+            *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(std::thread::current().id());
+            reply(r)
+        }),
+    })
+    .expect("list");
+    let ran_on = ran_on.lock().unwrap_or_else(|p| p.into_inner());
+    ran_on.expect("the reply callback ran")
+}
+
+#[test]
+fn an_inline_call_runs_the_loop_on_the_callers_thread() {
+    let t = TempDir::new("drive-thread");
+    let a = ext_dir(&t.join("a"), "a", json!({}));
+    let host = start_ready(config(&t, &[a]));
+    assert_eq!(reply_thread(&host.handle()), std::thread::current().id());
+    // A call from another thread runs the loop there while none else does.
+    let handle = host.handle();
+    let other = std::thread::spawn(move || (reply_thread(&handle), std::thread::current().id()));
+    let (ran_on, caller) = other.join().expect("calling thread");
+    assert_eq!(ran_on, caller);
+    host.shutdown();
+}
+
+#[test]
+fn a_threaded_call_waits_for_the_loop_thread() {
+    let t = TempDir::new("drive-threaded");
+    let a = ext_dir(&t.join("a"), "a", json!({}));
+    let host = Host::start_threaded(config(&t, &[a])).expect("start host");
+    host.wait_ready();
+    assert_ne!(reply_thread(&host.handle()), std::thread::current().id());
+    host.shutdown();
+}
+
+#[test]
+fn an_inline_host_waits_for_a_call_or_poll_to_run() {
+    let t = TempDir::new("drive-poll");
+    let pid = t.join("a.pid");
+    let note = json!({"type": "notify", "level": "info", "message": "up"});
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"pid_file": pid, "on_ready": [note]}),
+    );
+    let host = start_host(config(&t, &[a]));
+    // The extension runs and has said hello and ready, but no thread ran
+    // the loop since the host started: nothing was handled.
+    read_pid(&pid);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(host.events().is_empty(), "events came without a call");
+    // poll runs the loop: startup ends, then the note comes.
+    let ready = host.next_event(DEADLINE).expect("the ready event");
+    assert_eq!(
+        ready,
+        HostEvent::Ready {
+            extensions: vec!["a".into()]
+        }
+    );
+    wait_event(&host, "the note", |e| matches!(e, HostEvent::Notify { .. }));
+    host.shutdown();
+}
+
+#[test]
+fn poll_returns_at_its_timeout_when_nothing_comes() {
+    let t = TempDir::new("drive-idle");
+    let a = ext_dir(&t.join("a"), "a", json!({}));
+    let host = start_ready(config(&t, &[a]));
+    while host.events().try_recv().is_ok() {}
+    assert!(!host.poll(Duration::from_millis(50)));
+    assert!(host.next_event(Duration::ZERO).is_none());
+    host.shutdown();
+}
+
+#[test]
+fn the_core_calls_answer_inline_and_threaded() {
+    both(|| {
+        let t = TempDir::new("drive-both");
+        let a = ext_dir(
+            &t.join("a"),
+            "a",
+            json!({"register": [command("x")],
+                   "commands": {"x": {"action": "display", "display": "ok"}}}),
+        );
+        let host = start_ready(config(&t, &[a]));
+        assert_eq!(display_of(&host, "x").as_deref(), Some("ok"));
+        let report = host.reload().expect("reload");
+        assert_eq!((report.stopped, report.loaded), (1, 1));
+        wait_ext_ready(&host, "a");
+        assert_eq!(display_of(&host, "x").as_deref(), Some("ok"));
+        host.shutdown();
+    });
+}
