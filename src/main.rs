@@ -3,7 +3,7 @@
 mod cli;
 
 use cli::CliError;
-use zot_host::log::inert;
+use zot_host::internal::log::inert;
 
 fn main() {
     let code = match cli::run(std::env::args_os().skip(1).collect()) {

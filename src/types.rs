@@ -726,7 +726,7 @@ pub enum Request {
         payload: EventPayload,
         reply: Reply<Vec<String>>,
     },
-    /// Forward a [`PANEL_KEYS`](crate::protocol::PANEL_KEYS) key (`text` for `rune`) to a panel.
+    /// Forward a [`PANEL_KEYS`](crate::PANEL_KEYS) key (`text` for `rune`) to a panel.
     PanelKey {
         extension: String,
         panel_id: String,

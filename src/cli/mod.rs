@@ -287,7 +287,7 @@ pub fn string(value: OsString) -> Result<String, CliError> {
 /// `$ZOT_HOME` (or the platform's default), made absolute (extensions
 /// run in their own directory), or an error saying how to set it.
 pub fn zot_home() -> Result<PathBuf, CliError> {
-    zot_host::discovery::zot_home()
+    zot_host::internal::discovery::zot_home()
         .ok_or_else(|| CliError::Failed("cannot find the zot state directory: set ZOT_HOME".into()))
         .and_then(absolute)
 }

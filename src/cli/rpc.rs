@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use zot_host::internal::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::order::{InOrder, Ordered};
-use zot_host::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, Request,
     Ticket, ToolRequest,
@@ -312,8 +312,8 @@ fn read_requests(host: &HostHandle, out: &Output) {
 type Parsed = (Option<String>, String, Map<String, Value>);
 
 fn parse_request(line: &[u8]) -> Result<Parsed, (Option<String>, String)> {
-    let value: Value =
-        zot_host::protocol::parse_json(line).map_err(|e| (None, format!("invalid JSON: {e}")))?;
+    let value: Value = zot_host::internal::protocol::parse_json(line)
+        .map_err(|e| (None, format!("invalid JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err((None, "a request must be a JSON object".into()));
     };

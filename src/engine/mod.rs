@@ -352,7 +352,7 @@
 //!
 //! - **Nesting depth.** A frame, an rpc request line or a manifest that
 //!   nests arrays and objects deeper than 64 levels
-//!   (`zot_host::protocol::MAX_DEPTH`) is refused before it is parsed: the
+//!   (`protocol::MAX_DEPTH`) is refused before it is parsed: the
 //!   frame is dropped with `dropped frame (nested deeper than 64 levels)`
 //!   in the extension's log, the rpc line gets a `parse` error response,
 //!   the manifest is invalid. A one-pass, non-recursive scan does the
@@ -406,7 +406,7 @@
 //!   `zot mcp`), in any `zot: ` error, in the `zot ext list` table (tabs
 //!   as spaces there), or in what `zot ext install`, `enable`, `disable`,
 //!   `remove` and `check` print. One function does it everywhere,
-//!   `zot_host::log::inert`. `zot rpc` and `zot mcp` write JSON, for
+//!   `log::inert`. `zot rpc` and `zot mcp` write JSON, for
 //!   programs: C0 characters arrive escaped (`\u001b`), DEL and C1 as they
 //!   are (valid JSON). `zot ext logs` prints the log as written, the
 //!   extension's stderr included, like `cat`; so does an extension whose

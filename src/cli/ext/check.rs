@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use zot_host::manifest::{Manifest, Protocol, MANIFEST_FILE};
+use zot_host::internal::manifest::{Manifest, Protocol, MANIFEST_FILE};
 
 const HELP: &str = "\
 usage: zot ext check [PATH] [--json] [--strict] [--confine] [--call TOOL JSON]...
@@ -150,7 +150,7 @@ fn check(opts: &Opts) -> Report {
     if let Some((manifest, dir, exe)) = check_manifest(opts, &mut report) {
         report.dir = dir.clone();
         let logs = scratch_logs_dir();
-        let log = zot_host::log::log_path(&logs, &manifest.name);
+        let log = zot_host::internal::log::log_path(&logs, &manifest.name);
         let _ = std::fs::create_dir_all(&logs);
         // Refused: reported, and it is not run unconfined instead.
         if let Ok(confined) = confine::prepare(opts, &manifest, &dir, &exe, &mut report) {

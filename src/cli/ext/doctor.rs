@@ -13,7 +13,7 @@ use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use zot_host::discovery::{self, Found, Status};
+use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::{ExtensionInfo, ExtensionState, HostConfig, ReadyVia, Snapshot};
 
 const HELP: &str = "\
@@ -135,7 +135,12 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
     let names: Vec<String> = found.iter().map(name_of).collect();
     // Where this run's lines will start in each log.
     let offsets: HashMap<String, u64> = (names.iter())
-        .map(|n| (n.clone(), log_len(&zot_host::log::log_path(&logs, n))))
+        .map(|n| {
+            (
+                n.clone(),
+                log_len(&zot_host::internal::log::log_path(&logs, n)),
+            )
+        })
         .collect();
 
     let start = Instant::now();
@@ -175,7 +180,7 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
     // Read before stopping: the shutdown's own lines are no warnings.
     let mut entries: Vec<Entry> = Vec::new();
     for (f, name) in found.into_iter().zip(names) {
-        let log = zot_host::log::log_path(&logs, &name);
+        let log = zot_host::internal::log::log_path(&logs, &name);
         let from = offsets.get(&name).copied().unwrap_or(0);
         let run_log = match f.status {
             Status::Start => run_log(&log, from),
@@ -362,7 +367,9 @@ impl Entry {
 
     fn log(&self, cfg: &HostConfig) -> Option<PathBuf> {
         let runs = matches!(self.found.status, Status::Start) && self.status() != "bundle";
-        runs.then(|| zot_host::log::log_path(&discovery::logs_dir(&cfg.zot_home), &self.name))
+        runs.then(|| {
+            zot_host::internal::log::log_path(&discovery::logs_dir(&cfg.zot_home), &self.name)
+        })
     }
 
     fn late_warning(&self, cfg: &HostConfig) -> Option<String> {

@@ -16,8 +16,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
-use zot_host::log::inert;
-use zot_host::manifest::{Manifest, MANIFEST_FILE};
+use zot_host::internal::log::inert;
+use zot_host::internal::manifest::{Manifest, MANIFEST_FILE};
 
 /// Git transports allowed for installs; everything else (`ext::`,
 /// `fd::`, `git://`, `http://`, ...) is refused.

@@ -3,9 +3,9 @@
 use super::{out, raw_manifest, CliError, Ctx};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use zot_host::discovery::{self, Found, Scope, Status};
-use zot_host::log::inert;
-use zot_host::trust;
+use zot_host::internal::discovery::{self, Found, Scope, Status};
+use zot_host::internal::log::inert;
+use zot_host::internal::trust;
 
 /// One line of the listing.
 struct Row {
@@ -95,7 +95,7 @@ fn row(f: &Found) -> Row {
 }
 
 /// `process` when it has an `exec`, then its skills and theme.
-fn provides(m: &zot_host::manifest::Manifest) -> String {
+fn provides(m: &zot_host::internal::manifest::Manifest) -> String {
     let bundle = m.provides.summary();
     match (m.is_bundle(), bundle.is_empty()) {
         (true, _) => bundle,

@@ -12,8 +12,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::thread;
 use std::time::Duration;
-use zot_host::discovery::logs_dir;
-use zot_host::log::log_path;
+use zot_host::internal::discovery::logs_dir;
+use zot_host::internal::log::log_path;
 
 /// How often `-f` looks for new bytes.
 const POLL: Duration = Duration::from_millis(200);

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use zot_host::manifest::valid_name;
+use zot_host::internal::manifest::valid_name;
 
 const HELP: &str = "\
 usage: zot ext new NAME [--lang python|sh|node|go|rust] [--dir DIR]
@@ -292,7 +292,7 @@ mod tests {
                 });
                 assert_eq!(unfilled, None, "{} {path}: unfilled placeholder", t.lang);
                 if *path == "extension.json" {
-                    let m = zot_host::manifest::Manifest::parse(text.as_bytes())
+                    let m = zot_host::internal::manifest::Manifest::parse(text.as_bytes())
                         .unwrap_or_else(|e| panic!("{} manifest: {e}", t.lang));
                     assert_eq!(m.name, "demo-1");
                 }

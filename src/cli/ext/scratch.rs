@@ -10,7 +10,7 @@
 use super::remove_tree;
 use std::fs;
 use std::path::{Path, PathBuf};
-use zot_host::manifest::valid_name;
+use zot_host::internal::manifest::valid_name;
 
 /// What a scratch directory was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

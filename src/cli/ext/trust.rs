@@ -5,10 +5,10 @@ use super::{failed, out, say, CliError, Ctx};
 use crate::cli::{absolute, string};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use zot_host::discovery::{self, Found, Scope, Status};
-use zot_host::log::inert;
-use zot_host::manifest::{self, Manifest, Permissions, MANIFEST_FILE};
-use zot_host::trust::{self, Record, Snapshot, Untrusted};
+use zot_host::internal::discovery::{self, Found, Scope, Status};
+use zot_host::internal::log::inert;
+use zot_host::internal::manifest::{self, Manifest, Permissions, MANIFEST_FILE};
+use zot_host::internal::trust::{self, Record, Snapshot, Untrusted};
 
 const TRUST_HELP: &str = "\
 usage: zot ext trust [NAME...] [--yes] [--cwd DIR]

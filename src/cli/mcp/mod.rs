@@ -2,7 +2,7 @@
 //!
 //! stdin carries JSON-RPC requests and notifications, stdout nothing but
 //! JSON-RPC messages, stderr diagnostics. Each line is read and written
-//! as a `zot_host::jsonrpc::Message`, the type the host's own MCP client
+//! as a `zot_host::internal::jsonrpc::Message`, the type the host's own MCP client
 //! (`"protocol": "mcp"` extensions) uses. Three threads around the one
 //! library `Host`, as in `zot rpc`: the stdin reader serves or submits
 //! each request without waiting, replies are written from the host loop
@@ -88,8 +88,8 @@ use super::{CliError, HostOpts};
 use crossbeam_channel::Select;
 use server::Server;
 use std::io::{self, Write};
-use zot_host::jsonrpc::{self, Message};
-use zot_host::protocol::{Line, LineReader, MAX_LINE};
+use zot_host::internal::jsonrpc::{self, Message};
+use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
 use zot_host::Request;
 
 /// `zot mcp --help`.

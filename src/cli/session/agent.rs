@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use zot_host::process::{describe_status, signal_group};
+use zot_host::internal::process::{describe_status, signal_group};
 
 /// A running agent command.
 pub struct Agent {

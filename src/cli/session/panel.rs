@@ -10,7 +10,7 @@
 use super::{Job, Session};
 use std::io::{self, Write};
 use std::time::Duration;
-use zot_host::protocol::{Panel, PANEL_KEYS};
+use zot_host::internal::protocol::{Panel, PANEL_KEYS};
 use zot_host::Request;
 
 impl Session {
@@ -201,9 +201,9 @@ pub(super) fn log_line(extension: &str, msg: &str) {
     let Ok(home) = crate::cli::zot_home() else {
         return;
     };
-    let logs = zot_host::discovery::logs_dir(&home);
-    let path = zot_host::log::log_path(&logs, extension);
-    let line = format!("[zot] {} {msg}\n", zot_host::log::timestamp());
+    let logs = zot_host::internal::discovery::logs_dir(&home);
+    let path = zot_host::internal::log::log_path(&logs, extension);
+    let line = format!("[zot] {} {msg}\n", zot_host::internal::log::timestamp());
     let written = std::fs::OpenOptions::new()
         .append(true)
         .open(&path)

@@ -32,8 +32,8 @@
 use super::HOST_COMMANDS;
 use serde_json::Value;
 use std::io::{self, Write};
-use zot_host::log::inert;
-use zot_host::protocol::Panel;
+use zot_host::internal::log::inert;
+use zot_host::internal::protocol::Panel;
 use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolResult};
 
 /// Colour of a prefix.
@@ -403,7 +403,7 @@ fn ext_row(e: &ExtensionInfo) -> (String, String) {
     if let Some(v) = &e.version {
         right.push_str(&format!("  v{v}"));
     }
-    let provides = zot_host::bundle::Provides {
+    let provides = zot_host::internal::bundle::Provides {
         skills: e.skills.clone(),
         theme: e.theme.clone(),
     };

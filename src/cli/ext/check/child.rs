@@ -11,9 +11,9 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::process::{ChildStdout, Command, ExitStatus, Stdio};
 use std::thread;
-use zot_host::confine::Confinement;
-use zot_host::process::{end_group, read_lines, signal_group, spawn_group};
-use zot_host::protocol::{parse_ext_frame, ExtFrame};
+use zot_host::internal::confine::Confinement;
+use zot_host::internal::process::{end_group, read_lines, signal_group, spawn_group};
+use zot_host::internal::protocol::{parse_ext_frame, ExtFrame};
 
 /// What the reader and writer threads saw. Nearly always a frame, so
 /// boxing it would only add an allocation per frame.

@@ -6,8 +6,8 @@ use super::report::Report;
 use super::Opts;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use zot_host::confine::{Confinement, Places};
-use zot_host::manifest::{Manifest, Permissions};
+use zot_host::internal::confine::{Confinement, Places};
+use zot_host::internal::manifest::{Manifest, Permissions};
 
 /// Denials shown one by one; the rest are counted.
 const DENIALS_SHOWN: usize = 3;

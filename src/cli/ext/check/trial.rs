@@ -10,17 +10,20 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::ExitStatus;
 use std::time::{Duration, Instant};
-use zot_host::confine::Confinement;
-use zot_host::manifest::Manifest;
-use zot_host::process::{describe_status, group_alive};
-use zot_host::protocol::{CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION};
-use zot_host::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
-use zot_host::toolresult::{is_empty_text, map_content};
+use zot_host::internal::confine::Confinement;
+use zot_host::internal::manifest::Manifest;
+use zot_host::internal::process::{describe_status, group_alive};
+use zot_host::internal::protocol::{
+    CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION,
+};
+use zot_host::internal::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
+use zot_host::internal::tooldef;
+use zot_host::internal::toolresult::{is_empty_text, map_content};
 use zot_host::InterceptEvent;
-use zot_host::{tooldef, Exposure, HostConfig, Timeouts, ToolInfo};
+use zot_host::{Exposure, HostConfig, Timeouts, ToolInfo};
 
 /// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
-use zot_host::protocol::EVENT_NAMES as EVENTS;
+use zot_host::internal::protocol::EVENT_NAMES as EVENTS;
 
 /// After a dropped stdout line, how long an awaited answer still gets:
 /// the dropped line was most likely that answer, malformed.
@@ -289,7 +292,7 @@ impl Trial<'_> {
             cwd,
             extension_dir: dir,
             data_dir: dir,
-            capabilities: &zot_host::protocol::HOST_CAPABILITIES,
+            capabilities: &zot_host::internal::protocol::HOST_CAPABILITIES,
         }
         .to_line();
         self.proc.send(line);
