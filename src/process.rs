@@ -298,7 +298,7 @@ impl ExtProcess {
             return true;
         };
         let mut fds = [pollfd(fd.as_raw_fd(), 0)];
-        !poll(&mut fds, false) || fds[0].revents & libc::POLLHUP == 0
+        !poll(&mut fds, 0) || fds[0].revents & libc::POLLHUP == 0
     }
 
     /// The exit status, once the process has exited (reaps it).
@@ -367,9 +367,7 @@ impl Io {
     fn stopped_while(&self, mut busy: impl FnMut() -> bool) -> bool {
         while busy() {
             let mut fds = [pollfd(self.stop.as_raw_fd(), libc::POLLIN)];
-            // SAFETY: `fds` is a live array of one pollfd for the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 10) };
-            if n > 0 && fds[0].revents != 0 {
+            if poll(&mut fds, 10) && fds[0].revents != 0 {
                 return true;
             }
         }
@@ -387,7 +385,7 @@ impl Io {
             pollfd(also, libc::POLLIN),
             pollfd(stop, libc::POLLIN),
         ];
-        if !poll(&mut fds, block) {
+        if !poll(&mut fds, if block { -1 } else { 0 }) {
             // Let the read or write itself meet and report the problem.
             return (true, 0, false);
         }
@@ -403,13 +401,14 @@ fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
     }
 }
 
-/// poll(2) on `fds`, waiting while `block`, again when interrupted;
-/// false when it failed.
-fn poll(fds: &mut [libc::pollfd], block: bool) -> bool {
+/// poll(2) on `fds`, waiting up to `timeout_ms` (-1: for ever), again
+/// when interrupted; false when it failed.
+fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
     let len = fds.len() as libc::nfds_t;
     // SAFETY: `fds` is a live slice of `len` pollfd structs for the call;
-    // poll(2) skips negative fds.
-    while unsafe { libc::poll(fds.as_mut_ptr(), len, if block { -1 } else { 0 }) } < 0 {
+    // poll(2) skips negative fds. std cannot wait on several descriptors
+    // at once (a pipe and the stop socket).
+    while unsafe { libc::poll(fds.as_mut_ptr(), len, timeout_ms) } < 0 {
         if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
             return false;
         }
@@ -426,13 +425,26 @@ fn poll(fds: &mut [libc::pollfd], block: bool) -> bool {
 /// forked ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
+    #[cfg(target_os = "linux")]
     if !watchdog::running() {
-        let parent = std::process::id();
-        // SAFETY: runs in the forked child before exec, calling only
-        // prctl(2) and getppid(2), which are async-signal-safe; allocates
-        // nothing.
+        let host = std::process::id();
+        let signal = libc::SIGKILL as libc::c_ulong;
+        // SAFETY: the hook runs in the forked child before exec and calls
+        // only prctl(2) and getppid(2) (`parent_id`), which are
+        // async-signal-safe, and allocates nothing; std has no
+        // parent-death signal.
         unsafe {
-            command.pre_exec(move || die_with_host(parent));
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // The host died between fork and prctl: the signal will
+                // never come.
+                if std::os::unix::process::parent_id() != host {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
         }
     }
     let child = command.spawn()?;
@@ -487,29 +499,6 @@ fn starts_with_shebang(exe: &Path) -> bool {
     let mut start = [0u8; 2];
     let read = File::open(exe).and_then(|mut f| f.read_exact(&mut start));
     read.is_ok() && start == *b"#!"
-}
-
-/// In the child before exec: be killed when the host dies.
-#[cfg(target_os = "linux")]
-fn die_with_host(host_pid: u32) -> io::Result<()> {
-    let signal = libc::SIGKILL as libc::c_ulong;
-    // SAFETY: prctl(PR_SET_PDEATHSIG) takes integers only.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: getppid(2) has no preconditions.
-    let parent = unsafe { libc::getppid() };
-    // The host died between fork and prctl: the signal will never come.
-    if u32::try_from(parent).ok() != Some(host_pid) {
-        return Err(io::Error::from_raw_os_error(libc::ESRCH));
-    }
-    Ok(())
-}
-
-/// Elsewhere only the watchdog covers the host's death.
-#[cfg(not(target_os = "linux"))]
-fn die_with_host(_host_pid: u32) -> io::Result<()> {
-    Ok(())
 }
 
 /// The reader thread: stdout lines, as frames or as lines (`reading`),
@@ -693,7 +682,8 @@ fn write_lines(io: &Io, stdin: File, outbox: Receiver<OutChunk>, queued: &Atomic
 }
 
 fn set_nonblocking(fd: RawFd) -> bool {
-    // SAFETY: fcntl(2) on a descriptor we own, with integer arguments.
+    // SAFETY: fcntl(2) on a descriptor we own, with integer arguments;
+    // std can make a socket non-blocking, not a pipe.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) >= 0
@@ -719,17 +709,21 @@ fn write_some(mut pipe: impl Write, bytes: &[u8]) -> io::Result<usize> {
 
 /// Sends `signal` to the process group led by `pid`.
 pub fn signal_group(pid: u32, signal: i32) {
-    if let Ok(pgid) = i32::try_from(pid) {
-        // SAFETY: kill(2) touches no memory; a negative pid addresses the
-        // process group.
-        unsafe { libc::kill(-pgid, signal) };
-    }
+    kill_group(pid, signal);
 }
 
 /// Whether any process of the group led by `pid` is still alive.
 pub fn group_alive(pid: u32) -> bool {
-    // SAFETY: signal 0 only checks for existence; no memory is touched.
-    i32::try_from(pid).is_ok_and(|pgid| unsafe { libc::kill(-pgid, 0) } == 0)
+    kill_group(pid, 0)
+}
+
+/// kill(2) to the process group led by `pid`: whether it was sent (for
+/// signal 0, which sends nothing: whether a process of the group lives).
+fn kill_group(pid: u32, signal: i32) -> bool {
+    // SAFETY: kill(2) touches no memory; the negative pid addresses the
+    // group (never 0 or -1: `pid` is positive). std's `Child::kill`
+    // reaches the leader alone, and only with SIGKILL.
+    i32::try_from(pid).is_ok_and(|pgid| pgid > 0 && unsafe { libc::kill(-pgid, signal) } == 0)
 }
 
 /// `exit code 3`, `signal 9`: how an extension ended.
