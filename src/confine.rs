@@ -56,7 +56,8 @@ fn real_abi() -> u32 {
     const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
     // SAFETY: landlock_create_ruleset(2) with a null attribute, size 0 and
     // the VERSION flag only returns the ABI number (or -1); it touches no
-    // memory and creates no descriptor.
+    // memory and creates no descriptor. Neither std nor the landlock
+    // crate says which ABI the kernel has before a ruleset is applied.
     let abi = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
@@ -231,31 +232,26 @@ impl Confinement {
             use std::os::fd::AsRawFd;
             use std::os::unix::process::CommandExt;
             let fd = self.ruleset.as_raw_fd();
-            // SAFETY: runs in the forked child before exec and calls only
-            // prctl(2) and landlock_restrict_self(2), which are
-            // async-signal-safe and allocate nothing; `fd` stays open in
-            // the parent (so in the child) until the spawn returns.
+            // SAFETY: the hook runs in the forked child before exec and
+            // calls only prctl(2) and landlock_restrict_self(2), which take
+            // integers, are async-signal-safe and allocate nothing; `fd`
+            // stays open in the parent (so in the child) until the spawn
+            // returns. std has no Landlock, and the landlock crate's
+            // restrict_self is not made for a child between fork and exec.
             unsafe {
-                command.pre_exec(move || restrict_self(fd));
+                command.pre_exec(move || {
+                    // No new privileges (Landlock requires it without
+                    // CAP_SYS_ADMIN), then the ruleset's domain for good.
+                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                        || libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
             }
         }
     }
-}
-
-/// In the child before exec: no new privileges (Landlock requires it
-/// without CAP_SYS_ADMIN), then enter the ruleset's domain for good.
-#[cfg(target_os = "linux")]
-fn restrict_self(ruleset: std::os::fd::RawFd) -> io::Result<()> {
-    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS) takes integers only.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: landlock_restrict_self(2) takes a descriptor and flags, and
-    // touches no memory of ours.
-    if unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// The paths a ruleset allows, expanded.
