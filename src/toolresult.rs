@@ -108,7 +108,7 @@ pub fn bounded(blocks: &[Value], budget: usize, max_blocks: usize) -> (Vec<Value
 /// Standard base64 with padding; empty is invalid.
 fn valid_base64(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.is_empty() || b.len() % 4 != 0 {
+    if b.is_empty() || !b.len().is_multiple_of(4) {
         return false;
     }
     let pad = b.iter().rev().take_while(|&&c| c == b'=').count();

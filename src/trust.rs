@@ -369,12 +369,11 @@ pub fn update<T>(
     Ok(done)
 }
 
-/// An exclusive `flock` on a file, released when dropped (closed).
+/// An exclusive lock (`File::lock`, flock(2) here), released when dropped.
 struct Lock(#[allow(dead_code)] File);
 
 impl Lock {
     fn take(path: &Path) -> Result<Lock, String> {
-        use std::os::unix::io::AsRawFd;
         let cannot = |e: io::Error| format!("cannot lock {}: {e}", path.display());
         let file = OpenOptions::new()
             .read(true)
@@ -385,14 +384,10 @@ impl Lock {
             .open(path)
             .map_err(cannot)?;
         loop {
-            // SAFETY: flock on a descriptor this function owns and keeps
-            // open; std's File::lock is newer than this crate's rust-version.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                return Ok(Lock(file));
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(cannot(e));
+            match file.lock() {
+                Ok(()) => return Ok(Lock(file)),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(cannot(e)),
             }
         }
     }
