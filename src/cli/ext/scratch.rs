@@ -74,7 +74,8 @@ fn parse(file_name: &str) -> Option<Parsed<'_>> {
 /// Whether process `pid` exists (owned by us or not).
 fn process_alive(pid: i32) -> bool {
     // SAFETY: kill(2) with signal 0 sends nothing and touches no memory;
-    // `pid` is positive, so it names one process, never a group.
+    // `pid` is positive, so it names one process, never a group. std can
+    // ask only about its own children.
     let found = unsafe { libc::kill(pid, 0) } == 0;
     found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
