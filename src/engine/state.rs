@@ -133,7 +133,8 @@ mod tests {
 
     fn engine() -> (Engine, Receiver<HostEvent>) {
         let dir = std::env::temp_dir().join("zot-state-test");
-        let cfg = HostConfig::new(dir.clone(), dir);
+        let mut cfg = HostConfig::new(dir.clone(), dir);
+        cfg.discover = false;
         let (events_tx, events) = crossbeam_channel::unbounded();
         let senders = Senders {
             inbound: crossbeam_channel::bounded(1).0,
@@ -311,5 +312,32 @@ mod tests {
         ));
         assert!(matches!(taken(&first), Some(Ok(_))));
         assert!(matches!(e.state, HostState::Running { .. }));
+    }
+
+    #[test]
+    fn a_crash_schedules_its_restart_after_the_backoff_and_a_held_shutdown_cancels_it() {
+        let t0 = Instant::now();
+        let (mut e, _events) = engine();
+        let manifest = br#"{"name": "x", "exec": "./x"}"#;
+        e.exts[0].manifest = Some(crate::manifest::Manifest::parse(manifest).expect("manifest"));
+        e.exts[0].phase = Phase::gone(End::Exited("exit code 1".into()));
+        e.start_all(None, Vec::new(), t0);
+        e.crashed(0, "exit code 1", t0);
+        // The loop sleeps until the restart, 500 ms away (SPEC 12).
+        assert_eq!(e.next_deadline(), Some(t0 + S / 2));
+        e.state = HostState::Starting(Startup {
+            deadline: t0 + 3 * S,
+            reload: None,
+            loaded: 0,
+            held: Vec::new(),
+        });
+        let (_stopped, reply) = slot();
+        e.request(Request::Shutdown { reply }, t0 + S / 4);
+        assert!(e.state.stop_asked(), "a held shutdown counts as asked");
+        assert_eq!(
+            e.next_deadline(),
+            Some(t0 + 3 * S),
+            "the restart is cancelled"
+        );
     }
 }
