@@ -31,7 +31,9 @@ fn reply_thread(host: &HostHandle) -> ThreadId {
 fn an_inline_call_runs_the_loop_on_the_callers_thread() {
     let t = TempDir::new("drive-thread");
     let a = ext_dir(&t.join("a"), "a", json!({}));
-    let host = start_ready(config(&t, &[a]));
+    // Inline whatever ZOT_TEST_HOST says: this is about the inline host.
+    let host = Host::start(config(&t, &[a])).expect("start host");
+    host.wait_ready();
     assert_eq!(reply_thread(&host.handle()), std::thread::current().id());
     // A call from another thread runs the loop there while none else does.
     let handle = host.handle();
@@ -61,7 +63,7 @@ fn an_inline_host_waits_for_a_call_or_poll_to_run() {
         "a",
         json!({"pid_file": pid, "on_ready": [note]}),
     );
-    let host = start_host(config(&t, &[a]));
+    let host = Host::start(config(&t, &[a])).expect("start host");
     // The extension runs and has said hello and ready, but no thread ran
     // the loop since the host started: nothing was handled.
     read_pid(&pid);
