@@ -107,6 +107,18 @@ pub enum GuardFailure {
     Block,
 }
 
+/// What is wrong with a manifest's text, in one line (no file named).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidManifest(pub String);
+
+impl fmt::Display for InvalidManifest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InvalidManifest {}
+
 /// Why a manifest could not be used; names the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ManifestError {
@@ -163,7 +175,7 @@ impl Manifest {
             reason,
         };
         let text = read_file(path).map_err(err)?;
-        let mut manifest = Manifest::parse(&text).map_err(err)?;
+        let mut manifest = Manifest::parse_text(&text).map_err(err)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -188,8 +200,13 @@ impl Manifest {
     }
 
     /// Parses and validates manifest text (a leading UTF-8 byte order mark
-    /// ignored); the error is the reason alone.
-    pub fn parse(text: &[u8]) -> Result<Manifest, String> {
+    /// ignored); the error is the reason alone, [`Manifest::load`]'s names
+    /// the file too.
+    pub fn parse(text: &[u8]) -> Result<Manifest, InvalidManifest> {
+        Manifest::parse_text(text).map_err(InvalidManifest)
+    }
+
+    fn parse_text(text: &[u8]) -> Result<Manifest, String> {
         let text = strip_bom(text);
         let raw: RawManifest =
             crate::protocol::parse_json(text).map_err(|e| format!("invalid JSON: {e}"))?;
@@ -530,7 +547,7 @@ mod tests {
         ];
         for (text, want) in cases {
             let err = Manifest::parse(text.as_bytes()).unwrap_err();
-            assert!(err.contains(want), "{err} should mention {want}");
+            assert!(err.0.contains(want), "{err} should mention {want}");
         }
     }
 
@@ -539,7 +556,7 @@ mod tests {
         let text = r#"{"name":"a","exec":"x","protocol":"mcp"}"#;
         match Manifest::parse(text.as_bytes()) {
             Ok(m) => assert!(cfg!(feature = "mcp") && m.protocol == Protocol::Mcp),
-            Err(err) => assert!(!cfg!(feature = "mcp") && err == NO_MCP, "{err}"),
+            Err(err) => assert!(!cfg!(feature = "mcp") && err.0 == NO_MCP, "{err}"),
         }
     }
 
