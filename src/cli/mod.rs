@@ -237,22 +237,23 @@ fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliErro
         })
 }
 
-/// `2`, `0.5` or `.5` seconds, to the nanosecond. Decimal digits only:
-/// parsing a float would add about 13 KB to the binary (`make static`).
+/// `2`, `0.5` or `.5` seconds, to the nanosecond (later digits are
+/// dropped). Decimal digits only, read as a JSON number: serde_json's
+/// float parser is in the binary already, core's would add about 13 KB
+/// (`make static`).
 fn decimal_seconds(text: &str) -> Option<std::time::Duration> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
     if !digits(whole) || !digits(fraction) || whole.len() + fraction.len() == 0 {
         return None;
     }
-    let secs = if whole.is_empty() {
-        0
-    } else {
-        whole.parse().ok()?
+    // JSON wants no leading zero and digits on both sides of the point.
+    let whole = match whole.trim_start_matches('0') {
+        "" => "0",
+        w => w,
     };
-    // The first nine digits of the fraction, padded with zeros.
-    let nanos = format!("{fraction:0<9.9}").parse().ok()?;
-    Some(std::time::Duration::new(secs, nanos))
+    let secs: f64 = serde_json::from_str(&format!("{whole}.{fraction:0<1.9}")).ok()?;
+    std::time::Duration::try_from_secs_f64(secs).ok()
 }
 
 /// A limit given as an option, else by environment variable `var`
@@ -499,6 +500,8 @@ mod tests {
         assert_eq!(decimal_seconds("0.25"), ms(250));
         assert_eq!(decimal_seconds(".5"), ms(500));
         assert_eq!(decimal_seconds("1."), ms(1000));
+        assert_eq!(decimal_seconds("007.5"), ms(7500));
+        assert_eq!(decimal_seconds("86400"), ms(86_400_000));
         assert_eq!(
             decimal_seconds("0.0000000019"),
             Some(Duration::from_nanos(1))
