@@ -87,9 +87,9 @@
 //!   `jobs.rs` from its `tool_call` event to its result.
 //! - Below the loop: `process.rs` (one extension process with its reader
 //!   and writer threads; it knows nothing of MCP: an MCP server's stdout
-//!   is handed over as lines), `spawner.rs` (starting a batch of them), `protocol.rs` (frames), `mcp_client.rs`
-//!   (the MCP client, SPEC 11, no I/O: the loop hands it lines, frames
-//!   and the time) and `jsonrpc.rs` (its messages, shared with `zot
+//!   is handed over as lines), `spawner.rs` (starting a batch of them),
+//!   `protocol.rs` (frames), `mcp_client.rs` (the MCP client, SPEC 11,
+//!   no I/O: the loop hands it lines, frames and the time) and `jsonrpc.rs` (its messages, shared with `zot
 //!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
 //!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
 //!   (SPEC 16), `bundle.rs`. The CLI is `src/cli/`.
