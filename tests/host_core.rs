@@ -2005,3 +2005,117 @@ fn a_note_written_after_the_answer_comes_after_it_in_rpc() {
     }
     assert_eq!((notes, answers), (60, 60));
 }
+
+// ----------------------------------------------------------------------
+// Case-insensitive command names (SPEC 14.5), fixtures/frames/ext.py.
+
+// ----- 14.5: case-insensitive command names --------------------------
+
+/// An extension registering `Greet`, then `greet` (a conflict), and `hello`.
+fn greeter(t: &TempDir, record: &Path) -> PathBuf {
+    frames_ext(
+        t,
+        "greeter",
+        json!({"record": record, "commands": ["Greet", "greet", "hello"]}),
+    )
+}
+
+fn invoked_names(record: &Path) -> Vec<Value> {
+    frames(record, "command_invoked")
+        .iter()
+        .map(|f| f["name"].clone())
+        .collect()
+}
+
+#[test]
+fn command_names_are_case_insensitive_in_the_library() {
+    let t = TempDir::new("frames-case");
+    let record = t.join("rec");
+    let other = frames_ext(&t, "late", json!({"commands": ["HELLO"]}));
+    let host = start_ready(config(&t, &[greeter(&t, &record), other]));
+    assert_eq!(display_of(&host, "HELLO").as_deref(), Some("ran hello "));
+    assert_eq!(display_of(&host, "greet").as_deref(), Some("ran Greet "));
+    assert_eq!(invoked_names(&record), [json!("hello"), json!("Greet")]);
+    let list = host.list().unwrap();
+    let names: Vec<(&str, &str)> = (list.commands.iter())
+        .map(|c| (c.name.as_str(), c.extension.as_str()))
+        .collect();
+    assert_eq!(names, [("Greet", "greeter"), ("hello", "greeter")]);
+    let log = log_of(&t, "greeter");
+    assert!(
+        log.contains("command /greet ignored: /Greet is registered already"),
+        "{log}"
+    );
+    let log = log_of(&t, "late");
+    // "is shadowed" or "is now shadowed", as the registrations arrived.
+    assert!(log.contains("command /HELLO is "), "{log}");
+    assert!(
+        log.contains("shadowed by extension greeter's /hello"),
+        "{log}"
+    );
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn command_names_are_case_insensitive_in_rpc_mcp_and_the_session() {
+    let t = TempDir::new("frames-case-surfaces");
+    let record = t.join("rec");
+    let ext = greeter(&t, &record);
+    let mut rpc = Rpc::start(&t, std::slice::from_ref(&ext));
+    let r = rpc.call(
+        "1",
+        json!({"type": "command", "name": "/HeLLo", "args": "x"}),
+    );
+    assert_eq!(r["data"]["display"], "ran hello x", "{r}");
+    drop(rpc);
+
+    let mut cmd = zot();
+    cmd.args(["mcp", "--no-ext", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    let mut mcp = Rpc::spawn(&mut cmd);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",
+                    "params": {"name": "GREET", "arguments": {"args": "y"},
+                               "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}));
+    let got = mcp.until("prompts/get result", |v| v["id"] == 1);
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"], "ran Greet y",
+        "{got}"
+    );
+    drop(mcp);
+
+    let mut z = Zot::start(&t, &[ext], &[]);
+    z.send("/HELLO world");
+    z.expect("ran hello world");
+    z.send("/HELP");
+    z.expect("/reload-ext");
+    z.send("/QUIT");
+    assert_eq!(z.wait(), Some(0));
+    assert_eq!(
+        invoked_names(&record),
+        [json!("hello"), json!("Greet"), json!("hello")]
+    );
+}
+
+#[cfg(feature = "author")]
+#[test]
+fn zot_ext_check_folds_command_names() {
+    let t = TempDir::new("frames-case-check");
+    let ext = greeter(&t, &t.join("rec"));
+    let out = zot()
+        .args(["ext", "check", "--json", "--command", "HELLO", "z"])
+        .arg(&ext)
+        .env("ZOT_STARTUP_TIMEOUT", "60")
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    let text = report.to_string();
+    assert!(
+        text.contains("command /greet differs from /Greet only in case"),
+        "{text}"
+    );
+    assert!(text.contains("ran hello z"), "the probe ran /hello: {text}");
+}

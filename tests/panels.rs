@@ -1,14 +1,17 @@
-//! Panels in the interactive session (SPEC section 6), through the real
-//! `zot` binary and the panel fixture `fixtures/panels/todo.py` (shaped
-//! like upstream's todo-panel example): Esc closes the panel and tells
-//! the extension; a render for a panel that is not open is not shown
-//! and is logged; `/key` naming a panel that is not open says which are.
+//! Panels (SPEC section 6, 14.1-14.2). In the interactive session,
+//! through the real `zot` binary and the panel fixture
+//! `fixtures/panels/todo.py` (shaped like upstream's todo-panel example):
+//! Esc closes the panel and tells the extension; a render for a panel
+//! that is not open is not shown and is logged; `/key` naming a panel
+//! that is not open says which are. Then spontaneous panels,
+//! `panel_resize` and `submit` through every surface.
 
 mod common;
 
-use common::{command, ext_dir, frames, log_of, wait_for, TempDir, Zot};
+use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use zot_host::{ExtensionState, HostError};
 
 /// The panel extension, recording what it receives in `rec`.
 fn todo_ext(t: &TempDir, rec: &Path) -> PathBuf {
@@ -167,4 +170,283 @@ fn a_render_without_lines_or_footer_clears_them() {
     assert_eq!(s.run("/open")[..3], ["┌─ Pick [a/p1]", "│ one", "└─ keys"]);
     assert_eq!(s.run("/bare"), ["┌─ Pick [a/p1]", "└─"]);
     assert_eq!(s.run("/renamed"), ["┌─ New [a/p1]", "│ two", "└─"]);
+}
+
+// ----------------------------------------------------------------------
+// Spontaneous panels, panel_resize and submit (SPEC 14.1, 14.2), through the library, zot rpc and the session; the extension is fixtures/frames/ext.py.
+
+// ----- 14.1, 14.2: spontaneous panels, panel_resize, submit ---------
+
+/// A spontaneous `open_panel` frame.
+fn open_panel(id: &str, title: &str) -> Value {
+    json!({"type": "open_panel", "panel": {"id": id, "title": title, "lines": ["one", "two"]}})
+}
+
+fn submit(kind: &str, text: &str) -> Value {
+    json!({"type": kind, "text": text})
+}
+
+#[test]
+fn spontaneous_panels_and_submits_reach_the_library() {
+    let t = TempDir::new("frames-lib-panel");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "p",
+        json!({"record": record, "commands": ["go"], "on_command": {"go": [
+            {"type": "open_panel", "panel": {"title": "no id"}},
+            {"type": "open_panel", "panel": {"id": " "}},
+            open_panel("board", "Board"),
+            submit("submit", "  "),
+            submit("submit_slash", "no slash"),
+            submit("submit", "summarize"),
+            submit("submit_slash", "/HELLO world"),
+        ]}}),
+    );
+    let host = start_ready(config(&t, &[ext]));
+    assert_eq!(display_of(&host, "go").as_deref(), Some("ran go "));
+    let opened = wait_event(&host, "open_panel", |e| {
+        matches!(e, zot_host::HostEvent::OpenPanel { .. })
+    });
+    let zot_host::HostEvent::OpenPanel { extension, panel } = opened else {
+        unreachable!()
+    };
+    assert_eq!((extension.as_str(), panel.id.as_str()), ("p", "board"));
+    assert_eq!(panel.title.as_deref(), Some("Board"));
+    let sub = wait_event(&host, "submit", |e| {
+        matches!(e, zot_host::HostEvent::Submit { .. })
+    });
+    assert_eq!(
+        sub,
+        zot_host::HostEvent::Submit {
+            extension: "p".into(),
+            text: "summarize".into()
+        }
+    );
+    let slash = wait_event(&host, "submit_slash", |e| {
+        matches!(e, zot_host::HostEvent::SubmitSlash { .. })
+    });
+    assert_eq!(
+        slash,
+        zot_host::HostEvent::SubmitSlash {
+            extension: "p".into(),
+            text: "/HELLO world".into()
+        }
+    );
+    host.panel_resize("p", "board", 120, 40).unwrap();
+    wait_for("panel_resize recorded", || {
+        !frames(&record, "panel_resize").is_empty()
+    });
+    assert_eq!(
+        frames(&record, "panel_resize")[0],
+        json!({"type": "panel_resize", "panel_id": "board", "width": 120, "height": 40})
+    );
+    let err = host.panel_resize("nobody", "board", 1, 1).unwrap_err();
+    assert_eq!(err, HostError::NoSuchExtension("nobody".into()));
+    let log = log_of(&t, "p");
+    for want in [
+        "dropped frame (field `panel`: missing field `id`)",
+        "open_panel with an empty `panel.id`: not opened",
+        "submit with empty text: ignored",
+        "submit_slash text must start with `/`: \"no slash\" ignored",
+    ] {
+        assert!(log.contains(want), "log lacks {want:?}:\n{log}");
+    }
+    assert_eq!(
+        display_of(&host, "go").as_deref(),
+        Some("ran go "),
+        "still works"
+    );
+}
+
+#[test]
+fn open_panel_before_hello_fails_the_handshake_and_submit_before_ready_is_ignored() {
+    let t = TempDir::new("frames-early");
+    let early = frames_ext(&t, "early", json!({"before_hello": [open_panel("x", "X")]}));
+    let eager = frames_ext(
+        &t,
+        "eager",
+        json!({"early": [submit("submit", "too soon")]}),
+    );
+    let host = start(config(&t, &[early, eager]));
+    let list = host.list().unwrap();
+    let early = list.extension("early").unwrap();
+    assert!(
+        matches!(early.state, ExtensionState::Failed { .. }),
+        "{:?}",
+        early.state
+    );
+    let why = early.state.error().unwrap_or("");
+    assert!(
+        why.contains("first frame was `open_panel`, expected `hello`"),
+        "{why}"
+    );
+    wait_ext_ready(&host, "eager");
+    let log = log_of(&t, "eager");
+    assert!(log.contains("submit before `ready`: ignored"), "{log}");
+    assert!(
+        !host
+            .events()
+            .try_iter()
+            .any(|e| matches!(e, zot_host::HostEvent::Submit { .. })),
+        "a submit before ready reached the embedder"
+    );
+}
+
+#[test]
+fn rpc_surfaces_open_panel_submit_and_takes_panel_resize() {
+    let t = TempDir::new("frames-rpc-panel");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "p",
+        json!({"record": record, "commands": ["go"], "on_command": {"go": [
+            open_panel("board", "Board"), submit("submit", "hi"), submit("submit_slash", "/go")]}}),
+    );
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.call("1", json!({"type": "command", "name": "go"}));
+    let opened = rpc.until("open_panel event", |v| v["type"] == "open_panel");
+    assert_eq!(opened["extension"], "p");
+    assert_eq!(
+        opened["panel"],
+        json!({"id": "board", "title": "Board", "lines": ["one", "two"]})
+    );
+    let sub = rpc.until("submit event", |v| v["type"] == "submit");
+    assert_eq!(
+        sub,
+        json!({"type": "submit", "extension": "p", "text": "hi"})
+    );
+    let slash = rpc.until("submit_slash event", |v| v["type"] == "submit_slash");
+    assert_eq!(slash["text"], "/go");
+    let ok = rpc.call(
+        "2",
+        json!({"type": "panel_resize", "extension": "p", "panel_id": "board", "width": 90, "height": 30}),
+    );
+    assert_eq!(
+        (ok["success"].clone(), ok["data"].clone()),
+        (json!(true), json!({})),
+        "{ok}"
+    );
+    let bad = rpc.call(
+        "3",
+        json!({"type": "panel_resize", "extension": "p", "panel_id": "board", "width": -1, "height": 30}),
+    );
+    assert_eq!(bad["success"], false);
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap()
+            .contains("`width` must be a whole number"),
+        "{bad}"
+    );
+    wait_for("panel_resize", || {
+        !frames(&record, "panel_resize").is_empty()
+    });
+    assert_eq!(frames(&record, "panel_resize")[0]["width"], 90);
+}
+
+/// The session's extension: `/board` opens a panel by itself, `/sub`
+/// submits a prompt and slash lines, `/flood` submits 20 prompts; after
+/// its panel is closed it renders it again.
+fn session_ext(t: &TempDir, record: &Path) -> PathBuf {
+    let flood: Vec<Value> = (0..20)
+        .map(|i| submit("submit", &format!("flood {i}")))
+        .collect();
+    frames_ext(
+        t,
+        "s",
+        json!({"record": record, "commands": ["board", "sub", "flood", "hello"],
+               "on_command": {
+                   "board": [open_panel("board", "Board")],
+                   "sub": [submit("submit", "from the extension"),
+                           submit("submit_slash", "/quit"),
+                           submit("submit_slash", "/HELLO there")],
+                   "flood": flood},
+               "react": {"panel_close": [
+                   {"type": "panel_render", "panel_id": "board", "lines": ["ghost"]}]}}),
+    )
+}
+
+#[test]
+fn the_session_shows_spontaneous_panels_and_runs_submits_through_a_pipe() {
+    let t = TempDir::new("frames-session-pipe");
+    let record = t.join("rec");
+    let mut z = Zot::start(&t, &[session_ext(&t, &record)], &[]);
+    z.send("/board");
+    z.expect("Board");
+    wait_for("panel_resize on open", || {
+        !frames(&record, "panel_resize").is_empty()
+    });
+    let resize = &frames(&record, "panel_resize")[0];
+    assert_eq!(resize["panel_id"], "board");
+    assert!(resize["width"].as_u64().unwrap() > 0, "{resize}");
+    z.send("/key esc");
+    z.expect("panel closed: s/board");
+    // Its render after the close is not shown (logged).
+    wait_for("the render after close is logged", || {
+        log_of(&t, "s").contains("panel_render for panel \"board\", which is not open")
+    });
+    z.send("/sub");
+    z.expect("would submit: from the extension");
+    z.expect("extension s sent /quit: an extension cannot end the session");
+    z.expect("ran hello there");
+    z.send("/flood");
+    z.expect("16 submissions of s wait already: dropped (1 so far)");
+    z.expect("would submit: flood 15");
+    z.send("/hello after");
+    z.expect("ran hello after");
+    z.send("/quit");
+    assert_eq!(z.wait(), Some(0));
+    z.assert_never_shown("ghost");
+    z.assert_never_shown("flood 16");
+    let submitted = events_in(&record).len();
+    assert_eq!(submitted, 0, "nothing subscribed");
+    let log = log_of(&t, "s");
+    assert!(log.contains("sent /quit"), "{log}");
+}
+
+#[test]
+fn the_session_on_a_terminal_resizes_panels_and_runs_submits() {
+    let t = TempDir::new("frames-session-pty");
+    let record = t.join("rec");
+    let ext = session_ext(&t, &record);
+    let rec = record.to_string_lossy().into_owned();
+    let steps = json!([
+        ["expect", "ready: s"],
+        ["send", "/board"],
+        ["expect", "Board"],
+        ["wait_file", rec, "\"width\":80,\"height\":24"],
+        ["size", 40, 132],
+        ["wait_file", rec, "\"width\":132,\"height\":40"],
+        ["send", "/sub"],
+        ["expect", "would submit: from the extension"],
+        ["expect", "ran hello there"],
+        ["send", "/quit"],
+    ]);
+    let out = std::process::Command::new(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/frames/pty_drive.py"),
+    )
+    .arg(steps.to_string())
+    .arg("--")
+    .arg(env!("CARGO_BIN_EXE_zot"))
+    .args(["--no-ext", "--cwd"])
+    .arg(t.path())
+    .arg("-e")
+    .arg(&ext)
+    .env("ZOT_HOME", t.join("home"))
+    .env("ZOT_STARTUP_TIMEOUT", "20")
+    .env("NO_COLOR", "1")
+    .output()
+    .expect("run the pty driver");
+    let stdout = stdout_of(&out);
+    assert!(
+        out.status.success() && stdout.trim_end().ends_with("ok"),
+        "{stdout}\n{}",
+        stderr_of(&out)
+    );
+    let sizes: Vec<(Value, Value)> = frames(&record, "panel_resize")
+        .iter()
+        .map(|f| (f["width"].clone(), f["height"].clone()))
+        .collect();
+    assert_eq!(sizes, [(json!(80), json!(24)), (json!(132), json!(40))]);
 }

@@ -1,34 +1,12 @@
-//! Tools, lifecycle events and interception (SPEC 3.7-3.13) against
-//! real extension processes.
+//! Tools and lifecycle events (SPEC 3.7-3.9, 3.13, 14.4) against real
+//! extension processes; interception is in tests/interception.rs.
 
 mod common;
 
 use common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use zot_host::{
-    BuiltinVerdict, EventPayload, InterceptEvent, InterceptRequest, ToolOutcome, ToolRequest,
-};
-
-fn call(name: &str, args: Value) -> ToolRequest {
-    ToolRequest {
-        name: name.into(),
-        args,
-        tool_id: Some("call-1".into()),
-    }
-}
-
-fn tool_call_intercept(args: Value) -> InterceptRequest {
-    InterceptRequest {
-        event: InterceptEvent::ToolCall,
-        payload: EventPayload {
-            tool_id: Some("x".into()),
-            tool_name: Some("bash".into()),
-            tool_args: Some(args),
-            ..Default::default()
-        },
-    }
-}
+use zot_host::{BuiltinVerdict, EventPayload, HostError, ToolOutcome};
 
 #[test]
 fn tool_results_are_mapped_and_attributed() {
@@ -298,262 +276,256 @@ fn a_subscriber_that_never_reads_slows_nobody() {
     assert!(log.contains("events in total: its queue was full"), "{log}");
 }
 
-fn guard(t: &TempDir, name: &str, intercept: &[&str], behaviour: Value) -> std::path::PathBuf {
-    let rec = t.join(&format!("{name}.rec"));
-    ext_dir(
-        &t.join(name),
-        name,
-        json!({"record": rec, "register": [subscribe(&["tool_call"], intercept)], "guard": behaviour}),
-    )
+// ----------------------------------------------------------------------
+// Upstream's event names with sequence, session_id and cwd (SPEC 14.4); the extension is fixtures/frames/ext.py.
+
+// ----- 14.4: event names and identifiers ----------------------------
+
+#[test]
+fn every_event_carries_sequence_session_id_and_cwd_and_extra_fields_pass() {
+    let t = TempDir::new("frames-seq");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["session_end", "tool_result", "subagent_start"]}),
+    );
+    let mut cfg = config(&t, &[ext]);
+    cfg.session_id = "session-123".into();
+    let host = start_ready(cfg);
+    // Events nobody subscribed to count too: one counter over all events.
+    host.emit("turn_start", EventPayload::default()).unwrap();
+    let fields = json!({"status": "completed", "executed": true, "tool_id": "c1",
+                        "result": {"content": [], "is_error": false}});
+    let to = host.emit("tool_result", payload(fields)).unwrap();
+    assert_eq!(to, ["obs"]);
+    let sub = json!({"agent_id": "a1", "agent_run_id": "r1", "name": "a1",
+                     "session_id": "parent-9"});
+    host.emit("subagent_start", payload(sub)).unwrap();
+    host.emit("session_end", payload(json!({"reason": "shutdown"})))
+        .unwrap();
+    wait_for("three events recorded", || events_in(&record).len() == 3);
+    let got = events_in(&record);
+    let seq: Vec<u64> = got
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seq, [2, 3, 4], "one counter over every event: {got:?}");
+    let cwd = t.path().to_string_lossy();
+    assert_eq!(got[0]["session_id"], "session-123");
+    assert_eq!(got[0]["cwd"], *cwd);
+    assert_eq!(got[0]["status"], "completed");
+    assert_eq!(got[0]["executed"], true);
+    assert_eq!(got[0]["result"], json!({"content": [], "is_error": false}));
+    // A payload's own session_id (a subagent's parent) passes unchanged.
+    assert_eq!(got[1]["session_id"], "parent-9");
+    assert_eq!(got[1]["agent_run_id"], "r1");
+    assert_eq!(got[2]["reason"], "shutdown");
 }
 
 #[test]
-fn guards_block_with_reason_or_allow() {
-    let t = TempDir::new("guard");
-    let g = guard(
+fn a_payload_cannot_set_sequence_and_the_host_goes_on() {
+    let t = TempDir::new("frames-seq-override");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["pre_compact"]}),
+    );
+    let host = start_ready(config(&t, &[ext]));
+    let err = host
+        .emit("pre_compact", payload(json!({"sequence": 999})))
+        .unwrap_err();
+    assert_eq!(err, HostError::ReservedField("sequence".into()));
+    assert!(
+        err.to_string()
+            .contains("`sequence` is the host's event counter"),
+        "{err}"
+    );
+    let err = host
+        .emit("pre_compact", payload(json!({"type": "x"})))
+        .unwrap_err();
+    assert!(err.to_string().contains("`type`"), "{err}");
+    host.emit("pre_compact", payload(json!({"compaction_id": "c1"})))
+        .unwrap();
+    wait_for("the event", || events_in(&record).len() == 1);
+    let got = &events_in(&record)[0];
+    assert_eq!(got["compaction_id"], "c1");
+    assert_eq!(got["sequence"], 1, "refused events took no number: {got}");
+}
+
+#[test]
+fn generated_session_ids_differ_between_hosts() {
+    let t = TempDir::new("frames-sid");
+    let ids: Vec<String> = (0..2)
+        .map(|i| {
+            let record = t.join(&format!("rec{i}"));
+            let ext = frames_ext(
+                &t,
+                &format!("e{i}"),
+                json!({"record": record, "events": ["session_start"]}),
+            );
+            let host = start_ready(config(&t, &[ext]));
+            host.emit("session_start", EventPayload::default()).unwrap();
+            wait_for("the event", || events_in(&record).len() == 1);
+            events_in(&record)[0]["session_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(ids[0], ids[1]);
+    assert_eq!(ids[0].len(), 36, "a UUID: {}", ids[0]);
+}
+
+#[test]
+fn observational_events_cannot_be_intercepted() {
+    let t = TempDir::new("frames-observe");
+    let ext = frames_ext(
         &t,
         "g",
-        &["tool_call"],
-        json!({"block_if": "rm -rf", "reason": "refused: rm -rf"}),
+        json!({"intercept": ["session_end", "user_prompt_submit"]}),
     );
-    let runner = ext_dir(
-        &t.join("r"),
-        "r",
-        json!({"record": t.join("r.rec"), "register": [tool("shell")]}),
-    );
-    let host = start_ready(config(&t, &[g, runner]));
-    let verdict = host
-        .intercept(tool_call_intercept(json!({"command": "rm -rf /"})))
-        .unwrap();
-    assert_eq!(
-        (verdict.block, verdict.reason.as_deref()),
-        (true, Some("refused: rm -rf"))
-    );
+    let host = start_ready(config(&t, &[ext]));
+    let list = host.list().unwrap();
+    assert!(list.extensions[0].intercept.is_empty(), "{list:?}");
+    let log = log_of(&t, "g");
     assert!(
-        !host
-            .intercept(tool_call_intercept(json!({"command": "ls"})))
-            .unwrap()
-            .block
+        log.contains("cannot intercept \"session_end\" (and 1 more): an observational event"),
+        "{log}"
     );
-    let blocked = host
-        .call_tool(call("shell", json!({"command": "rm -rf /"})))
-        .unwrap()
-        .result();
-    assert!(blocked.blocked && blocked.is_error);
-    assert_eq!(
-        blocked.content,
-        [json!({"type": "text", "text": "refused: rm -rf"})]
+    let err = "tool_result"
+        .parse::<zot_host::InterceptEvent>()
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot be intercepted"), "{err}");
+}
+
+#[test]
+fn rpc_events_take_the_session_id_option_and_refuse_sequence() {
+    let t = TempDir::new("frames-rpc-seq");
+    let record = t.join("rec");
+    let ext = frames_ext(
+        &t,
+        "obs",
+        json!({"record": record, "events": ["post_compact"]}),
     );
-    let ran = host
-        .call_tool(call("shell", json!({"command": "ls"})))
-        .unwrap()
-        .result();
-    assert!(!ran.blocked);
-    host.shutdown();
-    let runner_frames = recorded(&t.join("r.rec"));
-    let calls: Vec<&Value> = runner_frames
-        .iter()
-        .filter(|f| f["type"] == "tool_call")
-        .collect();
-    assert_eq!(calls.len(), 1, "the blocked call never reached the tool");
-    // The pipeline emitted the tool_call event to the guard too.
-    let guard_frames = recorded(&t.join("g.rec"));
-    let event = guard_frames.iter().find(|f| f["type"] == "event").unwrap();
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--session-id", "rpc-sess", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    let mut rpc = Rpc::spawn(&mut cmd);
+    // Subscribed only once ready, however slow its start.
+    rpc.wait_ready(1);
+    let bad = rpc.call(
+        "1",
+        json!({"type": "event", "event": "post_compact", "sequence": 5}),
+    );
+    assert_eq!(bad["success"], false, "{bad}");
+    assert!(
+        bad["error"].as_str().unwrap().contains("`sequence`"),
+        "{bad}"
+    );
+    let ok = rpc.call(
+        "2",
+        json!({"type": "event", "event": "post_compact", "status": "failed", "error": "e",
+               "message_count": 3}),
+    );
+    assert_eq!(ok["data"]["delivered_to"], json!(["obs"]), "{ok}");
+    wait_for("the event", || events_in(&record).len() == 1);
+    let got = &events_in(&record)[0];
+    assert_eq!(got["session_id"], "rpc-sess");
     assert_eq!(
-        (event["tool_name"].as_str(), event["tool_id"].as_str()),
-        (Some("shell"), Some("call-1"))
+        (got["status"].clone(), got["message_count"].clone()),
+        (json!("failed"), json!(3))
+    );
+    assert_eq!(got["sequence"], 1);
+    assert!(
+        got.get("id").is_none(),
+        "the request's id is not a payload field: {got}"
     );
 }
 
 #[test]
-fn silent_guards_cost_one_timeout_and_count_as_allow() {
-    let t = TempDir::new("silent");
-    let guards: Vec<_> = (0..3)
-        .map(|i| {
-            guard(
-                &t,
-                &format!("s{i}"),
-                &["tool_call"],
-                json!({"silent": true}),
-            )
-        })
-        .collect();
-    let mut cfg = config(&t, &guards);
-    let round = Duration::from_secs(4);
-    cfg.timeouts.intercept = round;
-    let host = start_ready(cfg);
-    let started = Instant::now();
-    let verdict = host.intercept(tool_call_intercept(json!({}))).unwrap();
-    let took = started.elapsed();
-    assert!(!verdict.block);
-    // Asked at once: one round, not 3 rounds one after another. The
-    // bound sits a whole round above one round, so a busy machine's
-    // scheduling delays cannot fail it, and a round below three.
-    assert!(
-        took >= round && took < 2 * round,
-        "3 silent guards took {took:?}: one {round:?} round expected, not one per guard"
-    );
-    drop(host);
-    assert!(log_of(&t, "s0").contains("counted as allow"));
-}
-
-#[test]
-fn a_guard_that_exits_while_asked_counts_as_allow_at_once() {
-    let t = TempDir::new("exited-guard");
-    let dies = guard(&t, "dies", &["tool_call"], json!({"crash": 1}));
-    let blocks = guard(
+fn the_session_emits_user_prompt_submit_and_session_end() {
+    let t = TempDir::new("frames-session-events");
+    let record = t.join("rec");
+    let ext = frames_ext(
         &t,
-        "blocks",
-        &["tool_call"],
-        json!({"block_if": "x", "reason": "second"}),
+        "obs",
+        json!({"record": record,
+               "events": ["session_start", "user_prompt_submit", "turn_start", "session_end"]}),
     );
-    let mut cfg = config(&t, &[dies, blocks]);
-    cfg.timeouts.intercept = Duration::from_secs(60);
-    let host = start_ready(cfg);
-    let started = Instant::now();
-    let verdict = host
-        .intercept(tool_call_intercept(json!({"x": 1})))
-        .unwrap();
-    assert_eq!(
-        verdict.reason.as_deref(),
-        Some("second"),
-        "the walk went on past the dead guard"
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "did not wait for the 60 s round"
-    );
-    // Once gone it is not asked at all.
-    assert!(
-        !host
-            .intercept(tool_call_intercept(json!({})))
-            .unwrap()
-            .block
-    );
-}
-
-#[test]
-fn modified_args_chain_and_later_guards_decide_on_them() {
-    let t = TempDir::new("chain");
-    // First guard rewrites harmless args into dangerous ones; the second
-    // saw the original (and allowed) but must decide on the rewrite.
-    let rewriter = guard(
-        &t,
-        "rewriter",
-        &["tool_call"],
-        json!({"modify_args": {"command": "rm -rf /tmp/x"}}),
-    );
-    let blocker = guard(
-        &t,
-        "blocker",
-        &["tool_call"],
-        json!({"block_if": "rm -rf", "reason": "second guard refused"}),
-    );
-    let host = start_ready(config(&t, &[rewriter, blocker]));
-    let verdict = host
-        .intercept(tool_call_intercept(json!({"command": "ls"})))
-        .unwrap();
-    assert_eq!(
-        (verdict.block, verdict.reason.as_deref()),
-        (true, Some("second guard refused"))
-    );
-    host.shutdown();
-    let seen: Vec<Value> = recorded(&t.join("blocker.rec"))
+    let mut z = Zot::start(&t, &[ext], &["--session-id", "s-42"]);
+    z.send("hello there");
+    z.expect("would submit: hello there");
+    z.send("/quit");
+    assert_eq!(z.wait(), Some(0));
+    let got: Vec<(String, Value)> = events_in(&record)
         .into_iter()
-        .filter(|f| f["type"] == "event_intercept")
-        .map(|f| f["tool_args"].clone())
+        .map(|e| (e["event"].as_str().unwrap_or("").to_string(), e))
         .collect();
-    assert_eq!(seen.last(), Some(&json!({"command": "rm -rf /tmp/x"})));
+    let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "session_start",
+            "user_prompt_submit",
+            "turn_start",
+            "session_end"
+        ]
+    );
+    assert_eq!(got[1].1["text"], "hello there");
+    assert_eq!(got[3].1["reason"], "shutdown");
+    assert!(
+        got.iter().all(|(_, e)| e["session_id"] == "s-42"),
+        "{got:?}"
+    );
+    let shutdown_after = recorded(&record)
+        .iter()
+        .position(|f| f["type"] == "shutdown")
+        .expect("shutdown recorded");
+    let end_at = recorded(&record)
+        .iter()
+        .position(|f| f["event"] == "session_end")
+        .unwrap();
+    assert!(end_at < shutdown_after, "session_end before shutdown");
 }
 
+#[cfg(feature = "mcp")]
 #[test]
-fn a_rewrite_reaches_the_tool() {
-    let t = TempDir::new("rewrite-tool");
-    let safe = guard(
+fn zot_mcp_emits_session_end_at_its_end() {
+    let t = TempDir::new("frames-mcp-end");
+    let record = t.join("rec");
+    let ext = frames_ext(
         &t,
-        "safe",
-        &["tool_call"],
-        json!({"modify_args": {"command": "echo safe"}}),
+        "obs",
+        json!({"record": record, "events": ["session_start", "session_end"]}),
     );
-    let second = guard(
-        &t,
-        "second",
-        &["tool_call"],
-        json!({"modify_args": {"command": "echo safer"}}),
-    );
-    let runner = ext_dir(&t.join("r"), "r", json!({"register": [tool("shell")]}));
-    let host = start_ready(config(&t, &[safe, second, runner]));
-    let out = host
-        .call_tool(call("shell", json!({"command": "rm -rf /"})))
-        .unwrap()
-        .result();
-    assert_eq!(out.content[0]["text"], "{\"command\": \"echo safer\"}");
-    let verdict = host
-        .intercept(tool_call_intercept(json!({"command": "x"})))
-        .unwrap();
+    let mut cmd = zot();
+    cmd.args(["mcp", "--no-ext", "--session-id", "m-1", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    let mut mcp = Rpc::spawn(&mut cmd);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "1"}}}));
+    mcp.until("initialize result", |v| v["id"] == 1);
+    mcp.close_stdin();
+    assert_eq!(mcp.wait(), Some(0));
+    let names: Vec<Value> = events_in(&record)
+        .iter()
+        .map(|e| e["event"].clone())
+        .collect();
+    assert_eq!(names, [json!("session_start"), json!("session_end")]);
+    let end = &events_in(&record)[1];
     assert_eq!(
-        verdict.modified_args,
-        Some(json!({"command": "echo safer"}))
+        (end["reason"].clone(), end["session_id"].clone()),
+        (json!("shutdown"), json!("m-1"))
     );
-}
-
-#[test]
-fn replace_text_and_turn_start_block() {
-    let t = TempDir::new("text");
-    let polite = guard(
-        &t,
-        "polite",
-        &["assistant_message"],
-        json!({"replace_text": "polite words"}),
-    );
-    let gate = guard(
-        &t,
-        "gate",
-        &["turn_start"],
-        json!({"block_events": ["turn_start"], "reason": "not now"}),
-    );
-    let host = start_ready(config(&t, &[polite, gate]));
-    let text = host
-        .intercept(InterceptRequest {
-            event: InterceptEvent::AssistantMessage,
-            payload: EventPayload {
-                text: Some("rude words".into()),
-                ..Default::default()
-            },
-        })
-        .unwrap();
-    assert_eq!(
-        (text.block, text.replace_text.as_deref()),
-        (false, Some("polite words"))
-    );
-    let turn = host
-        .intercept(InterceptRequest {
-            event: InterceptEvent::TurnStart,
-            payload: EventPayload {
-                step: Some(1),
-                ..Default::default()
-            },
-        })
-        .unwrap();
-    assert_eq!(
-        (turn.block, turn.reason.as_deref()),
-        (true, Some("not now"))
-    );
-    // Only the interceptable events can be asked about.
-    assert!("session_start".parse::<InterceptEvent>().is_err());
-}
-
-#[test]
-fn a_call_whose_owner_dies_in_the_chain_goes_to_the_next_registrant() {
-    let t = TempDir::new("owner-dies");
-    // `gt` owns `tt` and guards tool calls, and dies when asked.
-    let gt = ext_dir(
-        &t.join("gt"),
-        "gt",
-        json!({"register": [tool("tt"), subscribe(&[], &["tool_call"])], "guard": {"crash": 4}}),
-    );
-    let gt2 = ext_dir(&t.join("gt2"), "gt2", json!({"register": [tool("tt")]}));
-    let host = start_ready(config(&t, &[gt, gt2]));
-    let out = host.call_tool(call("tt", json!({}))).unwrap().result();
-    assert_eq!(out.extension, "gt2");
 }

@@ -825,3 +825,45 @@ impl ExtResult for ToolOutcome {
         }
     }
 }
+
+/// A tool call of `name` with `args`, its `tool_id` `call-1`.
+pub fn call(name: &str, args: Value) -> zot_host::ToolRequest {
+    zot_host::ToolRequest {
+        name: name.into(),
+        args,
+        tool_id: Some("call-1".into()),
+    }
+}
+
+/// A `tool_call` interception of `bash` with `args`.
+pub fn tool_call_intercept(args: Value) -> zot_host::InterceptRequest {
+    zot_host::InterceptRequest {
+        event: zot_host::InterceptEvent::ToolCall,
+        payload: zot_host::EventPayload {
+            tool_id: Some("x".into()),
+            tool_name: Some("bash".into()),
+            tool_args: Some(args),
+            ..Default::default()
+        },
+    }
+}
+
+/// The frames fixture, `fixtures/frames/ext.py`.
+pub fn frames_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/frames/ext.py")
+}
+
+/// An extension directory `t/name` running the frames fixture with `cfg`.
+pub fn frames_ext(t: &TempDir, name: &str, cfg: Value) -> PathBuf {
+    configured_ext(&t.join(name), name, &frames_fixture(), cfg)
+}
+
+/// The `event` frames recorded in `record`.
+pub fn events_in(record: &Path) -> Vec<Value> {
+    frames(record, "event")
+}
+
+/// An event payload made of `fields`.
+pub fn payload(fields: Value) -> zot_host::EventPayload {
+    serde_json::from_value(fields).expect("payload")
+}
