@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{assert_fails_naming, assert_ok, stderr_of, stdout_of, zot, Rpc, TempDir};
+use common::{
+    assert_fails_naming, assert_ok, stderr_of, stdout_of, write_manifest, zot, Rpc, TempDir,
+};
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -158,7 +160,7 @@ fn skills_bundle(dir: &Path, skills: Value) -> PathBuf {
     fs::create_dir_all(dir.join("skills/ok")).unwrap();
     fs::write(dir.join("skills/ok/SKILL.md"), "---\nname: ok\n---\n").unwrap();
     let manifest = json!({"name": "bad-skills", "skills": skills});
-    fs::write(dir.join("extension.json"), manifest.to_string()).unwrap();
+    write_manifest(dir, &manifest);
     dir.to_path_buf()
 }
 

@@ -56,7 +56,7 @@ impl World {
         if let Some(p) = permissions {
             manifest["permissions"] = p;
         }
-        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+        write_manifest(&dir, &manifest);
         dir
     }
 
@@ -501,10 +501,9 @@ fn a_hosted_mcp_server_works_confined() {
         entry.display()
     );
     let dir = w.t.join("everything");
-    std::fs::create_dir_all(&dir).expect("create ext dir");
     let manifest = json!({"name": "everything", "protocol": "mcp", "prefix": "ev_",
         "exec": "node", "args": [entry, "stdio"]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     let mut rpc = w.rpc(&[&dir], &["--confine"], &[("ZOT_STARTUP_TIMEOUT", "60")]);
     let state = settled(&mut rpc, "everything");
     assert_eq!(state["state"], "ready", "{state}");

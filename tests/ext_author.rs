@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{process_gone, read_pid, wait_for, zot, Rpc, TempDir};
+use common::{process_gone, read_pid, wait_for, write_manifest, zot, Rpc, TempDir};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -706,9 +706,8 @@ fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
         pid_file.display()
     );
     let dir = t.join("stuck");
-    std::fs::create_dir_all(&dir).expect("mkdir");
     let manifest = json!({"name": "stuck", "exec": "/bin/sh", "args": ["-c", script]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     let home = TempDir::new("check-int-home");
     let check = zot()
         .args(["ext", "check"])
@@ -760,12 +759,11 @@ fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
 fn a_late_ready_is_not_reported_as_missing() {
     let t = TempDir::new("check-late");
     let dir = t.join("late");
-    std::fs::create_dir_all(&dir).expect("mkdir");
     let ext = fixture("no-ready").join("../../testext/ext.py");
     let cfg = json!({"name": "late", "register_delay_ms": 800,
         "register": [{"type": "register_command", "name": "hi", "description": "hi command"}]});
     let manifest = json!({"name": "late", "exec": ext, "args": [cfg.to_string()]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     let (code, report) = patient_check_json(&dir, &["--strict"]);
     assert_eq!(code, 0, "{report:#}");
     assert_finding(&report, "ready", "pass", "ready");
@@ -782,9 +780,8 @@ fn a_late_ready_is_not_reported_as_missing() {
 fn the_limits_come_from_the_environment() {
     let t = TempDir::new("check-env");
     let dir = t.join("mute");
-    std::fs::create_dir_all(&dir).expect("mkdir");
     let manifest = json!({"name": "mute", "exec": "/bin/sh", "args": ["-c", "exec sleep 30"]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     let (code, report) = check_json_with(&dir, &[], &[("ZOT_HELLO_TIMEOUT", "1".as_ref())]);
     assert_eq!(code, 1, "{report:#}");
     assert_finding(&report, "hello", "fail", "no hello within 1 s");
@@ -800,9 +797,8 @@ fn the_limits_come_from_the_environment() {
 /// An extension directory `dir/name` whose exec is `sh -c script`.
 fn sh_ext(t: &TempDir, name: &str, script: &str) -> PathBuf {
     let dir = t.join(name);
-    std::fs::create_dir_all(&dir).expect("mkdir");
     let manifest = json!({"name": name, "exec": "/bin/sh", "args": ["-c", script]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 

@@ -301,7 +301,7 @@ while read -r line; do
   esac
 done"#;
     let manifest = json!({"name": "good", "exec": "/bin/sh", "args": ["-c", script]});
-    std::fs::write(good.join("extension.json"), manifest.to_string()).unwrap();
+    write_manifest(&good, &manifest);
     let mut cfg = config(&t, &[silent, good]);
     // The good extension has the same hello deadline as the silent one.
     cfg.timeouts.hello = Duration::from_secs(5);
@@ -878,7 +878,7 @@ fn ext(t: &TempDir, name: &str, cfg: Value) -> PathBuf {
     cfg["starts"] = json!(t.join(&format!("{name}.starts")));
     let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/supervision/ext.py");
     let manifest = json!({"name": name, "exec": exec, "args": [cfg.to_string()]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 
@@ -963,10 +963,9 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
 fn start_burst(t: &TempDir, cfg: Value, grace: Option<&str>) -> Rpc {
     let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/exit-ordering/burst.py");
     let dir = t.join("burst");
-    std::fs::create_dir_all(&dir).expect("create ext dir");
     let manifest = json!({"name": "burst", "exec": exec, "args": [cfg.to_string()],
                           "restart": "never"});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     let mut cmd = Rpc::command(t, &[dir]);
     if let Some(grace) = grace {
         cmd.env("ZOT_EXIT_GRACE", grace);
@@ -1106,7 +1105,7 @@ exit 0
     );
     let manifest = json!({"name": "chatty", "exec": "/bin/sh", "args": ["-c", script],
                           "restart": "never"});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     // Short exit graces: the bound, not its 2 s default, is the subject.
     let mut rpc = Rpc::spawn(Rpc::command(&t, &[dir]).env("ZOT_EXIT_GRACE", "0.05"));
     let end = std::time::Instant::now() + DEADLINE;
@@ -1142,10 +1141,9 @@ fn answers_to_other_requests_are_dropped_and_leave_them_pending() {
         json!({"record": rec, "register": [command("slow")], "commands": {"slow": {"hang": true}}}),
     );
     let thief = t.join("thief");
-    std::fs::create_dir_all(&thief).expect("create ext dir");
     let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pending/thief.py");
     let manifest = json!({"name": "thief", "exec": exe});
-    std::fs::write(thief.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&thief, &manifest);
     let mut cfg = config(&t, &[a, thief]);
     cfg.timeouts.command = Duration::from_secs(3);
     let host = start_ready(cfg);
@@ -1944,10 +1942,9 @@ fn the_session_cancels_a_request_pending_at_sigterm() {
 
 fn order_ext(t: &TempDir) -> PathBuf {
     let dir = t.join("order");
-    std::fs::create_dir_all(&dir).expect("create ext dir");
     let exec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/order/after.py");
     let manifest = json!({"name": "order", "version": "1.0.0", "exec": exec});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 

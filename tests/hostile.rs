@@ -22,7 +22,7 @@ fn replay_ext(t: &TempDir, garbage: &[u8]) -> PathBuf {
     std::fs::write(dir.join("garbage"), garbage).expect("write garbage");
     let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile/replay.py");
     let manifest = json!({"name": "replay", "exec": exe, "args": [dir.join("garbage")]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 
@@ -111,12 +111,11 @@ fn deep_rpc_requests_get_a_parse_error() {
 /// with `args`.
 fn script_ext(t: &TempDir, name: &str, script: &str, args: &[&Path]) -> PathBuf {
     let dir = t.join(name);
-    std::fs::create_dir_all(&dir).expect("create ext dir");
     let exe = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/hostile")
         .join(script);
     let manifest = json!({"name": name, "exec": exe, "args": args});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 
@@ -295,7 +294,7 @@ fn hostile_ext(t: &TempDir, name: &str, script: &str, args: &[&str], extra: Valu
     if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
         m.extend(extra.clone());
     }
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 
@@ -493,7 +492,7 @@ fn an_exec_that_cannot_run_is_failed_with_the_reason() {
         let dir = t.join(name);
         std::fs::create_dir_all(dir.join("sub")).expect("create ext dir");
         let manifest = json!({"name": name, "exec": exec});
-        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+        write_manifest(&dir, &manifest);
         dir
     };
     let is_dir = ext("isdir", "./sub");
@@ -581,10 +580,9 @@ fn cpu_time(pid: u32) -> std::time::Duration {
 fn a_crash_loop_costs_the_host_no_cpu_while_it_backs_off() {
     let t = TempDir::new("h2-crashloop");
     let dir = t.join("crashy");
-    std::fs::create_dir_all(&dir).expect("create ext dir");
     let script = r#"printf '{"type":"hello","name":"crashy"}\n'; exit 3"#;
     let manifest = json!({"name": "crashy", "exec": "/bin/sh", "args": ["-c", script]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     let mut rpc = Rpc::start(&t, &[dir]);
     let reason = "crashed 5 times in 3 min (last: exit code 3)";
     let end = std::time::Instant::now() + DEADLINE + std::time::Duration::from_secs(10);
@@ -995,7 +993,7 @@ fn random_frames_never_stop_the_reader() {
     std::fs::write(dir.join("garbage"), &garbage).expect("write garbage");
     let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile/replay.py");
     let manifest = json!({"name": "replay", "exec": exe, "args": [dir.join("garbage")]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(&dir, &manifest);
     let mut rpc = Rpc::start(&t, &[dir]);
     rpc.until("the \"replay done\" note after the random frames", |v| {
         v["type"] == "notify" && v["message"] == "replay done"

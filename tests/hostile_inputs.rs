@@ -493,8 +493,7 @@ fn a_nul_byte_in_exec_or_args_makes_the_manifest_invalid() {
         ),
     ] {
         let dir = t.join("home/extensions").join(dir);
-        std::fs::create_dir_all(&dir).expect("extension dir");
-        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+        write_manifest(&dir, &manifest);
     }
     let rows = list_json(&t);
     for (name, field) in [("exec-nul", "exec"), ("args-nul", "args")] {
@@ -691,10 +690,9 @@ fn text_from_extension_files_reaches_the_terminal_inert() {
     std::fs::create_dir_all(&project).expect("create the project extension");
     std::fs::write(project.join("extension.json"), r#"{"name": "#).expect("write");
     let src = t.join("src");
-    std::fs::create_dir_all(&src).expect("create the source");
     let manifest = json!({"name": "evil", "exec": "./missing", "version": EVIL,
                           "description": EVIL, "enabled": false});
-    std::fs::write(src.join("extension.json"), manifest.to_string()).expect("write");
+    write_manifest(&src, &manifest);
     let run = |args: &[&std::ffi::OsStr]| {
         zot()
             .args(args)
@@ -800,9 +798,8 @@ fn a_relative_exec_is_named_as_the_cause_when_it_cannot_start() {
     std::fs::write(&script, "#!/bin/sh\nexec sleep 30\n").expect("script");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let dir = t.join("e");
-    std::fs::create_dir_all(&dir).expect("mkdir e");
     let manifest = json!({"name": "e", "exec": "relext", "restart": "never"});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     let mut cmd = zot();
     cmd.args(["rpc", "--no-ext", "-e"])
         .arg(&dir)

@@ -52,12 +52,11 @@ fn fixtures() -> PathBuf {
 
 /// Writes an MCP server manifest into `dir`.
 fn mcp_manifest(dir: &Path, name: &str, exec: &Path, args: &[&str], extra: Value) -> PathBuf {
-    std::fs::create_dir_all(dir).expect("create ext dir");
     let mut manifest = json!({"name": name, "protocol": "mcp", "exec": exec, "args": args});
     if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
         m.extend(extra.clone());
     }
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    write_manifest(dir, &manifest);
     dir.to_path_buf()
 }
 

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{zot, TempDir};
+use common::{write_manifest, zot, TempDir};
 use std::process::Output;
 
 /// `zot ARGS` with its own ZOT_HOME and --cwd, stdin closed.
@@ -52,10 +52,9 @@ mod without_mcp {
 
     /// An extension directory `dir/name` whose manifest says it is an MCP server.
     fn mcp_ext(dir: PathBuf, name: &str) -> PathBuf {
-        std::fs::create_dir_all(&dir).expect("create ext dir");
         let manifest =
             json!({"name": name, "exec": "server.py", "protocol": "mcp", "prefix": "s_"});
-        std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+        write_manifest(&dir, &manifest);
         dir
     }
 

@@ -16,10 +16,9 @@ use zot_host::{ExtensionState, HostError};
 /// The panel extension, recording what it receives in `rec`.
 fn todo_ext(t: &TempDir, rec: &Path) -> PathBuf {
     let dir = t.join("todo");
-    std::fs::create_dir_all(&dir).expect("ext dir");
     let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/panels/todo.py");
     let manifest = json!({"name": "todo", "exec": exec, "args": [rec]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     dir
 }
 

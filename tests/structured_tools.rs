@@ -581,11 +581,10 @@ fn typescript_sdk_client_validates_structured_content() {
 fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_content() {
     let t = TempDir::new("structured-hosted");
     let dir = t.join("structured-mcp");
-    std::fs::create_dir_all(&dir).expect("ext dir");
     let script = repo().join("fixtures/structured/mcp_server.py");
     let manifest = json!({"name": "structured-mcp", "protocol": "mcp",
                           "exec": deps().join("py1/bin/python"), "args": [script]});
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&dir, &manifest);
     let mut cfg = config(&t, &[dir]);
     cfg.timeouts.hello = Duration::from_secs(120);
     let host = start(cfg);

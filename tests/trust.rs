@@ -13,7 +13,7 @@ mod common;
 
 use common::{
     assert_fails_naming, assert_ok, command, ext_dir, fixture, start, stderr_of, stdout_of, tool,
-    TempDir, DEADLINE,
+    write_manifest, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -178,7 +178,7 @@ fn script_ext(dir: &Path, name: &str) -> PathBuf {
     let cfg = json!({"name": name, "register": [command(&hi), tool(&format!("{name}_tool"))],
                      "commands": {hi: {"action": "display", "display": format!("hi from {name}")}}});
     let manifest = json!({"name": name, "exec": "python3", "args": ["ext.py", cfg.to_string()]});
-    fs::write(dir.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(dir, &manifest);
     dir.to_path_buf()
 }
 
@@ -292,7 +292,7 @@ fn a_script_named_in_args_or_exec_edited_after_trust_lapses_it() {
         .expect("mkfifo");
     assert!(fifo.success());
     let manifest = json!({"name": "b", "exec": "./run.py", "args": ["{}", "zero", "fifo"]});
-    fs::write(b.join("extension.json"), manifest.to_string()).expect("manifest");
+    write_manifest(&b, &manifest);
 
     let out = w.trust(&[]);
     let shown = stdout_of(&out);

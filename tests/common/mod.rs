@@ -47,6 +47,20 @@ pub fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/testext/ext.py")
 }
 
+/// A path under the repository's `fixtures/`.
+pub fn fixture_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(rel)
+}
+
+/// Writes `manifest` as `dir/extension.json`, creating `dir`; returns `dir`.
+pub fn write_manifest(dir: &Path, manifest: &Value) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("create ext dir");
+    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    dir.to_path_buf()
+}
+
 /// Writes an extension directory `dir` whose manifest is `name` and
 /// whose behaviour is `cfg` (see the fixture's docstring).
 pub fn ext_dir(dir: &Path, name: &str, cfg: Value) -> PathBuf {
@@ -59,15 +73,13 @@ pub fn configured_ext(dir: &Path, name: &str, exec: &Path, mut cfg: Value) -> Pa
     if cfg.get("name").is_none() {
         cfg["name"] = json!(name);
     }
-    std::fs::create_dir_all(dir).expect("create ext dir");
     let manifest = json!({
         "name": name,
         "version": "1.0.0",
         "exec": exec,
         "args": [cfg.to_string()],
     });
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
-    dir.to_path_buf()
+    write_manifest(dir, &manifest)
 }
 
 /// A frame registering command `name` with `description`.
