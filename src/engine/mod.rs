@@ -442,18 +442,18 @@
 //!   on without them); a late `ready` alone is a pass that says the time.
 //!
 //! `tests/hostile.rs` drives each of these against the real binary;
-//! `tests/fuzz_inputs.rs` feeds seeded random and mutated lines (invalid
+//! `tests/hostile.rs` also feeds seeded random and mutated lines (invalid
 //! UTF-8, NULs, deep nesting, huge numbers, truncations, CRLF, BOM) to the
 //! frame reader through a real extension and to `zot rpc`, and checks that
 //! every request line gets exactly one response and the host still answers.
-//! Its seed is fixed; `ZOT_FUZZ_SEED=N cargo test --test fuzz_inputs` tries
+//! Its seed is fixed; `ZOT_FUZZ_SEED=N cargo test --test hostile random` tries
 //! another, and a failure prints the seed. `tests/hostile_inputs.rs` plays
 //! the hostile client and user: an MCP client that stops reading during a
 //! flood of notes, clients that close stdout, reused and oddly typed ids,
 //! lines over 16 MiB, a flood of listen streams, two Ctrl-Cs, broken
 //! symlinks and NULs in manifests, a relative `ZOT_HOME` or one that is a
 //! file, escape sequences in extension directory names and manifest
-//! fields. `tests/hostile_ext2.rs` plays more hostile extensions
+//! fields. `tests/hostile.rs` plays more hostile extensions
 //! (`fixtures/hostile2/`): megabyte strings the host quotes in its log,
 //! an extension that closes its stdout or its stdin and runs on, one that
 //! stops itself (SIGSTOP) mid-call, one that registers hundreds of
