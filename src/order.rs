@@ -41,7 +41,8 @@
 //! let mut config = HostConfig::new(home, root.into());
 //! config.ext_paths = vec![root.join("fixtures/examples/weather")];
 //! config.discover = false;
-//! let host = Host::start(config)?;
+//! // This thread waits on channels, not in calls: the loop needs its own.
+//! let host = Host::start_threaded(config)?;
 //! let (tx, replies) = crossbeam_channel::unbounded();
 //! let handle = host.handle();
 //! host.submit(Request::List { reply: Box::new(move |r| {
