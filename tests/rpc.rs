@@ -83,7 +83,7 @@ fn requests_run_concurrently_and_answer_out_of_order() {
         &t.join("slowpoke"),
         "slowpoke",
         json!({"register": [tool("slower")],
-               "tools": {"slower": {"sleep_ms": 1500, "content": [{"type": "text", "text": "finally"}]}}}),
+               "tools": {"slower": {"sleep_ms": 6000, "content": [{"type": "text", "text": "finally"}]}}}),
     );
     let mut rpc = Rpc::start(&t, &[slowpoke, demo(&t, &rec)]);
     rpc.until("ready event", |v| v["type"] == "ready");

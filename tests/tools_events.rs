@@ -510,7 +510,9 @@ fn zot_mcp_emits_session_end_at_its_end() {
         .arg("-e")
         .arg(&ext)
         .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        // A busy machine may start Python slower than the 3 s default.
+        .env("ZOT_STARTUP_TIMEOUT", "60");
     let mut mcp = Rpc::spawn(&mut cmd);
     mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
