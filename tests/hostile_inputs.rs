@@ -25,6 +25,11 @@ fn fixture(name: &str) -> PathBuf {
 
 /// `zot mcp --no-ext -e EXT...` over pipes, with its own ZOT_HOME.
 fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+    mcp_within(t, exts, None)
+}
+
+/// [`mcp`] whose client reads at most `cap` lines ahead of the test.
+fn mcp_within(t: &TempDir, exts: &[PathBuf], cap: Option<usize>) -> Rpc {
     let mut cmd = zot();
     cmd.args(["mcp", "--no-ext", "--startup-timeout", "30", "--cwd"])
         .arg(t.path())
@@ -33,7 +38,7 @@ fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
     for e in exts {
         cmd.arg("-e").arg(e);
     }
-    Rpc::spawn(&mut cmd)
+    Rpc::spawn_within(&mut cmd, cap)
 }
 
 /// The JSON-RPC response to `id` (not a request or notification). On
@@ -93,7 +98,8 @@ const MCP_RSS_BOUND_KB: u64 = 64 * 1024;
 fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
     let t = TempDir::new("hostile-mcp-unread");
     let done = t.join("flood.done");
-    let mut rpc = mcp(&t, &[fixture("flood")]);
+    // A client that really stops reading: 64 lines ahead at most.
+    let mut rpc = mcp_within(&t, &[fixture("flood")], Some(64));
     initialize(&mut rpc);
     // From here on nothing is read until the flood is written.
     let args = json!({"count": FLOOD_NOTES, "size": FLOOD_NOTE_BYTES, "done": done});

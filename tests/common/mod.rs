@@ -251,13 +251,29 @@ pub fn spawn_piped(
     Option<ChildStdin>,
     crossbeam_channel::Receiver<String>,
 ) {
+    spawn_piped_within(cmd, None)
+}
+
+/// [`spawn_piped`], with at most `cap` lines read ahead of the test: with
+/// a cap, a test that stops taking lines stops reading zot's stdout.
+pub fn spawn_piped_within(
+    cmd: &mut Command,
+    cap: Option<usize>,
+) -> (
+    Child,
+    Option<ChildStdin>,
+    crossbeam_channel::Receiver<String>,
+) {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn zot");
     let stdout = child.stdout.take().expect("stdout");
-    let (tx, lines) = crossbeam_channel::unbounded();
+    let (tx, lines) = match cap {
+        Some(cap) => crossbeam_channel::bounded(cap),
+        None => crossbeam_channel::unbounded(),
+    };
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
@@ -300,7 +316,13 @@ impl Rpc {
     }
 
     pub fn spawn(cmd: &mut Command) -> Rpc {
-        let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::piped()));
+        Rpc::spawn_within(cmd, None)
+    }
+
+    /// [`Rpc::spawn`] reading at most `cap` lines ahead of the test, so a
+    /// test that stops taking lines is a client that stops reading.
+    pub fn spawn_within(cmd: &mut Command, cap: Option<usize>) -> Rpc {
+        let (child, stdin, lines) = spawn_piped_within(cmd.stderr(Stdio::piped()), cap);
         Rpc {
             stdin,
             child,
