@@ -1052,6 +1052,12 @@ mod tests {
 
     /// A client past the legacy handshake with one tool, `echo`, and
     /// one prompt, `greet {name}`.
+    /// The host calls the server's `echo` tool (`p_echo`) as `id`.
+    fn call_echo(c: &mut McpClient, id: &str, args: &Value, at: Instant) {
+        let name = "p_echo";
+        c.on_host_frame(&HostFrame::ToolCall { id, name, args }, at);
+    }
+
     fn running(t0: Instant) -> McpClient {
         let mut c = client(t0);
         let probe = written(&mut c).remove(0);
@@ -1232,15 +1238,7 @@ mod tests {
     fn an_answered_call_is_not_cancelled() {
         let t0 = Instant::now();
         let mut c = running(t0);
-        let args = json!({});
-        c.on_host_frame(
-            &HostFrame::ToolCall {
-                id: "h1",
-                name: "p_echo",
-                args: &args,
-            },
-            t0,
-        );
+        call_echo(&mut c, "h1", &json!({}), t0);
         let request = written(&mut c).remove(0);
         let text = json!({"content": [{"type": "text", "text": "hi"}]});
         answer_to(&mut c, &request["id"], text, t0 + SEC);
@@ -1258,14 +1256,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = running(t0);
         let args = json!({});
-        c.on_host_frame(
-            &HostFrame::ToolCall {
-                id: "h1",
-                name: "p_echo",
-                args: &args,
-            },
-            t0,
-        );
+        call_echo(&mut c, "h1", &args, t0);
         let request = written(&mut c).remove(0);
         c.on_host_frame(&HostFrame::ToolCancel { id: "h1" }, t0 + SEC);
         let [cancel] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
@@ -1275,15 +1266,7 @@ mod tests {
         );
         assert_eq!(c.next_deadline(), None);
         // Unknown names and bad arguments are answered at once, without the server.
-        let bad = json!([1]);
-        c.on_host_frame(
-            &HostFrame::ToolCall {
-                id: "h2",
-                name: "p_echo",
-                args: &bad,
-            },
-            t0,
-        );
+        call_echo(&mut c, "h2", &json!([1]), t0);
         c.on_host_frame(
             &HostFrame::ToolCall {
                 id: "h3",

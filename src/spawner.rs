@@ -223,10 +223,10 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(1);
         let mut procs = Vec::new();
-        for round in 0..2u64 {
-            let batch = (0..3).map(|i| {
-                let mut s = sh(round * 3 + i, HELLO, &tx);
-                s.args.push(format!("ext{}", round * 3 + i));
+        for first in [0u64, 3] {
+            let batch = (first..first + 3).map(|i| {
+                let mut s = sh(i, HELLO, &tx);
+                s.args.push(format!("ext{i}"));
                 s
             });
             for result in spawner.spawn_all(batch.collect()) {

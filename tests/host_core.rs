@@ -1495,7 +1495,7 @@ fn library_events_are_queued_before_the_reply() {
             .count();
         assert_eq!(
             notes, 1,
-            "round {i}: the note is in the channel before the reply"
+            "call {i}: the note is in the channel before the reply"
         );
     }
 }
