@@ -14,15 +14,7 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
-use zot_host::{Host, HostConfig, HostError, HostEvent, ToolRequest, ToolResult};
-
-fn call(name: &str, args: Value) -> ToolRequest {
-    ToolRequest {
-        name: name.into(),
-        args,
-        tool_id: None,
-    }
-}
+use zot_host::{Host, HostError, HostEvent, ToolRequest, ToolResult};
 
 /// The text of a result's blocks.
 fn text(o: &ToolResult) -> String {
@@ -99,19 +91,13 @@ fn settles(host: &Host) {
     });
 }
 
-fn start(t: &TempDir, exts: &[PathBuf], tune: impl FnOnce(&mut HostConfig)) -> Host {
-    let mut cfg = config(t, exts);
-    tune(&mut cfg);
-    start_ready(cfg)
-}
-
 // ----- 13.1 capabilities ---------------------------------------------
 
 #[test]
 fn hello_ack_lists_exactly_the_capabilities_of_this_host() {
     let t = TempDir::new("caps");
     let a = ext(&t, "a", json!({"caps": ["tools", "no_such_thing"]}));
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let acks = frames(&rec(&t, "a"), "hello_ack");
     assert_eq!(
         acks[0]["capabilities"],
@@ -134,10 +120,12 @@ fn hello_ack_lists_exactly_the_capabilities_of_this_host() {
 fn the_embedders_cancel_ends_the_call_and_sends_tool_cancel() {
     let t = TempDir::new("cancel");
     let a = ext(&t, "a", json!({"tools": {"slow": {"kind": "slow"}}}));
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let ticket = host.ticket();
     let handle = host.handle();
-    let waiting = std::thread::spawn(move || handle.call_tool_as(ticket, call("slow", json!({}))));
+    let waiting = std::thread::spawn(move || {
+        handle.call_tool_as(ticket, ToolRequest::new("slow", json!({})))
+    });
     let id = wait_call(&t, "a", "slow");
     assert_eq!(host.cancel(ticket), Ok(true));
     let result = waiting.join().expect("caller thread");
@@ -160,9 +148,9 @@ fn a_timeout_sends_tool_cancel_only_to_extensions_that_asked_for_it() {
     let a = ext(&t, "a", json!({"tools": slow}));
     let b_tools = json!({"slow2": {"kind": "slow"}, "echo2": {}});
     let b = ext(&t, "b", json!({"caps": ["tools"], "tools": b_tools}));
-    let host = start(&t, &[a, b], |c| c.timeouts.tool = Duration::from_secs(1));
+    let host = start_with(&t, &[a, b], |c| c.timeouts.tool = Duration::from_secs(1));
     for (name, tool) in [("a", "slow"), ("b", "slow2")] {
-        match host.call_tool(call(tool, json!({}))) {
+        match host.call_tool(ToolRequest::new(tool, json!({}))) {
             Err(HostError::TimedOut { .. }) => {}
             other => panic!("{tool}: expected a timeout, got {other:?}"),
         }
@@ -175,7 +163,7 @@ fn a_timeout_sends_tool_cancel_only_to_extensions_that_asked_for_it() {
     wait_cancel(&t, "a", &id);
     // b is asked something after its call timed out: once it answered,
     // everything before (a tool_cancel, had one been sent) was read.
-    host.call_tool(call("echo2", json!({})))
+    host.call_tool(ToolRequest::new("echo2", json!({})))
         .expect("echo2 at b");
     assert!(cancels(&t, "b").is_empty(), "{:?}", cancels(&t, "b"));
     assert!(log_of(&t, "b").contains("did not ask for tool_cancel"));
@@ -187,9 +175,11 @@ fn a_timeout_sends_tool_cancel_only_to_extensions_that_asked_for_it() {
 fn normal_completion_sends_no_tool_cancel() {
     let t = TempDir::new("no-cancel");
     let a = ext(&t, "a", json!({"tools": {"echo": {}}}));
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     for i in 0..5 {
-        let o = host.call_tool(call("echo", json!({"i": i}))).expect("echo");
+        let o = host
+            .call_tool(ToolRequest::new("echo", json!({"i": i})))
+            .expect("echo");
         assert_eq!(text(&o.result()), format!("echo: {{\"i\": {i}}}"));
     }
     host.command("answer", "")
@@ -207,13 +197,14 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
         "a",
         json!({"tools": {"stubborn": {"kind": "stubborn", "ms": 1}}}),
     );
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let (mut completed, mut cancelled) = (0, 0);
     for _ in 0..30 {
         let ticket = host.ticket();
         let handle = host.handle();
-        let caller =
-            std::thread::spawn(move || handle.call_tool_as(ticket, call("stubborn", json!({}))));
+        let caller = std::thread::spawn(move || {
+            handle.call_tool_as(ticket, ToolRequest::new("stubborn", json!({})))
+        });
         std::thread::sleep(Duration::from_millis(1));
         let _ = host.cancel(ticket);
         match caller.join().expect("caller") {
@@ -228,7 +219,7 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
     assert_eq!(completed + cancelled, 30);
     // The host keeps working, and the tables are empty.
     let o = host
-        .call_tool(call("stubborn", json!({})))
+        .call_tool(ToolRequest::new("stubborn", json!({})))
         .expect("after the race");
     assert_eq!(text(&o.result()), "stubborn done");
     settles(&host);
@@ -247,11 +238,11 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
 fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
     let t = TempDir::new("interactive");
     let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
-    let host = start(&t, &[a], |c| c.timeouts.tool = Duration::from_millis(300));
+    let host = start_with(&t, &[a], |c| c.timeouts.tool = Duration::from_millis(300));
     let list = host.list().expect("list");
     assert!(list.tools.iter().any(|t| t.name == "ask" && t.interactive));
     let handle = host.handle();
-    let asking = std::thread::spawn(move || handle.call_tool(call("ask", json!({}))));
+    let asking = std::thread::spawn(move || handle.call_tool(ToolRequest::new("ask", json!({}))));
     let _ = wait_call(&t, "a", "ask");
     // Five times the tool timeout: an ordinary tool would have failed.
     std::thread::sleep(Duration::from_millis(1500));
@@ -263,7 +254,8 @@ fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
 
     let ticket = host.ticket();
     let handle = host.handle();
-    let asking = std::thread::spawn(move || handle.call_tool_as(ticket, call("ask", json!({}))));
+    let asking =
+        std::thread::spawn(move || handle.call_tool_as(ticket, ToolRequest::new("ask", json!({}))));
     wait_for("the second ask", || calls_of(&t, "a", "ask").len() == 2);
     let id = calls_of(&t, "a", "ask")[1]["id"]
         .as_str()
@@ -283,9 +275,9 @@ fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
 fn shutdown_ends_an_interactive_call_with_tool_cancel() {
     let t = TempDir::new("interactive-stop");
     let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let handle = host.handle();
-    let asking = std::thread::spawn(move || handle.call_tool(call("ask", json!({}))));
+    let asking = std::thread::spawn(move || handle.call_tool(ToolRequest::new("ask", json!({}))));
     let id = wait_call(&t, "a", "ask");
     host.shutdown();
     assert!(asking.join().expect("thread").is_err());
@@ -296,9 +288,9 @@ fn shutdown_ends_an_interactive_call_with_tool_cancel() {
 fn an_interactive_tool_is_refused_by_a_host_without_panels() {
     let t = TempDir::new("interactive-refused");
     let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
-    let host = start(&t, &[a], |c| c.interactive_tools = false);
+    let host = start_with(&t, &[a], |c| c.interactive_tools = false);
     let o = host
-        .call_tool(call("ask", json!({})))
+        .call_tool(ToolRequest::new("ask", json!({})))
         .expect("a result")
         .result();
     assert!(o.is_error);
@@ -314,7 +306,7 @@ fn an_interactive_tool_is_refused_by_a_host_without_panels() {
 fn via_call_tool_an_interactive_tool_keeps_the_deadline() {
     let t = TempDir::new("interactive-call");
     let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
-    let host = start(&t, &[a], |c| c.timeouts.tool = Duration::from_millis(500));
+    let host = start_with(&t, &[a], |c| c.timeouts.tool = Duration::from_millis(500));
     let r = call_from(&host, json!({"name": "ask"}));
     assert_eq!(r["is_error"], true, "{r}");
     assert!(result_text(&r).contains("within 500 ms"), "{r}");
@@ -339,9 +331,9 @@ fn call_tool_runs_another_extensions_tool_with_origin_extension() {
         "b",
         json!({"tools": {"echo": {}}, "subscribe": ["tool_call", "tool_result"]}),
     );
-    let host = start(&t, &[a, b], |_| {});
+    let host = start_with(&t, &[a, b], |_| {});
     let o = host
-        .call_tool(call("relay", json!({"city": "Berlin"})))
+        .call_tool(ToolRequest::new("relay", json!({"city": "Berlin"})))
         .expect("relay")
         .result();
     assert_eq!(text(&o), "echo said: echo: {\"city\": \"Berlin\"}");
@@ -382,7 +374,7 @@ fn call_tool_refusals_are_error_results_that_say_why() {
         "np": {"kind": "call", "target": "echo", "no_parent": true},
     });
     let a = ext(&t, "a", json!({"tools": tools}));
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let cases = [
         (
             json!({"raw": true, "type": "call_tool", "name": "echo"}),
@@ -416,7 +408,10 @@ fn call_tool_refusals_are_error_results_that_say_why() {
         );
     }
     // Without parent_id while it serves a tool_call of the host.
-    let o = host.call_tool(call("np", json!({}))).expect("np").result();
+    let o = host
+        .call_tool(ToolRequest::new("np", json!({})))
+        .expect("np")
+        .result();
     assert!(o.is_error, "{o:?}");
     assert!(text(&o).contains("set `parent_id`"), "{}", text(&o));
     // The host keeps working.
@@ -434,7 +429,7 @@ fn call_tool_needs_the_capability() {
         "a",
         json!({"caps": ["tools", "tool_cancel"], "tools": {"echo": {}}}),
     );
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let r = call_from(&host, json!({"name": "echo"}));
     assert_eq!(r["is_error"], true);
     assert!(result_text(&r).contains("did not list `call_tool`"), "{r}");
@@ -450,11 +445,13 @@ fn a_chain_holds_at_most_four_calls_and_no_repeated_name() {
         "c1": step("c2"), "c2": step("c1"),
     });
     let a = ext(&t, "a", json!({"tools": tools}));
-    let host = start(&t, &[a], |_| {});
-    let o = host.call_tool(call("t2", json!({}))).expect("four calls");
+    let host = start_with(&t, &[a], |_| {});
+    let o = host
+        .call_tool(ToolRequest::new("t2", json!({})))
+        .expect("four calls");
     assert_eq!(text(&o.result()), "t3 said: t4 said: t5 said: t5: {}");
     let o = host
-        .call_tool(call("t1", json!({})))
+        .call_tool(ToolRequest::new("t1", json!({})))
         .expect("five calls")
         .result();
     assert!(o.is_error, "{o:?}");
@@ -464,7 +461,7 @@ fn a_chain_holds_at_most_four_calls_and_no_repeated_name() {
         text(&o)
     );
     let o = host
-        .call_tool(call("c1", json!({})))
+        .call_tool(ToolRequest::new("c1", json!({})))
         .expect("a cycle")
         .result();
     assert!(o.is_error, "{o:?}");
@@ -485,7 +482,7 @@ fn call_tool_results_are_bounded_to_256_kib() {
         "a",
         json!({"tools": {"big": {"kind": "big", "bytes": 300_001}}}),
     );
-    let host = start(&t, &[a], |_| {});
+    let host = start_with(&t, &[a], |_| {});
     let r = call_from(&host, json!({"name": "big"}));
     assert_eq!(r["truncated"], true, "truncated: {}", r["truncated"]);
     let text = result_text(&r);
@@ -507,7 +504,7 @@ fn a_flood_of_call_tool_is_bounded_per_extension() {
         "b",
         json!({"tools": {"slow": {"kind": "slow", "ms": 1500}}}),
     );
-    let host = start(&t, &[a, b], |_| {});
+    let host = start_with(&t, &[a, b], |_| {});
     let shown = host
         .command("flood", r#"{"n": 100, "name": "slow"}"#)
         .expect("/flood");
@@ -527,7 +524,7 @@ fn call_tool_cancel_and_the_deadline_send_tool_cancel() {
     let t = TempDir::new("call-cancel");
     let a = ext(&t, "a", json!({}));
     let b = ext(&t, "b", json!({"tools": {"slow": {"kind": "slow"}}}));
-    let host = start(&t, &[a, b], |c| c.timeouts.tool = Duration::from_secs(2));
+    let host = start_with(&t, &[a, b], |c| c.timeouts.tool = Duration::from_secs(2));
     // call_tool_cancel: the caller gives up; its tool is told.
     let handle = host.handle();
     let calling =
@@ -564,7 +561,7 @@ fn a_caller_that_exits_abandons_its_calls() {
     let a = ext(&t, "a", json!({}));
     set_manifest_field(&t.join("a"), "restart", json!("never"));
     let b = ext(&t, "b", json!({"tools": {"slow": {"kind": "slow"}}}));
-    let host = start(&t, &[a, b], |_| {});
+    let host = start_with(&t, &[a, b], |_| {});
     let handle = host.handle();
     let calling = std::thread::spawn(move || handle.command("calltool", r#"{"name": "slow"}"#));
     let id = wait_call(&t, "b", "slow");
@@ -584,7 +581,7 @@ fn a_tool_that_exits_fails_its_callers_at_once() {
     let a = ext(&t, "a", json!({}));
     let b = ext(&t, "b", json!({"tools": {"die": {"kind": "die"}}}));
     set_manifest_field(&t.join("b"), "restart", json!("never"));
-    let host = start(&t, &[a, b], |_| {});
+    let host = start_with(&t, &[a, b], |_| {});
     let r = call_from(&host, json!({"name": "die"}));
     assert_eq!(r["is_error"], true);
     assert!(result_text(&r).contains("extension b exited"), "{r}");
@@ -600,10 +597,11 @@ fn a_built_in_tool_is_run_by_the_embedder() {
         "a",
         json!({"tools": {"reader": {"kind": "call", "target": "read"}}}),
     );
-    let host = start(&t, &[a], |c| c.timeouts.tool = Duration::from_secs(2));
+    let host = start_with(&t, &[a], |c| c.timeouts.tool = Duration::from_secs(2));
     let handle = host.handle();
-    let reading =
-        std::thread::spawn(move || handle.call_tool(call("reader", json!({"path": "x"}))));
+    let reading = std::thread::spawn(move || {
+        handle.call_tool(ToolRequest::new("reader", json!({"path": "x"})))
+    });
     let event = wait_event(&host, "builtin_call", |e| {
         matches!(e, HostEvent::BuiltinCall { .. })
     });
@@ -641,7 +639,7 @@ fn a_built_in_tool_is_run_by_the_embedder() {
 fn without_an_embedder_for_built_ins_their_calls_fail_at_once() {
     let t = TempDir::new("no-builtins");
     let a = ext(&t, "a", json!({}));
-    let host = start(&t, &[a], |c| c.runs_builtins = false);
+    let host = start_with(&t, &[a], |c| c.runs_builtins = false);
     let r = call_from(&host, json!({"name": "bash", "args": {"command": "ls"}}));
     assert_eq!(r["is_error"], true);
     assert!(result_text(&r).contains("runs no built-in tools"), "{r}");
@@ -665,18 +663,18 @@ fn the_pipeline_reports_every_outcome_to_subscribers() {
         json!({"register": [subscribe(&[], &["tool_call"])],
                "guard": {"block_if": "forbidden", "reason": "not today"}}),
     );
-    let host = start(&t, &[a, guard], |c| {
+    let host = start_with(&t, &[a, guard], |c| {
         c.timeouts.tool = Duration::from_secs(1)
     });
-    host.call_tool(call("echo", json!({"ok": 1})))
+    host.call_tool(ToolRequest::new("echo", json!({"ok": 1})))
         .expect("echo");
     let o = host
-        .call_tool(call("echo", json!({"forbidden": 1})))
+        .call_tool(ToolRequest::new("echo", json!({"forbidden": 1})))
         .expect("blocked")
         .result();
     assert!(o.blocked);
-    let _ = host.call_tool(call("slow", json!({})));
-    let _ = host.call_tool(call("nope", json!({})));
+    let _ = host.call_tool(ToolRequest::new("slow", json!({})));
+    let _ = host.call_tool(ToolRequest::new("nope", json!({})));
     wait_for("three tool_result events", || {
         let events = frames(&rec(&t, "a"), "event");
         events

@@ -789,6 +789,14 @@ fn wait_exit(
     }
 }
 
+/// A host with `exts` and the test's `tune` of [`config`], once every
+/// extension is ready.
+pub fn start_with(t: &TempDir, exts: &[PathBuf], tune: impl FnOnce(&mut HostConfig)) -> Host {
+    let mut cfg = config(t, exts);
+    tune(&mut cfg);
+    start_ready(cfg)
+}
+
 /// A host with one extension, `a` (under `t`) behaving as `cfg`, once
 /// it is ready.
 pub fn start_one(t: &TempDir, cfg: Value) -> Host {
