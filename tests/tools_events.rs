@@ -1,12 +1,19 @@
 //! Tools and lifecycle events (SPEC 3.7-3.9, 3.13, 14.4) against real
-//! extension processes; interception is in tests/interception.rs.
+//! extension processes, then upstream's newer tool frames (SPEC
+//! 13.1-13.5); interception is in tests/interception.rs.
+
+// Some tests need the `mcp` feature; their helpers are unused without it.
+#![cfg_attr(not(feature = "mcp"), allow(dead_code))]
 
 mod common;
 
 use common::*;
 use serde_json::{json, Value};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use zot_host::{BuiltinVerdict, EventPayload, HostError, ToolOutcome};
+use zot_host::{
+    BuiltinVerdict, EventPayload, Host, HostError, HostEvent, ToolOutcome, ToolRequest, ToolResult,
+};
 
 #[test]
 fn tool_results_are_mapped_and_attributed() {
@@ -529,5 +536,909 @@ fn zot_mcp_emits_session_end_at_its_end() {
     assert_eq!(
         (end["reason"].clone(), end["session_id"].clone()),
         (json!("shutdown"), json!("m-1"))
+    );
+}
+
+// ===== upstream's newer tool frames (SPEC 13.1-13.5) ================
+//
+// Upstream's newer tool frames (SPEC 13.1-13.5): capabilities,
+// cancellation, interactive tools, `call_tool` and the pipeline's
+// `tool_result` / `permission_decision` events, driven through the
+// library with `fixtures/tools/ext.py`, which behaves like an extension
+// built with upstream's Go SDK. The rpc, MCP and session surfaces of
+// these frames are at the end.
+
+/// The text of a result's blocks.
+fn text(o: &ToolResult) -> String {
+    o.content
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect()
+}
+
+/// An extension `name` of the tools fixture recording to `<t>/<name>.rec`.
+fn ext(t: &TempDir, name: &str, mut cfg: Value) -> PathBuf {
+    cfg["record"] = json!(t.join(&format!("{name}.rec")));
+    tools_ext(&t.join(name), name, cfg)
+}
+
+fn rec(t: &TempDir, name: &str) -> PathBuf {
+    t.join(&format!("{name}.rec"))
+}
+
+/// The `tool_call` frames extension `name` got for tool `tool`.
+fn calls_of(t: &TempDir, name: &str, tool: &str) -> Vec<Value> {
+    let calls = frames(&rec(t, name), "tool_call");
+    calls.into_iter().filter(|c| c["name"] == tool).collect()
+}
+
+/// Waits until extension `name` has got a `tool_call` for `tool`; its id.
+fn wait_call(t: &TempDir, name: &str, tool: &str) -> String {
+    wait_for(&format!("tool_call {tool} at {name}"), || {
+        !calls_of(t, name, tool).is_empty()
+    });
+    calls_of(t, name, tool)[0]["id"]
+        .as_str()
+        .expect("string id")
+        .to_string()
+}
+
+/// Waits until extension `name` has got `tool_cancel` for `id`.
+fn wait_cancel(t: &TempDir, name: &str, id: &str) {
+    wait_for(&format!("tool_cancel {id} at {name}"), || {
+        frames(&rec(t, name), "tool_cancel")
+            .iter()
+            .any(|f| f["id"] == id)
+    });
+}
+
+fn cancels(t: &TempDir, name: &str) -> Vec<Value> {
+    frames(&rec(t, name), "tool_cancel")
+}
+
+/// Runs `/calltool JSON` in extension `caller`: the `tool_result` frame
+/// the host answered its `call_tool` with.
+fn call_from(host: &Host, frame: Value) -> Value {
+    let outcome = host
+        .command("calltool", &frame.to_string())
+        .expect("/calltool");
+    let shown = outcome.display.expect("the tool_result frame");
+    serde_json::from_str(&shown).expect("tool_result JSON")
+}
+
+fn result_text(frame: &Value) -> String {
+    let blocks = frame["content"].as_array().cloned().unwrap_or_default();
+    blocks.iter().filter_map(|b| b["text"].as_str()).collect()
+}
+
+fn in_flight(host: &Host) -> (usize, usize) {
+    let list = host.list().expect("list");
+    (list.in_flight.requests, list.in_flight.tool_calls)
+}
+
+/// Nothing is left in the host's tables once every call ended.
+fn settles(host: &Host) {
+    wait_for("the in-flight tables to empty", || {
+        in_flight(host) == (0, 0)
+    });
+}
+
+// ----- 13.1 capabilities ---------------------------------------------
+
+#[test]
+fn hello_ack_lists_exactly_the_capabilities_of_this_host() {
+    let t = TempDir::new("caps");
+    let a = ext(&t, "a", json!({"caps": ["tools", "no_such_thing"]}));
+    let host = start_with(&t, &[a], |_| {});
+    let acks = frames(&rec(&t, "a"), "hello_ack");
+    assert_eq!(
+        acks[0]["capabilities"],
+        json!([
+            "commands",
+            "tools",
+            "events",
+            "panels",
+            "tool_cancel",
+            "call_tool"
+        ]),
+        "{acks:?}"
+    );
+    host.shutdown();
+}
+
+// ----- 13.2 cancellation ---------------------------------------------
+
+#[test]
+fn the_embedders_cancel_ends_the_call_and_sends_tool_cancel() {
+    let t = TempDir::new("cancel");
+    let a = ext(&t, "a", json!({"tools": {"slow": {"kind": "slow"}}}));
+    let host = start_with(&t, &[a], |_| {});
+    let ticket = host.ticket();
+    let handle = host.handle();
+    let waiting = std::thread::spawn(move || {
+        handle.call_tool_as(ticket, ToolRequest::new("slow", json!({})))
+    });
+    let id = wait_call(&t, "a", "slow");
+    assert_eq!(host.cancel(ticket), Ok(true));
+    let result = waiting.join().expect("caller thread");
+    assert_eq!(result, Err(HostError::CallCancelled));
+    assert_eq!(HostError::CallCancelled.to_string(), "cancelled");
+    wait_cancel(&t, "a", &id);
+    assert_eq!(
+        host.cancel(ticket),
+        Ok(false),
+        "a finished call cancels no more"
+    );
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn a_timeout_sends_tool_cancel_only_to_extensions_that_asked_for_it() {
+    let t = TempDir::new("timeout-cancel");
+    let slow = json!({"slow": {"kind": "slow"}});
+    let a = ext(&t, "a", json!({"tools": slow}));
+    let b_tools = json!({"slow2": {"kind": "slow"}, "echo2": {}});
+    let b = ext(&t, "b", json!({"caps": ["tools"], "tools": b_tools}));
+    let host = start_with(&t, &[a, b], |c| c.timeouts.tool = Duration::from_secs(1));
+    for (name, tool) in [("a", "slow"), ("b", "slow2")] {
+        match host.call_tool(ToolRequest::new(tool, json!({}))) {
+            Err(HostError::TimedOut { .. }) => {}
+            other => panic!("{tool}: expected a timeout, got {other:?}"),
+        }
+        let _ = wait_call(&t, name, tool);
+    }
+    let id = calls_of(&t, "a", "slow")[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_cancel(&t, "a", &id);
+    // b is asked something after its call timed out: once it answered,
+    // everything before (a tool_cancel, had one been sent) was read.
+    host.call_tool(ToolRequest::new("echo2", json!({})))
+        .expect("echo2 at b");
+    assert!(cancels(&t, "b").is_empty(), "{:?}", cancels(&t, "b"));
+    assert!(log_of(&t, "b").contains("did not ask for tool_cancel"));
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn normal_completion_sends_no_tool_cancel() {
+    let t = TempDir::new("no-cancel");
+    let a = ext(&t, "a", json!({"tools": {"echo": {}}}));
+    let host = start_with(&t, &[a], |_| {});
+    for i in 0..5 {
+        let o = host
+            .call_tool(ToolRequest::new("echo", json!({"i": i})))
+            .expect("echo");
+        assert_eq!(text(&o.result()), format!("echo: {{\"i\": {i}}}"));
+    }
+    host.command("answer", "")
+        .expect("a round trip after the calls");
+    assert!(cancels(&t, "a").is_empty(), "{:?}", cancels(&t, "a"));
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
+    let t = TempDir::new("race");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"stubborn": {"kind": "stubborn", "ms": 1}}}),
+    );
+    let host = start_with(&t, &[a], |_| {});
+    let (mut completed, mut cancelled) = (0, 0);
+    for _ in 0..30 {
+        let ticket = host.ticket();
+        let handle = host.handle();
+        let caller = std::thread::spawn(move || {
+            handle.call_tool_as(ticket, ToolRequest::new("stubborn", json!({})))
+        });
+        std::thread::sleep(Duration::from_millis(1));
+        let _ = host.cancel(ticket);
+        match caller.join().expect("caller") {
+            Ok(o) => {
+                assert_eq!(text(&o.result()), "stubborn done");
+                completed += 1;
+            }
+            Err(HostError::CallCancelled) => cancelled += 1,
+            Err(e) => panic!("neither a result nor cancelled: {e}"),
+        }
+    }
+    assert_eq!(completed + cancelled, 30);
+    // The host keeps working, and the tables are empty.
+    let o = host
+        .call_tool(ToolRequest::new("stubborn", json!({})))
+        .expect("after the race");
+    assert_eq!(text(&o.result()), "stubborn done");
+    settles(&host);
+    if cancelled > 0 {
+        // Each cancelled call's result came late: dropped and logged.
+        wait_for("late results logged", || {
+            log_of(&t, "a").contains("dropped tool_result")
+        });
+    }
+    host.shutdown();
+}
+
+// ----- 13.3 interactive tools ----------------------------------------
+
+#[test]
+fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
+    let t = TempDir::new("interactive");
+    let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
+    let host = start_with(&t, &[a], |c| c.timeouts.tool = Duration::from_millis(300));
+    let list = host.list().expect("list");
+    assert!(list.tools.iter().any(|t| t.name == "ask" && t.interactive));
+    let handle = host.handle();
+    let asking = std::thread::spawn(move || handle.call_tool(ToolRequest::new("ask", json!({}))));
+    let _ = wait_call(&t, "a", "ask");
+    // Five times the tool timeout: an ordinary tool would have failed.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!asking.is_finished(), "an interactive tool timed out");
+    let answered = host.command("answer", "blue").expect("/answer");
+    assert_eq!(answered.display.as_deref(), Some("answered 1"));
+    let o = asking.join().expect("asking thread").expect("ask");
+    assert_eq!(text(&o.result()), "answer: blue");
+
+    let ticket = host.ticket();
+    let handle = host.handle();
+    let asking =
+        std::thread::spawn(move || handle.call_tool_as(ticket, ToolRequest::new("ask", json!({}))));
+    wait_for("the second ask", || calls_of(&t, "a", "ask").len() == 2);
+    let id = calls_of(&t, "a", "ask")[1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(host.cancel(ticket), Ok(true));
+    assert_eq!(
+        asking.join().expect("thread"),
+        Err(HostError::CallCancelled)
+    );
+    wait_cancel(&t, "a", &id);
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn shutdown_ends_an_interactive_call_with_tool_cancel() {
+    let t = TempDir::new("interactive-stop");
+    let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
+    let host = start_with(&t, &[a], |_| {});
+    let handle = host.handle();
+    let asking = std::thread::spawn(move || handle.call_tool(ToolRequest::new("ask", json!({}))));
+    let id = wait_call(&t, "a", "ask");
+    host.shutdown();
+    assert!(asking.join().expect("thread").is_err());
+    wait_cancel(&t, "a", &id);
+}
+
+#[test]
+fn an_interactive_tool_is_refused_by_a_host_without_panels() {
+    let t = TempDir::new("interactive-refused");
+    let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
+    let host = start_with(&t, &[a], |c| c.interactive_tools = false);
+    let o = host
+        .call_tool(ToolRequest::new("ask", json!({})))
+        .expect("a result")
+        .result();
+    assert!(o.is_error);
+    assert_eq!(
+        text(&o),
+        "tool ask is interactive and needs an interactive host"
+    );
+    assert!(calls_of(&t, "a", "ask").is_empty());
+    host.shutdown();
+}
+
+#[test]
+fn via_call_tool_an_interactive_tool_keeps_the_deadline() {
+    let t = TempDir::new("interactive-call");
+    let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
+    let host = start_with(&t, &[a], |c| c.timeouts.tool = Duration::from_millis(500));
+    let r = call_from(&host, json!({"name": "ask"}));
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(result_text(&r).contains("within 500 ms"), "{r}");
+    let id = wait_call(&t, "a", "ask");
+    wait_cancel(&t, "a", &id);
+    settles(&host);
+    host.shutdown();
+}
+
+// ----- 13.4 call_tool ------------------------------------------------
+
+#[test]
+fn call_tool_runs_another_extensions_tool_with_origin_extension() {
+    let t = TempDir::new("call-tool");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"relay": {"kind": "call", "target": "echo"}}}),
+    );
+    let b = ext(
+        &t,
+        "b",
+        json!({"tools": {"echo": {}}, "subscribe": ["tool_call", "tool_result"]}),
+    );
+    let host = start_with(&t, &[a, b], |_| {});
+    let o = host
+        .call_tool(ToolRequest::new("relay", json!({"city": "Berlin"})))
+        .expect("relay")
+        .result();
+    assert_eq!(text(&o), "echo said: echo: {\"city\": \"Berlin\"}");
+    assert!(!o.is_error);
+    let r = call_from(&host, json!({"name": "echo", "args": {"x": 1}}));
+    assert_eq!(r["type"], "tool_result");
+    assert_eq!(r["name"], "echo");
+    assert_eq!(r["is_error"], false);
+    assert_eq!(result_text(&r), "echo: {\"x\": 1}");
+    assert!(r.get("truncated").is_none(), "{r}");
+    wait_for("the tool_result events", || {
+        frames(&rec(&t, "b"), "event")
+            .iter()
+            .filter(|e| e["event"] == "tool_result")
+            .count()
+            >= 3
+    });
+    let events = frames(&rec(&t, "b"), "event");
+    let nested = events
+        .iter()
+        .find(|e| e["event"] == "tool_call" && e["tool_name"] == "echo")
+        .expect("tool_call event of the nested call");
+    assert_eq!(nested["origin_extension"], "a", "{nested}");
+    let relayed = events
+        .iter()
+        .find(|e| e["event"] == "tool_call" && e["tool_name"] == "relay")
+        .expect("tool_call event of the first call");
+    assert!(relayed.get("origin_extension").is_none(), "{relayed}");
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn call_tool_refusals_are_error_results_that_say_why() {
+    let t = TempDir::new("call-refused");
+    let tools = json!({
+        "echo": {},
+        "np": {"kind": "call", "target": "echo", "no_parent": true},
+    });
+    let a = ext(&t, "a", json!({"tools": tools}));
+    let host = start_with(&t, &[a], |_| {});
+    let cases = [
+        (
+            json!({"raw": true, "type": "call_tool", "name": "echo"}),
+            "non-empty string `id`",
+        ),
+        (
+            json!({"raw": true, "type": "call_tool", "id": 7, "name": "echo"}),
+            "string `id`",
+        ),
+        (
+            json!({"name": "echo", "args": [1]}),
+            "`args` must be a JSON object",
+        ),
+        (
+            json!({"name": "echo", "args": "x"}),
+            "`args` must be a JSON object",
+        ),
+        (json!({"name": "nope"}), "call_tool nope: unknown tool"),
+        (
+            json!({"name": "echo", "parent_id": "999"}),
+            "parent_id \"999\" is not a tool_call",
+        ),
+        (json!({}), "string `name`"),
+    ];
+    for (frame, why) in cases {
+        let r = call_from(&host, frame.clone());
+        assert_eq!(r["is_error"], true, "{frame} -> {r}");
+        assert!(
+            result_text(&r).contains(why),
+            "{frame}: {r} does not say {why:?}"
+        );
+    }
+    // Without parent_id while it serves a tool_call of the host.
+    let o = host
+        .call_tool(ToolRequest::new("np", json!({})))
+        .expect("np")
+        .result();
+    assert!(o.is_error, "{o:?}");
+    assert!(text(&o).contains("set `parent_id`"), "{}", text(&o));
+    // The host keeps working.
+    let r = call_from(&host, json!({"name": "echo"}));
+    assert_eq!(r["is_error"], false, "{r}");
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn call_tool_needs_the_capability() {
+    let t = TempDir::new("call-cap");
+    let a = ext(
+        &t,
+        "a",
+        json!({"caps": ["tools", "tool_cancel"], "tools": {"echo": {}}}),
+    );
+    let host = start_with(&t, &[a], |_| {});
+    let r = call_from(&host, json!({"name": "echo"}));
+    assert_eq!(r["is_error"], true);
+    assert!(result_text(&r).contains("did not list `call_tool`"), "{r}");
+    host.shutdown();
+}
+
+#[test]
+fn a_chain_holds_at_most_four_calls_and_no_repeated_name() {
+    let t = TempDir::new("chains");
+    let step = |next: &str| json!({"kind": "call", "target": next});
+    let tools = json!({
+        "t1": step("t2"), "t2": step("t3"), "t3": step("t4"), "t4": step("t5"), "t5": {},
+        "c1": step("c2"), "c2": step("c1"),
+    });
+    let a = ext(&t, "a", json!({"tools": tools}));
+    let host = start_with(&t, &[a], |_| {});
+    let o = host
+        .call_tool(ToolRequest::new("t2", json!({})))
+        .expect("four calls");
+    assert_eq!(text(&o.result()), "t3 said: t4 said: t5 said: t5: {}");
+    let o = host
+        .call_tool(ToolRequest::new("t1", json!({})))
+        .expect("five calls")
+        .result();
+    assert!(o.is_error, "{o:?}");
+    assert!(
+        text(&o).contains("at most 4 tool calls in one chain (t1 -> t2 -> t3 -> t4 -> t5)"),
+        "{}",
+        text(&o)
+    );
+    let o = host
+        .call_tool(ToolRequest::new("c1", json!({})))
+        .expect("a cycle")
+        .result();
+    assert!(o.is_error, "{o:?}");
+    assert!(
+        text(&o).contains("may not repeat in a chain (c1 -> c2 -> c1)"),
+        "{}",
+        text(&o)
+    );
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn call_tool_results_are_bounded_to_256_kib() {
+    let t = TempDir::new("bounded");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"big": {"kind": "big", "bytes": 300_001}}}),
+    );
+    let host = start_with(&t, &[a], |_| {});
+    let r = call_from(&host, json!({"name": "big"}));
+    assert_eq!(r["truncated"], true, "truncated: {}", r["truncated"]);
+    let text = result_text(&r);
+    assert!(
+        text.len() <= 256 * 1024 && text.len() > 256 * 1024 - 4,
+        "{}",
+        text.len()
+    );
+    assert!(text.chars().all(|c| c == 'é'), "cut inside a character");
+    host.shutdown();
+}
+
+#[test]
+fn a_flood_of_call_tool_is_bounded_per_extension() {
+    let t = TempDir::new("flood");
+    let a = ext(&t, "a", json!({}));
+    let b = ext(
+        &t,
+        "b",
+        json!({"tools": {"slow": {"kind": "slow", "ms": 1500}}}),
+    );
+    let host = start_with(&t, &[a, b], |_| {});
+    let shown = host
+        .command("flood", r#"{"n": 100, "name": "slow"}"#)
+        .expect("/flood");
+    let summary: Value = serde_json::from_str(&shown.display.unwrap()).unwrap();
+    assert_eq!(summary["ok"], 64, "{summary}");
+    let errors = summary["errors"].as_object().expect("errors");
+    assert_eq!(errors.len(), 1, "{summary}");
+    let (why, n) = errors.iter().next().unwrap();
+    assert_eq!(n, 36, "{summary}");
+    assert!(why.contains("at most 64"), "{why}");
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn call_tool_cancel_and_the_deadline_send_tool_cancel() {
+    let t = TempDir::new("call-cancel");
+    let a = ext(&t, "a", json!({}));
+    let b = ext(&t, "b", json!({"tools": {"slow": {"kind": "slow"}}}));
+    let host = start_with(&t, &[a, b], |c| c.timeouts.tool = Duration::from_secs(2));
+    // call_tool_cancel: the caller gives up; its tool is told.
+    let handle = host.handle();
+    let calling =
+        std::thread::spawn(move || handle.command("calltool", r#"{"id": "mine", "name": "slow"}"#));
+    let id = wait_call(&t, "b", "slow");
+    host.command("uncall", "mine").expect("/uncall");
+    wait_cancel(&t, "b", &id);
+    let shown = calling.join().expect("thread").expect("/calltool").display;
+    assert_eq!(
+        shown.as_deref(),
+        Some(r#"{"id": "mine", "type": "cancelled"}"#)
+    );
+    settles(&host);
+    // The deadline: an error result, and the tool is told.
+    let r = call_from(&host, json!({"name": "slow"}));
+    assert_eq!(r["is_error"], true);
+    // The tool's own timeout or call_tool's deadline, whichever is first.
+    assert!(result_text(&r).contains("within 2 s"), "{r}");
+    wait_for("a second slow call", || {
+        calls_of(&t, "b", "slow").len() == 2
+    });
+    let id = calls_of(&t, "b", "slow")[1]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_cancel(&t, "b", &id);
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn a_caller_that_exits_abandons_its_calls() {
+    let t = TempDir::new("caller-exits");
+    let a = ext(&t, "a", json!({}));
+    set_manifest_field(&t.join("a"), "restart", json!("never"));
+    let b = ext(&t, "b", json!({"tools": {"slow": {"kind": "slow"}}}));
+    let host = start_with(&t, &[a, b], |_| {});
+    let handle = host.handle();
+    let calling = std::thread::spawn(move || handle.command("calltool", r#"{"name": "slow"}"#));
+    let id = wait_call(&t, "b", "slow");
+    let _ = host.command("die", "0");
+    wait_cancel(&t, "b", &id);
+    assert!(
+        calling.join().expect("thread").is_err(),
+        "the dead caller's command"
+    );
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn a_tool_that_exits_fails_its_callers_at_once() {
+    let t = TempDir::new("callee-exits");
+    let a = ext(&t, "a", json!({}));
+    let b = ext(&t, "b", json!({"tools": {"die": {"kind": "die"}}}));
+    set_manifest_field(&t.join("b"), "restart", json!("never"));
+    let host = start_with(&t, &[a, b], |_| {});
+    let r = call_from(&host, json!({"name": "die"}));
+    assert_eq!(r["is_error"], true);
+    assert!(result_text(&r).contains("extension b exited"), "{r}");
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn a_built_in_tool_is_run_by_the_embedder() {
+    let t = TempDir::new("builtin");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"reader": {"kind": "call", "target": "read"}}}),
+    );
+    let host = start_with(&t, &[a], |c| c.timeouts.tool = Duration::from_secs(2));
+    let handle = host.handle();
+    let reading = std::thread::spawn(move || {
+        handle.call_tool(ToolRequest::new("reader", json!({"path": "x"})))
+    });
+    let event = wait_event(&host, "builtin_call", |e| {
+        matches!(e, HostEvent::BuiltinCall { .. })
+    });
+    let HostEvent::BuiltinCall {
+        extension,
+        name,
+        args,
+        reply,
+        ..
+    } = event
+    else {
+        unreachable!()
+    };
+    assert_eq!((extension.as_str(), name.as_str()), ("a", "read"));
+    assert_eq!(args, json!({"path": "x"}));
+    assert!(reply.send(vec![json!({"type": "text", "text": "file body"})], false));
+    let o = reading.join().expect("thread").expect("reader");
+    assert_eq!(text(&o.result()), "read said: file body");
+    assert!(!reply.send(Vec::new(), false), "a second answer is refused");
+    // Unanswered: an error at the deadline; a late answer is refused.
+    let r = call_from(&host, json!({"name": "read"}));
+    assert!(result_text(&r).contains("did not finish within 2 s"), "{r}");
+    let event = wait_event(&host, "builtin_call", |e| {
+        matches!(e, HostEvent::BuiltinCall { .. })
+    });
+    let HostEvent::BuiltinCall { reply, .. } = event else {
+        unreachable!()
+    };
+    assert!(!reply.send(Vec::new(), false));
+    settles(&host);
+    host.shutdown();
+}
+
+#[test]
+fn without_an_embedder_for_built_ins_their_calls_fail_at_once() {
+    let t = TempDir::new("no-builtins");
+    let a = ext(&t, "a", json!({}));
+    let host = start_with(&t, &[a], |c| c.runs_builtins = false);
+    let r = call_from(&host, json!({"name": "bash", "args": {"command": "ls"}}));
+    assert_eq!(r["is_error"], true);
+    assert!(result_text(&r).contains("runs no built-in tools"), "{r}");
+    host.shutdown();
+}
+
+// ----- 13.5 tool_result and permission_decision events ---------------
+
+#[test]
+fn the_pipeline_reports_every_outcome_to_subscribers() {
+    let t = TempDir::new("outcomes");
+    let tools = json!({"echo": {}, "slow": {"kind": "slow"}});
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": tools, "subscribe": ["tool_result", "permission_decision"]}),
+    );
+    let guard = ext_dir(
+        &t.join("guard"),
+        "guard",
+        json!({"register": [subscribe(&[], &["tool_call"])],
+               "guard": {"block_if": "forbidden", "reason": "not today"}}),
+    );
+    let host = start_with(&t, &[a, guard], |c| {
+        c.timeouts.tool = Duration::from_secs(1)
+    });
+    host.call_tool(ToolRequest::new("echo", json!({"ok": 1})))
+        .expect("echo");
+    let o = host
+        .call_tool(ToolRequest::new("echo", json!({"forbidden": 1})))
+        .expect("blocked")
+        .result();
+    assert!(o.blocked);
+    let _ = host.call_tool(ToolRequest::new("slow", json!({})));
+    let _ = host.call_tool(ToolRequest::new("nope", json!({})));
+    wait_for("three tool_result events", || {
+        let events = frames(&rec(&t, "a"), "event");
+        events
+            .iter()
+            .filter(|e| e["event"] == "tool_result")
+            .count()
+            == 3
+    });
+    let events = frames(&rec(&t, "a"), "event");
+    let results: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_result")
+        .collect();
+    let completed = results[0];
+    assert_eq!(completed["status"], "completed");
+    assert_eq!(completed["executed"], true);
+    assert_eq!(completed["tool_name"], "echo");
+    assert_eq!(completed["tool_args"], json!({"ok": 1}));
+    assert_eq!(
+        completed["result"],
+        json!({"content": [{"type": "text", "text": "echo: {\"ok\": 1}"}], "is_error": false})
+    );
+    let blocked = results[1];
+    assert_eq!(blocked["status"], "blocked");
+    assert_eq!(blocked["executed"], false);
+    assert_eq!(blocked["result"]["is_error"], true);
+    assert_eq!(results[2]["status"], "timed_out");
+    let decision = events
+        .iter()
+        .find(|e| e["event"] == "permission_decision")
+        .expect("permission_decision");
+    assert_eq!(decision["decision"], "denied");
+    assert_eq!(decision["source"], "policy");
+    assert_eq!(decision["stage"], "pre_execution");
+    assert_eq!(decision["reason"], "not today");
+    assert_eq!(decision["tool_name"], "echo");
+    assert_eq!(decision["tool_id"], blocked["tool_id"]);
+    host.shutdown();
+}
+
+// ----- zot rpc -------------------------------------------------------
+
+/// `zot rpc` with the extensions and `extra` arguments.
+fn rpc(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Rpc {
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--startup-timeout", "20", "--cwd"])
+        .arg(t.path())
+        .args(extra)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    for e in exts {
+        cmd.arg("-e").arg(e);
+    }
+    let mut rpc = Rpc::spawn(&mut cmd);
+    rpc.until("ready event", |v| v["type"] == "ready");
+    rpc
+}
+
+#[test]
+fn rpc_an_interactive_tool_waits_until_cancelled() {
+    let t = TempDir::new("rpc-interactive");
+    let a = ext(&t, "a", json!({"tools": {"ask": {"kind": "ask"}}}));
+    let mut rpc = rpc(&t, &[a], &["--tool-timeout", "1"]);
+    rpc.send(json!({"type": "tool_call", "id": "q", "name": "ask"}));
+    let id = wait_call(&t, "a", "ask");
+    std::thread::sleep(Duration::from_millis(1500));
+    let list = rpc.call("l", json!({"type": "list"}));
+    assert_eq!(
+        list["data"]["in_flight"],
+        json!({"requests": 1, "tool_calls": 1})
+    );
+    assert!(
+        !rpc.seen.iter().any(|v| v["id"] == "q"),
+        "an interactive tool timed out: {:?}",
+        rpc.seen
+    );
+    let cancel = rpc.call("c", json!({"type": "cancel", "target": "q"}));
+    assert_eq!(cancel["data"], json!({"cancelled": true}), "{cancel}");
+    let answer = rpc.response("q");
+    assert_eq!(answer["success"], false);
+    assert_eq!(answer["error"], "cancelled");
+    wait_cancel(&t, "a", &id);
+    let again = rpc.call("c2", json!({"type": "cancel", "target": "q"}));
+    assert_eq!(again["data"], json!({"cancelled": false}));
+    let unknown = rpc.call("c3", json!({"type": "cancel", "target": "nope"}));
+    assert_eq!(unknown["data"], json!({"cancelled": false}));
+    let bad = rpc.call("c4", json!({"type": "cancel"}));
+    assert_eq!(bad["success"], false);
+    let list = rpc.call("l2", json!({"type": "list"}));
+    assert_eq!(
+        list["data"]["in_flight"],
+        json!({"requests": 0, "tool_calls": 0})
+    );
+}
+
+#[test]
+fn rpc_runs_built_in_tools_for_extensions_through_its_client() {
+    let t = TempDir::new("rpc-builtin");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"reader": {"kind": "call", "target": "read"}}}),
+    );
+    let mut rpc = rpc(&t, &[a], &[]);
+    rpc.send(json!({"type": "tool_call", "id": "r", "name": "reader", "args": {"path": "x"}}));
+    let call = rpc.until("builtin_call", |v| v["type"] == "builtin_call");
+    assert_eq!(call["extension"], "a");
+    assert_eq!(call["name"], "read");
+    assert_eq!(call["args"], json!({"path": "x"}));
+    let call_id = call["call_id"].as_str().expect("call_id").to_string();
+    let answered = rpc.call(
+        "b",
+        json!({"type": "builtin_result", "call_id": call_id,
+               "content": [{"type": "text", "text": "file body"}]}),
+    );
+    assert_eq!(answered["success"], true, "{answered}");
+    let result = rpc.response("r");
+    assert_eq!(
+        result["data"]["content"][0]["text"], "read said: file body",
+        "{result}"
+    );
+    let late = rpc.call("b2", json!({"type": "builtin_result", "call_id": call_id}));
+    assert_eq!(late["success"], false);
+    assert!(
+        late["error"].as_str().unwrap().contains("is waiting"),
+        "{late}"
+    );
+    let bad = rpc.call(
+        "b3",
+        json!({"type": "builtin_result", "call_id": "1", "content": 3}),
+    );
+    assert_eq!(bad["success"], false);
+}
+
+// ----- zot mcp and the session ----------------------------------------
+
+/// `zot mcp` over pipes, initialized (legacy era).
+fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+    let mut cmd = zot();
+    cmd.args(["mcp", "--no-ext", "--startup-timeout", "20", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_HELLO_TIMEOUT", "60");
+    for e in exts {
+        cmd.arg("-e").arg(e);
+    }
+    let mut mcp = Rpc::spawn(&mut cmd);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                               "clientInfo": {"name": "raw", "version": "1"}}}));
+    mcp.until("initialize result", |v| v["id"] == 0);
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    mcp
+}
+
+fn tools_call(mcp: &mut Rpc, id: u64, name: &str, args: Value) -> Value {
+    mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": name, "arguments": args}}));
+    mcp.until(&format!("tools/call {id}"), |v| v["id"] == id)
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
+    let t = TempDir::new("mcp-tools");
+    let tools = json!({"ask": {"kind": "ask"}, "reader": {"kind": "call", "target": "read"}});
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": tools, "subscribe": ["tool_result"]}),
+    );
+    let mut mcp = mcp(&t, &[a]);
+    let r = tools_call(&mut mcp, 1, "ask", json!({}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        "tool ask is interactive and needs an interactive host"
+    );
+    assert!(
+        calls_of(&t, "a", "ask").is_empty(),
+        "an interactive tool ran"
+    );
+    let r = tools_call(&mut mcp, 2, "reader", json!({"path": "x"}));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("runs no built-in tools"), "{r}");
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn mcp_cancelled_reaches_the_extension_as_tool_cancel() {
+    let t = TempDir::new("mcp-cancel");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"slow": {"kind": "slow"}, "echo": {}}}),
+    );
+    let mut mcp = mcp(&t, &[a]);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "slow", "arguments": {}}}));
+    let id = wait_call(&t, "a", "slow");
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 7, "reason": "user"}}),
+    );
+    wait_cancel(&t, "a", &id);
+    let r = tools_call(&mut mcp, 8, "echo", json!({}));
+    assert_eq!(r["result"]["content"][0]["text"], "echo: {}", "{r}");
+    assert!(
+        !mcp.seen.iter().any(|v| v["id"] == 7),
+        "a cancelled request was answered"
+    );
+}
+
+#[test]
+fn ctrl_c_during_call_cancels_the_tool() {
+    let t = TempDir::new("session-cancel");
+    let a = ext(
+        &t,
+        "a",
+        json!({"tools": {"slow": {"kind": "slow"}, "echo": {}}}),
+    );
+    let mut z = Zot::start(&t, &[a], &[]);
+    z.send("/call slow {}");
+    let id = wait_call(&t, "a", "slow");
+    z.signal(libc::SIGINT);
+    z.expect("cancelled");
+    wait_cancel(&t, "a", &id);
+    let out = z.run("/call echo {\"x\":1}");
+    assert!(
+        out.iter().any(|l| l.contains("echo: {\"x\": 1}")),
+        "{out:?}"
     );
 }
