@@ -18,9 +18,8 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use zot_host::{Action, Exposure, HostError, HostEvent, ToolRequest};
 
 fn repo() -> &'static Path {
@@ -29,14 +28,6 @@ fn repo() -> &'static Path {
 
 fn weather() -> PathBuf {
     repo().join("fixtures/structured/weather")
-}
-
-fn call(name: &str, args: Value) -> ToolRequest {
-    ToolRequest {
-        name: name.into(),
-        args,
-        tool_id: None,
-    }
 }
 
 // ---- the library ----
@@ -99,7 +90,7 @@ fn structured_content_reaches_the_library_as_it_came() {
     let t = TempDir::new("structured-lib-call");
     let host = start(config(&t, &[weather()]));
     let o = host
-        .call_tool(call("weather", json!({"city": "Oslo"})))
+        .call_tool(ToolRequest::new("weather", json!({"city": "Oslo"})))
         .expect("weather")
         .result();
     assert_eq!(
@@ -113,13 +104,13 @@ fn structured_content_reaches_the_library_as_it_came() {
     );
     // Any JSON: an array too, from a tool without an output schema.
     let o = host
-        .call_tool(call("listing", json!({})))
+        .call_tool(ToolRequest::new("listing", json!({})))
         .expect("listing")
         .result();
     assert_eq!(o.structured_content, Some(json!([1, 2, 3])));
     assert!(!o.declares_output);
     let o = host
-        .call_tool(call("forgetful", json!({})))
+        .call_tool(ToolRequest::new("forgetful", json!({})))
         .expect("forgetful")
         .result();
     assert_eq!((o.structured_content, o.declares_output), (None, true));
@@ -130,14 +121,14 @@ fn structured_content_reaches_the_library_as_it_came() {
 fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
     let t = TempDir::new("structured-lib-deferred");
     let host = start(config(&t, &[weather()]));
-    let early = host.call_tool(call("forecast", json!({})));
+    let early = host.call_tool(ToolRequest::new("forecast", json!({})));
     assert_eq!(early, Err(HostError::InactiveTool("forecast".into())));
     assert!(early.unwrap_err().to_string().contains("activate_tools"));
 
     // Unknown and non-deferred names are ignored (logged); the rest count.
     let names = json!({"names": ["nope", "weather", "forecast", "radar"]});
     let o = host
-        .call_tool(call("loader", names))
+        .call_tool(ToolRequest::new("loader", names))
         .expect("loader")
         .result();
     assert!(!o.is_error, "{o:?}");
@@ -154,7 +145,7 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
         })
     );
     let o = host
-        .call_tool(call("forecast", json!({})))
+        .call_tool(ToolRequest::new("forecast", json!({})))
         .expect("forecast once active")
         .result();
     assert_eq!(o.content[0]["text"], "forecast ran");
@@ -167,7 +158,8 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
 
     // Activating again, or only unknown names: no event.
     let again = json!({"names": ["forecast", "ghost"]});
-    host.call_tool(call("loader", again)).expect("loader again");
+    host.call_tool(ToolRequest::new("loader", again))
+        .expect("loader again");
     assert!(
         host.events()
             .try_iter()
@@ -193,7 +185,7 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
     let host = start(config(&t, &[weather()]));
     // 20 MiB of structured_content: the line is over the 16 MiB limit.
     let o = host
-        .call_tool(call("huge", json!({})))
+        .call_tool(ToolRequest::new("huge", json!({})))
         .expect("huge answers")
         .result();
     assert!(o.is_error, "{o:?}");
@@ -205,7 +197,7 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
     );
     // Just under the limit passes whole.
     let o = host
-        .call_tool(call("huge", json!({"bytes": 15 << 20})))
+        .call_tool(ToolRequest::new("huge", json!({"bytes": 15 << 20})))
         .expect("15 MiB")
         .result();
     let blob = o
@@ -214,7 +206,7 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
         .and_then(|s| s["blob"].as_str());
     assert_eq!(blob.map(str::len), Some(15 << 20));
     let o = host
-        .call_tool(call("weather", json!({"city": "Berlin"})))
+        .call_tool(ToolRequest::new("weather", json!({"city": "Berlin"})))
         .expect("still works")
         .result();
     assert_eq!(o.structured_content.unwrap()["temperature"], 16.5);
@@ -349,24 +341,6 @@ fn rpc_lists_the_fields_passes_structured_content_and_announces_activation() {
 
 // ---- zot mcp, raw ----
 
-fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--startup-timeout", "120", "--cwd"])
-        .arg(t.path());
-    for e in exts {
-        cmd.arg("-e").arg(e);
-    }
-    // Startup waits for the extension, however busy the machine.
-    cmd.env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "120");
-    let mut rpc = Rpc::spawn(&mut cmd);
-    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                      "clientInfo": {"name": "raw", "version": "1"}});
-    mcp_call(&mut rpc, 0, "initialize", init);
-    rpc.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    rpc
-}
-
 fn mcp_call(rpc: &mut Rpc, id: u64, method: &str, params: Value) -> Value {
     rpc.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
     rpc.until(&format!("answer {id}"), |v| v["id"] == id)
@@ -384,7 +358,7 @@ fn listed(rpc: &mut Rpc, id: u64) -> Vec<Value> {
 #[test]
 fn mcp_maps_structured_output_and_hides_deferred_tools_until_activated() {
     let t = TempDir::new("structured-mcp");
-    let mut rpc = mcp(&t, &[weather()]);
+    let mut rpc = Rpc::mcp(&t, &[weather()]);
     let tools = listed(&mut rpc, 1);
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert!(
@@ -489,26 +463,6 @@ fn mcp_maps_structured_output_and_hides_deferred_tools_until_activated() {
 
 // ---- zot mcp, the official clients ----
 
-/// The MCP SDK directory, installed by `.ci/mcp-deps` on first use.
-fn deps() -> &'static PathBuf {
-    static DEPS: OnceLock<PathBuf> = OnceLock::new();
-    DEPS.get_or_init(|| {
-        let script = repo().join(".ci/mcp-deps");
-        let out = Command::new(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({}): the MCP SDK clients are needed; set ZOT_MCP_DEPS to an installed copy",
-            script.display(),
-            out.status
-        );
-        let dir = String::from_utf8_lossy(&out.stdout);
-        PathBuf::from(dir.lines().last().unwrap_or_default().trim())
-    })
-}
-
 /// Runs a client script of fixtures/structured against `zot mcp -e weather`.
 fn run_client(tag: &str, interpreter: &Path, script: &str) {
     let t = TempDir::new(tag);
@@ -522,40 +476,18 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
         "-e",
         weather()
     ]);
-    let mut child = Command::new(interpreter)
-        .arg(repo().join("fixtures/structured").join(script))
-        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
-        .env("ZOT_MCP_ARGS", args.to_string())
-        .env("MCP_DEPS", deps())
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "120")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", interpreter.display()));
-    // A whole client on a busy machine, interpreter start-up included.
-    let end = Instant::now() + Duration::from_secs(240);
-    while child.try_wait().expect("try_wait").is_none() && Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let out = child.wait_with_output().expect("client output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    for step in [
+    let mut cmd = Command::new(interpreter);
+    cmd.env("ZOT_HELLO_TIMEOUT", "120");
+    let script_path = repo().join("fixtures/structured").join(script);
+    let (status, out) = run_client_script(cmd, &script_path, &args, &t);
+    let steps = [
         "outputSchema listed, deferred tools hidden",
         "structuredContent",
         "missing structured content is an error",
         "activated",
         "tool_prompt as a prompt",
-    ] {
-        assert!(
-            stdout.lines().any(|l| l == format!("ok {step}")),
-            "{script}: step {step:?} did not pass ({}); stdout:\n{stdout}\nstderr:\n{stderr}",
-            out.status
-        );
-    }
-    assert!(out.status.success(), "{script}: {}\n{stderr}", out.status);
+    ];
+    assert_client_passed(script, status, &out, &steps);
 }
 
 #[cfg(feature = "mcp")]
@@ -563,7 +495,7 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
 fn python_sdk_client_validates_structured_content() {
     run_client(
         "structured-py",
-        &deps().join("py1/bin/python"),
+        &mcp_deps().join("py1/bin/python"),
         "py_client.py",
     );
 }
@@ -583,7 +515,7 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
     let dir = t.join("structured-mcp");
     let script = repo().join("fixtures/structured/mcp_server.py");
     let manifest = json!({"name": "structured-mcp", "protocol": "mcp",
-                          "exec": deps().join("py1/bin/python"), "args": [script]});
+                          "exec": mcp_deps().join("py1/bin/python"), "args": [script]});
     write_manifest(&dir, &manifest);
     let mut cfg = config(&t, &[dir]);
     cfg.timeouts.hello = Duration::from_secs(120);
@@ -600,7 +532,7 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
         "{schema}"
     );
     let o = host
-        .call_tool(call("weather", json!({"city": "Berlin"})))
+        .call_tool(ToolRequest::new("weather", json!({"city": "Berlin"})))
         .expect("weather")
         .result();
     assert_eq!(
@@ -612,7 +544,7 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
     // The Python SDK writes a response's id before its result: a result
     // over the frame limit fails its call at once, not at the timeout.
     let o = host
-        .call_tool(call("huge", json!({})))
+        .call_tool(ToolRequest::new("huge", json!({})))
         .expect("huge answers")
         .result();
     assert!(o.is_error, "{o:?}");
@@ -622,7 +554,7 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
         "{text}"
     );
     let o = host
-        .call_tool(call("weather", json!({"city": "Oslo"})))
+        .call_tool(ToolRequest::new("weather", json!({"city": "Oslo"})))
         .expect("still works")
         .result();
     assert_eq!(o.structured_content.unwrap()["city"], "Oslo");

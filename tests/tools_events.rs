@@ -1343,25 +1343,6 @@ fn rpc_runs_built_in_tools_for_extensions_through_its_client() {
 
 // ----- zot mcp and the session ----------------------------------------
 
-/// `zot mcp` over pipes, initialized (legacy era).
-fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--startup-timeout", "20", "--cwd"])
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
-    for e in exts {
-        cmd.arg("-e").arg(e);
-    }
-    let mut mcp = Rpc::spawn(&mut cmd);
-    mcp.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                               "clientInfo": {"name": "raw", "version": "1"}}}));
-    mcp.until("initialize result", |v| v["id"] == 0);
-    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    mcp
-}
-
 fn tools_call(mcp: &mut Rpc, id: u64, name: &str, args: Value) -> Value {
     mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                     "params": {"name": name, "arguments": args}}));
@@ -1378,7 +1359,7 @@ fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
         "a",
         json!({"tools": tools, "subscribe": ["tool_result"]}),
     );
-    let mut mcp = mcp(&t, &[a]);
+    let mut mcp = Rpc::mcp(&t, &[a]);
     let r = tools_call(&mut mcp, 1, "ask", json!({}));
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert_eq!(
@@ -1405,7 +1386,7 @@ fn mcp_cancelled_reaches_the_extension_as_tool_cancel() {
         "a",
         json!({"tools": {"slow": {"kind": "slow"}, "echo": {}}}),
     );
-    let mut mcp = mcp(&t, &[a]);
+    let mut mcp = Rpc::mcp(&t, &[a]);
     mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                     "params": {"name": "slow", "arguments": {}}}));
     let id = wait_call(&t, "a", "slow");

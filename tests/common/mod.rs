@@ -909,3 +909,130 @@ pub fn events_in(record: &Path) -> Vec<Value> {
 pub fn payload(fields: Value) -> zot_host::EventPayload {
     serde_json::from_value(fields).expect("payload")
 }
+
+/// The official MCP SDKs' directory, installed by `.ci/mcp-deps` on
+/// first use (or `$ZOT_MCP_DEPS`, which the script prints at once).
+pub fn mcp_deps() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-deps");
+        let out = Command::new(&script)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+        assert!(
+            out.status.success(),
+            "MCP test dependencies are missing and {} could not install them \
+             (needs python3 with venv, node and npm, and network access; or set \
+             ZOT_MCP_DEPS to a directory it filled): {}",
+            script.display(),
+            stderr_of(&out)
+        );
+        let stdout = stdout_of(&out);
+        let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
+        assert!(
+            dir.is_dir(),
+            "{} printed {stdout:?}, not a directory",
+            script.display()
+        );
+        dir
+    })
+}
+
+/// A whole MCP client script, on a busy machine, with interpreter start-up.
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
+
+/// Runs the MCP client script `script` with `cmd` (its interpreter, with
+/// any extra environment) against `zot mcp` started with `args` (in
+/// `$ZOT_MCP_ARGS`, ZOT_HOME under `t`), until it exits or
+/// [`CLIENT_DEADLINE`] passes (then it is killed).
+pub fn run_client_script(
+    mut cmd: Command,
+    script: &Path,
+    args: &Value,
+    t: &TempDir,
+) -> (std::process::ExitStatus, std::process::Output) {
+    let mut child = cmd
+        .arg(script)
+        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
+        .env("ZOT_MCP_ARGS", args.to_string())
+        .env("MCP_DEPS", mcp_deps())
+        .env("ZOT_HOME", t.join("home"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
+    let end = Instant::now() + CLIENT_DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, child.wait_with_output().expect("client output"))
+}
+
+impl Rpc {
+    /// `zot mcp` with `exts` (startup waits for them, however busy the
+    /// machine), initialized in the 2025-11-25 era.
+    pub fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+        let mut mcp = Rpc::spawn(&mut Rpc::mcp_command(t, exts, 120));
+        mcp.mcp_initialize("2025-11-25");
+        mcp
+    }
+
+    /// `zot mcp --no-ext --startup-timeout SECS --cwd T -e EXT...` with
+    /// ZOT_HOME under `t` and a generous hello limit, for a test to add to.
+    pub fn mcp_command(t: &TempDir, exts: &[PathBuf], startup_secs: u32) -> Command {
+        let mut cmd = zot();
+        cmd.args(["mcp", "--no-ext", "--startup-timeout"])
+            .arg(startup_secs.to_string())
+            .arg("--cwd")
+            .arg(t.path());
+        for e in exts {
+            cmd.arg("-e").arg(e);
+        }
+        // Python fixtures start through the pyenv shim, which can outlast
+        // the 10 s default hello limit on a starved machine.
+        cmd.env("ZOT_HOME", t.join("home"))
+            .env("ZOT_HELLO_TIMEOUT", "60");
+        cmd
+    }
+
+    /// The JSON-RPC response to `id` (not a request or notification
+    /// carrying the same id). On failure it says how many lines came,
+    /// not what they were (floods).
+    pub fn mcp_response(&mut self, id: &Value) -> Value {
+        let is_it = |v: &Value| v.get("id") == Some(id) && v.get("method").is_none();
+        if let Some(v) = self.seen.iter().find(|v| is_it(v)) {
+            return v.clone();
+        }
+        loop {
+            let Some(v) = self.next() else {
+                panic!(
+                    "no response to {id} before the deadline ({} lines read)",
+                    self.seen.len()
+                );
+            };
+            if is_it(&v) {
+                return v;
+            }
+        }
+    }
+
+    /// The MCP handshake as the official clients do it: `initialize`
+    /// (id 0, protocol `version`) answered with that version, then
+    /// `notifications/initialized`. Returns the initialize result.
+    pub fn mcp_initialize(&mut self, version: &str) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {},
+                       "clientInfo": {"name": "raw", "version": "1"}}}));
+        let r = self.mcp_response(&json!(0));
+        assert_eq!(r["result"]["protocolVersion"], version, "{r}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+}
