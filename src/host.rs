@@ -21,7 +21,7 @@
 use crate::config::HostConfig;
 use crate::engine::{self, Driver};
 use crate::intercept::InterceptOutcome;
-use crate::protocol::EventPayload;
+use crate::protocol::{EventPayload, PanelKey};
 use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
     Request, Snapshot, Ticket, ToolOutcome, ToolRequest,
@@ -331,10 +331,10 @@ macro_rules! request_methods {
             &self,
             extension: &str,
             panel_id: &str,
-            key: &str,
+            key: PanelKey,
             text: Option<&str>,
         ) -> Result<(), HostError> {
-            let (extension, panel_id, key) = (extension.into(), panel_id.into(), key.into());
+            let (extension, panel_id) = (extension.into(), panel_id.into());
             let text = text.map(str::to_string);
             self.call(|reply| Request::PanelKey {
                 extension,

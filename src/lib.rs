@@ -68,7 +68,7 @@ pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
 pub use discovery::Scope;
 pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
-pub use protocol::{EventPayload, OpenPanel, Panel, PANEL_KEYS};
+pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
     Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
     ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,

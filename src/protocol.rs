@@ -13,23 +13,39 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// manifest): serde_json recurses, so deeper input would reach the stack.
 pub const MAX_DEPTH: usize = 64;
 
-/// Keys a `panel_key` frame may carry.
-pub const PANEL_KEYS: [&str; 14] = [
-    "up",
-    "down",
-    "left",
-    "right",
-    "enter",
-    "esc",
-    "tab",
-    "backspace",
-    "delete",
-    "home",
-    "end",
-    "pageup",
-    "pagedown",
-    "rune",
-];
+closed_set! {
+    /// A key forwarded to an open panel (`panel_key.key`, SPEC 6).
+    pub enum PanelKey {
+        /// Arrow up.
+        Up = "up",
+        /// Arrow down.
+        Down = "down",
+        /// Arrow left.
+        Left = "left",
+        /// Arrow right.
+        Right = "right",
+        /// Enter.
+        Enter = "enter",
+        /// Escape (the session closes the panel instead of forwarding it).
+        Esc = "esc",
+        /// Tab.
+        Tab = "tab",
+        /// Backspace.
+        Backspace = "backspace",
+        /// Delete.
+        Delete = "delete",
+        /// Home.
+        Home = "home",
+        /// End.
+        End = "end",
+        /// Page up.
+        PageUp = "pageup",
+        /// Page down.
+        PageDown = "pagedown",
+        /// A character typed: the text goes beside it.
+        Rune = "rune",
+    }
+}
 
 /// Event names an extension may subscribe to (SPEC 14.4, upstream's
 /// list); the host emits the first five itself, the embedder any.
@@ -361,7 +377,7 @@ pub enum HostFrame<'a> {
     },
     PanelKey {
         panel_id: &'a str,
-        key: &'a str,
+        key: PanelKey,
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<&'a str>,
     },

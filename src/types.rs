@@ -3,7 +3,7 @@
 
 use crate::discovery::Scope;
 use crate::intercept::{InterceptEvent, InterceptOutcome};
-use crate::protocol::{EventPayload, OpenPanel, Panel};
+use crate::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -726,11 +726,11 @@ pub enum Request {
         payload: EventPayload,
         reply: Reply<Vec<String>>,
     },
-    /// Forward a [`PANEL_KEYS`](crate::PANEL_KEYS) key (`text` for `rune`) to a panel.
+    /// Forward a key (with its `text` for [`PanelKey::Rune`]) to a panel.
     PanelKey {
         extension: String,
         panel_id: String,
-        key: String,
+        key: PanelKey,
         text: Option<String>,
         reply: Reply<()>,
     },

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use zot_host::{
-    Action, BuiltinVerdict, ExtensionState, HostError, HostEvent, Level, Request, ToolOutcome,
-    ToolRequest,
+    Action, BuiltinVerdict, ExtensionState, HostError, HostEvent, Level, PanelKey, Request,
+    ToolOutcome, ToolRequest,
 };
 
 #[test]
@@ -273,9 +273,9 @@ fn notes_and_panels_reach_the_embedder() {
         panel_id: "p".into(),
         extension: "a".into()
     }));
-    host.panel_key("a", "p", "rune", Some("q")).unwrap();
+    host.panel_key("a", "p", PanelKey::Rune, Some("q")).unwrap();
     host.panel_close("a", "p").unwrap();
-    assert!(host.panel_key("ghost", "p", "up", None).is_err());
+    assert!(host.panel_key("ghost", "p", PanelKey::Up, None).is_err());
     host.shutdown();
     let frames = recorded(&rec);
     assert!(

@@ -23,11 +23,11 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use zot_host::internal::protocol::{Line, LineReader, MAX_LINE, PANEL_KEYS};
+use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
 use zot_host::order::{InOrder, Ordered};
 use zot_host::{
-    EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, Request,
-    Ticket, ToolRequest,
+    EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, PanelKey,
+    Request, Ticket, ToolRequest,
 };
 
 /// The tickets of the tool calls in flight, by request id: what
@@ -549,12 +549,10 @@ fn build(
         }
         "panel_key" => {
             let key = required(&obj, "key")?;
-            if !PANEL_KEYS.contains(&key.as_str()) {
-                return Err(format!(
-                    "unknown key {key:?} (one of {})",
-                    PANEL_KEYS.join(" ")
-                ));
-            }
+            let Some(key) = PanelKey::parse(&key) else {
+                let keys = PanelKey::NAMES.join(" ");
+                return Err(format!("unknown key {key:?} (one of {keys})"));
+            };
             Request::PanelKey {
                 extension: required(&obj, "extension")?,
                 panel_id: required(&obj, "panel_id")?,

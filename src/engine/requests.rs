@@ -132,7 +132,7 @@ impl Engine {
                 text,
                 reply,
             } => {
-                let (panel_id, key, text) = (&panel_id, &key, text.as_deref());
+                let (panel_id, text) = (&panel_id, text.as_deref());
                 let frame = HostFrame::PanelKey {
                     panel_id,
                     key,

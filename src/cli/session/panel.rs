@@ -10,8 +10,8 @@
 use super::{Job, Session};
 use std::io::{self, Write};
 use std::time::Duration;
-use zot_host::internal::protocol::{Panel, PANEL_KEYS};
-use zot_host::Request;
+use zot_host::internal::protocol::Panel;
+use zot_host::{PanelKey, Request};
 
 impl Session {
     /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune),
@@ -54,7 +54,7 @@ impl Session {
             "" => {
                 return self.out.error(&format!(
                     "usage: /key [EXT PANEL] KEY [TEXT]; keys: {} close",
-                    PANEL_KEYS.join(" ")
+                    PanelKey::NAMES.join(" ")
                 ))
             }
             // Esc is not forwarded: the host closes the panel and tells
@@ -68,19 +68,21 @@ impl Session {
                 };
                 return self.submit(Job::Request, request, Session::done);
             }
-            k if PANEL_KEYS.contains(&k) => (k, (!text.is_empty()).then(|| text.to_string())),
-            k if k.chars().count() == 1 => ("rune", Some(k.to_string())),
-            k => {
-                return self.out.error(&format!(
-                    "unknown key {k:?} (one of {} close, or one character)",
-                    PANEL_KEYS.join(" ")
-                ))
-            }
+            k => match PanelKey::parse(k) {
+                Some(key) => (key, (!text.is_empty()).then(|| text.to_string())),
+                None if k.chars().count() == 1 => (PanelKey::Rune, Some(k.to_string())),
+                None => {
+                    return self.out.error(&format!(
+                        "unknown key {k:?} (one of {} close, or one character)",
+                        PanelKey::NAMES.join(" ")
+                    ))
+                }
+            },
         };
         let request = |reply| Request::PanelKey {
             extension: ext,
             panel_id: panel,
-            key: key.to_string(),
+            key,
             text,
             reply,
         };
@@ -192,7 +194,7 @@ pub(super) fn power_of_ten(n: u64) -> bool {
 
 /// Whether `word` is something `/key` accepts as a key.
 fn is_key(word: &str) -> bool {
-    PANEL_KEYS.contains(&word) || word == "close" || word.chars().count() == 1
+    PanelKey::parse(word).is_some() || word == "close" || word.chars().count() == 1
 }
 
 /// Appends a `[zot]` line to the extension's log (the session has no
