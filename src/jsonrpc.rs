@@ -132,6 +132,10 @@ pub struct Invalid {
     pub code: i64,
     /// What is wrong with the line.
     pub why: String,
+    /// The request it would answer, when it has an `id` and no `method`:
+    /// a response that is not one (JSON-RPC 2.0 section 5: `jsonrpc`
+    /// "2.0", and `result` or `error`).
+    pub answers: Option<Id>,
 }
 
 impl Invalid {
@@ -216,6 +220,7 @@ impl Message {
             reply_to: Some(Id::null()),
             code: PARSE_ERROR,
             why,
+            answers: None,
         };
         let first = line.iter().find(|b| !b.is_ascii_whitespace());
         if first != Some(&b'{') {
@@ -236,12 +241,12 @@ impl Message {
             }
         };
         let reply_to = || Some(id.clone().unwrap_or_else(Id::null));
+        let answers = id.clone().filter(|_| obj.method.is_none());
         if obj.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-            return Err(invalid(
-                reply_to(),
-                INVALID_REQUEST,
-                "`jsonrpc` must be \"2.0\"",
-            ));
+            return Err(Invalid {
+                answers,
+                ..invalid(reply_to(), INVALID_REQUEST, "`jsonrpc` must be \"2.0\"")
+            });
         }
         let method = match (obj.method, id) {
             (Some(Value::String(m)), id) => (m, id),
@@ -251,6 +256,13 @@ impl Message {
                     (None, error) => Err(RpcError::read(error.unwrap_or_default())),
                 };
                 return Ok(Message::Response(Response { id, result }));
+            }
+            (None, Some(id)) => {
+                let why = "missing string `method` (a response: `result` or `error`)";
+                return Err(Invalid {
+                    answers,
+                    ..invalid(Some(id), INVALID_REQUEST, why)
+                });
             }
             (_, id) => {
                 let reply_to = Some(id.unwrap_or_else(Id::null));
@@ -271,6 +283,7 @@ impl Message {
                     reply_to: id,
                     code: INVALID_PARAMS,
                     why: "`params` must be an object".into(),
+                    answers: None,
                 });
             }
         };
@@ -301,6 +314,7 @@ fn invalid(reply_to: Option<Id>, code: i64, why: &str) -> Invalid {
         reply_to,
         code,
         why: why.into(),
+        answers: None,
     }
 }
 
@@ -477,6 +491,21 @@ mod tests {
             Message::parse(note.as_bytes()),
             Err(Invalid { reply_to: None, .. })
         ));
+    }
+
+    #[test]
+    fn a_broken_response_names_the_request_it_answers() {
+        let answers = |line: &str| match Message::parse(line.as_bytes()) {
+            Err(invalid) => invalid.answers.map(|id| id.key().to_string()),
+            Ok(msg) => panic!("{line}: read as {msg:?}"),
+        };
+        assert_eq!(answers(r#"{"jsonrpc":"2.0","id":3}"#).as_deref(), Some("3"));
+        let v1 = r#"{"jsonrpc":"1.0","id":"a","result":{}}"#;
+        assert_eq!(answers(v1).as_deref(), Some("\"a\""));
+        // A request or a notification answers nothing.
+        assert_eq!(answers(r#"{"jsonrpc":"2.0","id":3,"method":7}"#), None);
+        assert_eq!(answers(r#"{"id":3,"method":"ping"}"#), None);
+        assert_eq!(answers(r#"{"jsonrpc":"2.0","result":{}}"#), None);
     }
 
     #[test]

@@ -398,6 +398,22 @@ impl McpClient {
         }
         let why = match Message::parse(line) {
             Ok(msg) => return self.message(msg, now),
+            Err(invalid)
+                if invalid
+                    .answers
+                    .as_ref()
+                    .is_some_and(|id| self.waits_for(id)) =>
+            {
+                let id = invalid.answers.unwrap_or_else(Id::null);
+                let why = format!(
+                    "the MCP server {:?} sent an invalid response to request {id} ({}): {}",
+                    self.opts.name,
+                    invalid.why,
+                    snippet(line)
+                );
+                log!(self, "{why}");
+                return self.settle(&id, Err(why), now);
+            }
             Err(invalid) if invalid.code == PARSE_ERROR => invalid.why,
             Err(_) if !line.trim_ascii_start().starts_with(b"{") => "not a JSON object".into(),
             Err(invalid) => invalid.why,
@@ -467,11 +483,12 @@ impl McpClient {
         }
     }
 
+    /// Whether request `id` of ours waits for its response.
+    fn waits_for(&self, id: &Id) -> bool {
+        id.as_u64().is_some_and(|n| self.waiting.contains_key(&n))
+    }
+
     fn response(&mut self, id: &Id, result: Result<Value, RpcError>, now: Instant) {
-        let Some(waiting) = id.as_u64().and_then(|n| self.forget(n)) else {
-            let why = "unknown, cancelled or already answered";
-            return log!(self, "dropped a response: id {id} is {why}");
-        };
         let result = match &result {
             Ok(r) => Ok(r),
             Err(e) => {
@@ -480,6 +497,15 @@ impl McpClient {
                 let message = message.unwrap_or("(no message)");
                 Err(format!("MCP error{}: {message}", code.unwrap_or_default()))
             }
+        };
+        self.settle(id, result, now);
+    }
+
+    /// Request `id` is answered with `result`: what waited for it goes on.
+    fn settle(&mut self, id: &Id, result: Result<&Value, String>, now: Instant) {
+        let Some(waiting) = id.as_u64().and_then(|n| self.forget(n)) else {
+            let why = "unknown, cancelled or already answered";
+            return log!(self, "dropped a response: id {id} is {why}");
         };
         match waiting {
             Waiting::Discover => self.discovered(result),

@@ -386,6 +386,46 @@ fn python_sdk_server_in_the_stateless_era() {
 }
 
 #[test]
+fn a_response_that_is_not_one_fails_its_call_at_once() {
+    let t = TempDir::new("mcp-broken-response");
+    let c = corners(&t.join("c"), &[]);
+    // The tool timeout is far beyond the test's deadline: only the
+    // broken response itself can end these calls in time.
+    let mut cmd = zot();
+    cmd.args(["rpc", "--no-ext", "--tool-timeout", "600", "-e"])
+        .arg(&c)
+        .arg("--cwd")
+        .arg(t.path());
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    until_ready(&mut rpc, "corners");
+    for (id, respond, why) in [
+        ("1", json!({}), "`result` or `error`"),
+        (
+            "2",
+            json!({"jsonrpc": "1.0", "result": {}}),
+            "`jsonrpc` must be",
+        ),
+    ] {
+        let r = tool_call(&mut rpc, id, "t1", json!({"respond": respond}));
+        assert_eq!(r["data"]["is_error"], true, "{r}");
+        let text = first_text(&r);
+        for part in [
+            "MCP server \"corners\"",
+            "invalid response to request",
+            why,
+            "\"id\":",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text:?}");
+        }
+    }
+    // The server goes on serving.
+    let r = tool_call(&mut rpc, "3", "t2", json!({"n": 1}));
+    assert_eq!(first_text(&r), r#"t2 ran with {"n": 1}"#);
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
+
+#[test]
 fn corners_pagination_refusals_log_levels_cancellation_and_removal() {
     let t = TempDir::new("mcp-corners");
     let c = corners(&t.join("c"), &[]);
