@@ -479,6 +479,69 @@ fn failing_agent_ends_the_turn_with_an_error() {
 }
 
 #[test]
+fn the_system_prompt_reaches_the_agent_in_a_file_and_in_the_environment_when_it_fits() {
+    let t = TempDir::new("sess-promptfile");
+    let obs = observer(&t, &t.join("obs"));
+    let agent = r#"printf '%s|%s|%s' "$(cat "$ZOT_SYSTEM_PROMPT_FILE")" "${ZOT_SYSTEM_PROMPT-unset}" "$ZOT_SYSTEM_PROMPT_FILE""#;
+    let args = ["--system-prompt", "You are terse.", "--agent-cmd", agent];
+    let mut z = Zot::start(&t, std::slice::from_ref(&obs), &args);
+    z.send("hi");
+    let line = z.expect("assistant: ");
+    let [file_text, env, path] = line["assistant: ".len()..].split('|').collect::<Vec<_>>()[..]
+    else {
+        panic!("three fields: {line}")
+    };
+    assert_eq!((file_text, env), ("You are terse.", "You are terse."));
+    assert!(!Path::new(path).exists(), "{path} is left after the turn");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+
+    // Over Linux's 128 KiB for one environment string (exec would fail
+    // with E2BIG), within the 1 MiB a before_agent_start guard may give.
+    let prompt = "p".repeat(200 * 1024);
+    std::fs::write(t.join("prompt.txt"), &prompt).unwrap();
+    let at = format!("@{}", t.join("prompt.txt").display());
+    let agent = r#"printf '%s|%s' "$(($(wc -c < "$ZOT_SYSTEM_PROMPT_FILE")))" "${ZOT_SYSTEM_PROMPT-unset}""#;
+    let mut z = Zot::start(&t, &[obs], &["--system-prompt", &at, "--agent-cmd", agent]);
+    z.send("hi");
+    assert_eq!(z.expect("assistant: "), "assistant: 204800|unset");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+}
+
+#[test]
+fn an_agent_answer_over_16_mib_stops_the_agent_and_fails_the_turn() {
+    let t = TempDir::new("sess-agentflood");
+    let rec = t.join("obs");
+    let obs = observer(&t, &rec);
+    let pid = t.join("agent.pid");
+    // 17,000,000 bytes, then it would stay: only a kill ends the turn soon.
+    let agent = format!(
+        "echo $$ > {}; head -c 17000000 /dev/zero; sleep 60",
+        pid.display()
+    );
+    let mut z = Zot::start(&t, &[obs], &["--agent-cmd", &agent]);
+    assert_eq!(
+        z.run("hi"),
+        ["error: agent command failed: its output is over 16 MiB: stopped it"]
+    );
+    let pid = read_pid(&pid);
+    wait_for("the agent command's group to be killed", || {
+        process_gone(pid)
+    });
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+    let names: Vec<String> = events(&rec).into_iter().map(|(e, _)| e).collect();
+    assert!(
+        !names.contains(&"assistant_message".to_string()),
+        "{names:?}"
+    );
+    let end = events(&rec).into_iter().find(|(e, _)| e == "turn_end");
+    let end = end.map(|(_, f)| f).expect("turn_end");
+    assert_eq!(end["stop"], "error");
+}
+
+#[test]
 fn eof_runs_queued_lines_then_shuts_extensions_down() {
     let t = TempDir::new("sess-eof");
     let rec = t.join("rec");

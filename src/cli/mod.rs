@@ -33,8 +33,9 @@ options:
       --cwd DIR               project directory (default: the current directory)
       --agent-cmd CMD         run prompts through `sh -c CMD` (session only)
       --system-prompt TEXT|@FILE  the system prompt: before_agent_start may
-                              replace it; the agent command gets it in
-                              $ZOT_SYSTEM_PROMPT (session only)
+                              replace it; the agent command gets it in the
+                              file $ZOT_SYSTEM_PROMPT_FILE, and under 128 KiB
+                              in $ZOT_SYSTEM_PROMPT (session only)
       --tool-timeout SECS     how long a tool may run (default 60)
       --command-timeout SECS  how long a command may run (default 30)
       --startup-timeout SECS  how long startup waits for extensions to be ready
