@@ -9,8 +9,9 @@
 //! a caller that finds it taken waits until its reply comes or the driver
 //! is back (a reply callback wakes it), so one thread drives at a time and
 //! a request never waits for a thread that does not drive. Nothing runs
-//! between calls: timers, restarts and extensions' notes advance only in
-//! a call, [`Host::poll`] or [`Host::next_event`].
+//! between calls: timers, restarts, extensions' notes and submitted
+//! requests (`emit_nowait`) advance only in a call, [`Host::poll`] or
+//! [`Host::next_event`], so a burst of submits is written in batches.
 //!
 //! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
 //! *thread* that spawned it ends (engine docs, "The host's death"); the
@@ -184,13 +185,16 @@ impl HostHandle {
     }
 
     /// Queues a request; after the host stopped it fails at once. Inline,
-    /// it is handed to the engine at once when no other thread drives.
+    /// it waits for the next call, [`Host::poll`] or [`Host::next_event`]
+    /// to run the loop, so a burst of them is handed to the engine and
+    /// written to each extension in batches, not a write per request;
+    /// the submit that makes 256 wait runs the loop itself.
     pub fn submit(&self, request: Request) {
         if let Err(e) = self.tx.send(request) {
             e.into_inner().fail(HostError::Stopped);
             return;
         }
-        if !self.shared.threaded {
+        if !self.shared.threaded && self.tx.len() >= engine::BATCH {
             self.shared.turn_now();
         }
     }
@@ -316,7 +320,8 @@ macro_rules! request_methods {
             })
         }
 
-        /// Queues a lifecycle event without waiting, in order with other requests.
+        /// Queues a lifecycle event without waiting, in order with other
+        /// requests; inline, it is written at the next call ([`HostHandle::submit`]).
         pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
             let (event, reply) = (event.into(), Box::new(|_| {}));
             self.submit(Request::Emit {

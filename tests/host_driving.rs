@@ -111,3 +111,53 @@ fn the_core_calls_answer_inline_and_threaded() {
         host.shutdown();
     });
 }
+
+/// The `step`s of the `turn_start` events an extension recorded.
+fn steps_recorded(record: &std::path::Path) -> Vec<u64> {
+    recorded(record)
+        .iter()
+        .filter(|f| f["type"] == "event" && f["event"] == "turn_start")
+        .filter_map(|f| f["step"].as_u64())
+        .collect()
+}
+
+#[test]
+fn an_inline_host_writes_submitted_events_at_the_next_call_in_one_batch() {
+    let t = TempDir::new("drive-batch");
+    let record = t.join("a.record");
+    let a = ext_dir(
+        &t.join("a"),
+        "a",
+        json!({"register": [subscribe(&["turn_start"], &[])], "record": record}),
+    );
+    let host = Host::start(config(&t, &[a])).expect("start host");
+    host.wait_ready();
+    let step = |n: u64| zot_host::EventPayload {
+        step: Some(n),
+        ..Default::default()
+    };
+    for n in 0..10 {
+        host.emit_nowait("turn_start", step(n));
+    }
+    // Queued, not run: nothing was written to the extension.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        steps_recorded(&record),
+        Vec::<u64>::new(),
+        "submitted events were written before a call ran the loop"
+    );
+    // The next call hands them over, in order, before its own.
+    assert_eq!(host.emit("turn_start", step(10)).expect("emit"), ["a"]);
+    wait_for("11 events recorded", || steps_recorded(&record).len() >= 11);
+    assert_eq!(steps_recorded(&record), (0..11).collect::<Vec<_>>());
+    // A batch's worth waiting (256) runs the loop at the submit that
+    // completes it, without a call: the queue stays bounded.
+    for n in 11..11 + 256 {
+        host.emit_nowait("turn_start", step(n));
+    }
+    wait_for("267 events recorded without a call", || {
+        steps_recorded(&record).len() >= 267
+    });
+    assert_eq!(steps_recorded(&record), (0..267).collect::<Vec<_>>());
+    host.shutdown();
+}

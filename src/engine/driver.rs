@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 const INBOUND_FRAMES: usize = 256;
 
 /// Most messages handled per turn before frames are written.
-const BATCH: usize = 256;
+pub(crate) const BATCH: usize = 256;
 
 /// Why [`Driver::run_until`] returned.
 #[cfg_attr(not(test), allow(dead_code))] // For a caller driving the loop itself.

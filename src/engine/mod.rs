@@ -815,7 +815,7 @@ struct Engine {
     spawner: Spawner,
 }
 
-pub(crate) use driver::{poll_briefly, run};
+pub(crate) use driver::{poll_briefly, run, BATCH};
 #[allow(unused_imports)] // The inline host drives the loop through it.
 pub(crate) use driver::{Driver, Until};
 
