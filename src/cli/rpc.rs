@@ -201,10 +201,9 @@ impl InOrder for Writer<'_> {
     }
 
     fn handle_event(&mut self, event: HostEvent) {
-        let written = serde_json::to_writer(&mut self.stdout, &event)
-            .map_err(io::Error::from)
-            .and_then(|()| self.stdout.write_all(b"\n"));
-        self.broken |= written.is_err();
+        let mut line = json(&event);
+        line.push(b'\n');
+        self.broken |= self.stdout.write_all(&line).is_err();
     }
 
     fn handle_reply(&mut self, reply: Out) {
@@ -219,30 +218,35 @@ impl InOrder for Writer<'_> {
     }
 }
 
-fn line_of(value: &impl serde::Serialize) -> Vec<u8> {
-    let mut line = serde_json::to_vec(value).unwrap_or_default();
-    line.push(b'\n');
-    line
+/// `value` as JSON text: the one serializer every response and event
+/// goes through, so each type's serialization is compiled once.
+fn json(value: &impl serde::Serialize) -> Vec<u8> {
+    // Cannot fail: every map key is a string.
+    serde_json::to_vec(value).unwrap_or_default()
 }
 
-fn response(id: Option<&str>, command: &str, result: Result<Value, String>) -> Vec<u8> {
-    let mut resp = Map::new();
-    resp.insert("type".into(), "response".into());
+/// A response line; `result` holds the JSON text of its `data`.
+fn response(id: Option<&str>, command: &str, result: Result<Vec<u8>, String>) -> Vec<u8> {
+    let mut line = br#"{"type":"response","#.to_vec();
     if let Some(id) = id {
-        resp.insert("id".into(), id.into());
+        line.extend_from_slice(br#""id":"#);
+        line.append(&mut json(&id));
+        line.push(b',');
     }
-    resp.insert("command".into(), command.into());
+    line.extend_from_slice(br#""command":"#);
+    line.append(&mut json(&command));
     match result {
-        Ok(data) => {
-            resp.insert("success".into(), true.into());
-            resp.insert("data".into(), data);
+        Ok(mut data) => {
+            line.extend_from_slice(br#","success":true,"data":"#);
+            line.append(&mut data);
         }
         Err(error) => {
-            resp.insert("success".into(), false.into());
-            resp.insert("error".into(), error.into());
+            line.extend_from_slice(br#","success":false,"error":"#);
+            line.append(&mut json(&error));
         }
     }
-    line_of(&Value::Object(resp))
+    line.extend_from_slice(b"}\n");
+    line
 }
 
 /// Sends a response made outside the host loop: it follows the events
@@ -252,7 +256,7 @@ fn respond(
     out: &Output,
     id: Option<&str>,
     command: &str,
-    result: Result<Value, String>,
+    result: Result<Vec<u8>, String>,
 ) {
     let after = host.events_sent();
     let line = response(id, command, result);
@@ -293,7 +297,7 @@ fn read_requests(host: &HostHandle, out: &Output) {
                 let out = out.clone();
                 host.submit(Request::Shutdown {
                     reply: Box::new(move |_| {
-                        let line = response(id.as_deref(), "shutdown", Ok(json!({})));
+                        let line = response(id.as_deref(), "shutdown", Ok(b"{}".to_vec()));
                         out.send(Out::Last(line));
                     }),
                 });
@@ -355,7 +359,7 @@ fn reply<T: serde::Serialize + 'static>(
     out: &Output,
     id: Option<String>,
     command: &str,
-    shape: impl FnOnce(T) -> Value + Send + 'static,
+    shape: impl FnOnce(T) -> Vec<u8> + Send + 'static,
 ) -> zot_host::Reply<T> {
     let (host, out, command) = (host.clone(), out.clone(), command.to_string());
     Box::new(move |result: Result<T, HostError>| {
@@ -368,8 +372,9 @@ fn reply<T: serde::Serialize + 'static>(
     })
 }
 
-fn to_value<T: serde::Serialize>(v: T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
+/// The data of a response that is the reply itself.
+fn as_is<T: serde::Serialize>(reply: T) -> Vec<u8> {
+    json(&reply)
 }
 
 /// Serves a request; one the host answers takes an in-flight slot,
@@ -413,18 +418,24 @@ fn build(
         "ping" => {
             // Like every request, after startup readiness (SPEC 7).
             host.wait_ready();
-            respond(host, out, id.as_deref(), kind, Ok(json!({"pong": true})));
+            respond(
+                host,
+                out,
+                id.as_deref(),
+                kind,
+                Ok(br#"{"pong":true}"#.to_vec()),
+            );
             return Ok(None);
         }
         "list" => Request::List {
-            reply: reply(host, out, id, kind, to_value),
+            reply: reply(host, out, id, kind, as_is),
         },
         "command" => {
             let name = required(&obj, "name")?;
             Request::Command {
                 name: name.trim_start_matches('/').to_string(),
                 args: field(&obj, "args")?.unwrap_or_default(),
-                reply: reply(host, out, id, kind, to_value),
+                reply: reply(host, out, id, kind, as_is),
             }
         }
         "tool_call" => {
@@ -435,7 +446,7 @@ fn build(
             };
             let Some(key) = id.clone() else {
                 // Without an id it cannot be named by a cancel.
-                let reply = reply(host, out, id, kind, to_value::<zot_host::ToolOutcome>);
+                let reply = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);
                 return Ok(Some(Request::Tool {
                     call,
                     pipeline: true,
@@ -444,7 +455,7 @@ fn build(
             };
             let ticket = host.ticket();
             lock(tickets).insert(key.clone(), ticket);
-            let answer = reply(host, out, id, kind, to_value::<zot_host::ToolOutcome>);
+            let answer = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);
             let tickets = tickets.clone();
             let reply: zot_host::Reply<_> = Box::new(move |result| {
                 let mut held = lock(&tickets);
@@ -465,7 +476,7 @@ fn build(
         }
         "cancel" => {
             let target = required(&obj, "target")?;
-            let shape = |cancelled: bool| json!({ "cancelled": cancelled });
+            let shape = |cancelled: bool| format!(r#"{{"cancelled":{cancelled}}}"#).into_bytes();
             // Taken out of the table: a second cancel of the same call is
             // answered here, so cancels the host must serve are at most
             // one per tool call in flight, however many a client sends.
@@ -502,7 +513,7 @@ fn build(
                 is_error,
                 reply: Box::new(move |taken: Result<bool, HostError>| {
                     let result = match taken {
-                        Ok(true) => Ok(json!({})),
+                        Ok(true) => Ok(b"{}".to_vec()),
                         Ok(false) => Err(format!(
                             "no built-in call {call:?} is waiting (answered, timed out or cancelled)"
                         )),
@@ -527,8 +538,8 @@ fn build(
                     id,
                     kind,
                     move |o: zot_host::InterceptOutcome| match start {
-                        true => json!({"system_prompt": o.system_prompt}),
-                        false => to_value(o),
+                        true => json(&json!({"system_prompt": o.system_prompt})),
+                        false => json(&o),
                     },
                 ),
             }
@@ -538,13 +549,9 @@ fn build(
             Request::Emit {
                 event,
                 payload: payload(obj)?,
-                reply: reply(
-                    host,
-                    out,
-                    id,
-                    kind,
-                    |names: Vec<String>| json!({"delivered_to": names}),
-                ),
+                reply: reply(host, out, id, kind, |names: Vec<String>| {
+                    json(&json!({"delivered_to": names}))
+                }),
             }
         }
         "panel_key" => {
@@ -558,7 +565,7 @@ fn build(
                 panel_id: required(&obj, "panel_id")?,
                 key,
                 text: field(&obj, "text")?,
-                reply: reply(host, out, id, kind, |()| json!({})),
+                reply: reply(host, out, id, kind, |()| b"{}".to_vec()),
             }
         }
         "panel_resize" => Request::PanelResize {
@@ -566,15 +573,15 @@ fn build(
             panel_id: required(&obj, "panel_id")?,
             width: size(&obj, "width")?,
             height: size(&obj, "height")?,
-            reply: reply(host, out, id, kind, |()| json!({})),
+            reply: reply(host, out, id, kind, |()| b"{}".to_vec()),
         },
         "panel_close" => Request::PanelClose {
             extension: required(&obj, "extension")?,
             panel_id: required(&obj, "panel_id")?,
-            reply: reply(host, out, id, kind, |()| json!({})),
+            reply: reply(host, out, id, kind, |()| b"{}".to_vec()),
         },
         "reload" => Request::Reload {
-            reply: reply(host, out, id, kind, to_value),
+            reply: reply(host, out, id, kind, as_is),
         },
         other => return Err(format!("unknown request type {other:?}")),
     };
