@@ -315,6 +315,38 @@ impl EventPayload {
     }
 }
 
+/// An [`EventPayload`] from a JSON object's fields, as its `Deserialize`
+/// reads it (the same values, errors and order of `extra`), without
+/// the buffering that `#[serde(flatten)]` costs in code.
+pub fn event_payload(fields: serde_json::Map<String, Value>) -> serde_json::Result<EventPayload> {
+    use serde_json::from_value;
+    let mut payload = EventPayload::default();
+    for (key, value) in fields {
+        let text = match key.as_str() {
+            "step" => {
+                payload.step = from_value(value)?;
+                continue;
+            }
+            "tool_args" => {
+                payload.tool_args = from_value(value)?;
+                continue;
+            }
+            "stop" => &mut payload.stop,
+            "error" => &mut payload.error,
+            "tool_id" => &mut payload.tool_id,
+            "tool_name" => &mut payload.tool_name,
+            "text" => &mut payload.text,
+            "system_prompt" => &mut payload.system_prompt,
+            _ => {
+                payload.extra.insert(key, value);
+                continue;
+            }
+        };
+        *text = from_value(value)?;
+    }
+    Ok(payload)
+}
+
 fn is_empty(s: &Option<String>) -> bool {
     s.as_deref().is_none_or(str::is_empty)
 }
@@ -771,6 +803,36 @@ mod tests {
         assert_eq!(lines.discarded_head().len(), HEAD);
         assert!(lines.discarded_head().starts_with(b"{\"type\":\"x\",aaa"));
         assert!(matches!(lines.next_line(), Ok(Some(Line::Text(t))) if t == b"next"));
+    }
+
+    #[test]
+    fn event_payload_reads_fields_as_deserialize_does() {
+        for text in [
+            r#"{"step":2,"stop":"end","reason":"r","text":"t","n":[1,{"a":null}]}"#,
+            r#"{"z":1,"tool_args":null,"tool_name":"x","system_prompt":"","a":2}"#,
+            r#"{"tool_args":{"cmd":"ls"},"error":null,"tool_id":"7","session_id":"s"}"#,
+            r#"{"step":"x","stop":3}"#,
+            r#"{"stop":3,"step":"x"}"#,
+            r#"{"step":-1}"#,
+            r#"{"step":1.5}"#,
+            r#"{"text":["a"]}"#,
+            r#"{}"#,
+        ] {
+            let Ok(Value::Object(fields)) = serde_json::from_str(text) else {
+                panic!("not an object: {text}");
+            };
+            let derived = serde_json::from_value::<EventPayload>(Value::Object(fields.clone()));
+            let by_hand = event_payload(fields);
+            match (derived, by_hand) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a, b, "{text}");
+                    let keys = |p: &EventPayload| p.extra.keys().cloned().collect::<Vec<_>>();
+                    assert_eq!(keys(&a), keys(&b), "order of extra: {text}");
+                }
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{text}"),
+                (a, b) => panic!("{text}: derived {a:?}, by hand {b:?}"),
+            }
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
+use zot_host::internal::protocol::{event_payload, Line, LineReader, MAX_LINE};
 use zot_host::order::{InOrder, Ordered};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, PanelKey,
@@ -599,5 +599,5 @@ fn payload(mut obj: Map<String, Value>) -> Result<EventPayload, String> {
     for key in ["type", "id", "event"] {
         obj.remove(key);
     }
-    serde_json::from_value(Value::Object(obj)).map_err(|e| format!("bad event fields: {e}"))
+    event_payload(obj).map_err(|e| format!("bad event fields: {e}"))
 }
