@@ -6,138 +6,20 @@
 
 mod common;
 
-use common::{assert_fails_naming, assert_ok, ext_dir, git, stderr_of, Rpc, TempDir, DEADLINE};
+use common::{
+    assert_fails_naming, assert_ok, git, manifest_text, mkfifo, run_bounded, status_of, stderr_of,
+    Project, Rpc, DEADLINE, MEMORY_LIMIT_KB, STARTUP,
+};
 use serde_json::{json, Value};
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// Data limit (`ulimit -d`: writable memory, not reserved address space,
-/// which glibc's per-thread arenas use a lot of) for a `zot` that might
-/// read `/dev/zero` to the end: the test then fails at once instead of
-/// eating the machine.
-const MEMORY_LIMIT_KB: u32 = 1 << 20;
-
-/// Startup grace for every `zot` started here: a loaded machine may
-/// take longer than the 3 s default to start Python extensions.
-const STARTUP: &str = "20";
-
-/// `$ZOT_HOME` and a project directory.
-struct World {
-    tmp: TempDir,
-}
-
-impl World {
-    fn new(tag: &str) -> World {
-        let tmp = TempDir::new(tag);
-        fs::create_dir_all(tmp.join("proj/.zot/extensions")).expect("project dir");
-        fs::create_dir_all(tmp.join("home/extensions")).expect("global dir");
-        World { tmp }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.tmp.join("home")
-    }
-
-    fn proj(&self) -> PathBuf {
-        self.tmp.join("proj")
-    }
-
-    fn project_ext(&self, name: &str) -> PathBuf {
-        self.proj().join(".zot/extensions").join(name)
-    }
-
-    fn global_ext(&self, name: &str) -> PathBuf {
-        self.home().join("extensions").join(name)
-    }
-
-    /// `zot <args>` in the project directory, under a memory limit,
-    /// killed (and the test failed) at the deadline.
-    fn zot(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new("sh");
-        cmd.arg("-c")
-            .arg(format!("ulimit -d {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
-            .arg(env!("CARGO_BIN_EXE_zot"))
-            .args(args)
-            .current_dir(self.proj())
-            .env("ZOT_HOME", self.home())
-            .env("ZOT_STARTUP_TIMEOUT", STARTUP)
-            .env_remove("NO_COLOR");
-        run_bounded(&mut cmd, &args.join(" "))
-    }
-
-    /// Entries of `$ZOT_HOME/extensions`, sorted, hidden ones included.
-    fn installed(&self) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(self.home().join("extensions"))
-            .expect("read extensions dir")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// `zot ext list --json`, as a map from directory name to status.
-    fn statuses(&self) -> Vec<(String, String)> {
-        let out = self.zot(&["ext", "list", "--json"]);
-        assert_ok(&out);
-        let rows: Vec<Value> = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("list --json is not a JSON array ({e}): {out:?}"));
-        rows.iter()
-            .map(|r| {
-                let dir = Path::new(r["dir"].as_str().expect("dir"));
-                let name = dir.file_name().expect("dir name").to_string_lossy();
-                (
-                    name.into_owned(),
-                    r["status"].as_str().expect("status").into(),
-                )
-            })
-            .collect()
-    }
-}
-
-/// Runs `cmd` with stdin closed; kills it and fails the test if it is
-/// not done by the deadline (a hang is the bug some tests look for).
-fn run_bounded(cmd: &mut Command, what: &str) -> Output {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn zot");
-    let pid = child.id();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(DEADLINE) {
-        Ok(out) => out.expect("wait for zot"),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("`zot {what}` did not finish within {DEADLINE:?} (hung?)");
-        }
-    }
-}
-
-fn mkfifo(path: &Path) {
-    let status = Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .expect("run mkfifo");
-    assert!(status.success(), "mkfifo {}", path.display());
-}
-
-/// A manifest of `name` that runs the test fixture, as bytes.
-fn manifest_text(name: &str) -> String {
-    let dir = TempDir::new("manifest-text");
-    ext_dir(dir.path(), name, json!({}));
-    fs::read_to_string(dir.join("extension.json")).expect("manifest")
-}
-
 /// Project extensions that must not be read: `evil` (a symlink to
 /// /dev/zero), `fifo` (a FIFO), `big` (over 1 MiB); and `bom`, a good
 /// one whose manifest starts with a UTF-8 byte order mark.
-fn hostile_project(w: &World) {
+fn hostile_project(w: &Project) {
     let evil = w.project_ext("evil");
     fs::create_dir_all(&evil).expect("evil dir");
     std::os::unix::fs::symlink("/dev/zero", evil.join("extension.json")).expect("symlink");
@@ -158,17 +40,9 @@ fn hostile_project(w: &World) {
     fs::write(bom.join("extension.json"), with_bom).expect("bom manifest");
 }
 
-fn status_of<'a>(statuses: &'a [(String, String)], dir: &str) -> &'a str {
-    statuses
-        .iter()
-        .find(|(d, _)| d == dir)
-        .map(|(_, s)| s.as_str())
-        .unwrap_or_else(|| panic!("{dir} missing from zot ext list: {statuses:?}"))
-}
-
 #[test]
 fn ext_list_refuses_manifests_that_are_not_small_regular_files() {
-    let w = World::new("list-hostile");
+    let w = Project::new("list-hostile");
     hostile_project(&w);
     // Trusting every project extension reads the same hostile files: it
     // skips the invalid ones and trusts the rest, without hanging.
@@ -198,7 +72,7 @@ fn ext_list_refuses_manifests_that_are_not_small_regular_files() {
 
 #[test]
 fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
-    let w = World::new("rpc-hostile");
+    let w = Project::new("rpc-hostile");
     hostile_project(&w);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
@@ -243,7 +117,7 @@ fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
 
 #[test]
 fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
-    let w = World::new("install-hostile");
+    let w = Project::new("install-hostile");
     let src = w.tmp.join("src-zero");
     fs::create_dir_all(&src).expect("src");
     std::os::unix::fs::symlink("/dev/zero", src.join("extension.json")).expect("symlink");
@@ -289,7 +163,7 @@ fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
 
 #[test]
 fn disable_never_writes_through_a_symlink_out_of_the_extension() {
-    let w = World::new("symlink-write");
+    let w = Project::new("symlink-write");
     let outside = w.tmp.join("precious.json");
     fs::write(&outside, manifest_text("linky")).expect("outside file");
     let before = fs::read(&outside).expect("read");
@@ -353,7 +227,7 @@ fn dead_pid() -> u32 {
 
 #[test]
 fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
-    let w = World::new("scratch");
+    let w = Project::new("scratch");
     let root = w.home().join("extensions");
     let dead = dead_pid();
     let mut live = Command::new("sleep")
@@ -407,7 +281,7 @@ fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
 
 #[test]
 fn install_from_a_local_bare_repository_clones_it() {
-    let w = World::new("bare");
+    let w = Project::new("bare");
     let work = w.tmp.join("work");
     fs::create_dir_all(&work).expect("work dir");
     fs::write(work.join("extension.json"), manifest_text("weather")).expect("manifest");
@@ -461,7 +335,7 @@ fn identity_fixture() -> PathBuf {
 
 /// `hello_ack` as the echo extension reports it through `zot rpc`
 /// started with `args` (options before and after `rpc`).
-fn ack_over_rpc(w: &World, before: &[&str], after: &[&str]) -> Value {
+fn ack_over_rpc(w: &Project, before: &[&str], after: &[&str]) -> Value {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
     cmd.args(before)
         .arg("rpc")
@@ -488,7 +362,7 @@ fn ack_over_rpc(w: &World, before: &[&str], after: &[&str]) -> Value {
 
 #[test]
 fn provider_and_model_reach_hello_ack() {
-    let w = World::new("identity");
+    let w = Project::new("identity");
     let ack = ack_over_rpc(&w, &[], &["--provider", "anthropic", "--model", "claude-x"]);
     assert_eq!(ack, json!({"provider": "anthropic", "model": "claude-x"}));
     // Before `rpc` too, as every shared option.
@@ -521,7 +395,7 @@ fn provider_and_model_reach_hello_ack() {
 
 #[test]
 fn help_names_the_session_commands_zot_home_and_the_logs() {
-    let w = World::new("help");
+    let w = Project::new("help");
     let out = w.zot(&["--help"]);
     assert_ok(&out);
     let help = String::from_utf8_lossy(&out.stdout);
@@ -550,7 +424,7 @@ fn help_names_the_session_commands_zot_home_and_the_logs() {
 
 #[test]
 fn make_demo_runs_the_binary_cargo_built_wherever_that_is() {
-    let w = World::new("make-demo");
+    let w = Project::new("make-demo");
     // A stand-in for cargo: `run ... -- ARGS` runs this build's zot with
     // ARGS and leaves a mark; anything else (a build) does nothing.
     let mark = w.tmp.join("ran");
@@ -625,7 +499,7 @@ fn readme_block(marker: &str, nth: usize) -> String {
 
 /// Runs README shell text in the repository's root, as a user who did
 /// `cargo install --path .` would: with this build's `zot` on the PATH.
-fn run_readme_shell(w: &World, script: &str) -> Output {
+fn run_readme_shell(w: &Project, script: &str) -> Output {
     let bin_dir = Path::new(env!("CARGO_BIN_EXE_zot"))
         .parent()
         .expect("bin dir");
@@ -646,7 +520,7 @@ fn run_readme_shell(w: &World, script: &str) -> Output {
 
 #[test]
 fn readme_examples_run_as_written() {
-    let w = World::new("readme");
+    let w = Project::new("readme");
     // The zot rpc example: same lines (concurrent answers may swap),
     // `ready` first and the shutdown response last.
     let script = readme_block("An example that runs as written", 0);
@@ -682,7 +556,7 @@ fn readme_examples_run_as_written() {
 
 #[test]
 fn an_install_killed_mid_copy_is_cleaned_up_by_the_next_command() {
-    let w = World::new("killed-install");
+    let w = Project::new("killed-install");
     let root = w.home().join("extensions");
     let scratch = || {
         fs::read_dir(&root)

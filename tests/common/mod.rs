@@ -1036,3 +1036,134 @@ impl Rpc {
         r
     }
 }
+
+/// Data limit (`ulimit -d`: writable memory, not reserved address space,
+/// which glibc's per-thread arenas use a lot of) for a `zot` that might
+/// read `/dev/zero` to the end: the test then fails at once instead of
+/// eating the machine.
+pub const MEMORY_LIMIT_KB: u32 = 1 << 20;
+
+/// Startup grace for every `zot` started here: a loaded machine may
+/// take longer than the 3 s default to start Python extensions.
+pub const STARTUP: &str = "20";
+
+/// `$ZOT_HOME` and a project directory, for tests of `zot` with the
+/// files a user (or an attacker) puts in them.
+pub struct Project {
+    pub tmp: TempDir,
+}
+
+impl Project {
+    pub fn new(tag: &str) -> Project {
+        let tmp = TempDir::new(tag);
+        std::fs::create_dir_all(tmp.join("proj/.zot/extensions")).expect("project dir");
+        std::fs::create_dir_all(tmp.join("home/extensions")).expect("global dir");
+        Project { tmp }
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.tmp.join("home")
+    }
+
+    pub fn proj(&self) -> PathBuf {
+        self.tmp.join("proj")
+    }
+
+    pub fn project_ext(&self, name: &str) -> PathBuf {
+        self.proj().join(".zot/extensions").join(name)
+    }
+
+    pub fn global_ext(&self, name: &str) -> PathBuf {
+        self.home().join("extensions").join(name)
+    }
+
+    /// `zot <args>` in the project directory, under a memory limit,
+    /// killed (and the test failed) at the deadline.
+    pub fn zot(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("ulimit -d {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_zot"))
+            .args(args)
+            .current_dir(self.proj())
+            .env("ZOT_HOME", self.home())
+            .env("ZOT_STARTUP_TIMEOUT", STARTUP)
+            .env_remove("NO_COLOR");
+        run_bounded(&mut cmd, &args.join(" "))
+    }
+
+    /// Entries of `$ZOT_HOME/extensions`, sorted, hidden ones included.
+    pub fn installed(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.home().join("extensions"))
+            .expect("read extensions dir")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// `zot ext list --json`, as a map from directory name to status.
+    pub fn statuses(&self) -> Vec<(String, String)> {
+        let out = self.zot(&["ext", "list", "--json"]);
+        assert_ok(&out);
+        let rows: Vec<Value> = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("list --json is not a JSON array ({e}): {out:?}"));
+        rows.iter()
+            .map(|r| {
+                let dir = Path::new(r["dir"].as_str().expect("dir"));
+                let name = dir.file_name().expect("dir name").to_string_lossy();
+                (
+                    name.into_owned(),
+                    r["status"].as_str().expect("status").into(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// Runs `cmd` with stdin closed; kills it and fails the test if it is
+/// not done by the deadline (a hang is the bug some tests look for).
+pub fn run_bounded(cmd: &mut Command, what: &str) -> std::process::Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zot");
+    let pid = child.id();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(DEADLINE) {
+        Ok(out) => out.expect("wait for zot"),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("`zot {what}` did not finish within {DEADLINE:?} (hung?)");
+        }
+    }
+}
+
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// A manifest of `name` that runs the test fixture, as bytes.
+pub fn manifest_text(name: &str) -> String {
+    let dir = TempDir::new("manifest-text");
+    ext_dir(dir.path(), name, json!({}));
+    std::fs::read_to_string(dir.join("extension.json")).expect("manifest")
+}
+
+/// The status of directory `dir` in [`Project::statuses`].
+pub fn status_of<'a>(statuses: &'a [(String, String)], dir: &str) -> &'a str {
+    statuses
+        .iter()
+        .find(|(d, _)| d == dir)
+        .map(|(_, s)| s.as_str())
+        .unwrap_or_else(|| panic!("{dir} missing from zot ext list: {statuses:?}"))
+}
