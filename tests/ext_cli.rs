@@ -3,7 +3,10 @@
 
 mod common;
 
-use common::{assert_fails_naming, assert_ok, git, stderr_of, stdout_of, TempDir, DEADLINE};
+use common::{
+    assert_fails_naming, assert_ok, git, manifest_text, run_bounded, status_of, stderr_of,
+    stdout_of, Project, TempDir, DEADLINE,
+};
 use serde_json::Value;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
@@ -732,4 +735,177 @@ fn help_and_usage_errors() {
             stderr_of(&out)
         );
     }
+}
+
+/// The pid of a process that has exited and been reaped.
+fn dead_pid() -> u32 {
+    let mut child = Command::new("true").spawn().expect("spawn true");
+    let pid = child.id();
+    child.wait().expect("wait for true");
+    pid
+}
+
+#[test]
+fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
+    let w = Project::new("scratch");
+    let root = w.home().join("extensions");
+    let dead = dead_pid();
+    let mut live = Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .expect("spawn sleep");
+    let scratch = |name: String| {
+        let dir = root.join(name);
+        fs::create_dir_all(dir.join("sub")).expect("scratch dir");
+        fs::write(dir.join("sub/blob"), "half a copy").expect("scratch file");
+    };
+    scratch(format!(".install-{dead}-0"));
+    scratch(format!(".remove-{dead}-3"));
+    scratch(format!(".install-{}-0", live.id())); // a running install
+    scratch(".cache".into()); // not ours
+                              // `install --force` killed after moving the old copy aside: it comes back.
+    let old = root.join(format!(".old-{dead}-0-weather"));
+    fs::create_dir_all(&old).expect("old dir");
+    fs::write(old.join("extension.json"), manifest_text("weather")).expect("old manifest");
+    // Killed after the new copy went in: the old one is just deleted.
+    fs::create_dir_all(w.global_ext("sun")).expect("sun");
+    fs::write(
+        w.global_ext("sun").join("extension.json"),
+        manifest_text("sun"),
+    )
+    .expect("sun manifest");
+    scratch(format!(".old-{dead}-1-sun"));
+
+    let out = w.zot(&["ext", "list"]);
+    assert_ok(&out);
+    let err = stderr_of(&out);
+    assert!(
+        err.contains(&format!(".install-{dead}-0"))
+            && err.contains(&format!("left by process {dead}, which no longer runs")),
+        "the cleanup should be reported: {err}"
+    );
+    let mut want = vec![
+        ".cache".to_string(),
+        format!(".install-{}-0", live.id()),
+        "sun".into(),
+        "weather".into(),
+    ];
+    want.sort();
+    assert_eq!(w.installed(), want);
+    assert!(w.global_ext("sun").join("extension.json").is_file());
+    let statuses = w.statuses();
+    assert_eq!(status_of(&statuses, "weather"), "ok");
+    let _ = live.kill();
+    let _ = live.wait();
+}
+
+#[test]
+fn install_from_a_local_bare_repository_clones_it() {
+    let w = Project::new("bare");
+    let work = w.tmp.join("work");
+    fs::create_dir_all(&work).expect("work dir");
+    fs::write(work.join("extension.json"), manifest_text("weather")).expect("manifest");
+    fs::write(work.join("README"), "a weather extension\n").expect("readme");
+    git(&work, &["init", "-q"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "init"]);
+    let repos = w.tmp.join("repos");
+    fs::create_dir_all(&repos).expect("repos dir");
+    git(&repos, &["clone", "-q", "--bare", "../work", "weather.git"]);
+
+    // As a user types it: a path (here relative) to the bare repository.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
+    cmd.args(["ext", "install", "weather.git"])
+        .current_dir(&repos)
+        .env("ZOT_HOME", w.home());
+    let out = run_bounded(&mut cmd, "ext install weather.git");
+    assert_ok(&out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("installed weather 1.0.0"), "{said}");
+    assert_eq!(w.installed(), ["weather"]);
+    let dest = w.global_ext("weather");
+    assert_eq!(
+        fs::read_to_string(dest.join("README")).expect("cloned file"),
+        "a weather extension\n"
+    );
+    assert!(dest.join(".git").is_dir(), "a clone keeps its .git");
+    let statuses = w.statuses();
+    assert_eq!(status_of(&statuses, "weather"), "ok");
+
+    // A bare repository without a manifest leaves nothing behind.
+    let empty = w.tmp.join("empty");
+    fs::create_dir_all(&empty).expect("empty dir");
+    fs::write(empty.join("README"), "no manifest\n").expect("readme");
+    git(&empty, &["init", "-q"]);
+    git(&empty, &["add", "-A"]);
+    git(&empty, &["commit", "-q", "-m", "init"]);
+    git(&repos, &["clone", "-q", "--bare", "../empty", "empty.git"]);
+    let bare = repos.join("empty.git");
+    let out = w.zot(&["ext", "install", bare.to_str().expect("utf-8 path")]);
+    assert_fails_naming(
+        &out,
+        &["extension.json at the top of", "nothing was installed"],
+    );
+    assert_eq!(w.installed(), ["weather"]);
+}
+
+#[test]
+fn an_install_killed_mid_copy_is_cleaned_up_by_the_next_command() {
+    let w = Project::new("killed-install");
+    let root = w.home().join("extensions");
+    let scratch = || {
+        fs::read_dir(&root)
+            .expect("read extensions dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with(".install-"))
+    };
+    // Big enough that the copy is still running when we look; more
+    // files on each try if a fast machine finished it anyway.
+    for files in [4_000, 20_000, 60_000] {
+        let src = w.tmp.join(&format!("big-{files}"));
+        fs::create_dir_all(src.join("data")).expect("src");
+        fs::write(src.join("extension.json"), manifest_text("big")).expect("manifest");
+        for i in 0..files {
+            fs::write(src.join("data").join(i.to_string()), "x").expect("file");
+        }
+        let mut install = Command::new(env!("CARGO_BIN_EXE_zot"))
+            .args(["ext", "install", "--force"])
+            .arg(&src)
+            .env("ZOT_HOME", w.home())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn zot ext install");
+        let end = std::time::Instant::now() + DEADLINE;
+        let seen = loop {
+            if scratch().is_some() {
+                break true;
+            }
+            if install.try_wait().expect("try_wait").is_some() {
+                break false;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "no scratch directory appeared"
+            );
+            std::thread::yield_now();
+        };
+        let _ = install.kill(); // SIGKILL: no handler runs
+        let status = install.wait().expect("wait");
+        if !seen || status.success() {
+            continue; // the copy won the race; try a bigger tree
+        }
+        let left = scratch().expect("the killed install leaves its scratch directory");
+        let out = w.zot(&["ext", "list"]);
+        assert_ok(&out);
+        assert!(
+            stderr_of(&out).contains(&format!("removed stale {}", root.join(&left).display())),
+            "{}",
+            stderr_of(&out)
+        );
+        assert_eq!(scratch(), None, "scratch directory still there");
+        return;
+    }
+    panic!("every install finished before it could be killed");
 }

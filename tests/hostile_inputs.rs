@@ -13,8 +13,11 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
+use std::fs;
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
@@ -824,4 +827,205 @@ fn a_relative_exec_is_named_as_the_cause_when_it_cannot_start() {
     assert!(!error.contains("#!"), "{error}");
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0));
+}
+
+/// Project extensions that must not be read: `evil` (a symlink to
+/// /dev/zero), `fifo` (a FIFO), `big` (over 1 MiB); and `bom`, a good
+/// one whose manifest starts with a UTF-8 byte order mark.
+fn hostile_project(w: &Project) {
+    let evil = w.project_ext("evil");
+    fs::create_dir_all(&evil).expect("evil dir");
+    std::os::unix::fs::symlink("/dev/zero", evil.join("extension.json")).expect("symlink");
+    let fifo = w.project_ext("fifo");
+    fs::create_dir_all(&fifo).expect("fifo dir");
+    mkfifo(&fifo.join("extension.json"));
+    let big = w.project_ext("big");
+    fs::create_dir_all(&big).expect("big dir");
+    let padded = format!(
+        "{}{}",
+        manifest_text("big"),
+        " ".repeat(2 << 20) // valid JSON, just too large
+    );
+    fs::write(big.join("extension.json"), padded).expect("big manifest");
+    let bom = w.project_ext("bom");
+    fs::create_dir_all(&bom).expect("bom dir");
+    let with_bom = format!("\u{feff}{}", manifest_text("bom"));
+    fs::write(bom.join("extension.json"), with_bom).expect("bom manifest");
+}
+
+#[test]
+fn ext_list_refuses_manifests_that_are_not_small_regular_files() {
+    let w = Project::new("list-hostile");
+    hostile_project(&w);
+    // Trusting every project extension reads the same hostile files: it
+    // skips the invalid ones and trusts the rest, without hanging.
+    let trusted = w.zot(&["ext", "trust", "--yes"]);
+    assert_ok(&trusted);
+    assert!(
+        stderr_of(&trusted).contains("skipped (invalid manifest)"),
+        "{trusted:?}"
+    );
+    let statuses = w.statuses();
+    let evil = status_of(&statuses, "evil");
+    assert!(
+        evil.starts_with("invalid: ") && evil.contains("not a regular file (a device)"),
+        "{evil}"
+    );
+    let fifo = status_of(&statuses, "fifo");
+    assert!(fifo.contains("not a regular file (a FIFO)"), "{fifo}");
+    let big = status_of(&statuses, "big");
+    assert!(big.contains("larger than 1048576 bytes"), "{big}");
+    assert_eq!(status_of(&statuses, "bom"), "ok");
+    // The text listing names the file too.
+    let out = w.zot(&["ext", "list"]);
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("not a regular file"), "{text}");
+}
+
+#[test]
+fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
+    let w = Project::new("rpc-hostile");
+    hostile_project(&w);
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -d {MEMORY_LIMIT_KB} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_zot"))
+        .args(["rpc", "--trust-project"])
+        .current_dir(w.proj())
+        .env("ZOT_HOME", w.home())
+        .env("ZOT_STARTUP_TIMEOUT", STARTUP);
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let ready = rpc.until("ready event", |v| v["type"] == "ready");
+    assert_eq!(ready["extensions"], json!(["bom"]), "{ready}");
+    let list = rpc.call("1", json!({"type": "list"}));
+    assert_eq!(list["success"], true, "{list}");
+    let exts = list["data"]["extensions"].as_array().expect("extensions");
+    let find = |name: &str| {
+        exts.iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{name} missing from list: {list}"))
+    };
+    for (name, why) in [
+        ("evil", "not a regular file (a device)"),
+        ("fifo", "not a regular file (a FIFO)"),
+        ("big", "larger than 1048576 bytes"),
+    ] {
+        let e = find(name);
+        assert_eq!(e["state"], "failed", "{e}");
+        let error = e["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(why) && error.contains("extension.json"),
+            "{name}: {e}"
+        );
+    }
+    assert_eq!(find("bom")["state"], "ready", "{list}");
+    // SIGTERM still works: the host was never stuck in discovery.
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(rpc.child.id().to_string())
+        .status();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc should stop on SIGTERM");
+}
+
+#[test]
+fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
+    let w = Project::new("install-hostile");
+    let src = w.tmp.join("src-zero");
+    fs::create_dir_all(&src).expect("src");
+    std::os::unix::fs::symlink("/dev/zero", src.join("extension.json")).expect("symlink");
+    let out = w.zot(&["ext", "install", src.to_str().expect("utf-8 path")]);
+    assert_fails_naming(
+        &out,
+        &[
+            "extension.json",
+            "not a regular file",
+            "nothing was installed",
+        ],
+    );
+
+    let big = w.tmp.join("src-big");
+    fs::create_dir_all(&big).expect("src");
+    fs::write(big.join("extension.json"), " ".repeat(2 << 20)).expect("big");
+    let out = w.zot(&["ext", "install", big.to_str().expect("utf-8 path")]);
+    assert_fails_naming(&out, &["extension.json", "larger than 1048576 bytes"]);
+
+    let fifo = w.tmp.join("src-fifo");
+    fs::create_dir_all(&fifo).expect("src");
+    mkfifo(&fifo.join("extension.json"));
+    let out = w.zot(&["ext", "install", fifo.to_str().expect("utf-8 path")]);
+    assert_fails_naming(&out, &["extension.json", "nothing was installed"]);
+    assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
+
+    let bom = w.tmp.join("src-bom");
+    fs::create_dir_all(&bom).expect("src");
+    let text = format!("\u{feff}{}", manifest_text("bommed"));
+    fs::write(bom.join("extension.json"), text).expect("bom manifest");
+    assert_ok(&w.zot(&["ext", "install", bom.to_str().expect("utf-8 path")]));
+    assert_eq!(w.installed(), ["bommed"]);
+    // And disable keeps the mark while editing the field.
+    assert_ok(&w.zot(&["ext", "disable", "bommed"]));
+    let edited = fs::read(w.global_ext("bommed").join("extension.json")).expect("manifest");
+    assert!(
+        edited.starts_with(b"\xEF\xBB\xBF"),
+        "byte order mark dropped"
+    );
+    let statuses = w.statuses();
+    assert_eq!(status_of(&statuses, "bommed"), "disabled");
+}
+
+#[test]
+fn disable_never_writes_through_a_symlink_out_of_the_extension() {
+    let w = Project::new("symlink-write");
+    let outside = w.tmp.join("precious.json");
+    fs::write(&outside, manifest_text("linky")).expect("outside file");
+    let before = fs::read(&outside).expect("read");
+    let inode = fs::metadata(&outside).expect("stat").ino();
+    let dir = w.global_ext("linky");
+    fs::create_dir_all(&dir).expect("dir");
+    std::os::unix::fs::symlink(&outside, dir.join("extension.json")).expect("symlink");
+
+    let out = w.zot(&["ext", "disable", "linky"]);
+    assert_fails_naming(
+        &out,
+        &[
+            "refusing to edit",
+            "outside the extension directory",
+            "precious.json",
+        ],
+    );
+    assert_eq!(
+        fs::read(&outside).expect("read"),
+        before,
+        "outside file changed"
+    );
+    assert_eq!(
+        fs::metadata(&outside).expect("stat").ino(),
+        inode,
+        "replaced"
+    );
+    let leftovers: Vec<_> = fs::read_dir(w.tmp.path())
+        .expect("read tmp")
+        .map(|e| e.expect("entry").file_name())
+        .filter(|n| n.to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "temporary files outside: {leftovers:?}"
+    );
+
+    // A symlink that stays inside the directory is edited where it points.
+    let inside = w.global_ext("inside");
+    fs::create_dir_all(inside.join("conf")).expect("dir");
+    fs::write(inside.join("conf/real.json"), manifest_text("inside")).expect("real");
+    std::os::unix::fs::symlink("conf/real.json", inside.join("extension.json")).expect("link");
+    assert_ok(&w.zot(&["ext", "disable", "inside"]));
+    let real: Value =
+        serde_json::from_slice(&fs::read(inside.join("conf/real.json")).expect("read"))
+            .expect("json");
+    assert_eq!(real["enabled"], false);
+    assert!(fs::symlink_metadata(inside.join("extension.json"))
+        .expect("stat")
+        .file_type()
+        .is_symlink());
 }

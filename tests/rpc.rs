@@ -3,7 +3,9 @@
 mod common;
 
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn demo(t: &TempDir, rec: &std::path::Path) -> std::path::PathBuf {
     ext_dir(
@@ -372,4 +374,68 @@ fn reload_does_not_wait_for_the_hello_deadline_of_a_silent_extension() {
         json!({"type": "tool_call", "name": "echo", "args": {"k": 1}}),
     );
     assert_eq!(echo["success"], true, "{echo}");
+}
+
+fn identity_fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/identity")
+}
+
+/// `hello_ack` as the echo extension reports it through `zot rpc`
+/// started with `args` (options before and after `rpc`).
+fn ack_over_rpc(w: &Project, before: &[&str], after: &[&str]) -> Value {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
+    cmd.args(before)
+        .arg("rpc")
+        .args(after)
+        .args(["--no-ext", "-e"])
+        .arg(identity_fixture())
+        .current_dir(w.proj())
+        .env("ZOT_HOME", w.home());
+    let mut rpc = Rpc::spawn(&mut cmd);
+    let reply = rpc.call("1", json!({"type": "command", "name": "ack"}));
+    assert_eq!(reply["success"], true, "{reply}");
+    let display = reply["data"]["display"].as_str().expect("display");
+    let note = rpc.until("the note", |v| v["type"] == "notify");
+    assert_eq!(
+        note["message"].as_str(),
+        Some(display),
+        "note and display agree"
+    );
+    let ack = serde_json::from_str(display).expect("the ack as JSON");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0), "zot rpc should end at EOF");
+    ack
+}
+
+#[test]
+fn provider_and_model_reach_hello_ack() {
+    let w = Project::new("identity");
+    let ack = ack_over_rpc(&w, &[], &["--provider", "anthropic", "--model", "claude-x"]);
+    assert_eq!(ack, json!({"provider": "anthropic", "model": "claude-x"}));
+    // Before `rpc` too, as every shared option.
+    let ack = ack_over_rpc(&w, &["--model", "m2", "--provider", "p2"], &[]);
+    assert_eq!(ack, json!({"provider": "p2", "model": "m2"}));
+    // Not given: empty strings, as upstream sends.
+    let ack = ack_over_rpc(&w, &[], &[]);
+    assert_eq!(ack, json!({"provider": "", "model": ""}));
+
+    // The interactive session.
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("printf '/ack\\n' | \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_zot"))
+        .args(["--no-ext", "--provider", "openai", "--model", "gpt-y", "-e"])
+        .arg(identity_fixture())
+        .current_dir(w.proj())
+        .env("ZOT_HOME", w.home());
+    let out = run_bounded(&mut cmd, "--provider openai --model gpt-y");
+    assert_ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(r#"[/ack] {"model": "gpt-y", "provider": "openai"}"#),
+        "{text}"
+    );
+    // A missing value is a usage error.
+    let out = w.zot(&["rpc", "--model"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
 }

@@ -906,3 +906,32 @@ fn ext_answers(stdout: std::process::ChildStdout) -> crossbeam_channel::Receiver
     });
     answered
 }
+
+#[test]
+fn help_names_the_session_commands_zot_home_and_the_logs() {
+    let w = Project::new("help");
+    let out = w.zot(&["--help"]);
+    assert_ok(&out);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "/help",
+        "/call TOOL [JSON]",
+        "/key [EXT PANEL] KEY [TEXT]",
+        "/key esc closes",
+        "/reload-ext",
+        "/quit",
+        "$ZOT_HOME/extensions",
+        "$ZOT_HOME/logs/ext-NAME.log",
+        "ZOT_HOME defaults to",
+        "--provider NAME",
+        "--model NAME",
+    ] {
+        assert!(
+            help.contains(want),
+            "zot --help should mention {want:?}:\n{help}"
+        );
+    }
+    let rpc = w.zot(&["rpc", "--help"]);
+    let rpc = String::from_utf8_lossy(&rpc.stdout);
+    assert!(rpc.contains("[--provider NAME] [--model NAME]"), "{rpc}");
+}
