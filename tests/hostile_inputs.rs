@@ -1,6 +1,7 @@
 //! Hostile clients and inputs (the user's side, not the extensions'):
 //! what reaches `zot mcp`, `zot rpc` and the session on stdin, and how
-//! they behave when the client stops reading. Fixtures are in
+//! they behave when the client stops reading; and manifest files that
+//! are not plain files or point out of their directory. Fixtures are in
 //! `fixtures/hostile-inputs/`.
 
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.
