@@ -84,7 +84,8 @@ pub(crate) type OutChunk = Vec<u8>;
 /// A running extension process and its I/O threads. Dropping it (or
 /// [`ExtProcess::finish`]) kills what is left of its group, once.
 ///
-/// Single writer: only the host loop, which owns it, calls `send`. The
+/// Single writer: only the loop's driver (`engine/driver.rs`), which owns
+/// it, calls `send`. The
 /// direct write is in order only because nobody else can write between
 /// its check that nothing is queued and the write itself. It pays: without
 /// it `make bench` measured 25 instead of 16 us per round trip, and 27
@@ -273,14 +274,10 @@ impl ExtProcess {
         true
     }
 
-    /// Bytes queued but not yet written to stdin.
-    pub fn queued_bytes(&self) -> usize {
-        self.queued.load(Ordering::Relaxed)
-    }
-
-    /// Whether stdin still accepts lines.
-    pub fn writable(&self) -> bool {
-        self.outbox.is_some()
+    /// The count of bytes queued but not yet written to stdin, as the
+    /// writer thread updates it.
+    pub fn backlog(&self) -> Arc<AtomicUsize> {
+        self.queued.clone()
     }
 
     /// Closes stdin once every queued line is written.

@@ -1,16 +1,21 @@
 //! The driver: the one `select!` over the extensions' frames, the
 //! embedder's requests and the engine's next deadline. A [`Driver`]
-//! holds the engine and the channels it waits on; [`Driver::turn`] waits
-//! once and handles what came, so whichever thread waits for an answer
-//! can run the loop (one at a time: it takes `&mut self`), and [`run`] is
-//! the host thread doing that until the host is done.
+//! holds the engine, the channels it waits on and the extensions'
+//! processes (in a table indexed like the engine's extensions, with the
+//! spawner that starts them); [`Driver::turn`] waits once, hands the
+//! engine what came and carries out the [`Action`]s it queued, so
+//! whichever thread waits for an answer can run the loop (one at a time:
+//! it takes `&mut self`), and [`run`] is the host thread doing that until
+//! the host is done.
 
+use super::action::{Action, Attached, Backlog, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::process::InboundMsg;
+use crate::process::{ExtProcess, Inbound, InboundMsg};
+use crate::spawner::Spawner;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{select, Receiver, Sender};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,14 +39,27 @@ pub(crate) enum Until {
     Done,
 }
 
-/// The engine with the channels it is fed from.
+/// The engine with the channels it is fed from and the processes its
+/// actions act on.
 pub(crate) struct Driver {
     engine: Engine,
     requests: Receiver<Request>,
     inbound: Receiver<InboundMsg>,
     builtin_results: Receiver<Request>,
     /// Releases `Host::wait_ready` callers however the driver ends.
-    _release: ReleaseLatch,
+    release: ReleaseLatch,
+    /// Where host events go, and how many were sent so far, for
+    /// [`crate::HostHandle::events_sent`]: read in a reply callback it
+    /// counts exactly the events sent before that reply.
+    events: Sender<HostEvent>,
+    events_sent: Arc<AtomicU64>,
+    /// Extension `i`'s process, while it runs.
+    procs: Vec<Option<ExtProcess>>,
+    /// The engine's action queue between turns (its capacity is kept).
+    spare: Vec<Action>,
+    /// Starts extension processes. Last, so it is dropped after every
+    /// process it started (its threads' end would kill them, SPEC 3.14).
+    spawner: Spawner,
 }
 
 #[cfg_attr(not(test), allow(dead_code))] // For a caller driving the loop itself.
@@ -55,7 +73,7 @@ impl Driver {
         events_sent: Arc<AtomicU64>,
         latch: Arc<ReadyLatch>,
     ) -> Driver {
-        let release = ReleaseLatch(latch.clone());
+        let release = ReleaseLatch(latch);
         // Bounded: the loop only receives from it, never sends.
         let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
         // The engine holds its sender: it never disconnects.
@@ -64,15 +82,23 @@ impl Driver {
             inbound: inbound_tx,
             builtin: builtin_tx,
         };
-        let mut engine = Engine::new(cfg, events, events_sent, latch, senders);
-        engine.start_all(None, Vec::new(), Instant::now());
-        Driver {
+        let mut engine = Engine::new(cfg, events.clone(), senders);
+        let now = Instant::now();
+        engine.start_all(None, Vec::new(), now);
+        let mut driver = Driver {
             engine,
             requests,
             inbound,
             builtin_results,
-            _release: release,
-        }
+            release,
+            events,
+            events_sent,
+            procs: Vec::new(),
+            spare: Vec::new(),
+            spawner: Spawner::new(),
+        };
+        driver.act(now);
+        driver
     }
 
     /// How a [`crate::BuiltinReply`] the engine hands out runs the loop
@@ -93,7 +119,7 @@ impl Driver {
     pub(crate) fn request(&mut self, req: Request) {
         let now = Instant::now();
         self.engine.request(req, now);
-        self.engine.settle(now);
+        self.settle(now);
     }
 
     /// Waits once, until a frame or request comes, the engine's next
@@ -104,15 +130,13 @@ impl Driver {
         if self.engine.is_done() {
             return false;
         }
-        let engine = &mut self.engine;
         // The next frame or request usually follows within microseconds,
         // and waking a sleeping loop costs more (tens of µs across CPUs).
-        let inbound = &self.inbound;
-        let (requests, builtin_results) = (&self.requests, &self.builtin_results);
-        poll_briefly(engine.cfg.spin_before_sleep, || {
+        let (inbound, requests) = (&self.inbound, &self.requests);
+        poll_briefly(self.engine.cfg.spin_before_sleep, || {
             !inbound.is_empty() || !requests.is_empty()
         });
-        let wake = [engine.next_deadline(), deadline]
+        let wake = [self.engine.next_deadline(), deadline]
             .into_iter()
             .flatten()
             .min();
@@ -121,37 +145,161 @@ impl Driver {
             d.saturating_duration_since(Instant::now())
         });
         // The engine holds the inbound senders: those never disconnect.
-        let hung_up = select! {
-            recv(inbound) -> msg => msg.map(|m| engine.inbound(m, Instant::now())).is_err(),
-            recv(requests) -> req => req.map(|r| engine.request(r, Instant::now())).is_err(),
-            recv(builtin_results) -> req => {
-                req.map(|r| engine.request(r, Instant::now())).is_err()
-            }
-            default(timeout) => false,
+        let came = select! {
+            recv(self.inbound) -> msg => msg.map(Came::Inbound),
+            recv(self.requests) -> req => req.map(Came::Request),
+            recv(self.builtin_results) -> req => req.map(Came::Request),
+            default(timeout) => Ok(Came::Nothing),
         };
-        if hung_up {
-            // Every handle is gone: nobody can ask for anything again.
-            self.requests = crossbeam_channel::never();
-            let reply = Box::new(|_| {});
-            self.engine
-                .request(Request::Shutdown { reply }, Instant::now());
+        match came {
+            Ok(came) => self.take(came),
+            Err(_) => {
+                // Every handle is gone: nobody can ask for anything again.
+                self.requests = crossbeam_channel::never();
+                let reply = Box::new(|_| {});
+                self.engine
+                    .request(Request::Shutdown { reply }, Instant::now());
+            }
         }
-        let engine = &mut self.engine;
-        let inbound = &self.inbound;
-        let (requests, builtin_results) = (&self.requests, &self.builtin_results);
         // Take what else is already waiting before handing frames to the
         // writer threads, so a burst costs one wake-up per extension.
         for _ in 0..BATCH {
-            if let Ok(msg) = inbound.try_recv() {
-                engine.inbound(msg, Instant::now());
-            } else if let Ok(req) = requests.try_recv().or_else(|_| builtin_results.try_recv()) {
-                engine.request(req, Instant::now());
-            } else {
-                break;
+            let next = match self.inbound.try_recv() {
+                Ok(msg) => Came::Inbound(msg),
+                Err(_) => match self.requests.try_recv() {
+                    Ok(req) => Came::Request(req),
+                    Err(_) => match self.builtin_results.try_recv() {
+                        Ok(req) => Came::Request(req),
+                        Err(_) => break,
+                    },
+                },
+            };
+            self.take(next);
+        }
+        self.settle(Instant::now());
+        !self.engine.is_done()
+    }
+
+    /// Hands the engine what came; the end of an extension's stdout
+    /// with what its process then looks like.
+    fn take(&mut self, came: Came) {
+        let now = Instant::now();
+        match came {
+            Came::Inbound(msg) => {
+                let eof = matches!(msg.msg, Inbound::Eof)
+                    .then(|| self.engine.ext_of(msg.key).map(|idx| self.probe(idx)))
+                    .flatten();
+                self.engine.inbound(msg, eof, now);
+            }
+            Came::Request(req) => self.engine.request(req, now),
+            Came::Nothing => {}
+        }
+    }
+
+    /// The pass after a turn's inputs ([`Engine::settle`]), with the
+    /// processes it asked about looked at first; then its actions.
+    fn settle(&mut self, now: Instant) {
+        let probes = self.probes(now);
+        self.engine.settle(now, &probes);
+        self.act(now);
+    }
+
+    /// The processes the engine's tick at `now` asks about.
+    fn probes(&mut self, now: Instant) -> Probes {
+        let due: Vec<usize> = self.engine.probes_due(now).collect();
+        due.into_iter().map(|i| (i, self.probe(i))).collect()
+    }
+
+    /// What extension `idx`'s process looks like now (reaping it if it
+    /// exited).
+    fn probe(&mut self, idx: usize) -> Probe {
+        match self.procs.get_mut(idx).and_then(Option::as_mut) {
+            Some(proc) => Probe {
+                exited: proc.try_wait(),
+                stdout_held: proc.stdout_held(),
+            },
+            None => Probe::UNSEEN,
+        }
+    }
+
+    /// Carries out what the engine queued, in order. The results of a
+    /// batch of starts go back to the engine, which settles again (it
+    /// may queue more: the first lines to an MCP server, say).
+    fn act(&mut self, now: Instant) {
+        loop {
+            let spare = std::mem::take(&mut self.spare);
+            let mut actions = self.engine.take_actions(spare);
+            if actions.is_empty() {
+                self.spare = actions;
+                return;
+            }
+            let mut spawned = false;
+            for action in actions.drain(..) {
+                spawned |= self.carry_out(action, now);
+            }
+            self.spare = actions;
+            if spawned {
+                let probes = self.probes(now);
+                self.engine.settle(now, &probes);
             }
         }
-        engine.settle(Instant::now());
-        !engine.is_done()
+    }
+
+    /// One action; true when it started processes.
+    fn carry_out(&mut self, action: Action, now: Instant) -> bool {
+        fn proc(procs: &mut [Option<ExtProcess>], idx: usize) -> Option<&mut ExtProcess> {
+            procs.get_mut(idx).and_then(Option::as_mut)
+        }
+        match action {
+            Action::Write { ext, bytes } => {
+                if let Some(p) = proc(&mut self.procs, ext) {
+                    p.send(bytes);
+                }
+            }
+            Action::CloseStdin(ext) => {
+                if let Some(p) = proc(&mut self.procs, ext) {
+                    p.close_stdin();
+                }
+            }
+            Action::Signal { ext, signal } => {
+                if let Some(p) = proc(&mut self.procs, ext) {
+                    p.signal_group(signal);
+                }
+            }
+            Action::Reap(ext) => {
+                if let Some(p) = self.procs.get_mut(ext).and_then(Option::take) {
+                    p.finish();
+                }
+            }
+            Action::Reply(reply) => reply(),
+            Action::Event(event) => {
+                if self.events.send(event).is_ok() {
+                    self.events_sent.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            Action::Ready(ready) => self.release.0.set(ready),
+            Action::Spawn(batch) => {
+                let (exts, spawns): (Vec<usize>, Vec<_>) = batch.spawns.into_iter().unzip();
+                let results = self.spawner.spawn_all(spawns);
+                let started = exts.into_iter().zip(results).map(|(idx, result)| {
+                    let proc = result.map_err(|e| e.to_string())?;
+                    let attached = Attached {
+                        pid: proc.pid,
+                        backlog: Backlog(proc.backlog()),
+                    };
+                    if self.procs.len() <= idx {
+                        self.procs.resize_with(idx + 1, || None);
+                    }
+                    // A process left there was reaped: dropping it ends its group.
+                    self.procs[idx] = Some(proc);
+                    Ok(attached)
+                });
+                let started = started.collect();
+                self.engine.spawned(batch.then, started, now);
+                return true;
+            }
+        }
+        false
     }
 
     /// Turns until `until()` holds (checked before each turn), `deadline`
@@ -174,6 +322,13 @@ impl Driver {
             self.turn(deadline);
         }
     }
+}
+
+/// What one wait of a turn brought.
+enum Came {
+    Inbound(InboundMsg),
+    Request(Request),
+    Nothing,
 }
 
 /// Yields until `ready()` or `budget` passes; with a zero budget it

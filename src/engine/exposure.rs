@@ -38,7 +38,7 @@ impl Engine {
                 .line(&format!("activated tools {}", activated.join(", ")));
             let extension = ext.name.clone();
             // Not a note: never dropped under the event budget.
-            self.events.send(HostEvent::ToolsActivated {
+            self.event(HostEvent::ToolsActivated {
                 extension,
                 names: activated,
             });

@@ -1,5 +1,6 @@
 //! Frames from extensions: handshake, registrations, answers, notes.
 
+use super::action::Probe;
 use super::exit::Handshake;
 use super::jobs::CallTool;
 use super::{later, Claims, Engine, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
@@ -13,9 +14,17 @@ use crate::types::{HostEvent, Level, NameKind, ReadyVia, ToolInfo};
 use std::time::Instant;
 
 impl Engine {
-    /// A message from extension process `msg.key`'s reader, at `now`.
-    pub(super) fn inbound(&mut self, msg: InboundMsg, now: Instant) {
-        let Some(&idx) = self.by_key.get(&msg.key) else {
+    /// The extension a process key stands for, while it is that
+    /// extension's current run.
+    pub(super) fn ext_of(&self, key: u64) -> Option<usize> {
+        self.by_key.get(&key).copied()
+    }
+
+    /// A message from extension process `msg.key`'s reader, at `now`;
+    /// with the end of its stdout, what the driver then saw of the
+    /// process (`eof`).
+    pub(super) fn inbound(&mut self, msg: InboundMsg, eof: Option<Probe>, now: Instant) {
+        let Some(idx) = self.ext_of(msg.key) else {
             return; // from an extension of before a reload
         };
         match msg.msg {
@@ -32,7 +41,7 @@ impl Engine {
                         run.exit.stdout_closed(now, handshake, &self.cfg.timeouts);
                     }
                 }
-                self.poll_exit(idx, now)
+                self.poll_exit(idx, eof.unwrap_or(Probe::UNSEEN), now)
             }
             Inbound::Line(line) => self.mcp_line(idx, &line, now),
             Inbound::LineTooLong { len, head } => self.mcp_too_long(idx, len, &head, now),
@@ -40,7 +49,7 @@ impl Engine {
                 let ext = &mut self.exts[idx];
                 ext.log.line(&format!("cannot write to stdin: {e}"));
                 ext.out.clear();
-                ext.close_stdin();
+                self.close_stdin(idx);
                 self.release(idx, None, "stdin closed", now);
                 // Its commands and tools may still be answered (it read
                 // them, or it is exiting): not at once, not at their timeout.
@@ -209,7 +218,7 @@ impl Engine {
                 self.offer_event(idx, |extension| HostEvent::SubmitSlash { extension, text })
             }
             ExtFrame::ShutdownAck if matches!(ext.stage(), Some(Stage::Stopping { .. })) => {
-                ext.close_stdin()
+                self.close_stdin(idx)
             }
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
             ExtFrame::UnregisterCommand { name } => self.unregister(idx, NameKind::Command, &name),
@@ -222,7 +231,7 @@ impl Engine {
     /// what the budget refuses is counted in that extension's log.
     fn offer_event(&mut self, idx: usize, event: impl FnOnce(String) -> HostEvent) {
         let ext = &mut self.exts[idx];
-        let taken = self.events.offer(event(ext.name.clone()));
+        let taken = (self.events).offer(event(ext.name.clone()), &mut self.actions);
         if !taken {
             if ext.dropped_notes.count() {
                 ext.log.line(&format!(

@@ -282,7 +282,7 @@ impl Engine {
             tx: Some(self.builtin_tx.clone()),
             drive: self.builtin_drive.clone(),
         };
-        self.events.send(HostEvent::BuiltinCall {
+        self.event(HostEvent::BuiltinCall {
             call_id,
             extension: caller,
             name,
@@ -412,7 +412,7 @@ impl Engine {
             self.emit("tool_result", &payload);
         }
         match j.origin {
-            Origin::Embedder(reply) => reply(result),
+            Origin::Embedder(reply) => self.answer(reply, result),
             Origin::Ext { ext, id } if caller == Caller::Listening => {
                 let (content, is_error) = blocks_of(&result);
                 let (content, truncated) = bounded(&content, RESULT_BUDGET, usize::MAX);
@@ -479,13 +479,15 @@ impl Engine {
             |r: &Request| matches!(r, Request::Cancellable { ticket: t, .. } if *t == ticket);
         if let Some(waiting) = self.state.held_mut() {
             if let Some(i) = waiting.iter().position(held) {
-                waiting.remove(i).fail(HostError::CallCancelled);
+                let req = waiting.remove(i);
+                self.refuse(req, HostError::CallCancelled);
                 return true;
             }
         }
         if let Some(parked) = self.state.parked_mut() {
             if let Some(i) = parked.iter().position(|(_, r)| held(r)) {
-                parked.remove(i).1.fail(HostError::CallCancelled);
+                let (_, req) = parked.remove(i);
+                self.refuse(req, HostError::CallCancelled);
                 return true;
             }
         }

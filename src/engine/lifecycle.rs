@@ -1,23 +1,22 @@
 //! The moves between an extension's phases: start, hello, ready,
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
+use super::action::{Action, AfterSpawn, Attached, Batch, Probe};
 use super::pending::Owed;
 use super::requests::Then;
 use super::state::{HostState, Startup};
-use super::supervise::Supervision;
-use super::{later, Claims, Drops, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
+use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
 use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::manifest::Protocol;
 use crate::mcp_client::{McpClient, McpOptions};
-use crate::process::{describe_status, ExtProcess, Reading, Spawn};
+use crate::process::{describe_status, Reading, Spawn};
 use crate::protocol::HostFrame;
 use crate::trust;
 use crate::types::{
     human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
 };
-use std::collections::HashSet;
 use std::process::ExitStatus;
 use std::time::Instant;
 
@@ -60,7 +59,6 @@ impl Engine {
         // In discovery order: started below all at once, then settled in
         // this order, so nothing depends on which process starts first.
         let mut found_here = Vec::new();
-        let mut to_start = Vec::new();
         for f in found {
             let name = match &f.manifest {
                 Some(m) => m.name.clone(),
@@ -83,29 +81,8 @@ impl Engine {
                 continue;
             }
             let idx = self.exts.len();
-            self.exts.push(Ext {
-                name,
-                version: f.manifest.as_ref().and_then(|m| m.version.clone()),
-                scope: f.scope,
-                dir: f.dir,
-                phase: Phase::gone(End::Disabled),
-                log,
-                events: Vec::new(),
-                event_set: HashSet::new(),
-                event_bytes: 0,
-                intercept: Vec::new(),
-                commands_claimed: Claims::default(),
-                tools_claimed: Claims::default(),
-                dropped_events: Drops::default(),
-                dropped_notes: Drops::default(),
-                out: Vec::new(),
-                manifest: f.manifest,
-                supervision: Supervision::default(),
-                ready_via: None,
-                lost_to_builtin: Vec::new(),
-                tool_cancel: false,
-                call_tool: false,
-            });
+            self.exts
+                .push(Ext::new(name, f.scope, f.dir, log, f.manifest));
             match f.status {
                 Status::Untrusted(why) => {
                     let name = &self.exts[idx].name;
@@ -118,19 +95,71 @@ impl Engine {
                 Status::Start if bundle => self.exts[idx].phase = Phase::gone(End::Bundle),
                 Status::Start => {
                     found_here.push((idx, None));
-                    to_start.push(idx);
                 }
                 _ => {}
             }
         }
-        let mut started = self.spawn_all(&to_start, now).into_iter();
-        let mut loaded = 0;
+        // Started all at once by the driver; settled in `spawned`.
+        let mut spawns = Vec::new();
+        let mut order = Vec::new();
         for (idx, invalid) in found_here {
-            let outcome = match invalid {
+            let job = match invalid {
                 Some(error) => Err(error),
-                None => started.next().unwrap_or_else(|| Err("not started".into())),
+                None => self.spawn_job(idx),
             };
-            match outcome {
+            order.push((
+                idx,
+                job.map(|(spawn, starting)| {
+                    self.exts[idx].phase = Phase::Spawning;
+                    spawns.push((idx, spawn));
+                    starting
+                }),
+            ));
+        }
+        self.state = HostState::Starting(Startup {
+            deadline: later(now, self.cfg.timeouts.startup),
+            reload,
+            loaded: 0,
+            held,
+        });
+        self.launch(spawns, AfterSpawn::Startup(order), now);
+    }
+
+    /// Asks the driver to start `spawns`; with none, settles at once.
+    pub(super) fn launch(&mut self, spawns: Vec<(usize, Spawn)>, then: AfterSpawn, now: Instant) {
+        if spawns.is_empty() {
+            return self.spawned(then, Vec::new(), now);
+        }
+        self.actions.push(Action::Spawn(Batch { spawns, then }));
+    }
+
+    /// The driver started a batch: `started` holds one result per
+    /// process of the batch, in its order. A startup settles every
+    /// extension it found in discovery order, so nothing depends on
+    /// which process started first; a restart goes on (`supervise.rs`).
+    pub(super) fn spawned(
+        &mut self,
+        then: AfterSpawn,
+        started: Vec<Result<Attached, String>>,
+        now: Instant,
+    ) {
+        let mut started = started.into_iter();
+        let mut next = || started.next().unwrap_or_else(|| Err("not started".into()));
+        let order = match then {
+            AfterSpawn::Restart {
+                ext,
+                starting,
+                status,
+                attempt,
+            } => {
+                let outcome = self.attach(ext, next(), starting, now);
+                return self.restarted(ext, outcome, status, attempt, now);
+            }
+            AfterSpawn::Startup(order) => order,
+        };
+        let mut loaded = 0;
+        for (idx, job) in order {
+            match job.and_then(|starting| self.attach(idx, next(), starting, now)) {
                 Ok(()) => loaded += 1,
                 Err(error) => {
                     self.exts[idx].log.line(&error);
@@ -138,53 +167,16 @@ impl Engine {
                 }
             }
         }
-        self.state = HostState::Starting(Startup {
-            deadline: later(now, self.cfg.timeouts.startup),
-            reload,
-            loaded,
-            held,
-        });
+        if let HostState::Starting(st) = &mut self.state {
+            st.loaded = loaded;
+        }
         self.check_startup(now);
     }
 
-    /// Starts extension `idx` under a new key, so that nothing a previous
-    /// run still had in flight is taken for the new run's.
-    pub(super) fn spawn(&mut self, idx: usize, now: Instant) -> Result<(), String> {
-        let started = self.spawn_all(&[idx], now).pop();
-        started.unwrap_or_else(|| Err("not started".into()))
-    }
-
-    /// Starts the extensions `idxs` (several at a time: `spawner.rs`),
-    /// each under a new key; one result per extension, in `idxs` order.
-    fn spawn_all(&mut self, idxs: &[usize], now: Instant) -> Vec<Result<(), String>> {
-        let mut results: Vec<Result<(), String>> = Vec::with_capacity(idxs.len());
-        let (mut batch, mut spawned) = (Vec::new(), Vec::new());
-        for (at, &idx) in idxs.iter().enumerate() {
-            results.push(Ok(()));
-            match self.spawn_job(idx) {
-                Ok((job, started)) => {
-                    spawned.push((at, idx, job.exe.clone(), started));
-                    batch.push(job);
-                }
-                Err(e) => results[at] = Err(e),
-            }
-        }
-        let procs = self.spawner.spawn_all(batch);
-        for ((at, idx, exe, started), proc) in spawned.into_iter().zip(procs) {
-            results[at] = match proc {
-                Ok(proc) => {
-                    self.attach(idx, proc, started, now);
-                    Ok(())
-                }
-                Err(e) => Err(format!("cannot start {}: {e}", exe.display())),
-            };
-        }
-        results
-    }
-
-    /// What starting extension `idx` takes, under a new key, and what its
-    /// run needs besides its process.
-    fn spawn_job(&mut self, idx: usize) -> Result<(Spawn, Starting), String> {
+    /// What starting extension `idx` takes, under a new key (so that
+    /// nothing a previous run still had in flight is taken for the new
+    /// run's), and what its run needs besides its process.
+    pub(super) fn spawn_job(&mut self, idx: usize) -> Result<(Spawn, Starting), String> {
         let key = self.next_key;
         self.next_key += 1;
         let ext = &self.exts[idx];
@@ -219,6 +211,7 @@ impl Engine {
             false => None,
         };
         let confined = confine.as_ref().map(|c| c.summary.clone());
+        let exe_shown = exe.display().to_string();
         let job = Spawn {
             key,
             name: m.name.clone(),
@@ -230,11 +223,25 @@ impl Engine {
             reading,
             confine,
         };
-        Ok((job, Starting { key, mcp, confined }))
+        let starting = Starting {
+            key,
+            mcp,
+            confined,
+            exe: exe_shown,
+        };
+        Ok((job, starting))
     }
 
-    /// Extension `idx` runs as `proc`: it has its hello limit.
-    fn attach(&mut self, idx: usize, proc: ExtProcess, started: Starting, now: Instant) {
+    /// Extension `idx` runs as `proc` (or could not start: why): it has
+    /// its hello limit.
+    pub(super) fn attach(
+        &mut self,
+        idx: usize,
+        proc: Result<Attached, String>,
+        started: Starting,
+        now: Instant,
+    ) -> Result<(), String> {
+        let proc = proc.map_err(|e| format!("cannot start {}: {e}", started.exe))?;
         let ext = &mut self.exts[idx];
         let exec = ext.manifest.as_ref().and_then(|m| m.exec.as_deref());
         let pid = proc.pid;
@@ -248,7 +255,9 @@ impl Engine {
         ext.lost_to_builtin.clear();
         let mcp = started.mcp;
         ext.phase = Phase::Running(Run {
-            proc,
+            pid,
+            stdin_open: true,
+            backlog: proc.backlog,
             // Its first line, the probe, is written with this iteration's frames.
             mcp: mcp.map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
             exit: ExitWatch::default(),
@@ -256,6 +265,7 @@ impl Engine {
         });
         self.by_key.retain(|_, i| *i != idx);
         self.by_key.insert(started.key, idx);
+        Ok(())
     }
 
     /// Ends the startup (or reload) once none is loading, or at its deadline.
@@ -285,22 +295,23 @@ impl Engine {
             }
         }
         if first {
-            self.events.send(HostEvent::Ready {
+            self.event(HostEvent::Ready {
                 extensions: ready.clone(),
             });
-            self.latch.set(ready.clone());
+            self.actions.push(Action::Ready(ready.clone()));
         }
         self.state = HostState::Running {
             parked: Vec::new(),
             held: st.held,
         };
         if let Some((reply, stopped)) = st.reload {
-            reply(Ok(ReloadReport {
+            let report = ReloadReport {
                 stopped,
                 loaded: st.loaded,
                 ready: ready.len(),
                 errors,
-            }));
+            };
+            self.answer(reply, Ok(report));
         }
     }
 
@@ -330,9 +341,8 @@ impl Engine {
         // After the first startup, every extension that becomes ready
         // (late, or after a reload) is announced.
         if !self.state.first_startup() {
-            self.events.send(HostEvent::Registered {
-                extension: ext.name.clone(),
-            });
+            let extension = ext.name.clone();
+            self.event(HostEvent::Registered { extension });
         }
         self.check_startup(now);
     }
@@ -341,14 +351,14 @@ impl Engine {
     /// handshake failed: it is killed and its exit awaited. Either way it
     /// owns no names and is owed nothing.
     pub(super) fn fail(&mut self, idx: usize, reason: String, now: Instant) {
+        let extension = self.exts[idx].name.clone();
+        let error = reason.clone();
+        self.event(HostEvent::ExtensionFailed { extension, error });
         let ext = &mut self.exts[idx];
-        self.events.send(HostEvent::ExtensionFailed {
-            extension: ext.name.clone(),
-            error: reason.clone(),
-        });
         if let Phase::Running(run) = &mut ext.phase {
             ext.log.line(&format!("failed: {reason}"));
-            run.proc.signal_group(libc::SIGKILL);
+            let signal = libc::SIGKILL;
+            self.actions.push(Action::Signal { ext: idx, signal });
             run.exit.poll_from(now);
             run.stage = Stage::Killed(reason);
         } else {
@@ -357,12 +367,13 @@ impl Engine {
         self.check_startup(now);
     }
 
-    /// Reaps the process when it exited, else polls again (doubling to 50 ms).
-    pub(super) fn poll_exit(&mut self, idx: usize, now: Instant) {
+    /// Handles the exit when `probe` found one, else polls again
+    /// (doubling to 50 ms).
+    pub(super) fn poll_exit(&mut self, idx: usize, probe: Probe, now: Instant) {
         let Phase::Running(run) = &mut self.exts[idx].phase else {
             return;
         };
-        match run.proc.try_wait() {
+        match probe.exited {
             Some(status) => self.exited(idx, status, now),
             None => run.exit.poll_again(now),
         }
@@ -378,13 +389,12 @@ impl Engine {
         self.by_key.retain(|_, i| *i != idx);
         let ext = &mut self.exts[idx];
         let gone = Phase::gone(End::Exited(desc.clone()));
-        let Phase::Running(Run { proc, stage, .. }) = std::mem::replace(&mut ext.phase, gone)
-        else {
+        let Phase::Running(Run { stage, .. }) = std::mem::replace(&mut ext.phase, gone) else {
             unreachable!("only a running extension exits");
         };
         ext.out.clear();
         // Whatever the extension left in its group goes with it.
-        proc.finish();
+        self.actions.push(Action::Reap(idx));
         ext.log.line(&format!("exited ({desc})"));
         let (notes, events) = (ext.dropped_notes.total, ext.dropped_events.total);
         if notes > 0 {
@@ -414,10 +424,9 @@ impl Engine {
                 Some(why)
             }
             Stage::Registering { .. } | Stage::Ready => {
-                self.events.send(HostEvent::ExtensionExited {
-                    extension: ext.name.clone(),
-                    status: desc.clone(),
-                });
+                let extension = ext.name.clone();
+                let status = desc.clone();
+                self.event(HostEvent::ExtensionExited { extension, status });
                 failed.then(|| desc.clone())
             }
         };
@@ -451,7 +460,7 @@ impl Engine {
         why: &str,
         now: Instant,
     ) {
-        for owed in self.pending.fail_ext(idx, error) {
+        for owed in self.pending.fail_ext(idx, error, &mut self.actions) {
             match owed {
                 Owed::Guard(chain, pos) => {
                     let answer = self.exts[idx].unavailable(why);
@@ -520,9 +529,9 @@ impl Engine {
             HostState::Stopping { replies } => {
                 // Before the replies: an embedder's last line (rpc's
                 // `shutdown` response) comes after every event.
-                self.events.report_drops();
+                self.events.report_drops(&mut self.actions);
                 for reply in replies {
-                    reply(Ok(()));
+                    self.answer(reply, Ok(()));
                 }
             }
             HostState::Reloading {
@@ -545,11 +554,11 @@ impl Engine {
     fn fail_all(&mut self, error: HostError) {
         let owed: Vec<_> = self.pending.drain().collect();
         for waiter in owed {
-            waiter.fail(error.clone());
+            waiter.fail(error.clone(), &mut self.actions);
         }
         for (_, chain) in std::mem::take(&mut self.chains) {
             if let Then::Reply(reply) = chain.then {
-                reply(Err(error.clone()));
+                self.answer(reply, Err(error.clone()));
             }
         }
         // Tool calls in any state, their chains' included.
@@ -583,12 +592,12 @@ impl Engine {
         for req in held {
             match req {
                 Request::Shutdown { reply } | Request::ShutdownNow { reply } => replies.push(reply),
-                other => other.fail(HostError::Cancelled),
+                other => self.refuse(other, HostError::Cancelled),
             }
         }
         self.fail_all(HostError::Cancelled);
         if let Some(reload) = reload {
-            reload(Err(HostError::Cancelled));
+            self.answer(reload, Err(HostError::Cancelled));
         }
         self.stop_all(now);
         self.state = HostState::Stopping { replies };
@@ -596,8 +605,10 @@ impl Engine {
 }
 
 /// What a start needs besides its process, kept while it is spawned.
-struct Starting {
+pub(super) struct Starting {
     key: u64,
+    /// Its `exec` resolved, for the error when it cannot start.
+    exe: String,
     /// For an MCP server: its client's options (SPEC 11).
     mcp: Option<McpOptions>,
     /// What its confinement allows, for its log (SPEC 16).

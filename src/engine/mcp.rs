@@ -11,7 +11,7 @@ impl Engine {
     fn mcp(&mut self, idx: usize) -> Option<&mut McpClient> {
         match &mut self.exts[idx].phase {
             Phase::Running(run) => run.mcp.as_deref_mut(),
-            Phase::Gone { .. } => None,
+            Phase::Spawning | Phase::Gone { .. } => None,
         }
     }
 

@@ -24,10 +24,11 @@
 //!   and wait for replies.
 //!   It depends on the engine; nothing depends on it.
 //! - `src/engine/` is the loop. `driver.rs` owns the one `select!`: a
-//!   `Driver` holds the engine and its channels, and `Driver::turn` waits
-//!   once (until a frame, a request, the engine's next deadline or the
-//!   caller's) and handles what came, so whichever thread waits for an
-//!   answer can run the loop; the host thread runs it until shutdown.
+//!   `Driver` holds the engine, its channels and the extensions'
+//!   processes, and `Driver::turn` waits once (until a frame, a request,
+//!   the engine's next deadline or the caller's), hands the engine what
+//!   came and carries out what it decided, so whichever thread waits for
+//!   an answer can run the loop; the host thread runs it until shutdown.
 //!   `mod.rs` holds the engine's state; `lifecycle.rs` (start, readiness, exits, stopping), `frames.rs`
 //!   (what extensions send), `requests.rs` (what the embedder asks, the
 //!   interception chain), `jobs.rs` (tool pipeline runs that can be
@@ -60,14 +61,34 @@
 //!   own deadline, so the loop sleeps until the earliest of them
 //!   (`time.rs`), and only a running extension has a process to write to
 //!   or signal.
-//! - The engine reads no clock (one exception: a frame handed to an MCP
-//!   server's client in `Ext::send`): the driver passes the time into
-//!   every input (`Engine::request`, `Engine::inbound`) and into the pass
-//!   after each turn (`Engine::settle`), so the rules above are tested
-//!   with made-up times and no processes (`state.rs`, `exit.rs`,
-//!   `supervise.rs`). It still calls the process layer itself (spawn,
-//!   write, signal, reap) and sends replies and host events on their
-//!   channels: those are not yet actions the driver executes.
+//! - The engine does no I/O and reads no clock (one exception: a frame
+//!   handed to an MCP server's client in `Ext::send`). What it learns
+//!   comes in as inputs, each with the time: a request
+//!   (`Engine::request`), what an extension's reader sent
+//!   (`Engine::inbound`: a frame, the end of its stdout with a look at
+//!   its process, a failed write), the results of a batch of starts
+//!   (`Engine::spawned`) and the pass after each turn (`Engine::settle`,
+//!   with a look at each process whose exit it watches). What it decides
+//!   is queued as `Action`s (`action.rs`) in the order decided: write
+//!   these lines to extension i (one write per extension and turn),
+//!   start this batch, close a stdin, signal a group, reap, call a reply,
+//!   send a host event, release `wait_ready`. The driver keeps the
+//!   processes in a table indexed like the engine's extensions and
+//!   carries the actions out in that order, so a reply comes after the
+//!   events decided before it (SPEC 3.17), and an exited extension is
+//!   reaped (its log complete) before what waited on it fails. So the
+//!   rules above are tested with made-up times and no processes: feed
+//!   inputs, look at the actions (`state.rs`, `exit.rs`, `supervise.rs`,
+//!   `rules.rs`). Two things stay injected instead: each extension's
+//!   log (`ExtLog`, a file handle: diagnostics in no order with anything
+//!   else, as one line of text each; as actions they would cost an
+//!   allocation and a hand-over per line for nothing a test asserts),
+//!   and discovery at a startup (it reads the manifests and says the
+//!   trust notices on stderr; a test's engine reads the manifests it
+//!   wrote).
+//!   And it reads one counter the process layer updates: the bytes an
+//!   extension's writer thread has not written yet (`Backlog`), which
+//!   bounds the events queued to a subscriber that stops reading.
 //! - `src/config.rs` (`HostConfig`, `Timeouts`) and `src/types.rs`
 //!   (requests with their replies, outcomes, `HostEvent`, `Snapshot`,
 //!   `HostError`) are plain data shared by the facade and the engine; they
@@ -313,13 +334,13 @@
 //! caller's thread.
 //!
 //! **What keeps it fast.**
-//! - Frames are written to the extension's stdin by the loop itself through
+//! - Frames are written to the extension's stdin by the driver itself through
 //!   a second, non-blocking handle while nothing is queued; the writer
 //!   thread takes only what a full pipe refuses (it keeps order and
 //!   backpressure). One hand-off less per request: without it a
 //!   round trip took about 25 instead of 16 us. Because it is only
 //!   in order with a single writer, `ExtProcess` is crate-private and only
-//!   the loop calls its `send`.
+//!   the driver, which owns it, calls its `send`.
 //! - The loop drains everything already waiting (up to 256 messages) before
 //!   handing frames to writers, so bursts cost one write per extension.
 //!   `Host::emit_nowait` emits bursts without a round trip per event
@@ -462,6 +483,7 @@
 //! an `exec` that cannot run, and a crash loop, whose backoff must cost the
 //! host no CPU (measured in `/proc`).
 
+mod action;
 mod driver;
 mod embedder;
 mod exit;
@@ -483,14 +505,14 @@ use crate::intercept::Chain;
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::mcp_client::McpClient;
-use crate::process::{ExtProcess, InboundMsg};
+use crate::process::InboundMsg;
 use crate::protocol::HostFrame;
 use crate::registry::Registry;
-use crate::spawner::Spawner;
 use crate::types::{
-    CommandInfo, ExtensionInfo, ExtensionState, HostEvent, InFlight, NameConflict, NameKind,
-    ReadyLatch, ReadyVia, Request, Snapshot, ToolInfo,
+    CommandInfo, ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, NameConflict,
+    NameKind, ReadyVia, Reply, Request, Snapshot, ToolInfo,
 };
+use action::{Action, Probes};
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use exit::ExitWatch;
@@ -499,7 +521,6 @@ use requests::Then;
 use state::HostState;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use supervise::Supervision;
 
@@ -510,6 +531,8 @@ pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
 /// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
 /// phase owns its deadline; only a running one has a process.
 enum Phase {
+    /// The driver is starting its process (within the turn that asked).
+    Spawning,
     Running(Run),
     /// No process: how it ended, and when it restarts after a crash.
     Gone {
@@ -518,8 +541,14 @@ enum Phase {
     },
 }
 
+/// A running extension as the engine sees it: its process is the
+/// driver's (`action.rs`), at the same index.
 struct Run {
-    proc: ExtProcess,
+    pid: u32,
+    /// Its stdin takes lines: not closed, no write to it failed.
+    stdin_open: bool,
+    /// Bytes its writer thread has not written yet.
+    backlog: action::Backlog,
     /// For an MCP server (SPEC 11): its client, which every frame to it
     /// and every line from it goes through.
     mcp: Option<Box<McpClient>>,
@@ -634,10 +663,47 @@ impl Drops {
 }
 
 impl Ext {
+    /// An extension as discovered, before anything ran: disabled until
+    /// the startup says otherwise.
+    fn new(
+        name: String,
+        scope: Scope,
+        dir: PathBuf,
+        log: ExtLog,
+        manifest: Option<Manifest>,
+    ) -> Ext {
+        Ext {
+            name,
+            version: manifest.as_ref().and_then(|m| m.version.clone()),
+            scope,
+            dir,
+            phase: Phase::Gone {
+                end: End::Disabled,
+                restart_at: None,
+            },
+            log,
+            events: Vec::new(),
+            event_set: HashSet::new(),
+            event_bytes: 0,
+            intercept: Vec::new(),
+            commands_claimed: Claims::default(),
+            tools_claimed: Claims::default(),
+            dropped_events: Drops::default(),
+            dropped_notes: Drops::default(),
+            out: Vec::new(),
+            manifest,
+            supervision: Supervision::default(),
+            ready_via: None,
+            lost_to_builtin: Vec::new(),
+            tool_cancel: false,
+            call_tool: false,
+        }
+    }
+
     fn run(&self) -> Option<&Run> {
         match &self.phase {
             Phase::Running(run) => Some(run),
-            Phase::Gone { .. } => None,
+            Phase::Spawning | Phase::Gone { .. } => None,
         }
     }
 
@@ -652,16 +718,18 @@ impl Ext {
 
     /// Not yet ready and not being stopped.
     fn loading(&self) -> bool {
-        matches!(
-            self.stage(),
-            Some(Stage::AwaitingHello { .. } | Stage::Registering { .. })
-        )
+        matches!(self.phase, Phase::Spawning)
+            || matches!(
+                self.stage(),
+                Some(Stage::AwaitingHello { .. } | Stage::Registering { .. })
+            )
     }
 
     /// Its state as listed, with why it failed or how it exited.
     fn state(&self) -> ExtensionState {
         let text = |s: &String| s.clone();
         match &self.phase {
+            Phase::Spawning => ExtensionState::Starting,
             Phase::Running(r) => match &r.stage {
                 Stage::Ready | Stage::Stopping { hello: true, .. } => ExtensionState::Ready,
                 Stage::Killed(why) => ExtensionState::Failed { reason: text(why) },
@@ -681,7 +749,7 @@ impl Ext {
     fn end_detail(&self) -> Option<&String> {
         match &self.phase {
             Phase::Gone { end, .. } => end.detail(),
-            Phase::Running(_) => None,
+            Phase::Spawning | Phase::Running(_) => None,
         }
     }
 
@@ -706,7 +774,7 @@ impl Ext {
             scope: self.scope,
             dir: self.dir.clone(),
             state,
-            pid: self.run().map(|r| r.proc.pid),
+            pid: self.run().map(|r| r.pid),
             commands,
             tools,
             events: self.events.clone(),
@@ -719,6 +787,11 @@ impl Ext {
         }
     }
 
+    /// Whether its stdin takes lines.
+    fn writable(&self) -> bool {
+        self.run().is_some_and(|r| r.stdin_open)
+    }
+
     /// Queues a frame, written batched at the end of the loop iteration;
     /// an MCP server's client is handed it to translate. False when
     /// stdin is closed.
@@ -729,7 +802,7 @@ impl Ext {
         let Some(client) = &mut run.mcp else {
             return self.send_line(&frame.to_line());
         };
-        if !run.proc.writable() {
+        if !run.stdin_open {
             return false;
         }
         client.on_host_frame(frame, Instant::now());
@@ -740,35 +813,16 @@ impl Ext {
     /// Queues a frame already serialized, or lines of an MCP server's
     /// client. False when stdin is closed.
     fn send_line(&mut self, line: &[u8]) -> bool {
-        if !self.run().is_some_and(|r| r.proc.writable()) {
+        if !self.writable() {
             return false;
         }
         self.out.extend_from_slice(line);
         true
     }
 
-    /// Hands what was queued this iteration to the writer thread.
-    fn flush(&mut self) {
-        if self.out.is_empty() {
-            return;
-        }
-        let chunk = std::mem::take(&mut self.out);
-        if let Some(r) = self.run() {
-            r.proc.send(chunk);
-        }
-    }
-
     /// Bytes waiting for this extension, queued or not yet handed over.
     fn backlog(&self) -> usize {
-        self.out.len() + self.run().map_or(0, |r| r.proc.queued_bytes())
-    }
-
-    /// Closes stdin once everything queued so far is written.
-    fn close_stdin(&mut self) {
-        self.flush();
-        if let Phase::Running(r) = &mut self.phase {
-            r.proc.close_stdin();
-        }
+        self.out.len() + self.run().map_or(0, |r| r.backlog.bytes())
     }
 }
 
@@ -790,7 +844,7 @@ struct Engine {
     /// `before_agent_start` passes so far: each has its `agent_run_id`.
     agent_runs: u64,
     events: EventQueue,
-    latch: Arc<ReadyLatch>,
+    /// Handed to each process started, for its reader thread.
     inbound_tx: Sender<InboundMsg>,
     exts: Vec<Ext>,
     by_key: HashMap<u64, usize>,
@@ -810,9 +864,8 @@ struct Engine {
     /// The stderr lines last printed about untrusted project extensions.
     trust_notices: Vec<String>,
     liveness_at: Option<Instant>,
-    /// Starts extension processes. Last, so it is dropped after every
-    /// process it started (its threads' end would kill them, SPEC 3.14).
-    spawner: Spawner,
+    /// What the driver is to do, in the order decided (`action.rs`).
+    actions: Vec<Action>,
 }
 
 pub(crate) use driver::{poll_briefly, run, BATCH};
@@ -827,13 +880,9 @@ struct Senders {
 }
 
 impl Engine {
-    fn new(
-        cfg: HostConfig,
-        events: Sender<HostEvent>,
-        events_sent: Arc<std::sync::atomic::AtomicU64>,
-        latch: Arc<ReadyLatch>,
-        senders: Senders,
-    ) -> Engine {
+    /// An engine whose events go to `events` (it only reads how many
+    /// wait there: the driver sends them).
+    fn new(cfg: HostConfig, events: Sender<HostEvent>, senders: Senders) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),
@@ -843,9 +892,8 @@ impl Engine {
             session_id,
             sequence: 0,
             agent_runs: 0,
-            events: EventQueue::new(events, cfg.event_budget, events_sent),
+            events: EventQueue::new(events, cfg.event_budget),
             cfg,
-            latch,
             inbound_tx: senders.inbound,
             exts: Vec::new(),
             by_key: HashMap::new(),
@@ -865,7 +913,7 @@ impl Engine {
             },
             trust_notices: Vec::new(),
             liveness_at: None,
-            spawner: Spawner::new(),
+            actions: Vec::new(),
         }
     }
 
@@ -873,15 +921,84 @@ impl Engine {
         matches!(self.state, HostState::Done)
     }
 
-    /// After the inputs of one turn: the deadlines that came due, then
-    /// the host's state moves on as far as it can, then the frames go to
-    /// the writers.
-    fn settle(&mut self, now: Instant) {
-        self.tick(now);
+    /// After the inputs of one turn: the deadlines that came due (with
+    /// what the driver saw of the processes [`Engine::probes_due`]
+    /// named), then the host's state moves on as far as it can, then the
+    /// frames of the turn are queued for the writers.
+    fn settle(&mut self, now: Instant, probes: &Probes) {
+        self.tick(now, probes);
         while self.advance(now) {}
-        for ext in &mut self.exts {
-            ext.flush();
+        for idx in 0..self.exts.len() {
+            self.flush(idx);
         }
+    }
+
+    /// [`Engine::settle`] with no process looked at: nothing exited.
+    #[cfg(test)]
+    fn settle_at(&mut self, now: Instant) {
+        self.settle(now, &Probes::new());
+    }
+
+    /// For tests without a driver: carries out the replies and events
+    /// queued (the events to the engine's channel); returns the rest.
+    #[cfg(test)]
+    fn answer_inline(&mut self) -> Vec<Action> {
+        let mut rest = Vec::new();
+        for action in self.take_actions(Vec::new()) {
+            match action {
+                Action::Reply(reply) => reply(),
+                Action::Event(event) => self.events.deliver(event),
+                Action::Ready(_) => {}
+                other => rest.push(other),
+            }
+        }
+        rest
+    }
+
+    /// Queues what was sent to extension `idx` this turn as one write.
+    fn flush(&mut self, idx: usize) {
+        let ext = &mut self.exts[idx];
+        if !ext.out.is_empty() && ext.run().is_some() {
+            let bytes = std::mem::take(&mut ext.out);
+            self.actions.push(Action::Write { ext: idx, bytes });
+        }
+    }
+
+    /// Closes extension `idx`'s stdin once everything queued so far is
+    /// written.
+    fn close_stdin(&mut self, idx: usize) {
+        self.flush(idx);
+        if let Phase::Running(run) = &mut self.exts[idx].phase {
+            if std::mem::replace(&mut run.stdin_open, false) {
+                self.actions.push(Action::CloseStdin(idx));
+            }
+        }
+    }
+
+    /// What the driver is to do, in order; the engine's queue is left
+    /// empty with its capacity (`spare`'s, cleared).
+    fn take_actions(&mut self, spare: Vec<Action>) -> Vec<Action> {
+        debug_assert!(spare.is_empty());
+        self.events.handed_over();
+        std::mem::replace(&mut self.actions, spare)
+    }
+
+    /// Answers the embedder: the callback runs when the driver carries
+    /// out the actions, after the events decided before it.
+    fn answer<T: Send + 'static>(&mut self, reply: Reply<T>, result: Result<T, HostError>) {
+        self.actions
+            .push(Action::Reply(Box::new(move || reply(result))));
+    }
+
+    /// Fails a request the engine will not run, as [`Engine::answer`].
+    fn refuse(&mut self, req: Request, error: HostError) {
+        self.actions
+            .push(Action::Reply(Box::new(move || req.fail(error))));
+    }
+
+    /// Sends a lifecycle event to the embedder (never dropped).
+    fn event(&mut self, event: HostEvent) {
+        self.events.send(event, &mut self.actions);
     }
 
     /// The one place where the host's state moves on by itself (SPEC 3.6,

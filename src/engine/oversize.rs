@@ -38,12 +38,13 @@ impl Engine {
             }
             Waiter::Command { name, reply } => {
                 let error = why(&format!("the response to /{name}"));
-                reply(Ok(CommandOutcome {
+                let outcome = CommandOutcome {
                     extension,
                     action: Action::Noop,
                     error: Some(error),
                     ..Default::default()
-                }))
+                };
+                self.answer(reply, Ok(outcome))
             }
             // `take_answer` matched the kind: a guard answers neither.
             Waiter::Guard { .. } => {}

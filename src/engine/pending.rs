@@ -3,6 +3,7 @@
 //! extension and deadline, and leaves the table once: answered, expired,
 //! or failed with its extension.
 
+use super::action::Action;
 use crate::types::{CommandOutcome, HostError, Reply};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -30,12 +31,15 @@ impl Waiter {
         }
     }
 
-    /// The one way an exchange fails: the embedder gets `error`. A guard
-    /// is handed back instead, for its chain to count it as unavailable,
-    /// and a tool call for its pipeline run to end with `error`.
-    pub(super) fn fail(self, error: HostError) -> Option<Owed> {
+    /// The one way an exchange fails: the embedder gets `error` (a reply
+    /// queued in `actions`). A guard is handed back instead, for its
+    /// chain to count it as unavailable, and a tool call for its
+    /// pipeline run to end with `error`.
+    pub(super) fn fail(self, error: HostError, actions: &mut Vec<Action>) -> Option<Owed> {
         match self {
-            Waiter::Command { reply, .. } => reply(Err(error)),
+            Waiter::Command { reply, .. } => {
+                actions.push(Action::Reply(Box::new(move || reply(Err(error)))))
+            }
             Waiter::Tool { job } => return Some(Owed::Tool(job, error)),
             Waiter::Guard { chain, pos } => return Some(Owed::Guard(chain, pos)),
         }
@@ -141,14 +145,19 @@ impl Pending {
 
     /// Takes the guard answers extension `ext` owes, for their chains;
     /// with an `error`, also fails every command and tool call it owes.
-    pub(super) fn fail_ext(&mut self, ext: usize, error: Option<&HostError>) -> Vec<Owed> {
+    pub(super) fn fail_ext(
+        &mut self,
+        ext: usize,
+        error: Option<&HostError>,
+        actions: &mut Vec<Action>,
+    ) -> Vec<Owed> {
         let owed = |e: &Entry| {
             e.ext == ext && (error.is_some() || matches!(e.waiter, Waiter::Guard { .. }))
         };
         let owed = self.take_where(owed);
         owed.filter_map(|e| match e.waiter {
             Waiter::Guard { chain, pos } => Some(Owed::Guard(chain, pos)),
-            other => other.fail(error?.clone()),
+            other => other.fail(error?.clone(), actions),
         })
         .collect()
     }

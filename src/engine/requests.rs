@@ -43,10 +43,12 @@ impl Engine {
     /// startup, refused once a shutdown began, else run.
     pub(super) fn request(&mut self, req: Request, now: Instant) {
         match req {
-            _ if matches!(self.state, HostState::Done) => return req.fail(HostError::Stopped),
+            _ if matches!(self.state, HostState::Done) => {
+                return self.refuse(req, HostError::Stopped)
+            }
             Request::ShutdownNow { reply } => return self.shutdown_now(reply, now),
             Request::Reload { .. } if self.state.reloading() => {
-                return req.fail(HostError::ReloadRunning)
+                return self.refuse(req, HostError::ReloadRunning)
             }
             _ => {}
         }
@@ -69,7 +71,7 @@ impl Engine {
                 HostState::Draining { replies, .. } | HostState::Stopping { replies },
                 Request::Shutdown { reply },
             ) => replies.push(reply),
-            (state, req) if state.shutting_down() => req.fail(HostError::ShuttingDown),
+            (state, req) if state.shutting_down() => self.refuse(req, HostError::ShuttingDown),
             (_, req) => self.execute(req, Lookup::MayWait, now),
         }
     }
@@ -100,16 +102,22 @@ impl Engine {
                 // Only tool calls can be cancelled.
                 other => self.execute(other, Lookup::Now, now),
             },
-            Request::Cancel { ticket, reply } => reply(Ok(self.cancel_ticket(ticket))),
+            Request::Cancel { ticket, reply } => {
+                let found = self.cancel_ticket(ticket);
+                self.answer(reply, Ok(found))
+            }
             Request::BuiltinResult {
                 call_id,
                 content,
                 is_error,
                 reply,
-            } => reply(Ok(self.builtin_result(&call_id, content, is_error))),
+            } => {
+                let waited = self.builtin_result(&call_id, content, is_error);
+                self.answer(reply, Ok(waited))
+            }
             Request::Intercept { request, reply } => {
                 if let Some(field) = request.payload.reserved_field() {
-                    return reply(Err(HostError::ReservedField(field.into())));
+                    return self.answer(reply, Err(HostError::ReservedField(field.into())));
                 }
                 let mut payload = request.payload;
                 if request.event == InterceptEvent::BeforeAgentStart {
@@ -122,8 +130,11 @@ impl Engine {
                 payload,
                 reply,
             } => match payload.reserved_field() {
-                Some(field) => reply(Err(HostError::ReservedField(field.into()))),
-                None => reply(Ok(self.emit(&event, &payload))),
+                Some(field) => self.answer(reply, Err(HostError::ReservedField(field.into()))),
+                None => {
+                    let delivered = self.emit(&event, &payload);
+                    self.answer(reply, Ok(delivered))
+                }
             },
             Request::PanelKey {
                 extension,
@@ -138,7 +149,8 @@ impl Engine {
                     key,
                     text,
                 };
-                reply(self.send_to(&extension, frame))
+                let sent = self.send_to(&extension, frame);
+                self.answer(reply, sent)
             }
             Request::PanelResize {
                 extension,
@@ -153,7 +165,8 @@ impl Engine {
                     width,
                     height,
                 };
-                reply(self.send_to(&extension, frame))
+                let sent = self.send_to(&extension, frame);
+                self.answer(reply, sent)
             }
             Request::PanelClose {
                 extension,
@@ -163,9 +176,13 @@ impl Engine {
                 let frame = HostFrame::PanelClose {
                     panel_id: &panel_id,
                 };
-                reply(self.send_to(&extension, frame))
+                let sent = self.send_to(&extension, frame);
+                self.answer(reply, sent)
             }
-            Request::List { reply } => reply(Ok(self.snapshot())),
+            Request::List { reply } => {
+                let snapshot = self.snapshot();
+                self.answer(reply, Ok(snapshot))
+            }
             // Like a shutdown, accepted requests finish first
             // (advance); those waiting for a starting extension are
             // looked up again after the reload.
@@ -268,11 +285,12 @@ impl Engine {
             let failed = (self.exts.iter())
                 .find_map(|e| e.failed_before_ready().map(|why| (e, why)))
                 .filter(|_| self.unknown_name(&req));
+            let failed = failed.map(|(ext, why)| HostError::StartFailed {
+                extension: ext.name.clone(),
+                reason: why.clone(),
+            });
             match failed {
-                Some((ext, why)) => req.fail(HostError::StartFailed {
-                    extension: ext.name.clone(),
-                    reason: why.clone(),
-                }),
+                Some(error) => self.refuse(req, error),
                 None => self.execute(req, Lookup::Now, now),
             }
         }
@@ -307,7 +325,7 @@ impl Engine {
             return self.pending.register(id, idx, limit, waiter, now);
         }
         let ext = &self.exts[idx];
-        match waiter.fail(HostError::NotServing(ext.name.clone())) {
+        match waiter.fail(HostError::NotServing(ext.name.clone()), &mut self.actions) {
             Some(Owed::Guard(chain, pos)) => {
                 let answer = ext.unavailable(&ext.why_unavailable());
                 if let Some(state) = self.chains.get_mut(&chain) {
@@ -336,12 +354,12 @@ impl Engine {
         now: Instant,
     ) {
         if self.host_command(&name) {
-            return reply(Err(HostError::HostCommand(name)));
+            return self.answer(reply, Err(HostError::HostCommand(name)));
         }
         // Case-insensitive; the extension gets its own spelling (SPEC 14.5).
         let Some((idx, name)) = (self.commands.owner(&name)).map(|c| (c.rank, c.name.clone()))
         else {
-            return reply(Err(HostError::UnknownCommand(name)));
+            return self.answer(reply, Err(HostError::UnknownCommand(name)));
         };
         let id = self.pending.new_id();
         let args = args.trim();
@@ -370,14 +388,15 @@ impl Engine {
             None if action == "tool_prompt" => {
                 match tooldef::tool_prompt_fields(r.tool_name, r.tool_args) {
                     Ok((name, args)) => {
-                        return reply(Ok(CommandOutcome {
+                        let outcome = CommandOutcome {
                             extension,
                             action: Action::ToolPrompt,
                             prompt: r.prompt,
                             tool_name: Some(name),
                             tool_args: Some(args),
                             ..Default::default()
-                        }))
+                        };
+                        return self.answer(reply, Ok(outcome));
                     }
                     Err(why) => {
                         self.exts[idx].log.line(&format!("command_response: {why}"));
@@ -386,7 +405,7 @@ impl Engine {
                 }
             }
             None if Action::parse(&action).is_some() => {
-                return reply(Ok(CommandOutcome {
+                let outcome = CommandOutcome {
                     extension,
                     action: Action::parse(&action).unwrap_or_default(),
                     prompt: r.prompt,
@@ -394,7 +413,8 @@ impl Engine {
                     display: r.display,
                     open_panel: r.open_panel,
                     ..Default::default()
-                }))
+                };
+                return self.answer(reply, Ok(outcome));
             }
             None => {
                 let why = format!("unknown action {action:?}");
@@ -402,12 +422,13 @@ impl Engine {
                 why
             }
         };
-        reply(Ok(CommandOutcome {
+        let outcome = CommandOutcome {
             extension,
             action: Action::Noop,
             error: Some(error),
             ..Default::default()
-        }));
+        };
+        self.answer(reply, Ok(outcome));
     }
 
     // ----- tool_call / tool_result ----------------------------------
@@ -423,13 +444,13 @@ impl Engine {
         let name = call.name;
         let builtin = self.cfg.builtin_tools.contains(&name);
         if builtin && !pipeline {
-            return reply(Err(HostError::BuiltInTool(name)));
+            return self.answer(reply, Err(HostError::BuiltInTool(name)));
         }
         match self.tools.owner(&name) {
-            None if !builtin => return reply(Err(HostError::UnknownTool(name))),
+            None if !builtin => return self.answer(reply, Err(HostError::UnknownTool(name))),
             // Upstream offers a deferred tool once it is activated only.
             Some(c) if !builtin && !c.info.active => {
-                return reply(Err(HostError::InactiveTool(name)))
+                return self.answer(reply, Err(HostError::InactiveTool(name)))
             }
             _ => {}
         }
@@ -437,12 +458,13 @@ impl Engine {
         let interactive = owner.filter(|c| c.info.interactive);
         if let Some(c) = interactive.filter(|_| !self.cfg.interactive_tools) {
             let text = format!("tool {name} is interactive and needs an interactive host");
-            return reply(Ok(ToolOutcome::Ran(ToolResult {
+            let outcome = ToolOutcome::Ran(ToolResult {
                 extension: self.exts[c.rank].name.clone(),
                 content: vec![text_block(&text)],
                 is_error: true,
                 ..Default::default()
-            })));
+            });
+            return self.answer(reply, Ok(outcome));
         }
         let args = Some(call.args).filter(|a| !a.is_null());
         let args = args.unwrap_or_else(|| json!({}));
@@ -525,11 +547,12 @@ impl Engine {
             };
             let extension = ext.name.clone();
             ext.log.line(&format!("no {owed} {within}"));
-            waiter.fail(HostError::TimedOut {
+            let error = HostError::TimedOut {
                 extension,
                 request,
                 limit,
-            });
+            };
+            waiter.fail(error, &mut self.actions);
         }
     }
 
@@ -668,11 +691,10 @@ impl Engine {
         // Before the reply, so the embedder hears why first (SPEC 3.17).
         for message in &outcome.warnings {
             let (level, message) = (Level::Warn, message.clone());
-            self.events
-                .send(crate::types::HostEvent::HostNote { level, message });
+            self.event(crate::types::HostEvent::HostNote { level, message });
         }
         let job = match state.then {
-            Then::Reply(reply) => return reply(Ok(outcome)),
+            Then::Reply(reply) => return self.answer(reply, Ok(outcome)),
             Then::RunTool { job } => job,
         };
         let args = state.chain.payload.tool_args.take().unwrap_or(json!({}));

@@ -119,7 +119,7 @@ impl HostState {
 #[cfg(test)]
 mod tests {
     use super::super::pending::Waiter;
-    use super::super::{Claims, Drops, End, Engine, Ext, Phase, Senders};
+    use super::super::{End, Engine, Ext, Phase, Senders};
     use super::*;
     use crate::config::HostConfig;
     use crate::discovery::Scope;
@@ -140,30 +140,10 @@ mod tests {
             inbound: crossbeam_channel::bounded(1).0,
             builtin: crossbeam_channel::unbounded().0,
         };
-        let mut e = Engine::new(cfg, events_tx, Arc::default(), Arc::default(), senders);
-        e.exts.push(Ext {
-            name: "x".into(),
-            version: None,
-            scope: Scope::Explicit,
-            dir: std::env::temp_dir(),
-            phase: Phase::gone(End::Disabled),
-            log: ExtLog::stderr("x"),
-            events: Vec::new(),
-            event_set: Default::default(),
-            event_bytes: 0,
-            intercept: Vec::new(),
-            commands_claimed: Claims::default(),
-            tools_claimed: Claims::default(),
-            dropped_events: Drops::default(),
-            dropped_notes: Drops::default(),
-            out: Vec::new(),
-            manifest: None,
-            supervision: Default::default(),
-            ready_via: None,
-            lost_to_builtin: Vec::new(),
-            tool_cancel: false,
-            call_tool: false,
-        });
+        let mut e = Engine::new(cfg, events_tx, senders);
+        let (dir, log) = (std::env::temp_dir(), ExtLog::stderr("x"));
+        e.exts
+            .push(Ext::new("x".into(), Scope::Explicit, dir, log, None));
         (e, events)
     }
 
@@ -177,8 +157,19 @@ mod tests {
         (got, Box::new(move |r| *fill.lock().unwrap() = Some(r)))
     }
 
-    fn taken<T>(got: &Slot<T>) -> Option<Result<T, HostError>> {
+    /// What a reply slot got, once the replies queued ran.
+    fn taken<T>(e: &mut Engine, got: &Slot<T>) -> Option<Result<T, HostError>> {
+        e.answer_inline();
         got.lock().unwrap().take()
+    }
+
+    /// The next event, once the events queued were sent.
+    fn received(
+        e: &mut Engine,
+        events: &Receiver<HostEvent>,
+    ) -> Result<HostEvent, crossbeam_channel::TryRecvError> {
+        e.answer_inline();
+        events.try_recv()
     }
 
     /// A command sent to extension 0 at `at` and not answered yet.
@@ -202,28 +193,34 @@ mod tests {
         let answer = command_in_flight(&mut e, t0);
         let (stopped, reply) = slot();
         e.request(Request::Shutdown { reply }, t0);
-        e.settle(t0);
+        e.settle_at(t0);
         assert!(matches!(e.state, HostState::Draining { .. }));
         // Later requests are refused meanwhile.
         let (listed, reply) = slot();
         e.request(Request::List { reply }, t0 + S);
-        assert!(matches!(taken(&listed), Some(Err(HostError::ShuttingDown))));
-        e.settle(t0 + 29 * S);
+        assert!(matches!(
+            taken(&mut e, &listed),
+            Some(Err(HostError::ShuttingDown))
+        ));
+        e.settle_at(t0 + 29 * S);
         assert!(
-            taken(&stopped).is_none(),
+            taken(&mut e, &stopped).is_none(),
             "stopped before the command's timeout"
         );
         assert_eq!(e.next_deadline(), Some(t0 + 30 * S));
-        e.settle(t0 + 30 * S);
+        e.settle_at(t0 + 30 * S);
         assert!(matches!(
-            taken(&answer),
+            taken(&mut e, &answer),
             Some(Err(HostError::TimedOut { .. }))
         ));
-        assert!(matches!(taken(&stopped), Some(Ok(()))));
+        assert!(matches!(taken(&mut e, &stopped), Some(Ok(()))));
         assert!(e.is_done());
         let (late, reply) = slot();
         e.request(Request::List { reply }, t0 + 31 * S);
-        assert!(matches!(taken(&late), Some(Err(HostError::Stopped))));
+        assert!(matches!(
+            taken(&mut e, &late),
+            Some(Err(HostError::Stopped))
+        ));
     }
 
     #[test]
@@ -242,13 +239,22 @@ mod tests {
         e.request(Request::List { reply }, t0);
         let (reload, reply) = slot();
         e.request(Request::Reload { reply }, t0);
-        assert!(taken(&listed).is_none() && taken(&reload).is_none(), "held");
+        assert!(
+            taken(&mut e, &listed).is_none() && taken(&mut e, &reload).is_none(),
+            "held"
+        );
         let (now, reply) = slot();
         e.request(Request::ShutdownNow { reply }, t0 + S);
-        assert!(matches!(taken(&listed), Some(Err(HostError::Cancelled))));
-        assert!(matches!(taken(&reload), Some(Err(HostError::Cancelled))));
-        e.settle(t0 + S);
-        assert!(matches!(taken(&now), Some(Ok(()))));
+        assert!(matches!(
+            taken(&mut e, &listed),
+            Some(Err(HostError::Cancelled))
+        ));
+        assert!(matches!(
+            taken(&mut e, &reload),
+            Some(Err(HostError::Cancelled))
+        ));
+        e.settle_at(t0 + S);
+        assert!(matches!(taken(&mut e, &now), Some(Ok(()))));
         assert!(e.is_done());
     }
 
@@ -272,21 +278,26 @@ mod tests {
         // announced, and what was held runs: the list, then the reload,
         // which holds the second list until it is done too.
         e.check_startup(t0);
-        assert!(matches!(events.try_recv(), Ok(HostEvent::Ready { .. })));
+        assert!(matches!(
+            received(&mut e, &events),
+            Ok(HostEvent::Ready { .. })
+        ));
         assert!(
-            taken(&first).is_none(),
+            taken(&mut e, &first).is_none(),
             "runs after the pass, not inside it"
         );
-        e.settle(t0);
-        assert!(matches!(taken(&first), Some(Ok(_))));
-        let report = taken(&reload).expect("the reload is done").expect("ok");
+        e.settle_at(t0);
+        assert!(matches!(taken(&mut e, &first), Some(Ok(_))));
+        let report = taken(&mut e, &reload)
+            .expect("the reload is done")
+            .expect("ok");
         assert_eq!((report.stopped, report.loaded), (0, 0));
         assert!(
-            matches!(taken(&second), Some(Ok(_))),
+            matches!(taken(&mut e, &second), Some(Ok(_))),
             "held past the reload, then run"
         );
         // A reload's startup is not announced again.
-        assert!(events.try_recv().is_err());
+        assert!(received(&mut e, &events).is_err());
     }
 
     #[test]
@@ -297,20 +308,23 @@ mod tests {
         let answer = command_in_flight(&mut e, t0);
         let (first, reply) = slot();
         e.request(Request::Reload { reply }, t0);
-        e.settle(t0);
+        e.settle_at(t0);
         let (second, reply) = slot();
         e.request(Request::Reload { reply }, t0);
         assert!(matches!(
-            taken(&second),
+            taken(&mut e, &second),
             Some(Err(HostError::ReloadRunning))
         ));
-        assert!(taken(&first).is_none(), "waits for the accepted command");
-        e.settle(t0 + 30 * S);
+        assert!(
+            taken(&mut e, &first).is_none(),
+            "waits for the accepted command"
+        );
+        e.settle_at(t0 + 30 * S);
         assert!(matches!(
-            taken(&answer),
+            taken(&mut e, &answer),
             Some(Err(HostError::TimedOut { .. }))
         ));
-        assert!(matches!(taken(&first), Some(Ok(_))));
+        assert!(matches!(taken(&mut e, &first), Some(Ok(_))));
         assert!(matches!(e.state, HostState::Running { .. }));
     }
 

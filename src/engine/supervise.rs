@@ -2,6 +2,7 @@
 //! to a limit; a guard that cannot answer blocks when its manifest says
 //! `"guard_failure": "block"`. A pending restart is a gone phase's deadline.
 
+use super::action::AfterSpawn;
 use super::{later, Drops, End, Engine, Ext, Phase, Stage};
 use crate::intercept::Answer;
 use crate::manifest::{GuardFailure, Restart};
@@ -67,6 +68,7 @@ impl Ext {
             && match &self.phase {
                 Phase::Running(run) => matches!(run.stage, Stage::Killed(_)),
                 Phase::Gone { restart_at, .. } => restart_at.is_some(),
+                Phase::Spawning => true,
             }
     }
 
@@ -85,7 +87,7 @@ impl Ext {
                 end: End::Failed(why),
                 ..
             } => Some(why),
-            Phase::Gone { .. } => None,
+            Phase::Spawning | Phase::Gone { .. } => None,
         }
     }
 
@@ -115,7 +117,7 @@ impl Ext {
         match (self.run(), self.end_detail()) {
             (Some(run), _) => match run.stage {
                 Stage::Stopping { .. } => "stopping".into(),
-                _ if !run.proc.writable() => "stdin closed".into(),
+                _ if !run.stdin_open => "stdin closed".into(),
                 // A new run that has not subscribed to interception again yet.
                 _ => "restarting".into(),
             },
@@ -204,7 +206,32 @@ impl Engine {
         ext.dropped_events = Drops::default();
         ext.supervision.remembered = !ext.intercept.is_empty();
         let attempt = ext.supervision.streak;
-        if let Err(e) = self.spawn(idx, now) {
+        match self.spawn_job(idx) {
+            Ok((spawn, starting)) => {
+                self.exts[idx].phase = Phase::Spawning;
+                let then = AfterSpawn::Restart {
+                    ext: idx,
+                    starting,
+                    status,
+                    attempt,
+                };
+                self.launch(vec![(idx, spawn)], then, now);
+            }
+            Err(e) => self.restarted(idx, Err(e), status, attempt, now),
+        }
+    }
+
+    /// The restart of extension `idx` ran (`outcome`): announced, or
+    /// failed for good.
+    pub(super) fn restarted(
+        &mut self,
+        idx: usize,
+        outcome: Result<(), String>,
+        status: String,
+        attempt: u32,
+        now: Instant,
+    ) {
+        if let Err(e) = outcome {
             self.exts[idx].log.line(&format!("not restarted: {e}"));
             return self.fail(idx, e, now);
         }
@@ -220,8 +247,9 @@ impl Engine {
         ext.supervision.restarts += 1;
         ext.log
             .line(&format!("restarted (attempt {attempt}: {status})"));
-        self.events.send(HostEvent::ExtensionRestarted {
-            extension: ext.name.clone(),
+        let extension = ext.name.clone();
+        self.event(HostEvent::ExtensionRestarted {
+            extension,
             attempt,
             status,
         });

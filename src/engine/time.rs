@@ -1,6 +1,7 @@
 //! Deadlines: the next wake-up, each phase's deadline, the shutdown
 //! ladder and the liveness check.
 
+use super::action::{Action, Probe, Probes};
 use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
 use super::{later, Engine, Ext, Phase, Stage};
 use crate::types::{human, HostError, ReadyVia};
@@ -13,6 +14,7 @@ impl Ext {
     pub(super) fn deadline(&self) -> Option<Instant> {
         let run = match &self.phase {
             Phase::Gone { restart_at, .. } => return *restart_at,
+            Phase::Spawning => return None,
             Phase::Running(run) => run,
         };
         let stage = match run.stage {
@@ -43,26 +45,41 @@ impl Engine {
         exts.chain(engine).flatten().min()
     }
 
-    pub(super) fn tick(&mut self, now: Instant) {
+    /// The running extensions whose process the driver is to look at
+    /// before the tick at `now` (`action.rs`): those whose exit watch
+    /// is due, or all at the liveness check.
+    pub(super) fn probes_due(&self, now: Instant) -> impl Iterator<Item = usize> + '_ {
+        let all = self.liveness_at.is_some_and(|at| at <= now);
+        let exts = self.exts.iter().enumerate();
+        exts.filter(move |(_, e)| {
+            e.run()
+                .is_some_and(|r| all || r.exit.deadline().is_some_and(|at| at <= now))
+        })
+        .map(|(idx, _)| idx)
+    }
+
+    pub(super) fn tick(&mut self, now: Instant, probes: &Probes) {
         for idx in 0..self.exts.len() {
             self.tick_mcp(idx, now);
-            self.tick_ext(idx, now);
+            let probe = probes.get(&idx).copied().unwrap_or(Probe::UNSEEN);
+            self.tick_ext(idx, probe, now);
         }
         self.expire(now);
         self.expire_jobs(now);
         self.check_startup(now);
-        self.check_liveness(now);
+        self.check_liveness(now, probes);
     }
 
-    /// Acts on extension `idx`'s deadline when it is due.
-    fn tick_ext(&mut self, idx: usize, now: Instant) {
+    /// Acts on extension `idx`'s deadline when it is due; `probe` is
+    /// what the driver saw of its process when its exit watch was due.
+    fn tick_ext(&mut self, idx: usize, probe: Probe, now: Instant) {
         let ext = &mut self.exts[idx];
         let run = match &mut ext.phase {
             Phase::Gone {
                 restart_at: Some(at),
                 ..
             } if *at <= now => return self.restart(idx, now),
-            Phase::Gone { .. } => return,
+            Phase::Spawning | Phase::Gone { .. } => return,
             Phase::Running(run) => run,
         };
         let t = &self.cfg.timeouts;
@@ -77,12 +94,12 @@ impl Engine {
             _ => {}
         }
         loop {
-            match run.exit.due(now, t, || run.proc.stdout_held()) {
+            match run.exit.due(now, t, || probe.stdout_held) {
                 None => break,
                 Some(Due::DrainCheck) => {}
-                Some(Due::Poll) => return self.poll_exit(idx, now),
+                Some(Due::Poll) => return self.poll_exit(idx, probe, now),
                 Some(Due::Deaf) => {
-                    if run.proc.try_wait().is_none() {
+                    if probe.exited.is_none() {
                         ext.log.line("its stdin is closed: what it owes fails");
                         let error = HostError::NotServing(ext.name.clone());
                         return self.release(idx, Some(&error), "stdin closed", now);
@@ -119,13 +136,16 @@ impl Engine {
                 .line("still running after SIGTERM: SIGKILL to its process group");
             *signal = None;
         }
-        run.proc.signal_group(sig);
+        self.actions.push(Action::Signal {
+            ext: idx,
+            signal: sig,
+        });
         run.exit.poll_from(now + MS);
     }
 
     /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
     /// while requests wait, else every [`LIVENESS_IDLE`].
-    pub(super) fn check_liveness(&mut self, now: Instant) {
+    pub(super) fn check_liveness(&mut self, now: Instant, probes: &Probes) {
         if !self.exts.iter().any(|e| e.run().is_some()) {
             self.liveness_at = None;
             return;
@@ -137,11 +157,12 @@ impl Engine {
         };
         if self.liveness_at.is_some_and(|at| at <= now) {
             let t = &self.cfg.timeouts;
-            for ext in &mut self.exts {
+            for (idx, ext) in self.exts.iter_mut().enumerate() {
+                let exited = probes.get(&idx).is_some_and(|p| p.exited.is_some());
                 // Frames it wrote before exiting may still be in the pipe:
                 // the EOF behind them reaps it, or `exit_silence` of silence.
                 if let Phase::Running(run) = &mut ext.phase {
-                    if run.exit.unchecked() && run.proc.try_wait().is_some() {
+                    if run.exit.unchecked() && exited {
                         run.exit.drain(now, t);
                     }
                 }

@@ -1,0 +1,103 @@
+//! The boundary between the engine and the world: what the engine asks
+//! the driver to do ([`Action`]: a write, a start, a signal, a reply, an
+//! event) and what the driver tells it back about a process
+//! ([`Attached`], [`Probe`]). The engine refers to an extension by its
+//! index; the driver keeps the processes in a table indexed the same
+//! way, so no file descriptor, signal, spawn, reply callback or channel
+//! send is the engine's. The driver carries the actions out in the order
+//! they were decided: a reply comes after the events decided before it
+//! (SPEC 3.17), and an exit's process is reaped before its requests fail.
+
+use super::lifecycle::Starting;
+use crate::process::Spawn;
+use crate::types::HostEvent;
+use std::collections::HashMap;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// What the engine decided that touches a process, in the order decided.
+pub(super) enum Action {
+    /// Start these processes, all at once (`spawner.rs`); their results
+    /// go back to [`super::Engine::spawned`] in this order.
+    Spawn(Batch),
+    /// Whole lines for extension `ext`'s stdin, in order (one write per
+    /// extension and turn: the frames of a turn are batched).
+    Write { ext: usize, bytes: Vec<u8> },
+    /// Close its stdin, once everything written before is.
+    CloseStdin(usize),
+    /// Send `signal` to its process group.
+    Signal { ext: usize, signal: libc::c_int },
+    /// It exited and was reaped: kill what is left of its group, let go
+    /// of its process and wait (bounded) for the last of its stderr.
+    Reap(usize),
+    /// Call a reply callback with its result (bound in the closure).
+    Reply(Box<dyn FnOnce() + Send>),
+    /// Send an event to the embedder ([`crate::Host::events`]).
+    Event(HostEvent),
+    /// The first startup ended with these extensions ready: release
+    /// `Host::wait_ready`.
+    Ready(Vec<String>),
+}
+
+/// A batch of starts, and what the engine does once they ran.
+pub(super) struct Batch {
+    pub(super) spawns: Vec<(usize, Spawn)>,
+    pub(super) then: AfterSpawn,
+}
+
+/// What a batch of starts was for.
+pub(super) enum AfterSpawn {
+    /// A startup (first or after a reload): every extension found, in
+    /// discovery order, with why it cannot start or what its run needs.
+    Startup(Vec<(usize, Result<Starting, String>)>),
+    /// The restart of a crashed extension, with how its last run ended
+    /// and the attempt it is.
+    Restart {
+        ext: usize,
+        starting: Starting,
+        status: String,
+        attempt: u32,
+    },
+}
+
+/// A process the driver started for the engine.
+pub(super) struct Attached {
+    pub(super) pid: u32,
+    /// Bytes handed to its writer thread and not written yet.
+    pub(super) backlog: Backlog,
+}
+
+/// Bytes waiting in a process's writer queue: the one thing the engine
+/// reads that the process layer updates (its writer thread, as the pipe
+/// takes them); it bounds the events queued to a slow reader (SPEC 3.17).
+#[derive(Clone, Default)]
+pub(crate) struct Backlog(pub(crate) Arc<AtomicUsize>);
+
+impl Backlog {
+    pub(super) fn bytes(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// What the driver saw of a process whose exit the engine looks for at
+/// a tick ([`super::Engine::probes_due`]), or at the end of its stdout.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Probe {
+    /// Its status, when it has exited (reaped).
+    pub(super) exited: Option<ExitStatus>,
+    /// Something (a child) may still write to its stdout.
+    pub(super) stdout_held: bool,
+}
+
+impl Probe {
+    /// What is assumed of a process nobody looked at: running, its
+    /// stdout perhaps held (so the engine polls on).
+    pub(super) const UNSEEN: Probe = Probe {
+        exited: None,
+        stdout_held: true,
+    };
+}
+
+/// The probes of one tick, by extension index.
+pub(super) type Probes = HashMap<usize, Probe>;
