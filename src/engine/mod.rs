@@ -495,6 +495,8 @@ mod mcp;
 mod oversize;
 mod pending;
 mod requests;
+#[cfg(test)]
+mod rules;
 mod state;
 mod supervise;
 mod time;

@@ -1,0 +1,484 @@
+//! The lifecycle rules with a made-up clock and no processes: a real
+//! startup of real manifests whose starts the test answers itself, frames
+//! fed as an extension's reader would hand them over, and the actions
+//! the engine decides asserted (SPEC 3.5, 3.8, 3.12, 3.14, 12, 13).
+
+use super::action::{Action, Attached, Backlog, Probe};
+use super::Engine;
+use crate::config::HostConfig;
+use crate::intercept::{InterceptEvent, InterceptOutcome};
+use crate::process::{Inbound, InboundMsg};
+use crate::protocol::{parse_ext_frame, EventPayload};
+use crate::types::{
+    ExtensionState, HostError, HostEvent, InterceptRequest, ReadyVia, Reply, Request, ToolOutcome,
+    ToolRequest,
+};
+use crossbeam_channel::Receiver;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MS: Duration = Duration::from_millis(1);
+const S: Duration = Duration::from_secs(1);
+
+/// An engine started on manifests, with what a driver would hold: each
+/// extension's process key and what was written to it.
+struct Fake {
+    e: Engine,
+    events: Receiver<HostEvent>,
+    /// Extension `i`'s process key.
+    keys: Vec<u64>,
+    /// Actions other than writes, replies and events, in order.
+    acts: Vec<Action>,
+    /// Frames written to extension `i`, parsed, not yet looked at.
+    written: Vec<Vec<Value>>,
+    _dir: TempDir,
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Starts one extension per manifest at `t0`, the driver's part played
+/// here: every start succeeds, with a made-up pid.
+fn start(manifests: &[&str], t0: Instant) -> Fake {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("zot-rules-{}-{n}", std::process::id()));
+    let mut cfg = HostConfig::new(dir.clone(), dir.join("home"));
+    cfg.discover = false;
+    for (i, manifest) in manifests.iter().enumerate() {
+        let ext = dir.join(format!("ext{i}"));
+        std::fs::create_dir_all(&ext).expect("extension dir");
+        std::fs::write(ext.join("extension.json"), manifest).expect("manifest");
+        cfg.ext_paths.push(ext);
+    }
+    let (events_tx, events) = crossbeam_channel::unbounded();
+    let senders = super::Senders {
+        inbound: crossbeam_channel::bounded(1).0,
+        builtin: crossbeam_channel::unbounded().0,
+    };
+    let mut f = Fake {
+        e: Engine::new(cfg, events_tx, senders),
+        events,
+        keys: Vec::new(),
+        acts: Vec::new(),
+        written: vec![Vec::new(); manifests.len()],
+        _dir: TempDir(dir),
+    };
+    f.e.start_all(None, Vec::new(), t0);
+    f.act(t0);
+    f
+}
+
+impl Fake {
+    /// Carries out what the engine queued, as the driver does: writes
+    /// are kept per extension, starts answered at `now`, the rest kept.
+    fn act(&mut self, now: Instant) {
+        loop {
+            let actions = self.e.answer_inline();
+            if actions.is_empty() {
+                return;
+            }
+            for action in actions {
+                match action {
+                    Action::Write { ext, bytes } => {
+                        let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+                        let frames = lines.map(|l| serde_json::from_slice(l).expect("a JSON line"));
+                        self.written[ext].extend(frames);
+                    }
+                    Action::Spawn(batch) => {
+                        let mut started = Vec::new();
+                        for (idx, spawn) in &batch.spawns {
+                            if self.keys.len() <= *idx {
+                                self.keys.resize(idx + 1, u64::MAX);
+                            }
+                            self.keys[*idx] = spawn.key;
+                            let pid = 1000 + *idx as u32;
+                            let backlog = Backlog::default();
+                            started.push(Ok(Attached { pid, backlog }));
+                        }
+                        self.e.spawned(batch.then, started, now);
+                        self.e.settle_at(now);
+                    }
+                    other => self.acts.push(other),
+                }
+            }
+        }
+    }
+
+    /// Extension `idx` wrote `line` (a frame) at `now`.
+    fn says(&mut self, idx: usize, line: &str, now: Instant) {
+        let frame = parse_ext_frame(line.as_bytes()).expect("a valid frame");
+        let msg = InboundMsg {
+            key: self.keys[idx],
+            msg: Inbound::Frame(frame),
+        };
+        self.e.inbound(msg, None, now);
+        self.settle(now);
+    }
+
+    /// The pass after a turn at `now`, no process exited.
+    fn settle(&mut self, now: Instant) {
+        self.e.settle_at(now);
+        self.act(now);
+    }
+
+    /// Extension `idx`'s stdout ends at `now`, its process found
+    /// killed (by SIGKILL) when the driver looks.
+    fn exited_at(&mut self, idx: usize, now: Instant) {
+        use std::os::unix::process::ExitStatusExt;
+        let exited = Some(std::process::ExitStatus::from_raw(libc::SIGKILL));
+        let probe = Probe {
+            exited,
+            stdout_held: false,
+        };
+        let msg = InboundMsg {
+            key: self.keys[idx],
+            msg: Inbound::Eof,
+        };
+        self.e.inbound(msg, Some(probe), now);
+        self.settle(now);
+    }
+
+    fn request(&mut self, req: Request, now: Instant) {
+        self.e.request(req, now);
+        self.settle(now);
+    }
+
+    /// The frame types written to extension `idx` since last asked.
+    fn sent(&mut self, idx: usize) -> Vec<String> {
+        let frames = std::mem::take(&mut self.written[idx]);
+        frames
+            .iter()
+            .map(|f| f["type"].as_str().unwrap_or("?").to_string())
+            .collect()
+    }
+
+    /// The frames written to extension `idx` since last asked.
+    fn frames(&mut self, idx: usize) -> Vec<Value> {
+        std::mem::take(&mut self.written[idx])
+    }
+
+    /// The signals sent since last asked, as (extension, signal).
+    fn signals(&mut self) -> Vec<(usize, libc::c_int)> {
+        let (signals, rest) = std::mem::take(&mut self.acts)
+            .into_iter()
+            .partition::<Vec<_>, _>(|a| matches!(a, Action::Signal { .. }));
+        self.acts = rest;
+        let signal = |a: Action| match a {
+            Action::Signal { ext, signal } => Some((ext, signal)),
+            _ => None,
+        };
+        signals.into_iter().filter_map(signal).collect()
+    }
+
+    fn state(&self, idx: usize) -> ExtensionState {
+        self.e.exts[idx].state()
+    }
+
+    fn events(&self) -> Vec<HostEvent> {
+        self.events.try_iter().collect()
+    }
+}
+
+/// Where a reply lands.
+type Slot<T> = Arc<Mutex<Option<Result<T, HostError>>>>;
+
+fn slot<T: Send + 'static>() -> (Slot<T>, Reply<T>) {
+    let got: Slot<T> = Arc::default();
+    let fill = got.clone();
+    (got, Box::new(move |r| *fill.lock().unwrap() = Some(r)))
+}
+
+fn taken<T>(got: &Slot<T>) -> Option<Result<T, HostError>> {
+    got.lock().unwrap().take()
+}
+
+const PLAIN: &str = r#"{"name": "x", "exec": "./x"}"#;
+
+#[test]
+fn an_extension_without_a_ready_frame_is_ready_after_250_ms_of_silence() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    assert_eq!(f.state(0), ExtensionState::Starting);
+    f.says(0, r#"{"type": "hello", "name": "x"}"#, t0);
+    assert_eq!(f.sent(0), ["hello_ack"]);
+    // Each frame starts the silence over.
+    let t1 = t0 + 200 * MS;
+    f.says(0, r#"{"type": "register_command", "name": "go"}"#, t1);
+    assert_eq!(f.e.next_deadline(), Some(t1 + 250 * MS));
+    f.settle(t1 + 249 * MS);
+    assert_eq!(f.state(0), ExtensionState::Starting);
+    assert!(f.events().is_empty(), "the startup waits for it");
+    f.settle(t1 + 250 * MS);
+    assert_eq!(f.state(0), ExtensionState::Ready);
+    assert_eq!(f.e.exts[0].ready_via, Some(ReadyVia::Watchdog));
+    let ready = f.events();
+    assert!(
+        matches!(&ready[..], [HostEvent::Ready { extensions }] if extensions == &["x"]),
+        "the startup ends with it ready: {ready:?}"
+    );
+}
+
+#[test]
+fn no_hello_within_10_s_fails_the_extension_and_kills_its_group() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    assert_eq!(f.e.exts[0].deadline(), Some(t0 + 10 * S));
+    f.settle(t0 + 10 * S - MS);
+    let failed = |e: &HostEvent| matches!(e, HostEvent::ExtensionFailed { .. });
+    assert!(f.signals().is_empty() && !f.events().iter().any(failed));
+    f.settle(t0 + 10 * S);
+    assert_eq!(f.signals(), [(0, libc::SIGKILL)]);
+    let why = "no hello within 10 s";
+    assert_eq!(f.state(0), ExtensionState::Failed { reason: why.into() });
+    let failed = f.events();
+    assert!(
+        failed.iter().any(|e| matches!(e,
+            HostEvent::ExtensionFailed { extension, error } if extension == "x" && error == why)),
+        "{failed:?}"
+    );
+    // Its exit is polled for; once found, its process is reaped.
+    assert_eq!(f.e.exts[0].deadline(), Some(t0 + 10 * S));
+    f.exited_at(0, t0 + 10 * S + MS);
+    assert!(
+        f.acts.iter().any(|a| matches!(a, Action::Reap(0))),
+        "reaped"
+    );
+    assert!(f.e.exts[0].run().is_none());
+}
+
+#[test]
+fn a_shutdown_sends_shutdown_then_sigterm_at_2_s_then_sigkill_1_s_later() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    f.says(0, r#"{"type": "hello", "name": "x"}"#, t0);
+    f.says(0, r#"{"type": "ready"}"#, t0);
+    f.sent(0);
+    let (done, reply) = slot();
+    let t1 = t0 + S;
+    f.request(Request::Shutdown { reply }, t1);
+    assert_eq!(f.sent(0), ["shutdown"]);
+    f.settle(t1 + 2 * S - MS);
+    assert!(f.signals().is_empty(), "within the shutdown grace");
+    f.settle(t1 + 2 * S);
+    assert_eq!(f.signals(), [(0, libc::SIGTERM)]);
+    f.settle(t1 + 3 * S - MS);
+    assert!(f.signals().is_empty(), "within the SIGTERM grace");
+    f.settle(t1 + 3 * S);
+    assert_eq!(f.signals(), [(0, libc::SIGKILL)]);
+    assert!(taken(&done).is_none(), "done once it is gone");
+    f.exited_at(0, t1 + 3 * S + MS);
+    assert!(matches!(taken(&done), Some(Ok(()))));
+    assert!(f.e.is_done());
+}
+
+#[test]
+fn a_shutdown_ack_closes_stdin_and_a_ready_extension_is_not_signalled_once_gone() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    f.says(0, r#"{"type": "hello", "name": "x"}"#, t0);
+    f.says(0, r#"{"type": "ready"}"#, t0);
+    let (done, reply) = slot();
+    f.request(Request::Shutdown { reply }, t0);
+    f.says(0, r#"{"type": "shutdown_ack"}"#, t0 + 10 * MS);
+    assert!(
+        f.acts.iter().any(|a| matches!(a, Action::CloseStdin(0))),
+        "stdin closed after shutdown_ack"
+    );
+    f.exited_at(0, t0 + 20 * MS);
+    assert!(matches!(taken(&done), Some(Ok(()))));
+    assert!(f.signals().is_empty());
+}
+
+/// Two guards of `tool_call`, both ready.
+fn two_guards(t0: Instant) -> Fake {
+    let mut f = start(&[PLAIN, r#"{"name": "y", "exec": "./y"}"#], t0);
+    for (idx, name) in [(0, "x"), (1, "y")] {
+        f.says(
+            idx,
+            &format!(r#"{{"type": "hello", "name": "{name}"}}"#),
+            t0,
+        );
+        let subscribe = r#"{"type": "subscribe", "intercept": ["tool_call"]}"#;
+        f.says(idx, subscribe, t0);
+        f.says(idx, r#"{"type": "ready"}"#, t0);
+        f.sent(idx);
+    }
+    f
+}
+
+#[test]
+fn an_interception_round_asks_every_guard_at_once_under_one_5_s_deadline() {
+    let t0 = Instant::now();
+    let mut f = two_guards(t0);
+    let (got, reply) = slot::<InterceptOutcome>();
+    let payload = EventPayload {
+        tool_name: Some("bash".into()),
+        ..Default::default()
+    };
+    let request = InterceptRequest::new(InterceptEvent::ToolCall, payload);
+    let t1 = t0 + S;
+    f.request(Request::Intercept { request, reply }, t1);
+    assert_eq!(f.sent(0), ["event_intercept"]);
+    assert_eq!(f.sent(1), ["event_intercept"], "asked at once, not in turn");
+    f.settle(t1 + 5 * S - MS);
+    assert!(taken(&got).is_none());
+    // Both silent: the round ends at its one deadline, each counted as allow.
+    f.settle(t1 + 5 * S);
+    let outcome = taken(&got).expect("decided at 5 s").expect("an outcome");
+    assert!(!outcome.block);
+}
+
+#[test]
+fn a_rewrite_asks_the_later_guards_again_with_a_new_deadline() {
+    let t0 = Instant::now();
+    let mut f = two_guards(t0);
+    let (got, reply) = slot::<InterceptOutcome>();
+    let payload = EventPayload {
+        tool_name: Some("bash".into()),
+        tool_args: Some(serde_json::json!({"cmd": "ls"})),
+        ..Default::default()
+    };
+    let request = InterceptRequest::new(InterceptEvent::ToolCall, payload);
+    f.request(Request::Intercept { request, reply }, t0);
+    let asked = f.frames(0);
+    let id = asked[0]["id"].as_str().expect("an id").to_string();
+    f.sent(1);
+    // The first guard rewrites at 1 s: the second is asked again with the
+    // new args, and its round has a deadline of its own.
+    let t1 = t0 + S;
+    let rewrite = format!(
+        r#"{{"type": "event_intercept_response", "id": "{id}", "modified_args": {{"cmd": "ls -l"}}}}"#
+    );
+    f.says(0, &rewrite, t1);
+    let again = f.frames(1);
+    assert_eq!(again.len(), 1, "asked again: {again:?}");
+    assert_eq!(again[0]["tool_args"]["cmd"], "ls -l", "{again:?}");
+    f.settle(t1 + 5 * S - MS);
+    assert!(taken(&got).is_none(), "its new round runs until 6 s");
+    f.settle(t1 + 5 * S);
+    let outcome = taken(&got).expect("decided").expect("an outcome");
+    assert!(!outcome.block);
+}
+
+/// An extension that owns tools `a`, `b` and `c` and may call tools.
+fn caller(t0: Instant) -> Fake {
+    let mut f = start(&[PLAIN], t0);
+    let hello = r#"{"type": "hello", "name": "x", "capabilities": ["call_tool"]}"#;
+    f.says(0, hello, t0);
+    for tool in ["a", "b", "c"] {
+        let line = format!(r#"{{"type": "register_tool", "name": "{tool}"}}"#);
+        f.says(0, &line, t0);
+    }
+    f.says(0, r#"{"type": "ready"}"#, t0);
+    f.sent(0);
+    f
+}
+
+/// The embedder calls tool `name`; the id of the `tool_call` it gets.
+fn call(f: &mut Fake, name: &str, now: Instant) -> (Slot<ToolOutcome>, String) {
+    let (got, reply) = slot();
+    let call = ToolRequest::new(name, serde_json::json!({}));
+    let req = Request::Tool {
+        call,
+        pipeline: false,
+        reply,
+    };
+    f.request(req, now);
+    let frames = f.frames(0);
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    (got, frames[0]["id"].as_str().expect("an id").to_string())
+}
+
+#[test]
+fn a_call_tool_chain_may_not_repeat_a_tool_and_its_result_goes_back_to_the_caller() {
+    let t0 = Instant::now();
+    let mut f = caller(t0);
+    let (outer, id_a) = call(&mut f, "a", t0);
+    // Serving `a`, it calls `b` as part of that call.
+    let call_b =
+        format!(r#"{{"type": "call_tool", "id": "c1", "name": "b", "parent_id": "{id_a}"}}"#);
+    f.says(0, &call_b, t0 + MS);
+    let frames = f.frames(0);
+    let id_b = frames[0]["id"].as_str().expect("an id").to_string();
+    assert_eq!((frames.len(), &frames[0]["name"]), (1, &"b".into()));
+    // Serving `b`, it calls `a` again: refused, a -> b -> a.
+    let call_a =
+        format!(r#"{{"type": "call_tool", "id": "c2", "name": "a", "parent_id": "{id_b}"}}"#);
+    f.says(0, &call_a, t0 + 2 * MS);
+    let refused = f.frames(0);
+    assert_eq!(refused[0]["type"], "tool_result");
+    assert_eq!(refused[0]["id"], "c2");
+    assert_eq!(refused[0]["is_error"], true);
+    let text = refused[0]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("a -> b -> a"), "{text}");
+    // `b` answers: its result goes to the caller's `call_tool`.
+    let result_b = format!(
+        r#"{{"type": "tool_result", "id": "{id_b}", "content": [{{"type": "text", "text": "B"}}]}}"#
+    );
+    f.says(0, &result_b, t0 + 3 * MS);
+    let back = f.frames(0);
+    assert_eq!(
+        (&back[0]["type"], &back[0]["id"]),
+        (&"tool_result".into(), &"c1".into())
+    );
+    assert_eq!(back[0]["content"][0]["text"], "B");
+    assert!(taken(&outer).is_none(), "the outer call still runs");
+}
+
+#[test]
+fn a_call_tool_times_out_at_the_tool_timeout_and_the_caller_is_told() {
+    let t0 = Instant::now();
+    let mut f = caller(t0);
+    let (outer, id_a) = call(&mut f, "a", t0);
+    let call_b =
+        format!(r#"{{"type": "call_tool", "id": "c1", "name": "b", "parent_id": "{id_a}"}}"#);
+    let t1 = t0 + 30 * S;
+    f.says(0, &call_b, t1);
+    f.frames(0);
+    // `a`'s own limit (60 s from t0) comes first: it ends, and the call
+    // made while serving it is cancelled with it.
+    f.settle(t0 + 60 * S);
+    assert!(matches!(
+        taken(&outer),
+        Some(Err(HostError::TimedOut { .. }))
+    ));
+    let told = f.frames(0);
+    let cancelled = told
+        .iter()
+        .find(|fr| fr["type"] == "tool_result" && fr["id"] == "c1")
+        .unwrap_or_else(|| panic!("the caller's call_tool is answered: {told:?}"));
+    assert_eq!(cancelled["is_error"], true);
+}
+
+#[test]
+fn a_crash_restarts_after_the_backoff_as_a_new_process() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    f.says(0, r#"{"type": "hello", "name": "x"}"#, t0);
+    f.says(0, r#"{"type": "ready"}"#, t0);
+    let first = f.keys[0];
+    f.events();
+    f.exited_at(0, t0 + S);
+    assert!(matches!(f.state(0), ExtensionState::Exited { .. }));
+    assert_eq!(f.e.next_deadline(), Some(t0 + S + 500 * MS));
+    f.settle(t0 + S + 499 * MS);
+    assert_eq!(f.keys[0], first, "not restarted before the backoff");
+    f.settle(t0 + S + 500 * MS);
+    assert_ne!(f.keys[0], first, "started again under a new key");
+    assert_eq!(f.state(0), ExtensionState::Starting);
+    let events = f.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, HostEvent::ExtensionRestarted { attempt: 1, .. })),
+        "{events:?}"
+    );
+}
