@@ -97,21 +97,10 @@ impl EventQueue {
     }
 }
 
-/// About the bytes an event holds: its JSON, counted without building it.
+/// About the bytes an event holds: its JSON, as `zot rpc` writes it
+/// (the same serialization, compiled once), and a fixed overhead.
 fn weight(event: &HostEvent) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(EVENT_OVERHEAD);
-    let _ = serde_json::to_writer(&mut count, event);
-    count.0
+    EVENT_OVERHEAD + serde_json::to_vec(event).map_or(0, |json| json.len())
 }
 
 #[cfg(test)]
