@@ -925,10 +925,7 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
         "a's restart cancelled while the startup still runs",
         || log_of(&t, "a").contains("pending restart cancelled"),
     );
-    // SAFETY: kill(2) on a process this test's host started.
-    unsafe {
-        libc::kill(starts(&t, "b")[0] as i32, libc::SIGKILL);
-    }
+    send_signal(starts(&t, "b")[0], libc::SIGKILL);
     wait_on(&host, "b's crash logged", || {
         log_of(&t, "b").contains("crashed (")
     });
@@ -992,9 +989,8 @@ fn call_burst_and_hold(t: &TempDir, cfg: Value, grace: &str) -> (Rpc, u32, impl 
     let mut rpc = start_burst(t, cfg, Some(grace));
     let list = rpc.call("l", json!({"type": "list"}));
     let ext = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
-    let host = rpc.child.id() as i32;
-    // SAFETY: kill(2) to our own child process, with integer arguments.
-    let signal = move |sig| assert_eq!(unsafe { libc::kill(host, sig) }, 0, "kill zot rpc");
+    let host = rpc.child.id();
+    let signal = move |sig| assert!(send_signal(host, sig), "kill zot rpc");
     rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b"}));
     wait_for("burst to get the call", || t.join("go.called").exists());
     (rpc, ext, signal)
@@ -1814,20 +1810,13 @@ fn a_dead_extension_owns_no_name() {
             list.commands
         );
     }
-    // SAFETY: kill(2) on the fixture's grandchild.
-    unsafe {
-        libc::kill(i32::try_from(keeper).expect("pid"), libc::SIGKILL);
-    }
+    send_signal(keeper, libc::SIGKILL);
 }
 
 // ----- 10.1: signals: the first waits for accepted requests, the second does not
 
 fn signal(rpc: &Rpc, sig: i32) {
-    let pid = i32::try_from(rpc.child.id()).expect("pid");
-    // SAFETY: kill(2) on our own child.
-    unsafe {
-        libc::kill(pid, sig);
-    }
+    send_signal(rpc.child.id(), sig);
 }
 
 /// `zot rpc` with one command `x` answered after `delay_ms`, sent and
@@ -1907,11 +1896,8 @@ fn the_session_cancels_a_request_pending_at_sigterm() {
             .iter()
             .any(|f| f["type"] == "command_invoked")
     });
-    let pid = i32::try_from(child.id()).expect("pid");
-    // SAFETY: kill(2) on our own child.
-    let signal = || unsafe {
-        libc::kill(pid, libc::SIGTERM);
-    };
+    let pid = child.id();
+    let signal = || send_signal(pid, libc::SIGTERM);
     // SIGTERM is Ctrl-C to the session: it cancels the pending request;
     // the next one leaves without waiting for it.
     signal();

@@ -135,17 +135,14 @@ struct KillListed(PathBuf);
 impl Drop for KillListed {
     fn drop(&mut self) {
         for pid in pids_in(&self.0) {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .stderr(std::process::Stdio::null())
-                .status();
+            send_signal(pid, libc::SIGKILL);
         }
     }
 }
 
 #[test]
 fn extensions_and_their_groups_die_with_the_host() {
-    for signal in ["KILL", "ABRT"] {
+    for (signal, sig) in [("KILL", libc::SIGKILL), ("ABRT", libc::SIGABRT)] {
         let t = TempDir::new("orphan");
         let pid_file = t.join("pids");
         let _cleanup = KillListed(pid_file.clone());
@@ -154,12 +151,10 @@ fn extensions_and_their_groups_die_with_the_host() {
         rpc.until("the ready event", |v| v["type"] == "ready");
         wait_for("the fixture's pid file", || pids_in(&pid_file).len() == 2);
         let pids = pids_in(&pid_file);
-        let zot_pid = rpc.child.id().to_string();
-        let killed = std::process::Command::new("kill")
-            .args([&format!("-{signal}"), &zot_pid])
-            .status()
-            .expect("run kill");
-        assert!(killed.success(), "kill -{signal} zot failed");
+        assert!(
+            send_signal(rpc.child.id(), sig),
+            "kill -{signal} zot failed"
+        );
         let _ = rpc.child.wait();
         wait_for(
             &format!(

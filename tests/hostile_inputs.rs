@@ -559,10 +559,7 @@ fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
     let pid = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
     let grandchild = read_pid(&gc);
     rpc.send(json!({"type": "tool_call", "id": "t", "name": "t"}));
-    let sigint = |rpc: &Rpc| {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(rpc.child.id() as i32, libc::SIGINT) };
-    };
+    let sigint = |rpc: &Rpc| send_signal(rpc.child.id(), libc::SIGINT);
     sigint(&rpc);
     // The first must have taken effect (new requests refused) before
     // the second, or the two may arrive as one.
@@ -922,10 +919,7 @@ fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
     }
     assert_eq!(find("bom")["state"], "ready", "{list}");
     // SIGTERM still works: the host was never stuck in discovery.
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(rpc.child.id().to_string())
-        .status();
+    send_signal(rpc.child.id(), libc::SIGTERM);
     assert_eq!(rpc.wait(), Some(0), "zot rpc should stop on SIGTERM");
 }
 

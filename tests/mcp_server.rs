@@ -781,9 +781,7 @@ fn sigterm_shuts_down_gracefully() {
     mcp.request(json!(1), "tools/list", json!({})); // after startup readiness
     let pids = fixture_pids(&mcp.fixture_dir);
     assert!(!pids.is_empty(), "extensions recorded their pids");
-    // SAFETY: kill(2) on our own child's pid, which we have not reaped.
-    let rc = unsafe { libc::kill(mcp.rpc.child.id() as i32, libc::SIGTERM) };
-    assert_eq!(rc, 0, "kill");
+    assert!(send_signal(mcp.rpc.child.id(), libc::SIGTERM), "kill");
     mcp.finish();
 }
 
@@ -828,9 +826,7 @@ fn start_slow_call(mcp: &mut Mcp, ms: u64) {
 }
 
 fn sigterm(mcp: &Mcp) {
-    // SAFETY: kill(2) on our own child's pid, which we have not reaped.
-    let rc = unsafe { libc::kill(mcp.rpc.child.id() as i32, libc::SIGTERM) };
-    assert_eq!(rc, 0, "kill");
+    assert!(send_signal(mcp.rpc.child.id(), libc::SIGTERM), "kill");
 }
 
 #[test]

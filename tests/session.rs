@@ -647,8 +647,7 @@ fn wait_with_cpu(child: Child) -> (Option<i32>, Duration) {
         }
         assert_eq!(got, 0, "wait4: {}", std::io::Error::last_os_error());
         if Instant::now() >= end {
-            // SAFETY: our own child, not reaped yet.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            send_signal(child.id(), libc::SIGKILL);
             panic!("zot did not exit");
         }
         std::thread::sleep(Duration::from_millis(10));

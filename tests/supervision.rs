@@ -115,10 +115,7 @@ fn tool_call(rpc: &mut Rpc, id: &str, args: Value) -> Value {
 }
 
 fn sigkill(pid: u32) {
-    // SAFETY: kill(2) on a process this test's host started.
-    unsafe {
-        libc::kill(pid as i32, libc::SIGKILL);
-    }
+    send_signal(pid, libc::SIGKILL);
 }
 
 #[test]

@@ -12,8 +12,8 @@
 mod common;
 
 use common::{
-    assert_fails_naming, assert_ok, command, ext_dir, fixture, start, stderr_of, stdout_of, tool,
-    write_manifest, TempDir, DEADLINE,
+    assert_fails_naming, assert_ok, command, ext_dir, fixture, send_signal, start, stderr_of,
+    stdout_of, tool, write_manifest, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -154,7 +154,7 @@ fn run(cmd: &mut Command, input: &str, what: &str) -> Output {
     match rx.recv_timeout(DEADLINE * 3) {
         Ok(out) => out.expect("wait for zot"),
         Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            send_signal(pid, libc::SIGKILL);
             panic!("`zot {what}` did not finish in time (hung?)");
         }
     }

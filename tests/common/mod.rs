@@ -206,6 +206,14 @@ pub fn recv_on<T>(host: &Host, what: &str, rx: &crossbeam_channel::Receiver<T>) 
     got.expect("wait_on returns once a value came")
 }
 
+/// Sends `sig` to process `pid` with kill(2): whether it was sent (it is
+/// not when the process is gone).
+pub fn send_signal(pid: u32, sig: libc::c_int) -> bool {
+    let pid = libc::pid_t::try_from(pid).expect("a pid fits pid_t");
+    // SAFETY: kill(2) takes two integers and touches none of our memory.
+    unsafe { libc::kill(pid, sig) == 0 }
+}
+
 /// Whether process `pid` is gone (or a zombie nobody of ours owns).
 pub fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -677,11 +685,7 @@ impl Zot {
     }
 
     pub fn signal(&self, sig: i32) {
-        let pid = i32::try_from(self.child.id()).expect("pid");
-        // SAFETY: kill(2) on our own child.
-        unsafe {
-            libc::kill(pid, sig);
-        }
+        send_signal(self.child.id(), sig);
     }
 
     pub fn close_stdin(&mut self) {
@@ -838,11 +842,7 @@ pub fn held_tool(t: &TempDir) -> (PathBuf, PathBuf) {
 /// Lets the `held` tool of [`held_tool`] answer (SIGUSR1).
 pub fn release_held(pid_file: &Path) {
     let pid = read_pid(pid_file);
-    let status = Command::new("kill")
-        .args(["-USR1", &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(status.success(), "kill -USR1 {pid} failed");
+    assert!(send_signal(pid, libc::SIGUSR1), "kill -USR1 {pid} failed");
 }
 
 /// Writes an extension directory `dir` for `fixtures/tools/ext.py`, which
@@ -1138,7 +1138,7 @@ pub fn run_bounded(cmd: &mut Command, what: &str) -> std::process::Output {
     match rx.recv_timeout(DEADLINE) {
         Ok(out) => out.expect("wait for zot"),
         Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            send_signal(pid, libc::SIGKILL);
             panic!("`zot {what}` did not finish within {DEADLINE:?} (hung?)");
         }
     }
