@@ -13,10 +13,10 @@ use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 /// The file a skill is, in a `skills` directory (found at any depth).
-pub const SKILL_FILE: &str = "SKILL.md";
+pub(crate) const SKILL_FILE: &str = "SKILL.md";
 
 /// Where a theme is looked for, in order, relative to the extension directory.
-pub const THEME_FILES: [&str; 2] = ["theme.json", "themes/theme.json"];
+pub(crate) const THEME_FILES: [&str; 2] = ["theme.json", "themes/theme.json"];
 
 /// Most directory entries one `skills` entry may make the scan look at.
 const MAX_SCANNED: usize = 10_000;
@@ -52,7 +52,7 @@ impl Provides {
 /// Resolves `skills` entries (as written in the manifest) and finds the
 /// theme of the extension in `dir`. The error is the reason alone, naming
 /// the entry.
-pub fn resolve(dir: &Path, skills: &[String]) -> Result<Provides, String> {
+pub(crate) fn resolve(dir: &Path, skills: &[String]) -> Result<Provides, String> {
     let root = fs::canonicalize(dir)
         .map_err(|e| format!("cannot read the extension directory {}: {e}", dir.display()))?;
     let mut found = Vec::new();

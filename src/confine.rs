@@ -19,15 +19,15 @@ use std::process::Command;
 /// Test-only: the Landlock ABI zot takes the kernel to have, lowered to
 /// this number (never raised), so the refusal on an old kernel can be
 /// tested on a new one.
-pub const ABI_OVERRIDE_VAR: &str = "ZOT_LANDLOCK_ABI_OVERRIDE";
+pub(crate) const ABI_OVERRIDE_VAR: &str = "ZOT_LANDLOCK_ABI_OVERRIDE";
 
 /// Landlock ABI for the filesystem rules: 3 (Linux 6.2) is the first that
 /// also denies truncating a file outside the allowed paths.
-pub const FS_ABI: u32 = 3;
+pub(crate) const FS_ABI: u32 = 3;
 /// Landlock ABI that can deny TCP connect and bind (Linux 6.7).
 pub const NET_ABI: u32 = 4;
 /// Landlock ABI that scopes signals and abstract UNIX sockets (Linux 6.12).
-pub const SCOPE_ABI: u32 = 6;
+pub(crate) const SCOPE_ABI: u32 = 6;
 
 /// Directories every confined program may read and execute from when its
 /// manifest restricts `read`: where the system keeps programs, libraries
@@ -42,7 +42,7 @@ const SYSTEM_DIRS: [&str; 12] = [
 const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 
 /// The Landlock ABI of this kernel as zot sees it (0: none), lowered by
-/// [`ABI_OVERRIDE_VAR`] when that is set.
+/// `ABI_OVERRIDE_VAR` when that is set.
 pub fn kernel_abi() -> u32 {
     let real = real_abi();
     let lowered = std::env::var(ABI_OVERRIDE_VAR)
@@ -75,7 +75,7 @@ fn real_abi() -> u32 {
 }
 
 /// The ABI the rules of `perms` need, and the rule that needs it.
-pub fn required_abi(perms: &Permissions) -> (u32, &'static str) {
+pub(crate) fn required_abi(perms: &Permissions) -> (u32, &'static str) {
     if perms.network {
         (FS_ABI, "the filesystem rules")
     } else {
@@ -84,7 +84,7 @@ pub fn required_abi(perms: &Permissions) -> (u32, &'static str) {
 }
 
 /// Why an extension cannot be confined on this kernel, if it cannot.
-pub fn refusal(perms: &Permissions) -> Option<String> {
+pub(crate) fn refusal(perms: &Permissions) -> Option<String> {
     if !cfg!(target_os = "linux") {
         return Some("confinement needs Linux Landlock, which this system does not have".into());
     }
@@ -124,7 +124,7 @@ impl Places {
     }
 
     /// `path` with its variable replaced; `None` for `$HOME` without a home.
-    pub fn expand(&self, path: &str) -> Option<PathBuf> {
+    pub(crate) fn expand(&self, path: &str) -> Option<PathBuf> {
         let (var, rest) = match path.find('/') {
             Some(i) if path.starts_with('$') => (&path[..i], &path[i + 1..]),
             _ if path.starts_with('$') => (path, ""),
@@ -148,7 +148,7 @@ impl Places {
 /// The extension's private temporary directory: its `TMPDIR`, created
 /// for one start and removed with everything in it when dropped.
 #[derive(Debug)]
-pub struct PrivateTmp(PathBuf);
+pub(crate) struct PrivateTmp(PathBuf);
 
 impl PrivateTmp {
     /// `$TMP/zot-<name>-<host pid>-<key>`, mode 0700.
@@ -169,7 +169,7 @@ impl PrivateTmp {
     }
 
     /// Where it is.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -187,7 +187,7 @@ pub struct Confinement {
     ruleset: std::os::fd::OwnedFd,
     /// The child's `TMPDIR`; dropping it removes it, so keep it until the
     /// child has exited.
-    pub tmp: PrivateTmp,
+    pub(crate) tmp: PrivateTmp,
     /// What it may do, in one line for its log.
     pub summary: String,
 }

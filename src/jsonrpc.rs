@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use std::fmt;
 
 /// Invalid JSON was received.
-pub const PARSE_ERROR: i64 = -32700;
+pub(crate) const PARSE_ERROR: i64 = -32700;
 /// The JSON is not a valid request object.
 pub const INVALID_REQUEST: i64 = -32600;
 /// The method does not exist.
@@ -184,7 +184,7 @@ impl Id {
     }
 
     /// The number it is, when it is a 64-bit unsigned integer.
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         self.key().parse().ok()
     }
 }
@@ -336,7 +336,7 @@ fn exact_request_id(line: &[u8]) -> Option<Id> {
 
 impl<P: Serialize, R: Serialize> Message<P, R> {
     /// A request.
-    pub fn request(id: Id, method: impl Into<String>, params: P) -> Message<P, R> {
+    pub(crate) fn request(id: Id, method: impl Into<String>, params: P) -> Message<P, R> {
         let method = method.into();
         Message::Request(Request { id, method, params })
     }
@@ -356,7 +356,7 @@ impl<P: Serialize, R: Serialize> Message<P, R> {
     }
 
     /// The message as one `\n`-terminated line, appended to `out`.
-    pub fn write_line(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
         // Serializing cannot fail: every map key is a string.
         let _ = serde_json::to_writer(&mut *out, self);
         out.push(b'\n');

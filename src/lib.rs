@@ -31,6 +31,10 @@
 //! ```
 //!
 //! [`order`] handles pipelined replies in their place among the events.
+//! Every request answers `Result<_, `[`HostError`]`>`, the one error type
+//! of this API; starting fails only when the system refuses a thread
+//! ([`std::io::Error`]). Closed sets of names are enums ([`ExtensionState`],
+//! [`Scope`], [`Action`], [`Level`], [`InterceptEvent`], [`PanelKey`]...).
 //! The `zot` binary's own building blocks (frames, processes, discovery,
 //! trust...) sit in a hidden `internal` module: not part of this API.
 
@@ -76,58 +80,77 @@ pub use types::{
     ToolRequest, ToolResult,
 };
 
-/// What the `zot` binary (`src/cli`, a module of `src/main.rs`) uses
-/// beyond the embedder's API above: the building blocks of its
-/// surfaces. Not a stable interface; hidden from the documentation.
+/// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the
+/// tests and the benchmarks use beyond the embedder's API above: the
+/// building blocks of its surfaces. Each submodule lists exactly the
+/// items used; the rest of each module is crate-private. Not a stable
+/// interface; hidden from the documentation.
 #[doc(hidden)]
 pub mod internal {
     /// Bundles: skills and themes (SPEC 14.6).
     pub mod bundle {
-        pub use crate::bundle::*;
+        pub use crate::bundle::Provides;
     }
     /// Landlock confinement (SPEC 16).
     pub mod confine {
-        pub use crate::confine::*;
+        pub use crate::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }
     /// Where extensions live and which run (SPEC 4, 3.1).
     pub mod discovery {
-        pub use crate::discovery::*;
+        pub use crate::discovery::{
+            discover, discover_with, global_dir, logs_dir, project_dir, scan, zot_home, Found,
+            Status,
+        };
     }
     /// JSON-RPC 2.0 messages, for `zot mcp`.
     #[cfg(feature = "mcp")]
     pub mod jsonrpc {
-        pub use crate::jsonrpc::*;
+        pub use crate::jsonrpc::{
+            Id, Invalid, Message, Notification, Request, Response, RpcError, INTERNAL_ERROR,
+            INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, SERVER_BUSY,
+            UNSUPPORTED_PROTOCOL_VERSION,
+        };
     }
     /// Per-extension logs and text made safe for a terminal.
     pub mod log {
-        pub use crate::log::*;
+        pub use crate::log::{inert, log_path, timestamp};
     }
     /// `extension.json` (SPEC 5).
     pub mod manifest {
-        pub use crate::manifest::*;
+        pub use crate::manifest::{
+            read_file, strip_bom, valid_name, InvalidManifest, Manifest, ManifestError,
+            Permissions, Protocol, MANIFEST_FILE,
+        };
     }
     /// Extension processes: spawning, groups, signals.
     pub mod process {
-        pub use crate::process::*;
+        pub use crate::process::{
+            describe_status, end_group, group_alive, read_lines, signal_group, spawn_group,
+        };
     }
     /// Frames and lines of the wire protocol (SPEC 6-7, 13-14).
     pub mod protocol {
-        pub use crate::protocol::*;
+        pub use crate::protocol::{
+            event_payload, parse_ext_frame, parse_json, CommandResponse, ExtFrame, HostFrame, Line,
+            LineReader, ToolExtras, EVENT_NAMES, HOST_CAPABILITIES, MAX_LINE, PROTOCOL_VERSION,
+        };
     }
     /// Name registries and their bounds (SPEC 3.7, 9).
     pub mod registry {
-        pub use crate::registry::*;
+        pub use crate::registry::{footprint, same_command, valid_name, MAX_NAMES, MAX_NAME_BYTES};
     }
     /// `register_tool`'s fields (SPEC 13.6-13.7).
     pub mod tooldef {
-        pub use crate::tooldef::*;
+        pub use crate::tooldef::{tool_info, tool_prompt_fields};
     }
     /// Tool result blocks.
     pub mod toolresult {
-        pub use crate::toolresult::*;
+        pub use crate::toolresult::{is_empty_text, map_content};
     }
     /// Project trust (SPEC 15).
     pub mod trust {
-        pub use crate::trust::*;
+        pub use crate::trust::{
+            entry_key, notices, update, Binding, Entry, Record, Snapshot, Untrusted,
+        };
     }
 }

@@ -41,7 +41,7 @@ struct LogFile {
 impl ExtLog {
     /// Opens (creating its directory) the log of `name`, rotated
     /// whenever a write would take it past `limit` bytes.
-    pub fn open(logs_dir: &Path, name: &str, limit: u64) -> ExtLog {
+    pub(crate) fn open(logs_dir: &Path, name: &str, limit: u64) -> ExtLog {
         let path = log_path(logs_dir, name);
         let opened = std::fs::create_dir_all(logs_dir).and_then(|()| {
             // Rotated at start too (SPEC 3.4), not only at the first write:
@@ -70,7 +70,7 @@ impl ExtLog {
     }
 
     /// A log that writes only to the host's stderr.
-    pub fn stderr(name: &str) -> ExtLog {
+    pub(crate) fn stderr(name: &str) -> ExtLog {
         ExtLog {
             name: name.into(),
             file: None,
@@ -79,7 +79,7 @@ impl ExtLog {
 
     /// The child's stderr: a pipe for the reader to [`ExtLog::append`] to,
     /// or the host's stderr when there is no file.
-    pub fn child_stderr(&self) -> Stdio {
+    pub(crate) fn child_stderr(&self) -> Stdio {
         match self.file {
             Some(_) => Stdio::piped(),
             None => Stdio::inherit(),
@@ -87,14 +87,14 @@ impl ExtLog {
     }
 
     /// Appends raw bytes (the child's stderr).
-    pub fn append(&self, bytes: &[u8]) {
+    pub(crate) fn append(&self, bytes: &[u8]) {
         if !self.write(bytes) {
             let _ = io::stderr().write_all(bytes);
         }
     }
 
     /// Appends one `[zot] <timestamp> <msg>` line.
-    pub fn line(&self, msg: &str) {
+    pub(crate) fn line(&self, msg: &str) {
         let mut cut = msg.len().min(MAX_LINE_MSG);
         while !msg.is_char_boundary(cut) {
             cut -= 1;

@@ -39,9 +39,9 @@ pub struct Manifest {
     /// Prepended to an MCP server's tool and command names.
     pub prefix: Option<String>,
     /// Whether a crashed extension is started again (SPEC 12).
-    pub restart: Restart,
+    pub(crate) restart: Restart,
     /// What an interception means while this guard cannot answer (SPEC 12).
-    pub guard_failure: GuardFailure,
+    pub(crate) guard_failure: GuardFailure,
     /// `skills` entries as written: directories scanned for `SKILL.md`
     /// files, or `SKILL.md` files, relative to the manifest.
     pub skills: Vec<String>,
@@ -67,7 +67,7 @@ pub struct Permissions {
 }
 
 /// The variables a permission path may start with.
-pub const PATH_VARIABLES: [&str; 4] = ["$EXT", "$CWD", "$HOME", "$TMP"];
+pub(crate) const PATH_VARIABLES: [&str; 4] = ["$EXT", "$CWD", "$HOME", "$TMP"];
 
 /// The protocol an extension speaks on stdin/stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +90,7 @@ impl Protocol {
 
 /// Manifest `restart`: what happens when the extension crashes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Restart {
+pub(crate) enum Restart {
     /// `"on-failure"` (default): started again after a backoff.
     OnFailure,
     /// `"never"`: stays exited.
@@ -100,7 +100,7 @@ pub enum Restart {
 /// Manifest `guard_failure`: the outcome of an interception this
 /// extension subscribed to but cannot answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GuardFailure {
+pub(crate) enum GuardFailure {
     /// `"allow"` (default, as upstream): an absent guard lets it through.
     Allow,
     /// `"block"`: an absent guard blocks (fails closed).
@@ -169,7 +169,7 @@ impl Manifest {
 
     /// [`Manifest::load`], also giving the text it parsed (what workspace
     /// trust compares, SPEC 15.2).
-    pub fn load_with_text(path: &Path) -> Result<(Manifest, Vec<u8>), ManifestError> {
+    pub(crate) fn load_with_text(path: &Path) -> Result<(Manifest, Vec<u8>), ManifestError> {
         let err = |reason: String| ManifestError {
             path: path.to_path_buf(),
             reason,
@@ -428,7 +428,11 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
 /// With `no_symlink` a symlink is refused rather than followed. The
 /// error is the reason alone; the caller still bounds its reads by `max`
 /// (the file may grow once open).
-pub fn open_regular(path: &Path, max: u64, no_symlink: bool) -> Result<std::fs::File, String> {
+pub(crate) fn open_regular(
+    path: &Path,
+    max: u64,
+    no_symlink: bool,
+) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let cannot = |e: std::io::Error| format!("cannot read: {e}");
     let meta = if no_symlink {

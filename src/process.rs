@@ -146,7 +146,7 @@ impl ExtProcess {
     /// stdout read as `s.reading` says. Call it from a thread that outlives
     /// every extension it starts (see [`spawn_group`]): `spawner.rs` does.
     /// A confined one's `TMPDIR` lives as long as the process.
-    pub fn spawn(s: Spawn) -> io::Result<ExtProcess> {
+    pub(crate) fn spawn(s: Spawn) -> io::Result<ExtProcess> {
         let Spawn {
             key,
             name,
@@ -249,7 +249,7 @@ impl ExtProcess {
     /// Writes whole lines to stdin: directly when the pipe has room and
     /// nothing is queued, the rest through the writer thread. Never
     /// blocks. False when stdin is closed.
-    pub fn send(&self, mut chunk: OutChunk) -> bool {
+    pub(crate) fn send(&self, mut chunk: OutChunk) -> bool {
         let Some(outbox) = &self.outbox else {
             return false;
         };
@@ -276,12 +276,12 @@ impl ExtProcess {
 
     /// The count of bytes queued but not yet written to stdin, as the
     /// writer thread updates it.
-    pub fn backlog(&self) -> Arc<AtomicUsize> {
+    pub(crate) fn backlog(&self) -> Arc<AtomicUsize> {
         self.queued.clone()
     }
 
     /// Closes stdin once every queued line is written.
-    pub fn close_stdin(&mut self) {
+    pub(crate) fn close_stdin(&mut self) {
         self.outbox = None;
         self.direct = None;
         self.writer = Cell::new(None); // never started: nothing is queued
@@ -290,7 +290,7 @@ impl ExtProcess {
     /// Whether something may still write to its stdout (when it has
     /// exited: a grandchild, perhaps escaped). When nothing can, the end
     /// of file follows whatever the pipe still holds.
-    pub fn stdout_held(&self) -> bool {
+    pub(crate) fn stdout_held(&self) -> bool {
         let Some(fd) = &self.stdout else {
             return true;
         };
@@ -299,17 +299,17 @@ impl ExtProcess {
     }
 
     /// The exit status, once the process has exited (reaps it).
-    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
-    pub fn signal_group(&self, signal: i32) {
+    pub(crate) fn signal_group(&self, signal: i32) {
         signal_group(self.pid, signal);
     }
 
     /// Drops it, then gives the reader a bounded moment to copy what is
     /// left of stderr, so the log is complete for whoever reads it next.
-    pub fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         let log_done = self.log_done.take();
         drop(self);
         if let Some(done) = log_done {

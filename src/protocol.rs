@@ -11,7 +11,7 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Deepest nesting accepted in one JSON text (frame, rpc request,
 /// manifest): serde_json recurses, so deeper input would reach the stack.
-pub const MAX_DEPTH: usize = 64;
+pub(crate) const MAX_DEPTH: usize = 64;
 
 closed_set! {
     /// A key forwarded to an open panel (`panel_key.key`, SPEC 6).
@@ -68,7 +68,7 @@ pub const EVENT_NAMES: [&str; 14] = [
 
 /// Payload keys the host sets itself: the frame's own keys, and the
 /// event counter (SPEC 14.4). An embedder's payload may not carry them.
-pub const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "sequence"];
+pub(crate) const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "sequence"];
 
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -174,7 +174,7 @@ pub enum ExtFrame {
         name: String,
     },
     /// Internal: a line over [`MAX_LINE`] bytes whose start says it is a
-    /// frame `kind` with `id` (see [`frame_head`]); the rest was dropped.
+    /// frame `kind` with `id` (see `frame_head`); the rest was dropped.
     TooLong {
         kind: String,
         id: String,
@@ -301,14 +301,14 @@ pub struct EventPayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
     /// Any other field (`reason`, `status`, `session_id`...), passed
-    /// through unchanged (SPEC 14.4); none of [`RESERVED_EVENT_FIELDS`].
+    /// through unchanged (SPEC 14.4); none of `type`, `event`, `id`, `sequence`.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, Value>,
 }
 
 impl EventPayload {
     /// The first of [`RESERVED_EVENT_FIELDS`] the payload carries, if any.
-    pub fn reserved_field(&self) -> Option<&'static str> {
+    pub(crate) fn reserved_field(&self) -> Option<&'static str> {
         RESERVED_EVENT_FIELDS
             .into_iter()
             .find(|k| self.extra.contains_key(*k))
@@ -445,7 +445,7 @@ pub enum Line {
 }
 
 /// Reads `\n`-terminated lines with a length cap, discarding over-long
-/// lines instead of buffering them (all but their first [`HEAD`] bytes).
+/// lines instead of buffering them (all but their first `HEAD` bytes).
 pub struct LineReader<R> {
     inner: R,
     max: usize,
@@ -453,8 +453,8 @@ pub struct LineReader<R> {
 }
 
 /// How much of a discarded line is kept: enough for the `type` and `id`
-/// that upstream's SDK writes first (see [`frame_head`]).
-pub const HEAD: usize = 4096;
+/// that upstream's SDK writes first (see `frame_head`).
+pub(crate) const HEAD: usize = 4096;
 
 impl<R: BufRead> LineReader<R> {
     /// Reads lines from `inner`, discarding any longer than `max` bytes.
@@ -466,8 +466,8 @@ impl<R: BufRead> LineReader<R> {
         }
     }
 
-    /// The first [`HEAD`] bytes of the line last returned as too long.
-    pub fn discarded_head(&self) -> &[u8] {
+    /// The first `HEAD` bytes of the line last returned as too long.
+    pub(crate) fn discarded_head(&self) -> &[u8] {
         &self.head
     }
 
@@ -636,13 +636,13 @@ impl Fields {
 }
 
 /// Parses one JSON text (frame, rpc or MCP message, manifest), refusing
-/// nesting deeper than [`MAX_DEPTH`] before serde recurses into it.
+/// nesting deeper than `MAX_DEPTH` before serde recurses into it.
 pub fn parse_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> {
     check_depth(json)?;
     serde_json::from_slice(json).map_err(|e| e.to_string())
 }
 
-/// Checks without recursion that `json` nests at most [`MAX_DEPTH`] deep.
+/// Checks without recursion that `json` nests at most `MAX_DEPTH` deep.
 /// Brackets inside strings do not count; malformed text is left for the parser.
 fn check_depth(json: &[u8]) -> Result<(), String> {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
@@ -681,7 +681,7 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
 /// The `type` and `id` of a frame from the start of its line (`head`),
 /// when both are top-level string fields there: what is known of a
 /// frame too long to read whole, so that its request fails at once.
-pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
+pub(crate) fn frame_head(head: &[u8]) -> Option<(String, String)> {
     let fields = head_fields(head);
     let text = |key: &str| {
         let value = fields.iter().find(|(k, _)| k == key).map(|(_, v)| v);
@@ -693,7 +693,7 @@ pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
 /// The top-level fields at the start of a JSON object's text whose
 /// values are strings or integers, up to the first other value (or the
 /// end of `head`): a JSON-RPC message's `id`, a frame's `type` and `id`.
-pub fn head_fields(head: &[u8]) -> Vec<(String, Value)> {
+pub(crate) fn head_fields(head: &[u8]) -> Vec<(String, Value)> {
     let mut fields = Vec::new();
     let Some(mut rest) = head.strip_prefix(b"{") else {
         return fields;

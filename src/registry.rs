@@ -61,7 +61,7 @@ pub fn valid_name(name: &str) -> bool {
 
 impl<T> Registry<T> {
     /// A registry whose names are case-insensitive (commands).
-    pub fn case_insensitive() -> Self {
+    pub(crate) fn case_insensitive() -> Self {
         Registry {
             names: BTreeMap::new(),
             fold: true,
@@ -80,7 +80,7 @@ impl<T> Registry<T> {
     /// Records that extension `rank` registered `name` (again: updates its
     /// info). Returns who is shadowed by whom, when the claimant either
     /// lost to the owner or displaced it.
-    pub fn claim(&mut self, name: &str, rank: usize, info: T) -> Option<(usize, usize)> {
+    pub(crate) fn claim(&mut self, name: &str, rank: usize, info: T) -> Option<(usize, usize)> {
         let key = self.key(name).into_owned();
         let claims = self.names.entry(key).or_default();
         let previous_owner = claims.first().map(|c| c.rank);
@@ -105,24 +105,24 @@ impl<T> Registry<T> {
     }
 
     /// What extension `rank` registered as `name`, if it did.
-    pub fn claim_of(&self, name: &str, rank: usize) -> Option<&T> {
+    pub(crate) fn claim_of(&self, name: &str, rank: usize) -> Option<&T> {
         self.claim_at(name, rank).map(|c| &c.info)
     }
 
     /// How extension `rank` spelled `name` when it registered it.
-    pub fn spelling_of(&self, name: &str, rank: usize) -> Option<&str> {
+    pub(crate) fn spelling_of(&self, name: &str, rank: usize) -> Option<&str> {
         self.claim_at(name, rank).map(|c| c.name.as_str())
     }
 
     /// The same, to change it.
-    pub fn claim_mut(&mut self, name: &str, rank: usize) -> Option<&mut T> {
+    pub(crate) fn claim_mut(&mut self, name: &str, rank: usize) -> Option<&mut T> {
         let claims = self.names.get_mut(name)?;
         let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
         Some(&mut claims[i].info)
     }
 
     /// The winning claim on `name`.
-    pub fn owner(&self, name: &str) -> Option<&Claim<T>> {
+    pub(crate) fn owner(&self, name: &str) -> Option<&Claim<T>> {
         self.names
             .get(self.key(name).as_ref())
             .and_then(|c| c.first())
@@ -130,7 +130,7 @@ impl<T> Registry<T> {
 
     /// Drops extension `rank`'s claim on `name` (it unregistered it);
     /// returns what it had registered.
-    pub fn release(&mut self, name: &str, rank: usize) -> Option<T> {
+    pub(crate) fn release(&mut self, name: &str, rank: usize) -> Option<T> {
         let key = self.key(name).into_owned();
         let claims = self.names.get_mut(&key)?;
         let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;
@@ -142,7 +142,7 @@ impl<T> Registry<T> {
     }
 
     /// Drops every claim of extension `rank` (it exited).
-    pub fn remove_rank(&mut self, rank: usize) {
+    pub(crate) fn remove_rank(&mut self, rank: usize) {
         self.names.retain(|_, claims| {
             claims.retain(|c| c.rank != rank);
             !claims.is_empty()
@@ -150,18 +150,18 @@ impl<T> Registry<T> {
     }
 
     /// Forgets everything (reload).
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.names.clear();
     }
 
     /// Every name, as its owner spelled it, with its winning claim, sorted.
-    pub fn owners(&self) -> impl Iterator<Item = (&str, &Claim<T>)> {
+    pub(crate) fn owners(&self) -> impl Iterator<Item = (&str, &Claim<T>)> {
         (self.names.values()).filter_map(|c| c.first().map(|c| (c.name.as_str(), c)))
     }
 
     /// Names extension `rank` claimed (as it spelled them) but another
     /// owns, with the owner's rank.
-    pub fn lost_by(&self, rank: usize) -> Vec<(String, usize)> {
+    pub(crate) fn lost_by(&self, rank: usize) -> Vec<(String, usize)> {
         (self.names.values())
             .filter_map(|claims| {
                 let lost = claims.iter().skip(1).find(|c| c.rank == rank)?;
@@ -171,7 +171,7 @@ impl<T> Registry<T> {
     }
 
     /// Names extension `rank` owns.
-    pub fn owned_by(&self, rank: usize) -> Vec<String> {
+    pub(crate) fn owned_by(&self, rank: usize) -> Vec<String> {
         self.owners()
             .filter(|(_, c)| c.rank == rank)
             .map(|(n, _)| n.to_string())

@@ -4,11 +4,11 @@
 use serde_json::{json, Value};
 
 /// Text used when a tool returns no blocks at all.
-pub const NO_CONTENT: &str = "(extension returned no content)";
+pub(crate) const NO_CONTENT: &str = "(extension returned no content)";
 
 /// Keeps valid text and image blocks; an invalid image or unknown block
 /// becomes an error text block; empty text blocks are dropped, as
-/// upstream does; no blocks left become [`NO_CONTENT`].
+/// upstream does; no blocks left become `NO_CONTENT`.
 pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
     let kept: Vec<Value> = blocks
         .into_iter()
@@ -28,7 +28,7 @@ pub fn is_empty_text(block: &Value) -> bool {
 
 /// Whether an image block is invalid (its `data` not base64, or fields
 /// missing): upstream then marks the whole result `is_error`.
-pub fn has_invalid_image(blocks: &[Value]) -> bool {
+pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     blocks.iter().any(|b| {
         b["type"] == "image"
             && !matches!(
@@ -64,16 +64,16 @@ fn map_block(block: Value) -> Value {
 
 /// Bytes of text and image data a `call_tool` result or a `tool_result`
 /// event carries at most (SPEC 13.4, 13.5).
-pub const RESULT_BUDGET: usize = 256 * 1024;
+pub(crate) const RESULT_BUDGET: usize = 256 * 1024;
 
 /// Blocks a `tool_result` event carries at most (upstream's observation limit).
-pub const EVENT_BLOCKS: usize = 128;
+pub(crate) const EVENT_BLOCKS: usize = 128;
 
 /// The blocks that fit `budget` bytes of text, base64 data and MIME
 /// types, and at most `max_blocks` of them; true when anything was cut.
 /// The first text that does not fit is cut at a UTF-8 boundary, an image
 /// that does not fit is left out, and every block after is dropped.
-pub fn bounded(blocks: &[Value], budget: usize, max_blocks: usize) -> (Vec<Value>, bool) {
+pub(crate) fn bounded(blocks: &[Value], budget: usize, max_blocks: usize) -> (Vec<Value>, bool) {
     let mut left = budget;
     let mut kept = Vec::new();
     for block in blocks {

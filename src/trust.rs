@@ -23,13 +23,13 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 /// The record, in `$ZOT_HOME`.
-pub const RECORD_FILE: &str = "trust.json";
+pub(crate) const RECORD_FILE: &str = "trust.json";
 /// The copies of trusted files, in `$ZOT_HOME`.
 const COPIES_DIR: &str = "trust";
 /// Held (flock) while the record is read, changed and written.
 const LOCK_FILE: &str = "trust.lock";
 /// Largest file trust binds: an extension's compiled program included.
-pub const MAX_BOUND_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_BOUND_BYTES: u64 = 64 << 20;
 /// Largest record read: an entry is a few hundred bytes.
 const MAX_RECORD_BYTES: u64 = 16 << 20;
 const RECORD_VERSION: u64 = 1;
@@ -68,7 +68,7 @@ pub struct Binding {
 
 impl Binding {
     /// The binding of the extension in `dir` with `manifest`, as the files are now.
-    pub fn of(dir: &Path, manifest: &Manifest) -> Result<Binding, String> {
+    pub(crate) fn of(dir: &Path, manifest: &Manifest) -> Result<Binding, String> {
         let resolve = |p: &Path| {
             p.canonicalize()
                 .map_err(|e| format!("cannot resolve {}: {e}", p.display()))
@@ -210,14 +210,6 @@ impl Record {
             return Err(refused(format!("has version {v}, not {RECORD_VERSION}")));
         }
         Ok(Record { file, ..empty })
-    }
-
-    /// The entries of the project in `cwd`, by extension directory name.
-    pub fn entries(&self, cwd: &Path) -> Vec<(&String, &Entry)> {
-        project_key(cwd)
-            .and_then(|key| self.file.projects.get(&key))
-            .map(|p| p.iter().collect())
-            .unwrap_or_default()
     }
 
     /// Whether the extension in `dir` (in the project `cwd`), whose

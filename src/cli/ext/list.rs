@@ -3,9 +3,10 @@
 use super::{out, raw_manifest, CliError, Ctx};
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use zot_host::internal::discovery::{self, Found, Scope, Status};
+use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::internal::log::inert;
 use zot_host::internal::trust;
+use zot_host::Scope;
 
 /// One line of the listing.
 struct Row {

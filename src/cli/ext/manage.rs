@@ -7,9 +7,9 @@ use std::fs;
 use std::io::{self, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use zot_host::internal::discovery::Scope;
 use zot_host::internal::log::inert;
 use zot_host::internal::manifest::{self, Manifest, MANIFEST_FILE};
+use zot_host::Scope;
 
 /// Runs `zot ext remove <name> [--yes]`: the one project or global
 /// installation `name` means (see [`lookup`]).

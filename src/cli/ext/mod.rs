@@ -22,9 +22,10 @@ use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::{Component, Path, PathBuf};
-use zot_host::internal::discovery::{self, Scope};
+use zot_host::internal::discovery;
 use zot_host::internal::log::inert;
 use zot_host::internal::manifest::{self, MANIFEST_FILE};
+use zot_host::Scope;
 
 const HELP: &str = "\
 zot ext: manage installed extensions

@@ -5,10 +5,11 @@ use super::{failed, out, say, CliError, Ctx};
 use crate::cli::{absolute, string};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use zot_host::internal::discovery::{self, Found, Scope, Status};
+use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::internal::log::inert;
 use zot_host::internal::manifest::{self, Manifest, Permissions, MANIFEST_FILE};
 use zot_host::internal::trust::{self, Record, Snapshot, Untrusted};
+use zot_host::Scope;
 
 const TRUST_HELP: &str = "\
 usage: zot ext trust [NAME...] [--yes] [--cwd DIR]

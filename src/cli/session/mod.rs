@@ -33,8 +33,9 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use zot_host::internal::protocol::{Line, LineReader, Panel, MAX_LINE};
+use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
 use zot_host::order::{InOrder, Ordered};
+use zot_host::Panel;
 use zot_host::{
     BuiltinVerdict, CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
     InterceptOutcome, InterceptRequest, ReloadReport, Request, ToolOutcome, ToolRequest,

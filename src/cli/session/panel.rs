@@ -10,8 +10,7 @@
 use super::{Job, Session};
 use std::io::{self, Write};
 use std::time::Duration;
-use zot_host::internal::protocol::Panel;
-use zot_host::{PanelKey, Request};
+use zot_host::{Panel, PanelKey, Request};
 
 impl Session {
     /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune),

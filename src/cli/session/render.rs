@@ -33,7 +33,7 @@ use super::HOST_COMMANDS;
 use serde_json::Value;
 use std::io::{self, Write};
 use zot_host::internal::log::inert;
-use zot_host::internal::protocol::Panel;
+use zot_host::Panel;
 use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolResult};
 
 /// Colour of a prefix.

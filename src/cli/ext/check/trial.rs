@@ -13,13 +13,11 @@ use std::time::{Duration, Instant};
 use zot_host::internal::confine::Confinement;
 use zot_host::internal::manifest::Manifest;
 use zot_host::internal::process::{describe_status, group_alive};
-use zot_host::internal::protocol::{
-    CommandResponse, EventPayload, ExtFrame, HostFrame, PROTOCOL_VERSION,
-};
+use zot_host::internal::protocol::{CommandResponse, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::internal::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
 use zot_host::internal::tooldef;
 use zot_host::internal::toolresult::{is_empty_text, map_content};
-use zot_host::InterceptEvent;
+use zot_host::{EventPayload, InterceptEvent};
 use zot_host::{Exposure, HostConfig, Timeouts, ToolInfo};
 
 /// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
