@@ -482,3 +482,68 @@ fn a_crash_restarts_after_the_backoff_as_a_new_process() {
         "{events:?}"
     );
 }
+
+#[test]
+fn a_failed_write_fails_what_the_extension_owes_2_s_later_unless_answered() {
+    let t0 = Instant::now();
+    let mut f = caller(t0);
+    let (got, id_a) = call(&mut f, "a", t0);
+    let failed = InboundMsg {
+        key: f.keys[0],
+        msg: Inbound::WriteFailed("Broken pipe".into()),
+    };
+    f.e.inbound(failed, None, t0 + S);
+    f.settle(t0 + S);
+    assert!(
+        f.acts.iter().any(|a| matches!(a, Action::CloseStdin(0))),
+        "its stdin is closed"
+    );
+    // Nothing more can be written to it: new requests are refused.
+    let (refused, reply) = slot::<ToolOutcome>();
+    let call = ToolRequest::new("b", serde_json::json!({}));
+    let req = Request::Tool {
+        call,
+        pipeline: false,
+        reply,
+    };
+    f.request(req, t0 + S);
+    assert!(matches!(
+        taken(&refused),
+        Some(Err(HostError::NotServing(_)))
+    ));
+    f.settle(t0 + 3 * S - MS);
+    assert!(taken(&got).is_none(), "it may still answer {id_a}");
+    f.settle(t0 + 3 * S);
+    assert!(matches!(taken(&got), Some(Err(HostError::NotServing(_)))));
+}
+
+#[test]
+fn a_cancelled_tool_call_tells_an_extension_that_asked_for_tool_cancel() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    let hello = r#"{"type": "hello", "name": "x", "capabilities": ["tool_cancel"]}"#;
+    f.says(0, hello, t0);
+    f.says(0, r#"{"type": "register_tool", "name": "a"}"#, t0);
+    f.says(0, r#"{"type": "ready"}"#, t0);
+    f.sent(0);
+    let ticket = crate::types::Ticket(7);
+    let (got, reply) = slot::<ToolOutcome>();
+    let call = ToolRequest::new("a", serde_json::json!({}));
+    let request = Box::new(Request::Tool {
+        call,
+        pipeline: false,
+        reply,
+    });
+    f.request(Request::Cancellable { ticket, request }, t0);
+    let asked = f.frames(0);
+    let id = asked[0]["id"].clone();
+    let (found, reply) = slot::<bool>();
+    f.request(Request::Cancel { ticket, reply }, t0 + MS);
+    assert!(matches!(taken(&found), Some(Ok(true))));
+    assert!(matches!(taken(&got), Some(Err(HostError::CallCancelled))));
+    let told = f.frames(0);
+    assert_eq!(
+        (&told[0]["type"], &told[0]["id"]),
+        (&"tool_cancel".into(), &id)
+    );
+}
