@@ -29,7 +29,7 @@ use crate::types::{
 };
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -55,6 +55,10 @@ struct Loop {
     slot: Mutex<Slot>,
     /// Signalled when the driver is put back and when a reply comes.
     turned: Condvar,
+    /// Callers waiting on `turned`, changed under `slot`'s lock: only
+    /// they need the signal (each one costs a futex syscall, twice per
+    /// call otherwise).
+    waiting: AtomicUsize,
     /// The loop runs on a thread of its own: callers only wait.
     threaded: bool,
 }
@@ -67,7 +71,14 @@ impl Loop {
     /// Wakes the callers waiting for the driver (after a reply).
     fn wake(&self) {
         let _slot = self.lock();
-        self.turned.notify_all();
+        self.notify();
+    }
+
+    /// Signals `turned` if anybody waits on it; call it with the lock held.
+    fn notify(&self) {
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            self.turned.notify_all();
+        }
     }
 
     /// Runs turns on this thread until `until()` holds, `deadline` passes
@@ -88,9 +99,11 @@ impl Loop {
                 Slot::Driven => {
                     let left =
                         deadline.map_or(RECHECK, |d| d.saturating_duration_since(Instant::now()));
+                    self.waiting.fetch_add(1, Ordering::Relaxed);
                     slot = (self.turned.wait_timeout(slot, left.min(RECHECK)))
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
+                    self.waiting.fetch_sub(1, Ordering::Relaxed);
                 }
             }
         }
@@ -128,7 +141,7 @@ impl Loop {
         let driver = driving.1.take().filter(|d| !d.is_done());
         let mut slot = self.lock();
         *slot = driver.map_or(Slot::Done, Slot::Idle);
-        self.turned.notify_all();
+        self.notify();
         slot
     }
 }
@@ -148,8 +161,9 @@ impl Driving<'_> {
 impl Drop for Driving<'_> {
     fn drop(&mut self) {
         if self.1.take().is_some() {
-            *self.0.lock() = Slot::Done;
-            self.0.turned.notify_all();
+            let mut slot = self.0.lock();
+            *slot = Slot::Done;
+            self.0.notify();
         }
     }
 }
@@ -459,6 +473,7 @@ impl Host {
         let shared = Arc::new(Loop {
             slot: Mutex::new(Slot::Driven),
             turned: Condvar::new(),
+            waiting: AtomicUsize::new(0),
             threaded,
         });
         let handle = HostHandle {
