@@ -27,11 +27,11 @@ use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
     Request, Snapshot, Ticket, ToolOutcome, ToolRequest,
 };
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvError, Sender};
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
 /// The longest a caller that waits for another thread's driving sleeps
@@ -61,11 +61,25 @@ struct Loop {
     waiting: AtomicUsize,
     /// The loop runs on a thread of its own: callers only wait.
     threaded: bool,
+    /// Inline, the one thread that drives ([`Host::start_owned`]); the
+    /// others' calls only wait for it. `None`: any caller drives.
+    owner: Option<ThreadId>,
+    /// The host is being dropped: whichever thread drops it drives the
+    /// shutdown, owner or not.
+    released: AtomicBool,
 }
 
 impl Loop {
     fn lock(&self) -> MutexGuard<'_, Slot> {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this thread may run the loop; a thread that may not
+    /// waits for the one that does, as with the threaded layer.
+    fn drives_here(&self) -> bool {
+        !self.threaded
+            && (self.owner.is_none_or(|o| o == std::thread::current().id())
+                || self.released.load(Ordering::Relaxed))
     }
 
     /// Wakes the callers waiting for the driver (after a reply).
@@ -90,13 +104,13 @@ impl Loop {
                 return;
             }
             match &*slot {
-                Slot::Idle(_) => {
+                Slot::Idle(_) if self.drives_here() => {
                     slot = self.drive(slot, |driver| {
                         driver.run_until(&mut until, deadline);
                     })
                 }
                 Slot::Done => return,
-                Slot::Driven => {
+                Slot::Idle(_) | Slot::Driven => {
                     let left =
                         deadline.map_or(RECHECK, |d| d.saturating_duration_since(Instant::now()));
                     self.waiting.fetch_add(1, Ordering::Relaxed);
@@ -113,7 +127,7 @@ impl Loop {
     /// handed to the engine and its frames are written.
     fn turn_now(&self) {
         let slot = self.lock();
-        if matches!(*slot, Slot::Idle(_)) {
+        if matches!(*slot, Slot::Idle(_)) && self.drives_here() {
             drop(self.drive(slot, |driver| {
                 driver.turn(Some(Instant::now()));
             }));
@@ -192,7 +206,7 @@ impl HostHandle {
     /// Blocks until every extension is ready or failed, or the startup
     /// grace ran out; returns the names of the ready ones.
     pub fn wait_ready(&self) -> Vec<String> {
-        if !self.shared.threaded {
+        if self.shared.drives_here() {
             self.shared.drive_until(|| self.ready.is_set(), None);
         }
         self.ready.wait()
@@ -208,7 +222,7 @@ impl HostHandle {
             e.into_inner().fail(HostError::Stopped);
             return;
         }
-        if !self.shared.threaded && self.tx.len() >= engine::BATCH {
+        if self.shared.drives_here() && self.tx.len() >= engine::BATCH {
             self.shared.turn_now();
         }
     }
@@ -226,7 +240,7 @@ impl HostHandle {
         make: impl FnOnce(Reply<T>) -> Request,
     ) -> Result<T, HostError> {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        if self.shared.threaded {
+        if !self.shared.drives_here() {
             self.submit(make(Box::new(move |r| {
                 let _ = tx.send(r);
             })));
@@ -435,9 +449,22 @@ impl Host {
     /// in other threads' calls through a [`HostHandle`], one at a time).
     /// Any thread may drive it: extensions are spawned by the host's own
     /// threads, which outlive them.
-    pub fn start(mut config: HostConfig) -> io::Result<Host> {
+    pub fn start(config: HostConfig) -> io::Result<Host> {
+        Host::start_inline(config, None)
+    }
+
+    /// [`Host::start`], but only this thread runs the loop: other
+    /// threads' calls queue their requests and wait for it, as with the
+    /// threaded layer. For a CLI surface, whose main thread runs the loop
+    /// in [`Host::poll_with`] while its stdin reader and signal handler
+    /// only submit.
+    pub(crate) fn start_owned(config: HostConfig) -> io::Result<Host> {
+        Host::start_inline(config, Some(std::thread::current().id()))
+    }
+
+    fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
         config.make_paths_absolute();
-        let (host, requests, event_tx) = Host::new(config.spin_before_sleep, false);
+        let (host, requests, event_tx) = Host::new(config.spin_before_sleep, false, owner);
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
         let mut driver = Driver::start(config, requests, event_tx, sent, latch);
         // Weak: the driver sits inside the loop it would otherwise keep.
@@ -456,7 +483,7 @@ impl Host {
     /// whether or not anybody calls (notes, restarts, timeouts).
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
         config.make_paths_absolute();
-        let (mut host, requests, event_tx) = Host::new(config.spin_before_sleep, true);
+        let (mut host, requests, event_tx) = Host::new(config.spin_before_sleep, true, None);
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
@@ -467,7 +494,11 @@ impl Host {
 
     /// A host without its loop yet, with the ends of its channels the
     /// loop takes.
-    fn new(spin: Duration, threaded: bool) -> (Host, Receiver<Request>, Sender<HostEvent>) {
+    fn new(
+        spin: Duration,
+        threaded: bool,
+        owner: Option<ThreadId>,
+    ) -> (Host, Receiver<Request>, Sender<HostEvent>) {
         let (tx, requests) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
         let shared = Arc::new(Loop {
@@ -475,6 +506,8 @@ impl Host {
             turned: Condvar::new(),
             waiting: AtomicUsize::new(0),
             threaded,
+            owner,
+            released: AtomicBool::new(false),
         });
         let handle = HostHandle {
             tx,
@@ -537,7 +570,7 @@ impl Host {
         let before = self.events_sent();
         let new = || self.events_sent() > before;
         let deadline = Instant::now().checked_add(timeout);
-        if self.handle.shared.threaded {
+        if !self.handle.shared.drives_here() {
             while !new() && deadline.is_none_or(|d| Instant::now() < d) {
                 let left = deadline.map_or(Duration::MAX, |d| {
                     d.saturating_duration_since(Instant::now())
@@ -560,6 +593,62 @@ impl Host {
         self.events.try_recv().ok()
     }
 
+    /// [`Host::poll`] that also returns for a message on `extra`, the
+    /// caller's own channel (a surface's stdin lines, signals, replies),
+    /// or its error once `extra` is disconnected: runs the loop on this
+    /// thread until that message, a new event, `deadline` or the end of
+    /// the host. While another thread drives, `extra` is looked at every
+    /// few milliseconds; threaded, this only waits.
+    pub(crate) fn poll_with<T>(
+        &self,
+        extra: &Receiver<T>,
+        deadline: Option<Instant>,
+    ) -> Option<Result<T, RecvError>> {
+        let before = self.events_sent();
+        let new = || self.events_sent() > before;
+        let shared = &self.handle.shared;
+        let mut slot = shared.lock();
+        loop {
+            if new() || deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
+            }
+            match &*slot {
+                Slot::Idle(_) if shared.drives_here() => {
+                    let mut came = None;
+                    slot = shared.drive(slot, |driver| {
+                        while came.is_none() && !new() {
+                            let (running, msg) = driver.turn_with(deadline, extra);
+                            came = msg;
+                            let late = deadline.is_some_and(|d| Instant::now() >= d);
+                            if !running || late {
+                                break;
+                            }
+                        }
+                    });
+                    if came.is_some() {
+                        return came;
+                    }
+                }
+                Slot::Done => return extra.try_recv().ok().map(Ok),
+                Slot::Idle(_) | Slot::Driven => {
+                    match extra.try_recv() {
+                        Ok(msg) => return Some(Ok(msg)),
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                            return Some(Err(RecvError))
+                        }
+                        Err(crossbeam_channel::TryRecvError::Empty) => {}
+                    }
+                    let left =
+                        deadline.map_or(RECHECK, |d| d.saturating_duration_since(Instant::now()));
+                    let nap = left.min(Duration::from_millis(1));
+                    slot = (shared.turned.wait_timeout(slot, nap))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
     /// A handle for making calls from other threads.
     pub fn handle(&self) -> HostHandle {
         self.handle.clone()
@@ -573,6 +662,8 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
+        // Whichever thread drops an inline host drives its shutdown.
+        (self.handle.shared.released).store(true, Ordering::Relaxed);
         let _ = self.call(|reply| Request::Shutdown { reply });
         match self.thread.take() {
             Some(thread) => {

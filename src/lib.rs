@@ -153,4 +153,28 @@ pub mod internal {
             entry_key, notices, update, Binding, Entry, Record, Snapshot, Untrusted,
         };
     }
+    /// The host of a CLI surface (the session, `zot rpc`, `zot mcp`):
+    /// its main thread runs the loop while it waits on its own channel.
+    pub mod surface {
+        use crate::Host;
+        use crossbeam_channel::{Receiver, RecvError};
+        use std::time::Instant;
+
+        /// An inline host that only this thread drives; other threads'
+        /// calls (the stdin reader's, the signal handler's) only wait.
+        pub fn start(config: crate::HostConfig) -> std::io::Result<Host> {
+            Host::start_owned(config)
+        }
+
+        /// Runs the loop on this thread until a message on `extra` (or
+        /// its disconnection), a new host event, `deadline` or the end of
+        /// the host; returns the message.
+        pub fn poll_with<T>(
+            host: &Host,
+            extra: &Receiver<T>,
+            deadline: Option<Instant>,
+        ) -> Option<Result<T, RecvError>> {
+            host.poll_with(extra, deadline)
+        }
+    }
 }

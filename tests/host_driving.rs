@@ -161,3 +161,38 @@ fn an_inline_host_writes_submitted_events_at_the_next_call_in_one_batch() {
     assert_eq!(steps_recorded(&record), (0..267).collect::<Vec<_>>());
     host.shutdown();
 }
+
+#[test]
+fn an_owned_host_runs_only_on_its_thread_while_it_waits_on_its_own_channel() {
+    use zot_host::internal::surface;
+    let t = TempDir::new("drive-owned");
+    let a = ext_dir(&t.join("a"), "a", json!({}));
+    let host = surface::start(config(&t, &[a])).expect("start host");
+    let (own_tx, own) = crossbeam_channel::unbounded();
+    // Another thread's call does not run the loop: the owner's poll does,
+    // and the other thread's message ends that poll.
+    let handle = host.handle();
+    let other = std::thread::spawn(move || {
+        let ran_on = reply_thread(&handle);
+        own_tx.send("done").expect("the owner listens");
+        ran_on
+    });
+    let mut came = None;
+    let end = std::time::Instant::now() + DEADLINE;
+    while came.is_none() {
+        assert!(
+            std::time::Instant::now() < end,
+            "no message before the deadline"
+        );
+        came = surface::poll_with(&host, &own, Some(end));
+    }
+    assert_eq!(came, Some(Ok("done")));
+    let ran_on = other.join().expect("calling thread");
+    assert_eq!(ran_on, std::thread::current().id());
+    // Once every sender is gone, it says so at once.
+    assert_eq!(
+        surface::poll_with(&host, &own, None),
+        Some(Err(crossbeam_channel::RecvError))
+    );
+    host.shutdown();
+}

@@ -14,7 +14,7 @@ use crate::config::HostConfig;
 use crate::process::{ExtProcess, Inbound, InboundMsg};
 use crate::spawner::Spawner;
 use crate::types::{HostEvent, ReadyLatch, Request};
-use crossbeam_channel::{select, Receiver, Sender};
+use crossbeam_channel::{select, Receiver, RecvError, Sender};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,14 +127,27 @@ impl Driver {
     /// whatever else is already waiting; then hands the frames queued to
     /// the writers. False once the host is done.
     pub(crate) fn turn(&mut self, deadline: Option<Instant>) -> bool {
+        self.turn_with(deadline, &crossbeam_channel::never::<()>())
+            .0
+    }
+
+    /// [`Driver::turn`] that also wakes for a message on `extra`, the
+    /// driving thread's own channel (a CLI surface's stdin lines or
+    /// signals): the message, or its error once `extra` is disconnected,
+    /// comes back with whether the host is still running.
+    pub(crate) fn turn_with<T>(
+        &mut self,
+        deadline: Option<Instant>,
+        extra: &Receiver<T>,
+    ) -> (bool, Option<Result<T, RecvError>>) {
         if self.engine.is_done() {
-            return false;
+            return (false, None);
         }
         // The next frame or request usually follows within microseconds,
         // and waking a sleeping loop costs more (tens of µs across CPUs).
         let (inbound, requests) = (&self.inbound, &self.requests);
         poll_briefly(self.engine.cfg.spin_before_sleep, || {
-            !inbound.is_empty() || !requests.is_empty()
+            !inbound.is_empty() || !requests.is_empty() || !extra.is_empty()
         });
         let wake = [self.engine.next_deadline(), deadline]
             .into_iter()
@@ -144,11 +157,16 @@ impl Driver {
         let timeout = wake.map_or(Duration::MAX, |d| {
             d.saturating_duration_since(Instant::now())
         });
+        let mut own = None;
         // The engine holds the inbound senders: those never disconnect.
         let came = select! {
             recv(self.inbound) -> msg => msg.map(Came::Inbound),
             recv(self.requests) -> req => req.map(Came::Request),
             recv(self.builtin_results) -> req => req.map(Came::Request),
+            recv(extra) -> msg => {
+                own = Some(msg);
+                Ok(Came::Nothing)
+            }
             default(timeout) => Ok(Came::Nothing),
         };
         match came {
@@ -177,7 +195,7 @@ impl Driver {
             self.take(next);
         }
         self.settle(Instant::now());
-        !self.engine.is_done()
+        (!self.engine.is_done(), own)
     }
 
     /// Hands the engine what came; the end of an extension's stdout
@@ -399,6 +417,24 @@ mod tests {
         // Nothing more comes: the deadline ends the wait.
         let soon = Some(Instant::now() + Duration::from_millis(5));
         assert_eq!(driver.run_until(|| false, soon), Until::Deadline);
+    }
+
+    #[test]
+    fn a_message_on_the_callers_own_channel_ends_the_turn() {
+        let (mut driver, _tx, _events) = driver();
+        let (own_tx, own) = crossbeam_channel::unbounded();
+        let from = std::thread::spawn(move || own_tx.send("line").unwrap());
+        // No deadline: only the message can end the wait.
+        let mut came = None;
+        while came.is_none() {
+            let (running, msg) = driver.turn_with(None, &own);
+            assert!(running, "the host stopped before the message came");
+            came = msg;
+        }
+        assert_eq!(came, Some(Ok("line")));
+        from.join().unwrap();
+        // Its sender is gone: the turn says so instead of waiting.
+        assert_eq!(driver.turn_with(None, &own), (true, Some(Err(RecvError))));
     }
 
     #[test]
