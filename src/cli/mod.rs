@@ -7,6 +7,7 @@ pub mod ext;
 pub mod mcp;
 pub mod rpc;
 pub mod session;
+mod stdout;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -359,17 +360,29 @@ pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
     Ok(wanted)
 }
 
-/// Starts a host for the session or `zot rpc` from the shared options.
-/// `surface` adjusts the config to what that surface can do (SPEC 13.3,
-/// 13.4: panels, built-in tools).
+/// Starts a host for a surface from the shared options. `surface`
+/// adjusts the config to what that surface can do (SPEC 13.3, 13.4:
+/// panels, built-in tools). The calling (main) thread runs the loop
+/// (`zot_host::internal::surface::poll_with`) while it waits on its own
+/// channels; the stdin reader's and the signal handler's calls only wait.
 pub fn start_host(
     opts: &HostOpts,
     surface: impl FnOnce(&mut zot_host::HostConfig),
 ) -> Result<zot_host::Host, CliError> {
     let mut config = surface_config(opts)?;
     surface(&mut config);
-    // Its stdin reader, signal thread and event writer call from threads
-    // of their own while the main thread waits: the loop has its own too.
+    zot_host::internal::surface::start(config)
+        .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
+}
+
+/// [`start_host`] with the loop on a thread of its own, for a surface
+/// whose main thread does not run it yet.
+pub fn start_threaded_host(
+    opts: &HostOpts,
+    surface: impl FnOnce(&mut zot_host::HostConfig),
+) -> Result<zot_host::Host, CliError> {
+    let mut config = surface_config(opts)?;
+    surface(&mut config);
     zot_host::Host::start_threaded(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }

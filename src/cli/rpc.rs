@@ -4,9 +4,13 @@
 //! per line; diagnostics go to stderr. Requests are submitted to the
 //! host loop without waiting, so a slow tool call never delays a ping.
 //!
-//! One writer (the main thread) owns stdout. Replies reach it on one
-//! channel and events on the host's; it writes them in the order the
-//! host produced them (SPEC 3.17, see `zot_host::order`).
+//! The main thread runs the host loop: the stdin reader only submits
+//! requests (and answers the few it can itself). Replies reach the main
+//! thread on one channel, which it waits on while it runs the loop, and
+//! events on the host's; it puts them in the order the host produced
+//! them (SPEC 3.17, see `zot_host::order`) and hands the lines to the
+//! thread that writes stdout ([`super::stdout`]), so a client that does
+//! not read never stops the loop.
 //!
 //! Memory stays bounded whoever stops reading (SPEC 9 "Bounds", see
 //! [`super::bounds`]): answers wait for stdout up to a byte bound (over
@@ -16,6 +20,7 @@
 //! dropped and counted).
 
 use super::bounds::{self, Unwritten, MAX_IN_FLIGHT};
+use super::stdout::Stdout;
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
@@ -24,6 +29,7 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use zot_host::internal::protocol::{event_payload, Line, LineReader, MAX_LINE};
+use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, PanelKey,
@@ -70,6 +76,8 @@ enum Out {
 #[derive(Clone)]
 struct Output {
     tx: Sender<Out>,
+    /// Rung after each reply: the main thread may be running the loop.
+    bell: Sender<()>,
     /// Bytes of responses sent to the writer and not yet written.
     unwritten: Arc<Unwritten>,
     /// Requests submitted to the host and not yet answered by it.
@@ -86,6 +94,7 @@ impl Output {
         if self.tx.send(out).is_err() {
             self.unwritten.written(len);
         }
+        let _ = self.bell.try_send(());
     }
 
     /// Takes an in-flight slot; false at [`MAX_IN_FLIGHT`]. Only the
@@ -108,8 +117,12 @@ impl Output {
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let host = super::start_host(&opts, |_| {})?;
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
+    // What the main thread waits on while it runs the loop: a reply, or
+    // the stdout thread's news (room again, stdout closed).
+    let (bell, rung) = crossbeam_channel::bounded(1);
     let out = Output {
         tx: out_tx,
+        bell: bell.clone(),
         unwritten: Arc::default(),
         in_flight: Arc::default(),
     };
@@ -118,47 +131,73 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let graceful = host.handle();
     super::stop_on_signal("zot", move |r| graceful.submit(r), host.handle())?;
 
+    let stdout = Stdout::start(move || {
+        let _ = bell.try_send(());
+    })
+    .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?;
     let handle = host.handle();
     std::thread::Builder::new()
         .name("zot-rpc-stdin".into())
         .spawn(move || read_requests(&handle, &out))
         .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?;
     // Until the host loop ends, which is only after the graceful stop.
-    write_output(&host, &out_rx, &unwritten);
-    drop(host); // joins the loop thread, which has ended
+    write_output(&host, &out_rx, &unwritten, stdout, &rung);
+    drop(host); // the loop has ended: nothing left to stop
     Ok(0)
 }
 
-/// Writes events and responses to stdout until the host loop ends;
-/// the `shutdown` response, if any, goes last. A stdout that cannot be
-/// written (the client closed it) stops the host as EOF would: nobody
-/// can read the answers any more.
-fn write_output(host: &zot_host::Host, out: &Receiver<Out>, unwritten: &Unwritten) {
+/// Runs the host loop and writes events and responses to stdout until
+/// the loop ends; the `shutdown` response, if any, goes last. While the
+/// client does not read, events and replies wait where they are (the
+/// host's event budget, the replies' byte bound: SPEC 9) and the loop
+/// runs on. A stdout that cannot be written (the client closed it) stops
+/// the host as EOF would: nobody can read the answers any more.
+fn write_output(
+    host: &zot_host::Host,
+    out: &Receiver<Out>,
+    unwritten: &Unwritten,
+    mut stdout: Stdout,
+    rung: &Receiver<()>,
+) {
     let events = host.events();
     let mut w = Writer {
-        stdout: io::BufWriter::new(io::stdout().lock()),
+        lines: Vec::new(),
         unwritten,
         order: Ordered::default(),
         last: None,
-        broken: false,
     };
     let mut stopping = false;
     let mut replies = out.clone();
     loop {
+        let open = stdout.has_room();
+        use crossbeam_channel::never;
+        let (taking, answers) = match open {
+            true => (events.clone(), replies.clone()),
+            false => (never(), never()),
+        };
         select! {
-            recv(events) -> event => match event {
+            recv(taking) -> event => match event {
                 Ok(event) => w.host_event(event, &replies),
                 Err(_) => break, // the host loop ended
             },
-            recv(replies) -> msg => match msg {
+            recv(answers) -> msg => match msg {
                 Ok(msg) => w.host_reply(msg, events),
-                Err(_) => replies = crossbeam_channel::never(),
+                Err(_) => replies = never(),
+            },
+            // Nothing to write: run the loop until something comes.
+            default => {
+                let before = host.events_sent();
+                let rang = surface::poll_with(host, rung, None).is_some();
+                // Without a ring or a new event it returns only once the
+                // host is done: with its last events waiting for room,
+                // only the stdout thread's ring can change anything.
+                if !rang && !open && host.events_sent() == before {
+                    let _ = rung.recv();
+                }
             },
         }
-        if events.is_empty() && replies.is_empty() {
-            w.broken |= w.stdout.flush().is_err();
-        }
-        if w.broken && !stopping {
+        stdout.write(std::mem::take(&mut w.lines));
+        if stdout.broken() && !stopping {
             stopping = true;
             let _ = writeln!(io::stderr(), "zot rpc: stdout is closed, shutting down");
             host.submit(Request::Shutdown {
@@ -169,21 +208,21 @@ fn write_output(host: &zot_host::Host, out: &Receiver<Out>, unwritten: &Unwritte
     // Every reply of the loop is queued by now.
     w.drain(out, events);
     if let Some(line) = w.last.take() {
-        let _ = w.stdout.write_all(&line);
+        w.lines.extend_from_slice(&line);
     }
-    let _ = w.stdout.flush();
+    stdout.write(std::mem::take(&mut w.lines));
+    stdout.finish();
 }
 
 /// stdout, with events and replies merged in the order the host loop
 /// produced them (SPEC 3.17).
 struct Writer<'a> {
-    stdout: io::BufWriter<io::StdoutLock<'static>>,
+    /// Lines for the stdout thread.
+    lines: Vec<u8>,
     unwritten: &'a Unwritten,
     order: Ordered<Out>,
     /// The `shutdown` response, written at the very end.
     last: Option<Vec<u8>>,
-    /// A write to stdout failed.
-    broken: bool,
 }
 
 impl InOrder for Writer<'_> {
@@ -201,15 +240,14 @@ impl InOrder for Writer<'_> {
     }
 
     fn handle_event(&mut self, event: HostEvent) {
-        let mut line = json(&event);
-        line.push(b'\n');
-        self.broken |= self.stdout.write_all(&line).is_err();
+        self.lines.extend_from_slice(&json(&event));
+        self.lines.push(b'\n');
     }
 
     fn handle_reply(&mut self, reply: Out) {
         match reply {
             Out::Response { line, .. } => {
-                self.broken |= self.stdout.write_all(&line).is_err();
+                self.lines.extend_from_slice(&line);
                 // Counted off even when stdout is gone.
                 self.unwritten.written(line.len());
             }
