@@ -35,9 +35,18 @@ build:
 
 # The suite needs more than Rust (python3, git, node, jq, the MCP SDKs):
 # .ci/setup installs what is missing, as CI does, and prints where the
-# SDKs are.
+# SDKs are. The suite starts its library hosts inline (the test's calls
+# run the loop); the files that start one (tests/common's start_host,
+# through start, start_with, start_ready, start_one or both) then run again with
+# ZOT_TEST_HOST=threaded, the loop on a thread of its own. The CLI tests
+# do not start one: they run once.
+HOST_START := (^|[^:.[:alnum:]_]|common::)(start|start_with|start_host|start_ready|start_one|both)\(
+HOST_TESTS = $(shell grep -E '$(HOST_START)' tests/*.rs | grep -v 'fn ' | cut -d: -f1 | sort -u \
+	| xargs -n1 basename -s .rs | sed 's/^/--test /')
+
 test:
-	@deps=$$(.ci/setup) && ZOT_MCP_DEPS="$$deps" $(CARGO) test
+	@deps=$$(.ci/setup) && ZOT_MCP_DEPS="$$deps" $(CARGO) test && \
+		ZOT_MCP_DEPS="$$deps" ZOT_TEST_HOST=threaded $(CARGO) test $(HOST_TESTS)
 
 # Static binaries (the default build, then the minimal one), each with
 # the first route that works here:
