@@ -4,10 +4,10 @@
 //! JSON-RPC messages, stderr diagnostics. Each line is read and written
 //! as a `zot_host::internal::jsonrpc::Message`, the type the host's own MCP client
 //! (`"protocol": "mcp"` extensions) uses. Three threads around the one
-//! library `Host`, as in `zot rpc`: the stdin reader serves or submits
-//! each request without waiting, replies are written from the host loop
-//! as they come (out of order), the main thread handles the host's
-//! events, and one writer thread owns stdout.
+//! library `Host`: the stdin reader serves or submits each request
+//! without waiting, the main thread runs the host loop (replies are
+//! written from it as they come, out of order) and handles the host's
+//! events after each, and one writer thread owns stdout.
 //!
 //! # Behaviour
 //!
@@ -85,9 +85,9 @@ mod methods;
 mod server;
 
 use super::{CliError, HostOpts};
-use crossbeam_channel::Select;
 use server::Server;
 use std::io::{self, Write};
+use std::time::Duration;
 use zot_host::internal::jsonrpc::{self, Message};
 use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
 use zot_host::Request;
@@ -112,7 +112,7 @@ read are answered first (a second Ctrl-C skips that wait).
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // An MCP client shows no panels and runs no built-ins for extensions
     // (SPEC 13.3, 13.4).
-    let host = super::start_threaded_host(&opts, |c| {
+    let host = super::start_host(&opts, |c| {
         c.runs_builtins = false;
         c.interactive_tools = false;
     })?;
@@ -154,7 +154,6 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     };
     super::stop_on_signal("zot mcp", stop, host.handle())?;
 
-    let events = host.events().clone();
     let reader = {
         let server = server.clone();
         std::thread::Builder::new()
@@ -163,12 +162,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?
     };
 
-    // Handle events as they come until the host loop ends: it ends only
-    // after the graceful stop, so every reply before it is written.
-    let mut select = Select::new();
-    select.recv(&events);
+    // Run the host loop, handling events as they come, until it ends:
+    // only after the graceful stop, so every reply before it is written.
     while !server.pump() {
-        select.ready();
+        host.poll(Duration::MAX);
     }
     server.close_listens();
     server.report_dropped();

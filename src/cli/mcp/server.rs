@@ -15,7 +15,7 @@
 //! let it run while every other thread waits for the lock.
 //!
 //! Nothing here blocks on the host while holding the lock: replies run
-//! on the host loop thread and take the same lock.
+//! on the host loop (the main thread) and take the same lock.
 //!
 //! Bounds (SPEC 9, [`crate::cli::bounds`]): every line for the client
 //! counts as unwritten until the writer wrote it, and the stdin reader
