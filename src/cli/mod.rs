@@ -375,18 +375,6 @@ pub fn start_host(
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
 
-/// [`start_host`] with the loop on a thread of its own, for a surface
-/// whose main thread does not run it yet.
-pub fn start_threaded_host(
-    opts: &HostOpts,
-    surface: impl FnOnce(&mut zot_host::HostConfig),
-) -> Result<zot_host::Host, CliError> {
-    let mut config = surface_config(opts)?;
-    surface(&mut config);
-    zot_host::Host::start_threaded(config)
-        .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
-}
-
 /// The host config every surface runs with, from the shared options.
 pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError> {
     let zot_home = zot_home()?;

@@ -10,7 +10,7 @@
 //! reload.
 
 use super::agent::Agent;
-use super::Session;
+use super::{Bell, Session};
 use crossbeam_channel::{Receiver, Sender};
 
 /// What the current job is, apart from what its reply does.
@@ -42,6 +42,7 @@ pub struct Reply {
 pub struct Back {
     job: u64,
     tx: Sender<Reply>,
+    bell: Bell,
 }
 
 impl Back {
@@ -54,22 +55,25 @@ impl Back {
             after,
             then,
         });
+        self.bell.ring();
     }
 }
 
 /// At most one job at a time (lines typed meanwhile wait), by id.
 pub struct Jobs {
     tx: Sender<Reply>,
+    bell: Bell,
     last: u64,
     current: Option<(u64, Job)>,
 }
 
 impl Jobs {
-    /// The table, and where the replies arrive.
-    pub fn new() -> (Jobs, Receiver<Reply>) {
+    /// The table, and where the replies arrive (`bell` rung after each).
+    pub fn new(bell: Bell) -> (Jobs, Receiver<Reply>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let jobs = Jobs {
             tx,
+            bell,
             last: 0,
             current: None,
         };
@@ -83,6 +87,7 @@ impl Jobs {
         let back = Back {
             job: self.last,
             tx: self.tx.clone(),
+            bell: self.bell.clone(),
         };
         (self.last, back)
     }

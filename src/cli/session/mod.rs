@@ -1,11 +1,14 @@
 //! `zot`: the interactive line-based session (SPEC section 6).
 //!
-//! One loop `select!`s over input lines (read by a thread), host events,
-//! replies to our own requests and signals, so notes and panels show up
-//! while the user is typing. At most one piece of work (a command, a
-//! tool call, a turn...) is pending at a time; lines typed meanwhile
-//! wait in a queue and run in order, which makes a piped script behave
-//! like the same lines typed one by one.
+//! The main thread runs the host loop and the session's: it takes input
+//! lines (read by a thread), host events, replies to our own requests and
+//! signals as they come, and runs the host loop while none waits, so
+//! notes and panels show up while the user is typing. Whatever comes
+//! from another thread (a line, a signal, the agent command's answer)
+//! also rings a [`Bell`] the host loop waits on. At most one piece of
+//! work (a command, a tool call, a turn...) is pending at a time; lines
+//! typed meanwhile wait in a queue and run in order, which makes a piped
+//! script behave like the same lines typed one by one.
 //!
 //! Signals come through `ctrlc`, which does not say which one arrived,
 //! so SIGINT (Ctrl-C), SIGTERM and SIGHUP mean the same: the first
@@ -34,6 +37,7 @@ use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
+use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
 use zot_host::Panel;
 use zot_host::{
@@ -82,19 +86,25 @@ pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
 
 /// Runs the session until `/quit`, EOF, or a signal while idle.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
+    let (bell, rung) = bell();
     let (signal_tx, signals) = crossbeam_channel::bounded(16);
+    let ring = bell.clone();
     super::on_signal(move || {
         let _ = signal_tx.try_send(());
+        ring.ring();
     })?;
     let cwd = super::project_dir(opts.cwd.as_deref())?;
     // Panels show here, so interactive tools may wait for the user; the
     // session runs no built-in tools (SPEC 13.3, 13.4).
-    let host = super::start_threaded_host(&opts, |c| c.runs_builtins = false)?;
-    let mut input = read_stdin()?;
+    let host = super::start_host(&opts, |c| c.runs_builtins = false)?;
+    let mut input = read_stdin(bell.clone())?;
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let out = Out::new(color, tty && io::stdin().is_terminal());
-    let (jobs, done) = Jobs::new();
+    let ring = bell.clone();
+    let stdout = super::stdout::Stdout::start(move || ring.ring())
+        .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?;
+    let out = Out::new(color, tty && io::stdin().is_terminal(), stdout);
+    let (jobs, done) = Jobs::new(bell.clone());
     let mut s = Session {
         host: host.handle(),
         out,
@@ -118,7 +128,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         insert: None,
     };
     let events = host.events().clone();
-    let size_ticks = crossbeam_channel::tick(panel::SIZE_POLL);
+    // When the terminal's size is next looked at while a panel is open.
+    let mut size_due = Instant::now();
     while !s.finished() {
         s.out_prompt();
         // Lines are read only while few wait: a fast pipe is not read
@@ -128,10 +139,12 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         } else {
             crossbeam_channel::never()
         };
-        let sizing = if s.panels.is_empty() {
-            crossbeam_channel::never()
+        // Events wait in the host (within its event budget) while the
+        // terminal does not take what was shown.
+        let taking = if s.out.has_room() {
+            events.clone()
         } else {
-            size_ticks.clone()
+            crossbeam_channel::never()
         };
         select! {
             recv(reading) -> line => {
@@ -144,7 +157,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                 }
                 s.on_input(line);
             }
-            recv(events) -> event => match event {
+            recv(taking) -> event => match event {
                 Ok(event) => s.host_event(event, &done),
                 Err(_) => break, // the host loop is gone
             },
@@ -155,12 +168,27 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
                 Ok(()) => s.on_signal(),
                 Err(_) => break,
             },
-            recv(sizing) -> _ => s.poll_size(),
+            // Nothing waits: run the host loop until something comes.
+            default => {
+                let due = (!s.panels.is_empty()).then_some(size_due);
+                let before = host.events_sent();
+                let rang = surface::poll_with(&host, &rung, due).is_some();
+                let stuck = !rang && due.is_none() && host.events_sent() == before;
+                if stuck && !s.out.has_room() {
+                    // The host is done and its last events wait for room
+                    // on stdout: only a ring can change anything now.
+                    let _ = rung.recv();
+                }
+            }
+        }
+        if !s.panels.is_empty() && Instant::now() >= size_due {
+            s.poll_size();
+            size_due = Instant::now() + panel::SIZE_POLL;
         }
         s.run_queue();
     }
-    s.close(&events, &done, &signals);
-    // The loop has replied to the shutdown: this only joins its thread.
+    s.close(&host, &rung, &bell, (&events, &done, &signals));
+    // The shutdown has been answered: this runs the loop to its end.
     drop(host);
     // Whatever the extensions said on their way out, and any reply
     // still waiting for it.
@@ -168,6 +196,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     for event in events.try_iter() {
         s.take_event(event);
     }
+    s.out.finish();
     Ok(0)
 }
 
@@ -177,9 +206,10 @@ impl Session {
     /// stopped; a signal meanwhile skips the wait.
     fn close(
         &mut self,
-        events: &Receiver<HostEvent>,
-        done: &Receiver<Reply>,
-        signals: &Receiver<()>,
+        host: &zot_host::Host,
+        rung: &Receiver<()>,
+        bell: &Bell,
+        (events, done, signals): (&Receiver<HostEvent>, &Receiver<Reply>, &Receiver<()>),
     ) {
         self.queue.clear();
         let hurry = self.leave == Some(Leave::Now);
@@ -188,9 +218,10 @@ impl Session {
         }
         let (stopped_tx, stopped) = crossbeam_channel::bounded(2);
         let stop = |now: bool, host: &HostHandle| {
-            let tx = stopped_tx.clone();
+            let (tx, bell) = (stopped_tx.clone(), bell.clone());
             let reply: zot_host::Reply<()> = Box::new(move |_| {
                 let _ = tx.send(());
+                bell.ring();
             });
             host.submit(if now {
                 Request::ShutdownNow { reply }
@@ -229,9 +260,30 @@ impl Session {
                         stop(true, &self.host);
                     }
                 }
+                default => {
+                    surface::poll_with(host, rung, None);
+                }
             }
         }
     }
+}
+
+/// Wakes the main thread while it runs the host loop: whatever sends
+/// the session something from another thread rings it after sending.
+#[derive(Clone)]
+pub struct Bell(crossbeam_channel::Sender<()>);
+
+impl Bell {
+    pub fn ring(&self) {
+        // One ring waiting is enough: the session then looks at all.
+        let _ = self.0.try_send(());
+    }
+}
+
+/// A bell and what the host loop waits on for it.
+fn bell() -> (Bell, Receiver<()>) {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    (Bell(tx), rx)
 }
 
 /// Input lines (and what extensions submitted) waiting to run, in
@@ -307,7 +359,7 @@ enum Input {
     Eof,
 }
 
-fn read_stdin() -> Result<Receiver<Input>, CliError> {
+fn read_stdin(bell: Bell) -> Result<Receiver<Input>, CliError> {
     // One line read ahead at most; the rest waits in the pipe.
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::Builder::new()
@@ -321,7 +373,11 @@ fn read_stdin() -> Result<Receiver<Input>, CliError> {
                     Ok(None) | Err(_) => Input::Eof,
                 };
                 let eof = matches!(input, Input::Eof);
-                if tx.send(input).is_err() || eof {
+                if tx.send(input).is_err() {
+                    break;
+                }
+                bell.ring();
+                if eof {
                     break;
                 }
             }

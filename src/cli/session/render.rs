@@ -30,8 +30,8 @@
 //! shown when both ends are a terminal.
 
 use super::HOST_COMMANDS;
+use crate::cli::stdout::Stdout;
 use serde_json::Value;
-use std::io::{self, Write};
 use zot_host::internal::log::inert;
 use zot_host::Panel;
 use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolResult};
@@ -74,26 +74,34 @@ impl Tone {
     }
 }
 
-/// The session's stdout.
+/// The session's stdout, written by a thread of its own
+/// ([`crate::cli::stdout`]): the main thread runs the host loop.
 pub struct Out {
     color: bool,
     interactive: bool,
     prompt_shown: bool,
-    out: io::Stdout,
-    /// A write failed: nobody reads our stdout any more.
-    closed: bool,
+    out: Stdout,
 }
 
 impl Out {
     /// `color`: use ANSI colours; `interactive`: show the prompt and hints.
-    pub fn new(color: bool, interactive: bool) -> Out {
+    pub fn new(color: bool, interactive: bool, out: Stdout) -> Out {
         Out {
             color,
             interactive,
             prompt_shown: false,
-            out: io::stdout(),
-            closed: false,
+            out,
         }
+    }
+
+    /// Whether host events may be taken: few bytes wait for stdout.
+    pub fn has_room(&self) -> bool {
+        self.out.has_room()
+    }
+
+    /// Waits until everything shown so far is written.
+    pub fn finish(&mut self) {
+        self.out.finish();
     }
 
     /// Whether prompt and hints are shown.
@@ -111,13 +119,12 @@ impl Out {
     /// Writes raw text. An error means nobody reads our stdout any
     /// more: there is nobody to tell, and the session ends (`closed`).
     fn write(&mut self, s: &str) {
-        let written = self.out.write_all(s.as_bytes());
-        self.closed |= written.and_then(|()| self.out.flush()).is_err();
+        self.out.write(s.as_bytes().to_vec());
     }
 
     /// Whether stdout could not be written.
     pub fn closed(&self) -> bool {
-        self.closed
+        self.out.broken()
     }
 
     /// Takes the prompt off the screen before other output.
