@@ -13,6 +13,13 @@
 //! requests (`emit_nowait`) advance only in a call, [`Host::poll`] or
 //! [`Host::next_event`], so a burst of submits is written in batches.
 //!
+//! An owned host ([`Host::start_owned`], the CLI surfaces') is inline
+//! with one driver: only the thread that started it takes the slot;
+//! other threads' calls wait as with the threaded layer. That thread
+//! runs the loop in [`Host::poll_with`], which also returns for a
+//! message on the caller's own channel (one more arm in the driver's
+//! `select!`, `Driver::turn_with`).
+//!
 //! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
 //! *thread* that spawned it ends (engine docs, "The host's death"); the
 //! host's own spawning threads start every extension (`src/spawner.rs`),

@@ -19,9 +19,10 @@
 //!
 //! The code has the same shape, and its imports run one way:
 //!
-//! - `src/host.rs` is the facade: `Host` starts the loop thread; its
-//!   calls and `HostHandle`'s (one macro defines both) send `Request`s
-//!   and wait for replies.
+//! - `src/host.rs` is the facade: `Host` runs the loop on its callers'
+//!   threads (inline), on the CLI surface's main thread (owned) or on a
+//!   loop thread (threaded); its calls and `HostHandle`'s (one macro
+//!   defines both) send `Request`s and wait for replies.
 //!   It depends on the engine; nothing depends on it.
 //! - `src/engine/` is the loop. `driver.rs` owns the one `select!`: a
 //!   `Driver` holds the engine, its channels and the extensions'
@@ -119,6 +120,12 @@
 //!   the `ctrlc` crate (`cli::on_signal`), which calls the surface's
 //!   callback on a thread of its own without saying which signal it was:
 //!   each surface treats the three alike.
+//!   The session, `zot rpc` and `zot mcp` run the host loop on their main
+//!   thread (`zot_host::internal::surface`: an owned host, `host.rs`),
+//!   which waits on the surface's own channel in the loop's `select!`;
+//!   their stdin reader and signal handler only submit, and stdout is
+//!   written by a thread of its own (`src/cli/stdout.rs`; `zot mcp` has
+//!   its writer), so a client that stops reading never stops the loop.
 //!   The session's host commands (`/help`, `/quit`...) are defined once, in
 //!   `src/cli/session/mod.rs`; every surface reserves them through
 //!   `HostConfig::builtin_commands`, which the library leaves empty. The
