@@ -321,24 +321,26 @@
 //!
 //! What `make bench` measures, and the choices behind its figures.
 //!
-//! **How to read the latency lines.** The latency scenarios (`floor`,
-//! `command`, `tool`, `intercept20`) run pinned to one CPU, host threads and
-//! extensions included: on a 2-vCPU VM waking a thread that sleeps on the
-//! *other* CPU costs about 30 us, so unpinned figures swing with where the
-//! scheduler puts things (the floor's two processes sleep in `read` and pay
-//! that wake-up twice). `ZOT_BENCH_PIN=none make bench` runs them unpinned,
-//! `ZOT_BENCH_PIN=all` pins every scenario.
+//! **How to read the latency lines.** `make bench` runs every scenario
+//! unpinned, `make bench-pinned` all of it (bench, host threads,
+//! extensions, floor) pinned to one CPU. On a 2-vCPU VM waking a thread
+//! that sleeps on the *other* CPU costs 30-90 us, so unpinned the floor's
+//! two processes, which sleep in `read`, pay that wake-up twice per round
+//! trip while the host's spin (below) avoids it: the unpinned ratios say
+//! little. Pinned, every hand-over is a context switch, and the figures
+//! show the shape's own cost.
 //!
-//! **Why a round trip costs about three floors.** The floor is two processes
-//! ping-ponging over pipes: two context switches per round trip. Through
-//! the host a round trip crosses five threads or processes: caller -> host
-//! loop -> extension (written directly into its pipe) -> reader thread ->
-//! loop -> caller, and on one CPU each crossing is a context switch
-//! (`perf stat`: 6 per round trip, against 2 for the floor; about 1 us each
-//! on this VM). The host's own work per round trip (one JSON parse, one map
-//! entry, two channel operations) is well under a microsecond. Doing better
-//! would mean answering from the reader thread or running the loop on the
-//! caller's thread.
+//! **Why a round trip costs about three floors pinned.** The floor is two
+//! processes ping-ponging over pipes: two context switches per round
+//! trip. The caller's own thread runs the loop (`Host::start`): it writes
+//! the frame into the extension's pipe and waits on the readers' channels,
+//! so a round trip is caller -> extension -> its reader thread -> caller,
+//! three switches at best, four when the scheduler runs the yielding
+//! caller before the woken reader (`bench switches`: 3.6). Fewer would
+//! mean the caller reading the extension's stdout itself, which the
+//! design card gives to a reader thread per extension. The host's own
+//! work per round trip (one JSON parse into a map, one pending entry, one
+//! channel hand-over) is a few microseconds of CPU.
 //!
 //! **What keeps it fast.**
 //! - Frames are written to the extension's stdin by the driver itself through
@@ -352,8 +354,8 @@
 //!   handing frames to writers, so bursts cost one write per extension.
 //!   `Host::emit_nowait` emits bursts without a round trip per event
 //!   (events20 uses it; `emit` still answers with the recipients).
-//! - The loop and a blocking caller poll (yielding) for up to 50 us before
-//!   they sleep: the next frame usually comes sooner than a sleeper can be
+//! - The loop (on whichever thread runs it) polls (yielding) for up to 50 us before
+//!   it sleeps: the next frame usually comes sooner than a sleeper can be
 //!   woken, and a sleeping loop woke into contention for the channel's
 //!   waker lock with the thread that woke it. An idle host sleeps, waking
 //!   once a second for the liveness check. The budget is
