@@ -54,7 +54,7 @@ fn spawn_unread(t: &TempDir, args: &[&str]) -> (Child, crossbeam_channel::Receiv
     (child, rx)
 }
 
-/// Writes `lines` round and round to `child`'s stdin (whose stdout
+/// Writes `lines` over and over to `child`'s stdin (whose stdout
 /// nobody reads) until it says on stderr that it stopped reading; fails
 /// if its memory passes [`FLOOD_RSS_KB`] or it reads the whole flood.
 fn flood_until_it_stops_reading(

@@ -93,19 +93,19 @@ fn silent_guards_cost_one_timeout_and_count_as_allow() {
         })
         .collect();
     let mut cfg = config(&t, &guards);
-    let round = Duration::from_secs(4);
-    cfg.timeouts.intercept = round;
+    let window = Duration::from_secs(4);
+    cfg.timeouts.intercept = window;
     let host = start_ready(cfg);
     let started = Instant::now();
     let verdict = host.intercept(tool_call_intercept(json!({}))).unwrap();
     let took = started.elapsed();
     assert!(!verdict.block);
-    // Asked at once: one round, not 3 rounds one after another. The
-    // bound sits a whole round above one round, so a busy machine's
-    // scheduling delays cannot fail it, and a round below three.
+    // Asked at once: one intercept window (SPEC 3.10), not three one after
+    // another. The bound sits a whole window above one, so a busy
+    // machine's scheduling delays cannot fail it, and a window below three.
     assert!(
-        took >= round && took < 2 * round,
-        "3 silent guards took {took:?}: one {round:?} round expected, not one per guard"
+        took >= window && took < 2 * window,
+        "3 silent guards took {took:?}: one {window:?} window expected, not one per guard"
     );
     drop(host);
     assert!(log_of(&t, "s0").contains("counted as allow"));
