@@ -13,38 +13,8 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 use zot_host::HostEvent;
-
-/// The directory `.ci/mcp-deps` installed the MCP servers into (it is
-/// run once; a second run costs nothing). Fails the test, saying how to
-/// fix it, when they cannot be installed.
-fn mcp_deps() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-deps");
-        let out = Command::new(&script)
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "MCP test dependencies are missing and {} could not install them \
-             (needs python3 with venv, node and npm, and network access; or set \
-             ZOT_MCP_DEPS to a directory it filled): {stderr}",
-            script.display()
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let dir = PathBuf::from(stdout.lines().last().unwrap_or_default().trim());
-        assert!(
-            dir.is_dir(),
-            "{} printed {stdout:?}, not a directory",
-            script.display()
-        );
-        dir
-    })
-}
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-servers")

@@ -14,11 +14,6 @@ use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
-
-/// A whole client script, on a busy machine, with interpreter start-up.
-const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -26,29 +21,6 @@ fn repo() -> &'static Path {
 
 fn fixture_ext(name: &str) -> PathBuf {
     repo().join("fixtures/mcp-clients/exts").join(name)
-}
-
-/// The MCP SDK directory, installed by `.ci/mcp-deps` on first use.
-fn deps() -> &'static PathBuf {
-    static DEPS: OnceLock<PathBuf> = OnceLock::new();
-    DEPS.get_or_init(|| {
-        let script = repo().join(".ci/mcp-deps");
-        let out = Command::new(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-        assert!(
-            out.status.success(),
-            "{} failed ({}): the MCP SDK clients are needed (python3 with venv, node, npm); \
-             set ZOT_MCP_DEPS to an installed copy",
-            script.display(),
-            out.status
-        );
-        let dir = String::from_utf8_lossy(&out.stdout);
-        let dir = PathBuf::from(dir.lines().last().unwrap_or_default().trim());
-        assert!(dir.is_dir(), ".ci/mcp-deps printed no directory ({dir:?})");
-        dir
-    })
 }
 
 /// `pid ppid` pairs written by the fixture extensions.
@@ -69,37 +41,16 @@ fn fixture_pids(dir: &Path) -> Vec<u32> {
     pids
 }
 
-/// Runs the client fixture `script` with `cmd` (its interpreter, with
-/// any extra environment) against `zot mcp` started with `args`, until
-/// it exits or [`CLIENT_DEADLINE`] passes (then it is killed).
+/// Runs the client fixture `script` (in fixtures/mcp-clients) with `cmd`
+/// against `zot mcp` started with `args` ([`run_client_script`]).
 fn run_script(
-    mut cmd: Command,
+    cmd: Command,
     script: &str,
     args: &Value,
     t: &TempDir,
 ) -> (std::process::ExitStatus, std::process::Output) {
-    let mut child = cmd
-        .arg(repo().join("fixtures/mcp-clients").join(script))
-        .env("ZOT_BIN", env!("CARGO_BIN_EXE_zot"))
-        .env("ZOT_MCP_ARGS", args.to_string())
-        .env("MCP_DEPS", deps())
-        .env("ZOT_HOME", t.join("home"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
-    let end = Instant::now() + CLIENT_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    (status, child.wait_with_output().expect("client output"))
+    let script = repo().join("fixtures/mcp-clients").join(script);
+    run_client_script(cmd, &script, args, t)
 }
 
 /// Runs one client script against `zot mcp` with the three fixture
@@ -162,12 +113,20 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
 
 #[test]
 fn python_sdk_1x_client() {
-    run_client("mcp-py1", deps().join("py1/bin/python"), "py1_client.py");
+    run_client(
+        "mcp-py1",
+        mcp_deps().join("py1/bin/python"),
+        "py1_client.py",
+    );
 }
 
 #[test]
 fn python_sdk_2x_client() {
-    run_client("mcp-py2", deps().join("py2/bin/python"), "py2_client.py");
+    run_client(
+        "mcp-py2",
+        mcp_deps().join("py2/bin/python"),
+        "py2_client.py",
+    );
 }
 
 #[test]
@@ -949,7 +908,7 @@ fn run_cancel_client(tag: &str, interpreter: PathBuf, script: &str) {
 fn python_sdk_client_cancels_a_slow_call() {
     run_cancel_client(
         "mcp-py-cancel",
-        deps().join("py1/bin/python"),
+        mcp_deps().join("py1/bin/python"),
         "py_cancel_client.py",
     );
 }
