@@ -4,12 +4,12 @@
 mod common;
 
 use common::{
-    assert_fails_naming, assert_ok, git, manifest_text, run_bounded, status_of, stderr_of,
-    stdout_of, Project, TempDir, DEADLINE,
+    append, assert_fails_naming, assert_ok, git, git_repo, installed, list_rows, manifest_text,
+    run_bounded, status_of, stderr_of, stdout_of, Project, TempDir, DEADLINE,
 };
 use serde_json::Value;
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -60,23 +60,11 @@ impl World {
 
     /// Entries of `$ZOT_HOME/extensions`, sorted (hidden ones included).
     fn installed(&self) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(self.global())
-            .map(|rd| {
-                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
+        installed(&self.home)
     }
 
     fn list_json(&self) -> Vec<Value> {
-        let out = self.zot(&["list", "--json"]);
-        assert_ok(&out);
-        match serde_json::from_slice(&out.stdout).expect("list --json is JSON") {
-            Value::Array(rows) => rows,
-            other => panic!("not an array: {other}"),
-        }
+        list_rows(&self.zot(&["list", "--json"]))
     }
 }
 
@@ -104,21 +92,6 @@ fn mode(path: &Path) -> u32 {
 fn assert_fails(out: &Output, want: &str) {
     assert_fails_naming(out, &[want]);
     assert!(stderr_of(out).starts_with("zot: "), "{}", stderr_of(out));
-}
-
-/// A committed git repository at `dir` holding what `fill` wrote; its file:// URL.
-fn git_repo(dir: &Path, fill: impl FnOnce(&Path)) -> String {
-    fs::create_dir_all(dir).unwrap();
-    fill(dir);
-    git(dir, &["init", "-q"]);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", "init"]);
-    format!("file://{}", dir.display())
-}
-
-fn append(path: &Path, text: &str) {
-    let mut file = fs::OpenOptions::new().append(true).open(path).unwrap();
-    file.write_all(text.as_bytes()).unwrap();
 }
 
 #[test]
@@ -803,12 +776,10 @@ fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
 fn install_from_a_local_bare_repository_clones_it() {
     let w = Project::new("bare");
     let work = w.tmp.join("work");
-    fs::create_dir_all(&work).expect("work dir");
-    fs::write(work.join("extension.json"), manifest_text("weather")).expect("manifest");
-    fs::write(work.join("README"), "a weather extension\n").expect("readme");
-    git(&work, &["init", "-q"]);
-    git(&work, &["add", "-A"]);
-    git(&work, &["commit", "-q", "-m", "init"]);
+    git_repo(&work, |d| {
+        fs::write(d.join("extension.json"), manifest_text("weather")).expect("manifest");
+        fs::write(d.join("README"), "a weather extension\n").expect("readme");
+    });
     let repos = w.tmp.join("repos");
     fs::create_dir_all(&repos).expect("repos dir");
     git(&repos, &["clone", "-q", "--bare", "../work", "weather.git"]);
@@ -834,11 +805,9 @@ fn install_from_a_local_bare_repository_clones_it() {
 
     // A bare repository without a manifest leaves nothing behind.
     let empty = w.tmp.join("empty");
-    fs::create_dir_all(&empty).expect("empty dir");
-    fs::write(empty.join("README"), "no manifest\n").expect("readme");
-    git(&empty, &["init", "-q"]);
-    git(&empty, &["add", "-A"]);
-    git(&empty, &["commit", "-q", "-m", "init"]);
+    git_repo(&empty, |d| {
+        fs::write(d.join("README"), "no manifest\n").expect("readme")
+    });
     git(&repos, &["clone", "-q", "--bare", "../empty", "empty.git"]);
     let bare = repos.join("empty.git");
     let out = w.zot(&["ext", "install", bare.to_str().expect("utf-8 path")]);

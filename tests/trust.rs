@@ -12,13 +12,12 @@
 mod common;
 
 use common::{
-    assert_fails_naming, assert_ok, command, ext_dir, fixture, send_signal, start, stderr_of,
-    stdout_of, tool, write_manifest, TempDir, DEADLINE,
+    append, assert_fails_naming, assert_ok, command, dir_name, ext_dir, fixture, json_lines,
+    list_rows, run_fed, start, stderr_of, stdout_of, tool, write_manifest, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -63,7 +62,7 @@ impl World {
             // A loaded machine may take longer than the defaults.
             .env("ZOT_STARTUP_TIMEOUT", "20")
             .env("ZOT_HELLO_TIMEOUT", "60");
-        run(&mut cmd, input, &args.join(" "))
+        run_fed(&mut cmd, Some(input), DEADLINE * 3, &args.join(" "))
     }
 
     /// `zot ext trust --yes NAMES...`, which must succeed.
@@ -79,17 +78,12 @@ impl World {
 
     /// `zot ext list --json`: directory name -> status.
     fn statuses(&self) -> BTreeMap<String, String> {
-        let out = self.zot(&["ext", "list", "--json"], "");
-        assert_ok(&out);
-        let rows: Vec<Value> = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("list --json is not a JSON array ({e}): {out:?}"));
-        rows.iter()
+        list_rows(&self.zot(&["ext", "list", "--json"], ""))
+            .iter()
             .map(|r| {
-                let dir = Path::new(r["dir"].as_str().expect("dir"));
-                let name = dir.file_name().expect("dir name").to_string_lossy();
                 let scope = r["scope"].as_str().expect("scope");
                 let status = r["status"].as_str().expect("status");
-                (format!("{scope}:{name}"), status.to_string())
+                (format!("{scope}:{}", dir_name(r)), status.to_string())
             })
             .collect()
     }
@@ -135,38 +129,6 @@ impl World {
     }
 }
 
-/// Runs `cmd` with `input` on stdin, then EOF; fails the test at the deadline.
-fn run(cmd: &mut Command, input: &str, what: &str) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn zot");
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(input.as_bytes()).expect("write stdin");
-    }
-    let pid = child.id();
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(DEADLINE * 3) {
-        Ok(out) => out.expect("wait for zot"),
-        Err(_) => {
-            send_signal(pid, libc::SIGKILL);
-            panic!("`zot {what}` did not finish in time (hung?)");
-        }
-    }
-}
-
-fn json_lines(out: &Output) -> Vec<Value> {
-    stdout_of(out)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
 /// An extension in `dir` whose program is a copy of the fixture inside
 /// it, run as `python3 ext.py CFG` (so `args` names the script): it
 /// registers the command `<name>_hi` (displaying `hi from <name>`) and
@@ -180,14 +142,6 @@ fn script_ext(dir: &Path, name: &str) -> PathBuf {
     let manifest = json!({"name": name, "exec": "python3", "args": ["ext.py", cfg.to_string()]});
     write_manifest(dir, &manifest);
     dir.to_path_buf()
-}
-
-fn append(path: &Path, text: &str) {
-    let mut f = fs::OpenOptions::new()
-        .append(true)
-        .open(path)
-        .expect("open to append");
-    f.write_all(text.as_bytes()).expect("append");
 }
 
 #[test]

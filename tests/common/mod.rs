@@ -1094,52 +1094,112 @@ impl Project {
 
     /// Entries of `$ZOT_HOME/extensions`, sorted, hidden ones included.
     pub fn installed(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(self.home().join("extensions"))
-            .expect("read extensions dir")
-            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
+        installed(&self.home())
     }
 
     /// `zot ext list --json`, as a map from directory name to status.
     pub fn statuses(&self) -> Vec<(String, String)> {
-        let out = self.zot(&["ext", "list", "--json"]);
-        assert_ok(&out);
-        let rows: Vec<Value> = serde_json::from_slice(&out.stdout)
-            .unwrap_or_else(|e| panic!("list --json is not a JSON array ({e}): {out:?}"));
-        rows.iter()
-            .map(|r| {
-                let dir = Path::new(r["dir"].as_str().expect("dir"));
-                let name = dir.file_name().expect("dir name").to_string_lossy();
-                (
-                    name.into_owned(),
-                    r["status"].as_str().expect("status").into(),
-                )
-            })
+        list_rows(&self.zot(&["ext", "list", "--json"]))
+            .iter()
+            .map(|r| (dir_name(r), r["status"].as_str().expect("status").into()))
             .collect()
     }
+}
+
+/// Entries of `home/extensions` (a `$ZOT_HOME`), sorted, hidden ones
+/// included; none when the directory does not exist.
+pub fn installed(home: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(home.join("extensions"))
+        .map(|rd| {
+            rd.map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The rows of a successful `zot ext list --json`.
+pub fn list_rows(out: &std::process::Output) -> Vec<Value> {
+    assert_ok(out);
+    match serde_json::from_slice(&out.stdout) {
+        Ok(Value::Array(rows)) => rows,
+        other => panic!("list --json is not a JSON array ({other:?}): {out:?}"),
+    }
+}
+
+/// The directory name of a `zot ext list --json` row.
+pub fn dir_name(row: &Value) -> String {
+    let dir = Path::new(row["dir"].as_str().expect("dir"));
+    let name = dir.file_name().expect("dir name").to_string_lossy();
+    name.into_owned()
+}
+
+/// A command's stdout lines, each of which must be JSON.
+pub fn json_lines(out: &std::process::Output) -> Vec<Value> {
+    stdout_of(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// Appends `text` to the file at `path`.
+pub fn append(path: &Path, text: &str) {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .expect("open to append");
+    file.write_all(text.as_bytes()).expect("append");
+}
+
+/// A committed git repository at `dir` holding what `fill` wrote; its
+/// file:// URL.
+pub fn git_repo(dir: &Path, fill: impl FnOnce(&Path)) -> String {
+    std::fs::create_dir_all(dir).expect("repository dir");
+    fill(dir);
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "init"]);
+    format!("file://{}", dir.display())
 }
 
 /// Runs `cmd` with stdin closed; kills it and fails the test if it is
 /// not done by the deadline (a hang is the bug some tests look for).
 pub fn run_bounded(cmd: &mut Command, what: &str) -> std::process::Output {
-    let child = cmd
-        .stdin(Stdio::null())
+    run_fed(cmd, None, DEADLINE, what)
+}
+
+/// Runs `cmd` with `input` on stdin, then EOF (`None`: stdin closed);
+/// kills it and fails the test if it is not done within `limit`.
+pub fn run_fed(
+    cmd: &mut Command,
+    input: Option<&str>,
+    limit: Duration,
+    what: &str,
+) -> std::process::Output {
+    let stdin = match input {
+        Some(_) => Stdio::piped(),
+        None => Stdio::null(),
+    };
+    let mut child = cmd
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn zot");
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        stdin.write_all(input.as_bytes()).expect("write stdin");
+    }
     let pid = child.id();
     let (tx, rx) = crossbeam_channel::bounded(1);
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    match rx.recv_timeout(DEADLINE) {
+    match rx.recv_timeout(limit) {
         Ok(out) => out.expect("wait for zot"),
         Err(_) => {
             send_signal(pid, libc::SIGKILL);
-            panic!("`zot {what}` did not finish within {DEADLINE:?} (hung?)");
+            panic!("`zot {what}` did not finish within {limit:?} (hung?)");
         }
     }
 }
