@@ -1,23 +1,32 @@
 //! The boundary between the engine and the world: what the engine asks
-//! the driver to do ([`Action`]: a write, a start, a signal, a reply, an
-//! event) and what the driver tells it back about a process
-//! ([`Attached`], [`Probe`]). The engine refers to an extension by its
+//! the driver to do ([`Action`]: a discovery, a write, a start, a signal,
+//! a reply, an event) and what the driver tells it back: the extensions
+//! it found ([`Discovered`]), a process it started ([`Attached`]) or
+//! looked at ([`Probe`]). The engine refers to an extension by its
 //! index; the driver keeps the processes in a table indexed the same
-//! way, so no file descriptor, signal, spawn, reply callback or channel
-//! send is the engine's. The driver carries the actions out in the order
+//! way, so no file, file descriptor, signal, spawn, reply callback or
+//! channel send is the engine's. The driver carries the actions out in the order
 //! they were decided: a reply comes after the events decided before it
 //! (SPEC 3.17), and an exit's process is reaped before its requests fail.
 
 use super::lifecycle::Starting;
-use crate::process::Spawn;
+use crate::discovery::Found;
+use crate::log::ExtLog;
+use crate::manifest::Manifest;
+use crate::process::Reading;
 use crate::types::HostEvent;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What the engine decided that touches a process, in the order decided.
 pub(super) enum Action {
+    /// Find the extensions (SPEC 3.1, 4), open their logs and say the
+    /// trust notices; the list goes back to
+    /// [`super::Engine::discovered`].
+    Discover,
     /// Start these processes, all at once (`spawner.rs`); their results
     /// go back to [`super::Engine::spawned`] in this order.
     Spawn(Batch),
@@ -40,10 +49,36 @@ pub(super) enum Action {
     Ready(Vec<String>),
 }
 
+/// An extension directory found for a startup, with its log opened
+/// (shadowed copies are not handed over: the driver logged them).
+pub(super) struct Discovered {
+    /// Its manifest's name, else its directory's.
+    pub(super) name: String,
+    pub(super) found: Found,
+    pub(super) log: ExtLog,
+}
+
 /// A batch of starts, and what the engine does once they ran.
 pub(super) struct Batch {
-    pub(super) spawns: Vec<(usize, Spawn)>,
+    pub(super) spawns: Vec<(usize, Launch)>,
     pub(super) then: AfterSpawn,
+}
+
+/// What to start for one extension. The driver resolves `exec` (on
+/// `$PATH`) and builds the confinement: when either fails, that error is
+/// the start's result, as is `cannot start <exe>: why` when the process
+/// does not start.
+pub(super) struct Launch {
+    /// Unique across reloads: tags its frames, names its `TMPDIR`.
+    pub(super) key: u64,
+    pub(super) manifest: Manifest,
+    /// Its directory: where `exec` is resolved and the child runs.
+    pub(super) dir: PathBuf,
+    pub(super) log: ExtLog,
+    /// How its stdout is handed over.
+    pub(super) reading: Reading,
+    /// Confined (SPEC 16), `$CWD` being this directory.
+    pub(super) confine_in: Option<PathBuf>,
 }
 
 /// What a batch of starts was for.
@@ -64,6 +99,8 @@ pub(super) enum AfterSpawn {
 /// A process the driver started for the engine.
 pub(super) struct Attached {
     pub(super) pid: u32,
+    /// What its confinement allows, for its log (SPEC 16).
+    pub(super) confined: Option<String>,
     /// Bytes handed to its writer thread and not written yet.
     pub(super) backlog: Backlog,
 }

@@ -1,20 +1,28 @@
 //! The driver: the one `select!` over the extensions' frames, the
-//! embedder's requests and the engine's next deadline. A [`Driver`]
-//! holds the engine, the channels it waits on and the extensions'
-//! processes (in a table indexed like the engine's extensions, with the
-//! spawner that starts them); [`Driver::turn`] waits once, hands the
-//! engine what came and carries out the [`Action`]s it queued, so
-//! whichever thread waits for an answer can run the loop (one at a time:
-//! it takes `&mut self`), and [`run`] is the host thread doing that until
-//! the host is done.
+//! embedder's requests and the engine's next deadline, and the engine's
+//! only way to the world. A [`Driver`] holds the engine, the channels
+//! it waits on and the extensions' processes (in a table indexed like
+//! the engine's extensions, with the spawner that starts them);
+//! [`Driver::turn`] waits once, hands the engine what came and carries
+//! out the [`Action`]s it queued, so whichever thread waits for an
+//! answer can run the loop (one at a time: it takes `&mut self`), and
+//! [`run`] is the host thread doing that until the host is done. The
+//! file system is read here too: discovery (with the trust store), the
+//! extensions' log files opened, `exec` resolved on `$PATH` and the
+//! confinement's paths.
 
-use super::action::{Action, Attached, Backlog, Probe, Probes};
+use super::action::{Action, Attached, Backlog, Discovered, Launch, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::process::{ExtProcess, Inbound, InboundMsg};
+use crate::confine::{Confinement, Places};
+use crate::discovery::{self, Status};
+use crate::log::ExtLog;
+use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
 use crate::spawner::Spawner;
+use crate::trust;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{select, Receiver, RecvError, Sender};
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,6 +53,9 @@ pub(crate) struct Driver {
     engine: Engine,
     requests: Receiver<Request>,
     inbound: Receiver<InboundMsg>,
+    /// Handed to each process started, for its reader thread; held here,
+    /// so `inbound` never disconnects.
+    inbound_tx: Sender<InboundMsg>,
     builtin_results: Receiver<Request>,
     /// Releases `Host::wait_ready` callers however the driver ends.
     release: ReleaseLatch,
@@ -57,6 +68,8 @@ pub(crate) struct Driver {
     procs: Vec<Option<ExtProcess>>,
     /// The engine's action queue between turns (its capacity is kept).
     spare: Vec<Action>,
+    /// The stderr lines last printed about untrusted project extensions.
+    trust_notices: Vec<String>,
     /// Starts extension processes. Last, so it is dropped after every
     /// process it started (its threads' end would kill them, SPEC 3.14).
     spawner: Spawner,
@@ -78,25 +91,22 @@ impl Driver {
         let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
         // The engine holds its sender: it never disconnects.
         let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
-        let senders = super::Senders {
-            inbound: inbound_tx,
-            builtin: builtin_tx,
-        };
-        let mut engine = Engine::new(cfg, events.clone(), senders);
-        let now = Instant::now();
-        engine.start_all(None, Vec::new(), now);
         let mut driver = Driver {
-            engine,
+            engine: Engine::new(cfg, events.clone(), builtin_tx),
             requests,
             inbound,
+            inbound_tx,
             builtin_results,
             release,
             events,
             events_sent,
             procs: Vec::new(),
             spare: Vec::new(),
+            trust_notices: Vec::new(),
             spawner: Spawner::new(),
         };
+        let now = Instant::now();
+        driver.engine.start_all(None, Vec::new(), now);
         driver.act(now);
         driver
     }
@@ -158,7 +168,7 @@ impl Driver {
             d.saturating_duration_since(Instant::now())
         });
         let mut own = None;
-        // The engine holds the inbound senders: those never disconnect.
+        // The inbound senders are held here: those never disconnect.
         let came = select! {
             recv(self.inbound) -> msg => msg.map(Came::Inbound),
             recv(self.requests) -> req => req.map(Came::Request),
@@ -240,9 +250,10 @@ impl Driver {
         }
     }
 
-    /// Carries out what the engine queued, in order. The results of a
-    /// batch of starts go back to the engine, which settles again (it
-    /// may queue more: the first lines to an MCP server, say).
+    /// Carries out what the engine queued, in order. What a discovery
+    /// found and the results of a batch of starts go back to the engine,
+    /// which settles again (it may queue more: the starts of what was
+    /// found, the first lines to an MCP server).
     fn act(&mut self, now: Instant) {
         loop {
             let spare = std::mem::take(&mut self.spare);
@@ -251,19 +262,20 @@ impl Driver {
                 self.spare = actions;
                 return;
             }
-            let mut spawned = false;
+            let mut answered = false;
             for action in actions.drain(..) {
-                spawned |= self.carry_out(action, now);
+                answered |= self.carry_out(action, now);
             }
             self.spare = actions;
-            if spawned {
+            if answered {
                 let probes = self.probes(now);
                 self.engine.settle(now, &probes);
             }
         }
     }
 
-    /// One action; true when it started processes.
+    /// One action; true when it handed the engine an answer (what was
+    /// discovered or started).
     fn carry_out(&mut self, action: Action, now: Instant) -> bool {
         fn proc(procs: &mut [Option<ExtProcess>], idx: usize) -> Option<&mut ExtProcess> {
             procs.get_mut(idx).and_then(Option::as_mut)
@@ -296,13 +308,33 @@ impl Driver {
                 }
             }
             Action::Ready(ready) => self.release.0.set(ready),
+            Action::Discover => {
+                let found = self.discover();
+                self.engine.discovered(found, now);
+                return true;
+            }
             Action::Spawn(batch) => {
-                let (exts, spawns): (Vec<usize>, Vec<_>) = batch.spawns.into_iter().unzip();
-                let results = self.spawner.spawn_all(spawns);
-                let started = exts.into_iter().zip(results).map(|(idx, result)| {
-                    let proc = result.map_err(|e| e.to_string())?;
+                let (exts, launches): (Vec<usize>, Vec<_>) = batch.spawns.into_iter().unzip();
+                // What cannot be prepared fails in its place; the rest
+                // starts all at once.
+                let mut spawns = Vec::new();
+                let prepared: Vec<_> = (launches.into_iter())
+                    .map(|launch| {
+                        let (spawn, shown) = self.prepare(launch)?;
+                        spawns.push(spawn);
+                        Ok::<_, String>(shown)
+                    })
+                    .collect();
+                let mut results = self.spawner.spawn_all(spawns).into_iter();
+                let started = exts.into_iter().zip(prepared).map(|(idx, prepared)| {
+                    let (exe, confined) = prepared?;
+                    let result = results
+                        .next()
+                        .unwrap_or_else(|| Err(io::ErrorKind::Other.into()));
+                    let proc = result.map_err(|e| format!("cannot start {exe}: {e}"))?;
                     let attached = Attached {
                         pid: proc.pid,
+                        confined,
                         backlog: Backlog(proc.backlog()),
                     };
                     if self.procs.len() <= idx {
@@ -318,6 +350,87 @@ impl Driver {
             }
         }
         false
+    }
+
+    /// Finds the extensions to start (SPEC 3.1, 4) and opens their logs.
+    /// The trust notices go to stderr once, and after a reload again only
+    /// when they changed; a shadowed copy is noted in the log of the
+    /// extension that shadows it and not handed over.
+    fn discover(&mut self) -> Vec<Discovered> {
+        let cfg = &self.engine.cfg;
+        let found = discovery::discover_with(
+            &cfg.ext_paths,
+            &cfg.cwd,
+            &cfg.zot_home,
+            cfg.discover,
+            cfg.trust_project,
+        );
+        let notices = trust::notices(&found, &cfg.cwd);
+        if notices != self.trust_notices {
+            for line in &notices {
+                eprintln!("{line}");
+            }
+            self.trust_notices = notices;
+        }
+        let logs = discovery::logs_dir(&cfg.zot_home);
+        let mut out = Vec::new();
+        for found in found {
+            let name = match &found.manifest {
+                Some(m) => m.name.clone(),
+                None => (found.dir.file_name())
+                    .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
+            };
+            let bundle = found.manifest.as_ref().is_some_and(|m| m.is_bundle());
+            let log = match found.status {
+                // A bundle runs nothing, so it has nothing to log; nothing
+                // of an untrusted extension's is written to disk.
+                Status::Invalid(_) | Status::Untrusted(_) => ExtLog::stderr(&name),
+                _ if bundle => ExtLog::stderr(&name),
+                _ => ExtLog::open(&logs, &name, cfg.log_rotate_bytes),
+            };
+            if let Status::Shadowed { by } = &found.status {
+                let (dir, by) = (found.dir.display(), by.display());
+                log.line(&format!("not started: {dir} is shadowed by {by}"));
+                continue;
+            }
+            out.push(Discovered { name, found, log });
+        }
+        out
+    }
+
+    /// What starts `launch`: its `exec` resolved and its confinement
+    /// built, with the program as its start's error names it and what
+    /// the confinement allows; else why it cannot start.
+    fn prepare(&self, launch: Launch) -> Result<(Spawn, (String, Option<String>)), String> {
+        let Launch {
+            key,
+            manifest: m,
+            dir,
+            log,
+            reading,
+            confine_in,
+        } = launch;
+        let exe = m.resolve_exec(&dir)?;
+        let confine = match confine_in {
+            Some(cwd) => Some(Confinement::new(&m, &exe, &Places::new(&dir, &cwd), key)?),
+            None => None,
+        };
+        let shown = (
+            exe.display().to_string(),
+            (confine.as_ref()).map(|c| c.summary.clone()),
+        );
+        let spawn = Spawn {
+            key,
+            name: m.name,
+            exe,
+            args: m.args,
+            dir,
+            log,
+            inbound: self.inbound_tx.clone(),
+            reading,
+            confine,
+        };
+        Ok((spawn, shown))
     }
 
     /// Turns until `until()` holds (checked before each turn), `deadline`

@@ -129,7 +129,7 @@ impl Engine {
                 activate_tools,
             } => {
                 let result = (content, is_error.unwrap_or(false), structured_content);
-                self.tool_result(idx, &id, result, activate_tools.unwrap_or_default());
+                self.tool_result(idx, &id, result, activate_tools.unwrap_or_default(), now);
             }
             ExtFrame::EventInterceptResponse {
                 id,
@@ -162,7 +162,7 @@ impl Engine {
                 };
                 self.call_tool_frame(idx, call, now)
             }
-            ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id),
+            ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id, now),
             ExtFrame::Notify { level, message } => {
                 let level = match level.as_deref().map(Level::parse) {
                     Some(Some(level)) => level,
@@ -223,7 +223,7 @@ impl Engine {
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
             ExtFrame::UnregisterCommand { name } => self.unregister(idx, NameKind::Command, &name),
             ExtFrame::UnregisterTool { name } => self.unregister(idx, NameKind::Tool, &name),
-            ExtFrame::TooLong { kind, id, len } => self.too_long(idx, &kind, &id, len),
+            ExtFrame::TooLong { kind, id, len } => self.too_long(idx, &kind, &id, len, now),
         }
     }
 
@@ -282,7 +282,7 @@ impl Engine {
             data_dir: &dir,
             capabilities: &HOST_CAPABILITIES,
         };
-        ext.send(&frame);
+        ext.send(&frame, now);
     }
 
     /// A `register_command` or a (validated) `register_tool`.

@@ -251,7 +251,7 @@ impl Engine {
             self.cfg.builtin_tools.contains(&j.name)
         };
         if outcome.block {
-            return self.blocked(job, outcome.reason.unwrap_or_default(), builtin, args);
+            return self.blocked(job, outcome.reason.unwrap_or_default(), builtin, args, now);
         }
         if !builtin {
             return self.dispatch_tool(job, now);
@@ -263,7 +263,7 @@ impl Engine {
             // The verdict and the final args go back: the embedder runs it.
             Origin::Embedder(_) => {
                 let verdict = ToolOutcome::Builtin(BuiltinVerdict::Run { args });
-                return self.finish_job(job, Ok(verdict));
+                return self.finish_job(job, Ok(verdict), now);
             }
             Origin::Ext { ext, .. } => self.exts[ext].name.clone(),
         };
@@ -272,7 +272,7 @@ impl Engine {
                 "tool {} is built in, and this host runs no built-in tools",
                 j.name
             );
-            return self.finish_job(job, refusal(why));
+            return self.finish_job(job, refusal(why), now);
         }
         j.at = At::Builtin;
         j.executed = true;
@@ -292,7 +292,7 @@ impl Engine {
     }
 
     /// A guard refused `job`: `permission_decision`, then a blocked result.
-    fn blocked(&mut self, job: u64, reason: String, builtin: bool, args: Value) {
+    fn blocked(&mut self, job: u64, reason: String, builtin: bool, args: Value, now: Instant) {
         let Some(j) = self.jobs.runs.get(&job) else {
             return;
         };
@@ -325,7 +325,7 @@ impl Engine {
                 ..Default::default()
             }),
         };
-        self.finish_job(job, Ok(outcome));
+        self.finish_job(job, Ok(outcome), now);
     }
 
     /// Sends `job` to the extension that owns its tool.
@@ -335,7 +335,7 @@ impl Engine {
         };
         let Some(idx) = self.tools.owner(&j.name).map(|c| c.rank) else {
             let error = HostError::UnknownTool(j.name.clone());
-            return self.finish_job(job, Err(error));
+            return self.finish_job(job, Err(error), now);
         };
         // Only the embedder's calls wait for the user: `call_tool` keeps
         // its deadline (SPEC 13.3).
@@ -355,7 +355,7 @@ impl Engine {
             args: &j.args,
         };
         let ext = &mut self.exts[idx];
-        let sent = ext.serving() && ext.send(&frame);
+        let sent = ext.serving() && ext.send(&frame, now);
         if let Some(j) = self.jobs.get_mut(job) {
             j.at = At::Running {
                 ext: idx,
@@ -369,17 +369,28 @@ impl Engine {
 
     /// Ends `job` with `result`: its children are cancelled, subscribers
     /// get `tool_result`, its caller the result.
-    pub(super) fn finish_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>) {
-        self.end_job(job, result, Caller::Listening);
+    pub(super) fn finish_job(
+        &mut self,
+        job: u64,
+        result: Result<ToolOutcome, HostError>,
+        now: Instant,
+    ) {
+        self.end_job(job, result, Caller::Listening, now);
     }
 
-    fn end_job(&mut self, job: u64, result: Result<ToolOutcome, HostError>, caller: Caller) {
+    fn end_job(
+        &mut self,
+        job: u64,
+        result: Result<ToolOutcome, HostError>,
+        caller: Caller,
+        now: Instant,
+    ) {
         let Some(j) = self.jobs.runs.remove(&job) else {
             return;
         };
         // Calls made while serving it lose their context with it.
         for child in self.jobs.all(|c| c.parent == Some(job)) {
-            self.abort_job(child, HostError::CallCancelled, Caller::Listening);
+            self.abort_job(child, HostError::CallCancelled, Caller::Listening, now);
         }
         let verdict_only = matches!(
             &result,
@@ -424,7 +435,7 @@ impl Engine {
                     truncated,
                 };
                 if self.exts[ext].serving() {
-                    self.exts[ext].send(&frame);
+                    self.exts[ext].send(&frame, now);
                 }
             }
             Origin::Ext { .. } => {}
@@ -434,7 +445,7 @@ impl Engine {
     /// Abandons `job` wherever it is: its guards are forgotten, its
     /// extension told with `tool_cancel` (when it asked for that), and
     /// the job ends with `error`, which its caller gets if it listens.
-    pub(super) fn abort_job(&mut self, job: u64, error: HostError, caller: Caller) {
+    pub(super) fn abort_job(&mut self, job: u64, error: HostError, caller: Caller, now: Instant) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -448,18 +459,18 @@ impl Engine {
             }
             At::Running { ext, id, .. } => {
                 self.pending.cancel(&id);
-                self.tool_cancel(ext, &id, &error.to_string());
+                self.tool_cancel(ext, &id, &error.to_string(), now);
             }
             At::Starting | At::Builtin => {}
         }
-        self.end_job(job, Err(error), caller);
+        self.end_job(job, Err(error), caller, now);
     }
 
     /// Tells extension `ext` that its `tool_call` `id` is abandoned, if
     /// it asked to be told (SPEC 13.2); its late answer is dropped.
-    pub(super) fn tool_cancel(&mut self, ext: usize, id: &str, why: &str) {
+    pub(super) fn tool_cancel(&mut self, ext: usize, id: &str, why: &str, now: Instant) {
         let e = &mut self.exts[ext];
-        let sent = e.tool_cancel && e.serving() && e.send(&HostFrame::ToolCancel { id });
+        let sent = e.tool_cancel && e.serving() && e.send(&HostFrame::ToolCancel { id }, now);
         let told = match sent {
             true => "tool_cancel sent",
             false => "it did not ask for tool_cancel",
@@ -470,9 +481,9 @@ impl Engine {
 
     /// The embedder's cancel: the job under `ticket`, or a request held
     /// until startup ends. False when none is found.
-    pub(super) fn cancel_ticket(&mut self, ticket: Ticket) -> bool {
+    pub(super) fn cancel_ticket(&mut self, ticket: Ticket, now: Instant) -> bool {
         if let Some(job) = self.jobs.find(|j| j.ticket == Some(ticket)) {
-            self.abort_job(job, HostError::CallCancelled, Caller::Listening);
+            self.abort_job(job, HostError::CallCancelled, Caller::Listening, now);
             return true;
         }
         let held =
@@ -505,24 +516,24 @@ impl Engine {
                 name: j.name.clone(),
                 limit,
             };
-            self.abort_job(job, error, Caller::Listening);
+            self.abort_job(job, error, Caller::Listening, now);
         }
     }
 
     /// Extension `ext` can take no more answers: the calls it made are
     /// abandoned (their tools get `tool_cancel`), unanswered.
-    pub(super) fn drop_calls_of(&mut self, ext: usize) {
+    pub(super) fn drop_calls_of(&mut self, ext: usize, now: Instant) {
         for job in self
             .jobs
             .all(|j| matches!(j.origin, Origin::Ext { ext: e, .. } if e == ext))
         {
-            self.abort_job(job, HostError::CallCancelled, Caller::GaveUp);
+            self.abort_job(job, HostError::CallCancelled, Caller::GaveUp, now);
         }
     }
 
     /// A shutdown or reload ends the calls that would wait for it: the
     /// interactive ones and those the embedder runs (SPEC 13.3).
-    pub(super) fn end_open_ended(&mut self, error: &HostError) {
+    pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
         let open = |j: &Job| {
             matches!(
                 j.at,
@@ -533,14 +544,14 @@ impl Engine {
             )
         };
         for job in self.jobs.all(open) {
-            self.abort_job(job, error.clone(), Caller::Listening);
+            self.abort_job(job, error.clone(), Caller::Listening, now);
         }
     }
 
     /// Ends every job (a reload replaced the extensions, or a stop at once).
-    pub(super) fn fail_jobs(&mut self, error: &HostError) {
+    pub(super) fn fail_jobs(&mut self, error: &HostError, now: Instant) {
         for job in self.jobs.all(|_| true) {
-            self.finish_job(job, Err(error.clone()));
+            self.finish_job(job, Err(error.clone()), now);
         }
     }
 
@@ -550,6 +561,7 @@ impl Engine {
         call_id: &str,
         content: Vec<Value>,
         is_error: bool,
+        now: Instant,
     ) -> bool {
         let job = call_id.parse().ok();
         let waiting = job
@@ -563,7 +575,7 @@ impl Engine {
             is_error,
             ..Default::default()
         });
-        self.finish_job(job, Ok(outcome));
+        self.finish_job(job, Ok(outcome), now);
         true
     }
 
@@ -577,14 +589,14 @@ impl Engine {
                 let shown = other.map_or_else(|| "none".into(), |v| v.to_string());
                 let why = format!("call_tool needs a non-empty string `id` (got {shown})");
                 ext.log.line(&why);
-                return self.answer_call(idx, "", "", refusal(why));
+                return self.answer_call(idx, "", "", refusal(why), now);
             }
         };
         let name = match call.name {
             Some(Value::String(name)) if !name.is_empty() => name,
             _ => {
                 let why = "call_tool needs a non-empty string `name`".to_string();
-                return self.answer_call(idx, &id, "", refusal(why));
+                return self.answer_call(idx, &id, "", refusal(why), now);
             }
         };
         let refuse = |why: String| refusal(format!("call_tool {name}: {why}"));
@@ -605,14 +617,14 @@ impl Engine {
             None
         };
         if let Some(why) = why {
-            return self.answer_call(idx, &id, &name, refuse(why));
+            return self.answer_call(idx, &id, &name, refuse(why), now);
         }
         let args = match call.args {
             None | Some(Value::Null) => json!({}),
             Some(args @ Value::Object(_)) => args,
             Some(_) => {
                 let why = "`args` must be a JSON object".to_string();
-                return self.answer_call(idx, &id, &name, refuse(why));
+                return self.answer_call(idx, &id, &name, refuse(why), now);
             }
         };
         let (chain, parent) = match call.parent_id {
@@ -621,7 +633,7 @@ impl Engine {
                     let why = format!(
                         "parent_id {pid:?} is not a tool_call this extension is serving (unknown or finished)"
                     );
-                    return self.answer_call(idx, &id, &name, refuse(why));
+                    return self.answer_call(idx, &id, &name, refuse(why), now);
                 };
                 let mut chain = self.jobs.runs[&parent].chain.clone();
                 let repeated = chain.contains(&name);
@@ -629,11 +641,11 @@ impl Engine {
                 let shown = chain.join(" -> ");
                 if repeated {
                     let why = format!("a tool may not repeat in a chain ({shown})");
-                    return self.answer_call(idx, &id, &name, refuse(why));
+                    return self.answer_call(idx, &id, &name, refuse(why), now);
                 }
                 if chain.len() > MAX_CHAIN {
                     let why = format!("at most {MAX_CHAIN} tool calls in one chain ({shown})");
-                    return self.answer_call(idx, &id, &name, refuse(why));
+                    return self.answer_call(idx, &id, &name, refuse(why), now);
                 }
                 (chain, Some(parent))
             }
@@ -649,7 +661,7 @@ impl Engine {
                         },
                         served.name
                     );
-                    return self.answer_call(idx, &id, &name, refuse(why));
+                    return self.answer_call(idx, &id, &name, refuse(why), now);
                 }
                 (vec![name.clone()], None)
             }
@@ -662,7 +674,7 @@ impl Engine {
                 Some(_) => None,
             };
             if let Some(why) = why {
-                return self.answer_call(idx, &id, &name, refuse(why.to_string()));
+                return self.answer_call(idx, &id, &name, refuse(why.to_string()), now);
             }
         }
         let deadline = Some(later(now, self.cfg.timeouts.tool));
@@ -678,6 +690,7 @@ impl Engine {
         id: &str,
         name: &str,
         result: Result<ToolOutcome, HostError>,
+        now: Instant,
     ) {
         let (content, is_error) = blocks_of(&result);
         let frame = HostFrame::ToolResult {
@@ -692,16 +705,16 @@ impl Engine {
             let text = text.unwrap_or("");
             self.exts[idx].log.line(&format!("refused: {text}"));
         }
-        self.exts[idx].send(&frame);
+        self.exts[idx].send(&frame, now);
     }
 
     /// `call_tool_cancel`: the caller gave up; it gets no answer.
-    pub(super) fn call_tool_cancel(&mut self, idx: usize, id: &str) {
+    pub(super) fn call_tool_cancel(&mut self, idx: usize, id: &str, now: Instant) {
         let job = self
             .jobs
             .find(|j| matches!(&j.origin, Origin::Ext { ext, id: i } if *ext == idx && i == id));
         match job {
-            Some(job) => self.abort_job(job, HostError::CallCancelled, Caller::GaveUp),
+            Some(job) => self.abort_job(job, HostError::CallCancelled, Caller::GaveUp, now),
             None => self.exts[idx].log.line(&format!(
                 "ignored call_tool_cancel: id {id:?} is not in flight"
             )),

@@ -1,19 +1,16 @@
 //! The moves between an extension's phases: start, hello, ready,
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
-use super::action::{Action, AfterSpawn, Attached, Batch, Probe};
+use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe};
 use super::pending::Owed;
 use super::requests::Then;
 use super::state::{HostState, Startup};
 use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
-use crate::confine::{Confinement, Places};
-use crate::discovery::{self, Status};
-use crate::log::ExtLog;
+use crate::discovery::Status;
 use crate::manifest::Protocol;
 use crate::mcp_client::{McpClient, McpOptions};
-use crate::process::{describe_status, Reading, Spawn};
+use crate::process::{describe_status, Reading};
 use crate::protocol::HostFrame;
-use crate::trust;
 use crate::types::{
     human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
 };
@@ -30,60 +27,41 @@ impl Phase {
 }
 
 impl Engine {
-    /// Discovers and starts every extension: the first startup, or the
-    /// restart of a `reload` (with how many it stopped); `held` requests
-    /// wait for the startup's end.
+    /// Starts every extension: the first startup, or the restart of a
+    /// `reload` (with how many it stopped); `held` requests wait for the
+    /// startup's end. The driver is asked to find them first
+    /// ([`Engine::discovered`]).
     pub(super) fn start_all(
         &mut self,
         reload: Option<(Reply<ReloadReport>, usize)>,
         held: Vec<Request>,
         now: Instant,
     ) {
-        let cfg = &self.cfg;
-        let found = discovery::discover_with(
-            &cfg.ext_paths,
-            &cfg.cwd,
-            &cfg.zot_home,
-            cfg.discover,
-            cfg.trust_project,
-        );
-        // Said once, and again after a reload only when it changed.
-        let notices = trust::notices(&found, &cfg.cwd);
-        if notices != self.trust_notices {
-            for line in &notices {
-                eprintln!("{line}");
-            }
-            self.trust_notices = notices;
+        self.state = HostState::Starting(Startup {
+            deadline: later(now, self.cfg.timeouts.startup),
+            reload,
+            discovering: true,
+            loaded: 0,
+            held,
+        });
+        self.actions.push(Action::Discover);
+    }
+
+    /// The driver found `found` (in discovery order, logs opened): each
+    /// is started unless it cannot be (untrusted, a bundle, invalid).
+    pub(super) fn discovered(&mut self, found: Vec<Discovered>, now: Instant) {
+        if let HostState::Starting(st) = &mut self.state {
+            st.discovering = false;
         }
-        let logs = discovery::logs_dir(&cfg.zot_home);
         // In discovery order: started below all at once, then settled in
         // this order, so nothing depends on which process starts first.
         let mut found_here = Vec::new();
-        for f in found {
-            let name = match &f.manifest {
-                Some(m) => m.name.clone(),
-                None => f
-                    .dir
-                    .file_name()
-                    .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
-            };
-            let bundle = f.manifest.as_ref().is_some_and(|m| m.is_bundle());
-            let log = match f.status {
-                // A bundle runs nothing, so it has nothing to log; nothing
-                // of an untrusted extension's is written to disk.
-                Status::Invalid(_) | Status::Untrusted(_) => ExtLog::stderr(&name),
-                _ if bundle => ExtLog::stderr(&name),
-                _ => ExtLog::open(&logs, &name, self.cfg.log_rotate_bytes),
-            };
-            if let Status::Shadowed { by } = &f.status {
-                let (dir, by) = (f.dir.display(), by.display());
-                log.line(&format!("not started: {dir} is shadowed by {by}"));
-                continue;
-            }
+        for Discovered { name, found, log } in found {
+            let bundle = found.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let idx = self.exts.len();
-            self.exts
-                .push(Ext::new(name, f.scope, f.dir, log, f.manifest));
-            match f.status {
+            let ext = Ext::new(name, found.scope, found.dir, log, found.manifest);
+            self.exts.push(ext);
+            match found.status {
                 Status::Untrusted(why) => {
                     let name = &self.exts[idx].name;
                     let hint = format!("{why}; review it, then run 'zot ext trust {name}'");
@@ -96,7 +74,7 @@ impl Engine {
                 Status::Start => {
                     found_here.push((idx, None));
                 }
-                _ => {}
+                Status::Disabled | Status::Shadowed { .. } => {}
             }
         }
         // Started all at once by the driver; settled in `spawned`.
@@ -116,17 +94,11 @@ impl Engine {
                 }),
             ));
         }
-        self.state = HostState::Starting(Startup {
-            deadline: later(now, self.cfg.timeouts.startup),
-            reload,
-            loaded: 0,
-            held,
-        });
         self.launch(spawns, AfterSpawn::Startup(order), now);
     }
 
     /// Asks the driver to start `spawns`; with none, settles at once.
-    pub(super) fn launch(&mut self, spawns: Vec<(usize, Spawn)>, then: AfterSpawn, now: Instant) {
+    pub(super) fn launch(&mut self, spawns: Vec<(usize, Launch)>, then: AfterSpawn, now: Instant) {
         if spawns.is_empty() {
             return self.spawned(then, Vec::new(), now);
         }
@@ -176,14 +148,13 @@ impl Engine {
     /// What starting extension `idx` takes, under a new key (so that
     /// nothing a previous run still had in flight is taken for the new
     /// run's), and what its run needs besides its process.
-    pub(super) fn spawn_job(&mut self, idx: usize) -> Result<(Spawn, Starting), String> {
+    pub(super) fn spawn_job(&mut self, idx: usize) -> Result<(Launch, Starting), String> {
         let key = self.next_key;
         self.next_key += 1;
         let ext = &self.exts[idx];
         let Some(m) = &ext.manifest else {
             return Err("no valid manifest".into());
         };
-        let exe = m.resolve_exec(&ext.dir)?;
         let (reading, mcp) = match m.protocol {
             Protocol::Zot => (Reading::Frames, None),
             #[cfg(not(feature = "mcp"))]
@@ -203,33 +174,15 @@ impl Engine {
                 (Reading::Lines { pause_over }, Some(opts))
             }
         };
-        let confine = match self.cfg.confine {
-            true => {
-                let places = Places::new(&ext.dir, &self.cfg.cwd);
-                Some(Confinement::new(m, &exe, &places, key)?)
-            }
-            false => None,
-        };
-        let confined = confine.as_ref().map(|c| c.summary.clone());
-        let exe_shown = exe.display().to_string();
-        let job = Spawn {
+        let job = Launch {
             key,
-            name: m.name.clone(),
-            exe,
-            args: m.args.clone(),
+            manifest: m.clone(),
             dir: ext.dir.clone(),
             log: ext.log.clone(),
-            inbound: self.inbound_tx.clone(),
             reading,
-            confine,
+            confine_in: self.cfg.confine.then(|| self.cfg.cwd.clone()),
         };
-        let starting = Starting {
-            key,
-            mcp,
-            confined,
-            exe: exe_shown,
-        };
-        Ok((job, starting))
+        Ok((job, Starting { key, mcp }))
     }
 
     /// Extension `idx` runs as `proc` (or could not start: why): it has
@@ -241,13 +194,13 @@ impl Engine {
         started: Starting,
         now: Instant,
     ) -> Result<(), String> {
-        let proc = proc.map_err(|e| format!("cannot start {}: {e}", started.exe))?;
+        let proc = proc?;
         let ext = &mut self.exts[idx];
         let exec = ext.manifest.as_ref().and_then(|m| m.exec.as_deref());
         let pid = proc.pid;
         ext.log
             .line(&format!("started {} (pid {pid})", exec.unwrap_or_default()));
-        if let Some(summary) = started.confined {
+        if let Some(summary) = proc.confined {
             ext.log.line(&format!("confined: {summary}"));
         }
         let deadline = later(now, self.cfg.timeouts.hello);
@@ -274,7 +227,7 @@ impl Engine {
         let HostState::Starting(st) = &self.state else {
             return;
         };
-        if now < st.deadline && self.any_starting() {
+        if st.discovering || (now < st.deadline && self.any_starting()) {
             return;
         }
         let first = self.state.first_startup();
@@ -466,12 +419,12 @@ impl Engine {
                     let answer = self.exts[idx].unavailable(why);
                     self.answer_guard(chain, pos, answer, now);
                 }
-                Owed::Tool(job, error) => self.finish_job(job, Err(error)),
+                Owed::Tool(job, error) => self.finish_job(job, Err(error), now),
             }
         }
         // It can take no answers: the tool calls it made are abandoned.
         if error.is_some() {
-            self.drop_calls_of(idx);
+            self.drop_calls_of(idx, now);
         }
     }
 
@@ -503,7 +456,7 @@ impl Engine {
             }
             stopped += 1;
             // Queued after every event already emitted to it.
-            ext.send(&HostFrame::Shutdown);
+            ext.send(&HostFrame::Shutdown, now);
             let Phase::Running(run) = &mut ext.phase else {
                 continue;
             };
@@ -539,7 +492,7 @@ impl Engine {
                 stopped,
                 held,
             } => {
-                self.fail_all(HostError::Reloaded);
+                self.fail_all(HostError::Reloaded, now);
                 self.commands.clear();
                 self.tools.clear();
                 self.exts.clear();
@@ -551,7 +504,7 @@ impl Engine {
     }
 
     /// Fails every request sent to extensions and every chain.
-    fn fail_all(&mut self, error: HostError) {
+    fn fail_all(&mut self, error: HostError, now: Instant) {
         let owed: Vec<_> = self.pending.drain().collect();
         for waiter in owed {
             waiter.fail(error.clone(), &mut self.actions);
@@ -562,7 +515,7 @@ impl Engine {
             }
         }
         // Tool calls in any state, their chains' included.
-        self.fail_jobs(&error);
+        self.fail_jobs(&error, now);
     }
 
     /// Stops at once: whatever is accepted fails now (a second Ctrl-C).
@@ -595,7 +548,7 @@ impl Engine {
                 other => self.refuse(other, HostError::Cancelled),
             }
         }
-        self.fail_all(HostError::Cancelled);
+        self.fail_all(HostError::Cancelled, now);
         if let Some(reload) = reload {
             self.answer(reload, Err(HostError::Cancelled));
         }
@@ -607,10 +560,6 @@ impl Engine {
 /// What a start needs besides its process, kept while it is spawned.
 pub(super) struct Starting {
     key: u64,
-    /// Its `exec` resolved, for the error when it cannot start.
-    exe: String,
     /// For an MCP server: its client's options (SPEC 11).
     mcp: Option<McpOptions>,
-    /// What its confinement allows, for its log (SPEC 16).
-    confined: Option<String>,
 }

@@ -62,31 +62,35 @@
 //!   own deadline, so the loop sleeps until the earliest of them
 //!   (`time.rs`), and only a running extension has a process to write to
 //!   or signal.
-//! - The engine does no I/O and reads no clock (one exception: a frame
-//!   handed to an MCP server's client in `Ext::send`). What it learns
-//!   comes in as inputs, each with the time: a request
-//!   (`Engine::request`), what an extension's reader sent
-//!   (`Engine::inbound`: a frame, the end of its stdout with a look at
-//!   its process, a failed write), the results of a batch of starts
-//!   (`Engine::spawned`) and the pass after each turn (`Engine::settle`,
-//!   with a look at each process whose exit it watches). What it decides
-//!   is queued as `Action`s (`action.rs`) in the order decided: write
-//!   these lines to extension i (one write per extension and turn),
-//!   start this batch, close a stdin, signal a group, reap, call a reply,
-//!   send a host event, release `wait_ready`. The driver keeps the
-//!   processes in a table indexed like the engine's extensions and
-//!   carries the actions out in that order, so a reply comes after the
-//!   events decided before it (SPEC 3.17), and an exited extension is
-//!   reaped (its log complete) before what waited on it fails. So the
-//!   rules above are tested with made-up times and no processes: feed
-//!   inputs, look at the actions (`state.rs`, `exit.rs`, `supervise.rs`,
-//!   `rules.rs`). Two things stay injected instead: each extension's
-//!   log (`ExtLog`, a file handle: diagnostics in no order with anything
-//!   else, as one line of text each; as actions they would cost an
-//!   allocation and a hand-over per line for nothing a test asserts),
-//!   and discovery at a startup (it reads the manifests and says the
-//!   trust notices on stderr; a test's engine reads the manifests it
-//!   wrote).
+//! - The engine does no I/O and reads no clock. What it learns comes
+//!   in as inputs, each with the time: a request (`Engine::request`),
+//!   what an extension's reader sent (`Engine::inbound`: a frame, the
+//!   end of its stdout with a look at its process, a failed write), the
+//!   extensions a discovery found (`Engine::discovered`), the results of
+//!   a batch of starts (`Engine::spawned`) and the pass after each turn
+//!   (`Engine::settle`, with a look at each process whose exit it
+//!   watches). What it decides is queued as `Action`s (`action.rs`) in
+//!   the order decided: discover, write these lines to extension i (one
+//!   write per extension and turn), start this batch, close a stdin,
+//!   signal a group, reap, call a reply, send a host event, release
+//!   `wait_ready`. The driver keeps the processes in a table indexed like
+//!   the engine's extensions and carries the actions out in that order,
+//!   so a reply comes after the events decided before it (SPEC 3.17),
+//!   and an exited extension is reaped (its log complete) before what
+//!   waited on it fails. The file system is the driver's too: it
+//!   discovers (reading the manifests and the trust store, at the first
+//!   startup and at each reload once every extension stopped), says the
+//!   trust notices on stderr, opens the log files, resolves `exec` on
+//!   `$PATH` and builds the confinement; a start that cannot be prepared
+//!   comes back as a failed start, with the same message. So the rules
+//!   above are tested with made-up times, manifests found in memory and
+//!   no processes: feed inputs, look at the actions (`state.rs`,
+//!   `exit.rs`, `supervise.rs`, `rules.rs`). One sink stays injected:
+//!   each extension's log (`ExtLog`, opened by the driver), which the
+//!   engine writes its `[zot]` lines to. They are diagnostics in no
+//!   order with anything else, one line of text each, written from the
+//!   reader threads and the MCP client too; as actions they would cost
+//!   an allocation and a hand-over per line for nothing a test asserts.
 //!   And it reads one counter the process layer updates: the bytes an
 //!   extension's writer thread has not written yet (`Backlog`), which
 //!   bounds the events queued to a subscriber that stops reading.
@@ -516,7 +520,6 @@ use crate::intercept::Chain;
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::mcp_client::McpClient;
-use crate::process::InboundMsg;
 use crate::protocol::HostFrame;
 use crate::registry::Registry;
 use crate::types::{
@@ -542,7 +545,8 @@ pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
 /// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
 /// phase owns its deadline; only a running one has a process.
 enum Phase {
-    /// The driver is starting its process (within the turn that asked).
+    /// The driver is starting its process (within the turn that asked),
+    /// or found it cannot (its `exec` or confinement).
     Spawning,
     Running(Run),
     /// No process: how it ended, and when it restarts after a crash.
@@ -804,9 +808,9 @@ impl Ext {
     }
 
     /// Queues a frame, written batched at the end of the loop iteration;
-    /// an MCP server's client is handed it to translate. False when
-    /// stdin is closed.
-    fn send(&mut self, frame: &HostFrame) -> bool {
+    /// an MCP server's client is handed it to translate (its deadlines
+    /// count from `now`). False when stdin is closed.
+    fn send(&mut self, frame: &HostFrame, now: Instant) -> bool {
         let Phase::Running(run) = &mut self.phase else {
             return false;
         };
@@ -816,7 +820,7 @@ impl Ext {
         if !run.stdin_open {
             return false;
         }
-        client.on_host_frame(frame, Instant::now());
+        client.on_host_frame(frame, now);
         self.out.append(&mut client.take_lines());
         true
     }
@@ -855,8 +859,6 @@ struct Engine {
     /// `before_agent_start` passes so far: each has its `agent_run_id`.
     agent_runs: u64,
     events: EventQueue,
-    /// Handed to each process started, for its reader thread.
-    inbound_tx: Sender<InboundMsg>,
     exts: Vec<Ext>,
     by_key: HashMap<u64, usize>,
     next_key: u64,
@@ -872,8 +874,6 @@ struct Engine {
     commands: Registry<String>,
     tools: Registry<ToolInfo>,
     state: HostState,
-    /// The stderr lines last printed about untrusted project extensions.
-    trust_notices: Vec<String>,
     liveness_at: Option<Instant>,
     /// What the driver is to do, in the order decided (`action.rs`).
     actions: Vec<Action>,
@@ -883,17 +883,11 @@ pub(crate) use driver::{poll_briefly, run, BATCH};
 #[allow(unused_imports)] // The inline host drives the loop through it.
 pub(crate) use driver::{Driver, Until};
 
-/// The senders the engine hands to what it starts: extensions' reader
-/// threads, and built-in tool replies.
-struct Senders {
-    inbound: Sender<InboundMsg>,
-    builtin: Sender<Request>,
-}
-
 impl Engine {
     /// An engine whose events go to `events` (it only reads how many
     /// wait there: the driver sends them).
-    fn new(cfg: HostConfig, events: Sender<HostEvent>, senders: Senders) -> Engine {
+    /// Built-in tool replies go back through `builtin`.
+    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: Sender<Request>) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),
@@ -905,13 +899,12 @@ impl Engine {
             agent_runs: 0,
             events: EventQueue::new(events, cfg.event_budget),
             cfg,
-            inbound_tx: senders.inbound,
             exts: Vec::new(),
             by_key: HashMap::new(),
             next_key: 0,
             pending: Pending::default(),
             jobs: jobs::Jobs::default(),
-            builtin_tx: senders.builtin,
+            builtin_tx: builtin,
             builtin_drive: None,
             chains: HashMap::new(),
             next_chain: 0,
@@ -922,7 +915,6 @@ impl Engine {
                 parked: Vec::new(),
                 held: Vec::new(),
             },
-            trust_notices: Vec::new(),
             liveness_at: None,
             actions: Vec::new(),
         }

@@ -6,11 +6,12 @@ use super::Engine;
 use crate::protocol::MAX_LINE;
 use crate::toolresult::text_block;
 use crate::types::{Action, CommandOutcome, ToolOutcome, ToolResult};
+use std::time::Instant;
 
 impl Engine {
     /// Extension `idx` wrote a `kind` frame for request `id` that was
     /// `len` bytes long; it was dropped unread.
-    pub(super) fn too_long(&mut self, idx: usize, kind: &str, id: &str, len: usize) {
+    pub(super) fn too_long(&mut self, idx: usize, kind: &str, id: &str, len: usize, now: Instant) {
         if !matches!(kind, "tool_result" | "command_response") {
             return; // logged already, and answers nothing the host waits for
         }
@@ -34,7 +35,7 @@ impl Engine {
                     is_error: true,
                     ..Default::default()
                 });
-                self.finish_job(job, Ok(outcome))
+                self.finish_job(job, Ok(outcome), now)
             }
             Waiter::Command { name, reply } => {
                 let error = why(&format!("the response to /{name}"));

@@ -103,7 +103,7 @@ impl Engine {
                 other => self.execute(other, Lookup::Now, now),
             },
             Request::Cancel { ticket, reply } => {
-                let found = self.cancel_ticket(ticket);
+                let found = self.cancel_ticket(ticket, now);
                 self.answer(reply, Ok(found))
             }
             Request::BuiltinResult {
@@ -112,7 +112,7 @@ impl Engine {
                 is_error,
                 reply,
             } => {
-                let waited = self.builtin_result(&call_id, content, is_error);
+                let waited = self.builtin_result(&call_id, content, is_error, now);
                 self.answer(reply, Ok(waited))
             }
             Request::Intercept { request, reply } => {
@@ -149,7 +149,7 @@ impl Engine {
                     key,
                     text,
                 };
-                let sent = self.send_to(&extension, frame);
+                let sent = self.send_to(&extension, frame, now);
                 self.answer(reply, sent)
             }
             Request::PanelResize {
@@ -165,7 +165,7 @@ impl Engine {
                     width,
                     height,
                 };
-                let sent = self.send_to(&extension, frame);
+                let sent = self.send_to(&extension, frame, now);
                 self.answer(reply, sent)
             }
             Request::PanelClose {
@@ -176,7 +176,7 @@ impl Engine {
                 let frame = HostFrame::PanelClose {
                     panel_id: &panel_id,
                 };
-                let sent = self.send_to(&extension, frame);
+                let sent = self.send_to(&extension, frame, now);
                 self.answer(reply, sent)
             }
             Request::List { reply } => {
@@ -196,7 +196,7 @@ impl Engine {
                     held,
                 };
                 // An interactive call would hold the reload up for ever.
-                self.end_open_ended(&HostError::Reloaded);
+                self.end_open_ended(&HostError::Reloaded, now);
             }
             // Accepted requests finish first (advance); restarts are
             // cancelled at once (SPEC 12).
@@ -207,7 +207,7 @@ impl Engine {
                     replies: vec![reply],
                     parked: parked.unwrap_or_default(),
                 };
-                self.end_open_ended(&HostError::ShuttingDown);
+                self.end_open_ended(&HostError::ShuttingDown, now);
             }
             Request::ShutdownNow { reply } => self.shutdown_now(reply, now),
         }
@@ -297,13 +297,18 @@ impl Engine {
     }
 
     /// Sends a frame that expects no answer (panels).
-    fn send_to(&mut self, extension: &str, frame: HostFrame) -> Result<(), HostError> {
+    fn send_to(
+        &mut self,
+        extension: &str,
+        frame: HostFrame,
+        now: Instant,
+    ) -> Result<(), HostError> {
         let ext = self
             .exts
             .iter_mut()
             .find(|e| e.name == extension && e.serving())
             .ok_or_else(|| HostError::NoSuchExtension(extension.to_string()))?;
-        let sent = ext.send(&frame);
+        let sent = ext.send(&frame, now);
         sent.then_some(())
             .ok_or_else(|| HostError::NotServing(extension.to_string()))
     }
@@ -332,7 +337,7 @@ impl Engine {
                     state.chain.answer(pos, answer);
                 }
             }
-            Some(Owed::Tool(job, error)) => self.finish_job(job, Err(error)),
+            Some(Owed::Tool(job, error)) => self.finish_job(job, Err(error), now),
             None => {}
         }
     }
@@ -369,7 +374,7 @@ impl Engine {
             args,
         };
         let ext = &mut self.exts[idx];
-        let sent = ext.serving() && ext.send(&frame);
+        let sent = ext.serving() && ext.send(&frame, now);
         let limit = self.cfg.timeouts.command;
         self.track_request(idx, id, sent, Waiter::Command { name, reply }, limit, now);
     }
@@ -486,6 +491,7 @@ impl Engine {
         id: &str,
         (content, is_error, structured_content): (Option<Vec<Value>>, bool, Option<Value>),
         activate: Vec<String>,
+        now: Instant,
     ) {
         let Some(Waiter::Tool { job }) = self.take_answer(idx, id, "tool_result") else {
             return;
@@ -509,7 +515,7 @@ impl Engine {
             declares_output,
             ..Default::default()
         });
-        self.finish_job(job, Ok(outcome));
+        self.finish_job(job, Ok(outcome), now);
     }
 
     /// Fails the requests whose time is up; a guard counts as unavailable.
@@ -535,8 +541,8 @@ impl Engine {
                     if let Some(j) = self.jobs.get_mut(job) {
                         j.at = super::jobs::At::Starting;
                     }
-                    self.tool_cancel(idx, &id, &format!("no tool_result {within}"));
-                    self.finish_job(job, Err(error));
+                    self.tool_cancel(idx, &id, &format!("no tool_result {within}"), now);
+                    self.finish_job(job, Err(error), now);
                     continue;
                 }
                 Waiter::Guard { chain, pos } => {
@@ -641,7 +647,7 @@ impl Engine {
             };
             let idx = state.guards[pos];
             let ext = &mut self.exts[idx];
-            let sent = ext.answers_guard() && ext.send(&frame);
+            let sent = ext.answers_guard() && ext.send(&frame, now);
             let limit = self.cfg.timeouts.intercept;
             self.track_request(idx, id, sent, Waiter::Guard { chain, pos }, limit, now);
         }

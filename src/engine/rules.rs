@@ -1,12 +1,15 @@
 //! The lifecycle rules with a made-up clock and no processes: a real
-//! startup of real manifests whose starts the test answers itself, frames
+//! startup of manifests the test finds and starts itself, frames
 //! fed as an extension's reader would hand them over, and the actions
 //! the engine decides asserted (SPEC 3.5, 3.8, 3.12, 3.14, 12, 13).
 
-use super::action::{Action, Attached, Backlog, Probe};
+use super::action::{Action, Attached, Backlog, Discovered, Probe};
 use super::Engine;
 use crate::config::HostConfig;
+use crate::discovery::{Found, Scope, Status};
 use crate::intercept::{InterceptEvent, InterceptOutcome};
+use crate::log::ExtLog;
+use crate::manifest::Manifest;
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{parse_ext_frame, EventPayload};
 use crate::types::{
@@ -27,49 +30,31 @@ const S: Duration = Duration::from_secs(1);
 struct Fake {
     e: Engine,
     events: Receiver<HostEvent>,
+    /// What a discovery finds: one extension per manifest.
+    manifests: Vec<String>,
     /// Extension `i`'s process key.
     keys: Vec<u64>,
     /// Actions other than writes, replies and events, in order.
     acts: Vec<Action>,
     /// Frames written to extension `i`, parsed, not yet looked at.
     written: Vec<Vec<Value>>,
-    _dir: TempDir,
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Starts one extension per manifest at `t0`, the driver's part played
-/// here: every start succeeds, with a made-up pid.
+/// here: the manifests are found (in memory, nothing is read), every
+/// start succeeds, with a made-up pid.
 fn start(manifests: &[&str], t0: Instant) -> Fake {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("zot-rules-{}-{n}", std::process::id()));
+    let dir = std::env::temp_dir().join("zot-rules");
     let mut cfg = HostConfig::new(dir.clone(), dir.join("home"));
     cfg.discover = false;
-    for (i, manifest) in manifests.iter().enumerate() {
-        let ext = dir.join(format!("ext{i}"));
-        std::fs::create_dir_all(&ext).expect("extension dir");
-        std::fs::write(ext.join("extension.json"), manifest).expect("manifest");
-        cfg.ext_paths.push(ext);
-    }
     let (events_tx, events) = crossbeam_channel::unbounded();
-    let senders = super::Senders {
-        inbound: crossbeam_channel::bounded(1).0,
-        builtin: crossbeam_channel::unbounded().0,
-    };
     let mut f = Fake {
-        e: Engine::new(cfg, events_tx, senders),
+        e: Engine::new(cfg, events_tx, crossbeam_channel::unbounded().0),
         events,
+        manifests: manifests.iter().map(|m| m.to_string()).collect(),
         keys: Vec::new(),
         acts: Vec::new(),
         written: vec![Vec::new(); manifests.len()],
-        _dir: TempDir(dir),
     };
     f.e.start_all(None, Vec::new(), t0);
     f.act(t0);
@@ -92,6 +77,22 @@ impl Fake {
                         let frames = lines.map(|l| serde_json::from_slice(l).expect("a JSON line"));
                         self.written[ext].extend(frames);
                     }
+                    Action::Discover => {
+                        let found = self.manifests.iter().enumerate().map(|(i, text)| {
+                            let manifest = Manifest::parse(text.as_bytes()).expect("a manifest");
+                            let name = manifest.name.clone();
+                            let found = Found {
+                                scope: Scope::Explicit,
+                                dir: PathBuf::from(format!("/ext{i}")),
+                                manifest: Some(manifest),
+                                status: Status::Start,
+                            };
+                            let log = ExtLog::stderr(&name);
+                            Discovered { name, found, log }
+                        });
+                        self.e.discovered(found.collect(), now);
+                        self.e.settle_at(now);
+                    }
                     Action::Spawn(batch) => {
                         let mut started = Vec::new();
                         for (idx, spawn) in &batch.spawns {
@@ -101,7 +102,12 @@ impl Fake {
                             self.keys[*idx] = spawn.key;
                             let pid = 1000 + *idx as u32;
                             let backlog = Backlog::default();
-                            started.push(Ok(Attached { pid, backlog }));
+                            let confined = None;
+                            started.push(Ok(Attached {
+                                pid,
+                                confined,
+                                backlog,
+                            }));
                         }
                         self.e.spawned(batch.then, started, now);
                         self.e.settle_at(now);

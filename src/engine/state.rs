@@ -41,6 +41,9 @@ pub(super) struct Startup {
     /// The reload it finishes, with how many extensions that reload
     /// stopped; `None` for the host's first startup.
     pub(super) reload: Option<(Reply<ReloadReport>, usize)>,
+    /// The driver is still finding the extensions: none can be waited
+    /// for yet.
+    pub(super) discovering: bool,
     /// Extensions started.
     pub(super) loaded: usize,
     /// Requests that arrived meanwhile, in order.
@@ -118,8 +121,9 @@ impl HostState {
 /// times, the passes after a turn run at chosen times.
 #[cfg(test)]
 mod tests {
+    use super::super::action::Action;
     use super::super::pending::Waiter;
-    use super::super::{End, Engine, Ext, Phase, Senders};
+    use super::super::{End, Engine, Ext, Phase};
     use super::*;
     use crate::config::HostConfig;
     use crate::discovery::Scope;
@@ -136,15 +140,29 @@ mod tests {
         let mut cfg = HostConfig::new(dir.clone(), dir);
         cfg.discover = false;
         let (events_tx, events) = crossbeam_channel::unbounded();
-        let senders = Senders {
-            inbound: crossbeam_channel::bounded(1).0,
-            builtin: crossbeam_channel::unbounded().0,
-        };
-        let mut e = Engine::new(cfg, events_tx, senders);
+        let mut e = Engine::new(cfg, events_tx, crossbeam_channel::unbounded().0);
         let (dir, log) = (std::env::temp_dir(), ExtLog::stderr("x"));
         e.exts
             .push(Ext::new("x".into(), Scope::Explicit, dir, log, None));
         (e, events)
+    }
+
+    /// The pass after a turn at `at`, with the driver's part in it
+    /// played: the replies and events queued are carried out, and a
+    /// startup's discovery finds nothing (then the engine settles again,
+    /// as after a driver's answer).
+    fn settle(e: &mut Engine, at: Instant) {
+        e.settle_at(at);
+        while (e.answer_inline().iter()).any(|a| matches!(a, Action::Discover)) {
+            e.discovered(Vec::new(), at);
+            e.settle_at(at);
+        }
+    }
+
+    /// The first startup at `t0`: it finds nothing more.
+    fn started(e: &mut Engine, t0: Instant) {
+        e.start_all(None, Vec::new(), t0);
+        settle(e, t0);
     }
 
     /// Where a reply lands.
@@ -189,11 +207,11 @@ mod tests {
     fn a_shutdown_waits_for_an_accepted_request_until_its_timeout() {
         let t0 = Instant::now();
         let (mut e, _events) = engine();
-        e.start_all(None, Vec::new(), t0);
+        started(&mut e, t0);
         let answer = command_in_flight(&mut e, t0);
         let (stopped, reply) = slot();
         e.request(Request::Shutdown { reply }, t0);
-        e.settle_at(t0);
+        settle(&mut e, t0);
         assert!(matches!(e.state, HostState::Draining { .. }));
         // Later requests are refused meanwhile.
         let (listed, reply) = slot();
@@ -202,13 +220,13 @@ mod tests {
             taken(&mut e, &listed),
             Some(Err(HostError::ShuttingDown))
         ));
-        e.settle_at(t0 + 29 * S);
+        settle(&mut e, t0 + 29 * S);
         assert!(
             taken(&mut e, &stopped).is_none(),
             "stopped before the command's timeout"
         );
         assert_eq!(e.next_deadline(), Some(t0 + 30 * S));
-        e.settle_at(t0 + 30 * S);
+        settle(&mut e, t0 + 30 * S);
         assert!(matches!(
             taken(&mut e, &answer),
             Some(Err(HostError::TimedOut { .. }))
@@ -230,6 +248,7 @@ mod tests {
         let startup = Startup {
             deadline: t0 + 3 * S,
             reload: None,
+            discovering: false,
             loaded: 0,
             held: Vec::new(),
         };
@@ -253,7 +272,7 @@ mod tests {
             taken(&mut e, &reload),
             Some(Err(HostError::Cancelled))
         ));
-        e.settle_at(t0 + S);
+        settle(&mut e, t0 + S);
         assert!(matches!(taken(&mut e, &now), Some(Ok(()))));
         assert!(e.is_done());
     }
@@ -265,6 +284,7 @@ mod tests {
         e.state = HostState::Starting(Startup {
             deadline: t0 + 3 * S,
             reload: None,
+            discovering: false,
             loaded: 0,
             held: Vec::new(),
         });
@@ -286,7 +306,7 @@ mod tests {
             taken(&mut e, &first).is_none(),
             "runs after the pass, not inside it"
         );
-        e.settle_at(t0);
+        settle(&mut e, t0);
         assert!(matches!(taken(&mut e, &first), Some(Ok(_))));
         let report = taken(&mut e, &reload)
             .expect("the reload is done")
@@ -304,11 +324,11 @@ mod tests {
     fn a_second_reload_while_one_waits_is_refused() {
         let t0 = Instant::now();
         let (mut e, _events) = engine();
-        e.start_all(None, Vec::new(), t0);
+        started(&mut e, t0);
         let answer = command_in_flight(&mut e, t0);
         let (first, reply) = slot();
         e.request(Request::Reload { reply }, t0);
-        e.settle_at(t0);
+        settle(&mut e, t0);
         let (second, reply) = slot();
         e.request(Request::Reload { reply }, t0);
         assert!(matches!(
@@ -319,7 +339,7 @@ mod tests {
             taken(&mut e, &first).is_none(),
             "waits for the accepted command"
         );
-        e.settle_at(t0 + 30 * S);
+        settle(&mut e, t0 + 30 * S);
         assert!(matches!(
             taken(&mut e, &answer),
             Some(Err(HostError::TimedOut { .. }))
@@ -335,13 +355,14 @@ mod tests {
         let manifest = br#"{"name": "x", "exec": "./x"}"#;
         e.exts[0].manifest = Some(crate::manifest::Manifest::parse(manifest).expect("manifest"));
         e.exts[0].phase = Phase::gone(End::Exited("exit code 1".into()));
-        e.start_all(None, Vec::new(), t0);
+        started(&mut e, t0);
         e.crashed(0, "exit code 1", t0);
         // The loop sleeps until the restart, 500 ms away (SPEC 12).
         assert_eq!(e.next_deadline(), Some(t0 + S / 2));
         e.state = HostState::Starting(Startup {
             deadline: t0 + 3 * S,
             reload: None,
+            discovering: false,
             loaded: 0,
             held: Vec::new(),
         });
