@@ -1,6 +1,7 @@
 //! Where extensions live (SPEC section 4) and which of them run, in
 //! precedence order (SPEC 3.1).
 
+use crate::log::inert;
 use crate::manifest::{Manifest, ManifestError, MANIFEST_FILE};
 use crate::trust::{Record, Untrusted};
 use std::collections::HashMap;
@@ -193,6 +194,37 @@ pub fn discover_with(
         }
     }
     loaded.into_iter().map(|(f, _)| f).collect()
+}
+
+/// The lines every surface prints on stderr about untrusted project
+/// extensions (SPEC 15.3): why the record is unusable, if it is, then
+/// `zot: N project extension(s) in <dir>/.zot/extensions not trusted:
+/// <names>; review them and run 'zot ext trust'`. Empty when all are
+/// trusted. Names and paths are shown [`crate::log::inert`].
+pub fn trust_notices(found: &[Found], cwd: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut names: Vec<&str> = Vec::new();
+    for f in found {
+        let Status::Untrusted(why) = &f.status else {
+            continue;
+        };
+        if let Untrusted::Record(why) = why {
+            let line = format!("zot: {why}");
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+        names.extend(f.manifest.as_ref().map(|m| m.name.as_str()));
+    }
+    if !names.is_empty() {
+        lines.push(format!(
+            "zot: {} project extension(s) in {} not trusted: {}; review them and run 'zot ext trust'",
+            names.len(),
+            project_dir(cwd).display(),
+            names.join(", ")
+        ));
+    }
+    lines.iter().map(|l| inert(l).into_owned()).collect()
 }
 
 #[cfg(test)]

@@ -98,8 +98,8 @@ pub mod internal {
     /// Where extensions live and which run (SPEC 4, 3.1).
     pub mod discovery {
         pub use crate::discovery::{
-            discover, discover_with, global_dir, logs_dir, project_dir, scan, zot_home, Found,
-            Status,
+            discover, discover_with, global_dir, logs_dir, project_dir, scan, trust_notices,
+            zot_home, Found, Status,
         };
     }
     /// JSON-RPC 2.0 messages, for `zot mcp`.
@@ -149,9 +149,7 @@ pub mod internal {
     }
     /// Project trust (SPEC 15).
     pub mod trust {
-        pub use crate::trust::{
-            entry_key, notices, update, Binding, Entry, Record, Snapshot, Untrusted,
-        };
+        pub use crate::trust::{entry_key, update, Binding, Entry, Record, Snapshot, Untrusted};
     }
     /// The host of a CLI surface (the session, `zot rpc`, `zot mcp`):
     /// its main thread runs the loop while it waits on its own channel.

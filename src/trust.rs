@@ -11,8 +11,6 @@
 //! hash function is involved. Every file is read with the manifest's
 //! guarded reader: regular files of bounded size only.
 
-use crate::discovery::{project_dir, Found, Status};
-use crate::log::inert;
 use crate::manifest::{self, Manifest, MANIFEST_FILE};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -531,35 +529,4 @@ fn unique_name() -> String {
         .as_nanos();
     let n = N.fetch_add(1, Ordering::Relaxed);
     format!("{}-{nanos}-{n}", std::process::id())
-}
-
-/// The lines every surface prints on stderr about untrusted project
-/// extensions (SPEC 15.3): why the record is unusable, if it is, then
-/// `zot: N project extension(s) in <dir>/.zot/extensions not trusted:
-/// <names>; review them and run 'zot ext trust'`. Empty when all are
-/// trusted. Names and paths are shown [`inert`].
-pub fn notices(found: &[Found], cwd: &Path) -> Vec<String> {
-    let mut lines: Vec<String> = Vec::new();
-    let mut names: Vec<&str> = Vec::new();
-    for f in found {
-        let Status::Untrusted(why) = &f.status else {
-            continue;
-        };
-        if let Untrusted::Record(why) = why {
-            let line = format!("zot: {why}");
-            if !lines.contains(&line) {
-                lines.push(line);
-            }
-        }
-        names.extend(f.manifest.as_ref().map(|m| m.name.as_str()));
-    }
-    if !names.is_empty() {
-        lines.push(format!(
-            "zot: {} project extension(s) in {} not trusted: {}; review them and run 'zot ext trust'",
-            names.len(),
-            project_dir(cwd).display(),
-            names.join(", ")
-        ));
-    }
-    lines.iter().map(|l| inert(l).into_owned()).collect()
 }

@@ -19,7 +19,6 @@ use crate::discovery::{self, Status};
 use crate::log::ExtLog;
 use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
 use crate::spawner::Spawner;
-use crate::trust;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{select, Receiver, RecvError, Sender};
 use std::io;
@@ -365,7 +364,7 @@ impl Driver {
             cfg.discover,
             cfg.trust_project,
         );
-        let notices = trust::notices(&found, &cfg.cwd);
+        let notices = discovery::trust_notices(&found, &cfg.cwd);
         if notices != self.trust_notices {
             for line in &notices {
                 eprintln!("{line}");

@@ -5,7 +5,6 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::internal::log::inert;
-use zot_host::internal::trust;
 use zot_host::Scope;
 
 /// One line of the listing.
@@ -29,7 +28,7 @@ struct Row {
 /// Runs `zot ext list [--json]`.
 pub(super) fn run(ctx: &Ctx, as_json: bool) -> Result<i32, CliError> {
     let found = discovery::discover(&[], &ctx.cwd, &ctx.home, true);
-    for line in trust::notices(&found, &ctx.cwd) {
+    for line in discovery::trust_notices(&found, &ctx.cwd) {
         eprintln!("{line}");
     }
     // Project before global (as discovered), then by name within a scope.
