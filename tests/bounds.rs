@@ -198,14 +198,7 @@ fn rpc_at_the_in_flight_limit_refuses_at_once_and_keeps_reading() {
 fn mcp_at_the_in_flight_limit_handles_cancellations_and_ping_at_once() {
     let t = TempDir::new("bounds-mcp-in-flight");
     let (ext, pid_file) = held_tool(&t);
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--startup-timeout", "60", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&ext)
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
-    let mut mcp = Rpc::spawn(&mut cmd);
+    let mut mcp = Rpc::spawn(&mut Rpc::mcp_command(&t, &[ext], 60));
     let response = |id: Value| move |v: &Value| v["id"] == id && v.get("method").is_none();
     mcp.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
     let list = mcp.until("the tool list", response(json!("list")));

@@ -17,7 +17,6 @@ use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 fn probe_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/confine/probe.py")
@@ -414,34 +413,17 @@ fn the_session_and_zot_mcp_confine() {
     ])
     .arg(&ext)
     .arg("--cwd")
-    .arg(w.project())
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null());
+    .arg(w.project());
     w.env(&mut cmd, &[("ZOT_STARTUP_TIMEOUT", "60")]);
-    let (mut child, stdin, lines) = spawn_piped(&mut cmd);
-    let mut stdin = stdin.expect("stdin");
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}});
-    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "probe", "arguments": {"op": "write", "path": path_str(&rc)}}});
-    for frame in [
-        init,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        call,
-    ] {
-        writeln!(stdin, "{frame}").expect("write to zot mcp");
-    }
-    let answer = loop {
-        let line = lines.recv_timeout(DEADLINE).expect("zot mcp answers");
-        let v: Value = serde_json::from_str(&line).expect("JSON from zot mcp");
-        if v["id"] == 2 {
-            break v;
-        }
-    };
-    drop(stdin);
-    let _ = child.wait();
+    let mut mcp = Rpc::spawn(&mut cmd);
+    mcp.mcp_initialize("2025-06-18");
+    mcp.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "probe", "arguments": {"op": "write", "path": path_str(&rc)}}}),
+    );
+    let answer = mcp.mcp_response(&json!(2));
+    mcp.close_stdin();
+    let _ = mcp.wait();
     let text = answer["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default();
@@ -475,35 +457,12 @@ fn run_session(w: &World, ext: &Path, input: &str) -> (Option<i32>, Vec<String>)
     (out.status.code(), lines)
 }
 
-/// The MCP SDKs the MCP tests use (`.ci/mcp-deps`, or `$ZOT_MCP_DEPS`).
-fn mcp_deps() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-deps");
-        let out = Command::new(&script).output().expect("run .ci/mcp-deps");
-        assert!(out.status.success(), "{}", stderr_of(&out));
-        let dir = PathBuf::from(stdout_of(&out).lines().last().unwrap_or_default().trim());
-        assert!(dir.is_dir(), "{} printed no directory", script.display());
-        dir
-    })
-}
-
 #[cfg(feature = "mcp")]
 #[cfg(feature = "author")]
 #[test]
 fn a_hosted_mcp_server_works_confined() {
     let w = World::new("confine-mcp");
-    let entry = mcp_deps()
-        .join("node-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        entry.is_file(),
-        "server-everything missing at {}",
-        entry.display()
-    );
-    let dir = w.t.join("everything");
-    let manifest = json!({"name": "everything", "protocol": "mcp", "prefix": "ev_",
-        "exec": "node", "args": [entry, "stdio"]});
-    write_manifest(&dir, &manifest);
+    let dir = everything_server(&w.t.join("everything"));
     let mut rpc = w.rpc(&[&dir], &["--confine"], &[("ZOT_STARTUP_TIMEOUT", "60")]);
     let state = settled(&mut rpc, "everything");
     assert_eq!(state["state"], "ready", "{state}");

@@ -2052,14 +2052,7 @@ fn command_names_are_case_insensitive_in_rpc_mcp_and_the_session() {
     assert_eq!(r["data"]["display"], "ran hello x", "{r}");
     drop(rpc);
 
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&ext)
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
-    let mut mcp = Rpc::spawn(&mut cmd);
+    let mut mcp = Rpc::spawn(&mut Rpc::mcp_command(&t, std::slice::from_ref(&ext), 20));
     mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",
                     "params": {"name": "GREET", "arguments": {"args": "y"},
                                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}));

@@ -17,62 +17,17 @@ use serde_json::{json, Value};
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/hostile-inputs")
-        .join(name)
+    fixture_path("hostile-inputs").join(name)
 }
 
 /// `zot mcp --no-ext -e EXT...` over pipes, with its own ZOT_HOME.
 fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
-    mcp_within(t, exts, None)
-}
-
-/// [`mcp`] whose client reads at most `cap` lines ahead of the test.
-fn mcp_within(t: &TempDir, exts: &[PathBuf], cap: Option<usize>) -> Rpc {
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--startup-timeout", "30", "--cwd"])
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
-    for e in exts {
-        cmd.arg("-e").arg(e);
-    }
-    Rpc::spawn_within(&mut cmd, cap)
-}
-
-/// The JSON-RPC response to `id` (not a request or notification). On
-/// failure it says how many lines came, not what they were (floods).
-fn mcp_response(rpc: &mut Rpc, id: Value) -> Value {
-    let is_it = |v: &Value| v.get("id") == Some(&id) && v.get("method").is_none();
-    if let Some(v) = rpc.seen.iter().find(|v| is_it(v)) {
-        return v.clone();
-    }
-    loop {
-        let Some(v) = rpc.next() else {
-            panic!(
-                "no response to {id} before the deadline ({} lines read)",
-                rpc.seen.len()
-            );
-        };
-        if is_it(&v) {
-            return v;
-        }
-    }
-}
-
-/// The legacy handshake, as the official clients do it.
-fn initialize(rpc: &mut Rpc) {
-    rpc.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "hostile", "version": "1"}}}));
-    let r = mcp_response(rpc, json!(0));
-    assert_eq!(r["result"]["protocolVersion"], "2025-06-18", "{r}");
-    rpc.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    Rpc::spawn(&mut Rpc::mcp_command(t, exts, 30))
 }
 
 fn call_tool(rpc: &mut Rpc, id: u64, name: &str, arguments: Value) {
@@ -103,8 +58,8 @@ fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
     let t = TempDir::new("hostile-mcp-unread");
     let done = t.join("flood.done");
     // A client that really stops reading: 64 lines ahead at most.
-    let mut rpc = mcp_within(&t, &[fixture("flood")], Some(64));
-    initialize(&mut rpc);
+    let mut rpc = Rpc::spawn_within(&mut Rpc::mcp_command(&t, &[fixture("flood")], 30), Some(64));
+    rpc.mcp_initialize("2025-06-18");
     // From here on nothing is read until the flood is written.
     let args = json!({"count": FLOOD_NOTES, "size": FLOOD_NOTE_BYTES, "done": done});
     call_tool(&mut rpc, 1, "flood", args);
@@ -112,7 +67,7 @@ fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
         done.exists()
     });
     // What zot has not handled yet comes before the tool's answer.
-    let r = mcp_response(&mut rpc, json!(1));
+    let r = rpc.mcp_response(&json!(1));
     assert_eq!(
         r["result"]["content"][0]["text"],
         format!("flooded {FLOOD_NOTES}"),
@@ -139,7 +94,7 @@ fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
         "flood",
         json!({"count": 1, "size": 1, "done": done}),
     );
-    mcp_response(&mut rpc, json!(2));
+    rpc.mcp_response(&json!(2));
     assert_eq!(delivered(&rpc), before + 1, "the note after the flood");
     let stderr = end_by_eof(&mut rpc, "zot mcp");
     assert!(
@@ -164,11 +119,7 @@ fn list_json(t: &TempDir) -> Vec<Value> {
         .env("ZOT_HOME", t.join("home"))
         .output()
         .expect("run zot ext list");
-    assert_ok(&out);
-    serde_json::from_slice::<Value>(&out.stdout)
-        .ok()
-        .and_then(|v| v.as_array().cloned())
-        .unwrap_or_else(|| panic!("not a JSON array: {}", stdout_of(&out)))
+    list_rows(&out)
 }
 
 #[test]
@@ -230,11 +181,11 @@ fn mcp_refuses_a_request_whose_id_is_already_in_flight() {
     // not silence (its answer could not be told from the first's).
     let t = TempDir::new("hostile-mcp-dup-id");
     let mut rpc = mcp(&t, &[fixture("flood")]);
-    initialize(&mut rpc);
+    rpc.mcp_initialize("2025-06-18");
     call_tool(&mut rpc, 7, "slow", json!({"ms": 3000}));
     call_tool(&mut rpc, 7, "slow", json!({"ms": 0}));
     rpc.send(json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));
-    mcp_response(&mut rpc, json!(8));
+    rpc.mcp_response(&json!(8));
     let ours = |rpc: &Rpc| -> Vec<Value> {
         rpc.seen
             .iter()
@@ -396,17 +347,17 @@ fn rpc_and_mcp_answer_request_ids_of_every_json_type() {
     let mut mcp = mcp(&t, &[]);
     for id in [json!("s"), json!(-3), json!(1.5)] {
         mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
-        let v = mcp_response(&mut mcp, id.clone());
+        let v = mcp.mcp_response(&id);
         assert_eq!(v["result"], json!({}), "id {id}: {v}");
     }
     for id in [json!(null), json!({"a": 1}), json!([1]), json!(false)] {
         mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
-        let v = mcp_response(&mut mcp, json!(null));
+        let v = mcp.mcp_response(&json!(null));
         assert_eq!(v["error"]["code"], -32600, "id {id}: {v}");
         mcp.seen.clear();
     }
     mcp.send(json!({"jsonrpc": "2.0", "id": "end", "method": "ping"}));
-    mcp_response(&mut mcp, json!("end"));
+    mcp.mcp_response(&json!("end"));
     end_by_eof(&mut mcp, "zot mcp");
 }
 
@@ -432,11 +383,11 @@ fn rpc_and_mcp_refuse_lines_over_16_mib_and_go_on() {
     let mut mcp = mcp(&t, &[]);
     mcp.send_bytes(&long);
     mcp.send(json!({"jsonrpc": "2.0", "id": "after", "method": "ping"}));
-    let v = mcp_response(&mut mcp, json!(null));
+    let v = mcp.mcp_response(&json!(null));
     assert_eq!(v["error"]["code"], -32600, "{v}");
     let message = v["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("longer than 16777216"), "{v}");
-    mcp_response(&mut mcp, json!("after"));
+    mcp.mcp_response(&json!("after"));
     end_by_eof(&mut mcp, "zot mcp");
 }
 
@@ -605,7 +556,7 @@ fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
     };
     listen(&mut mcp, json!("a"));
     listen(&mut mcp, json!("a"));
-    let v = mcp_response(&mut mcp, json!("a"));
+    let v = mcp.mcp_response(&json!("a"));
     assert_eq!(v["error"]["code"], -32600, "a second listen with id a: {v}");
     assert!(
         v["error"]["message"]
@@ -616,7 +567,7 @@ fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
     );
     mcp.seen.clear();
     mcp.send(json!({"jsonrpc": "2.0", "id": "a", "method": "tools/list", "params": {}}));
-    let v = mcp_response(&mut mcp, json!("a"));
+    let v = mcp.mcp_response(&json!("a"));
     assert_eq!(
         v["error"]["code"], -32600,
         "a request with an open listen's id: {v}"
@@ -625,7 +576,7 @@ fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
         listen(&mut mcp, json!(n));
     }
     listen(&mut mcp, json!("one too many"));
-    let v = mcp_response(&mut mcp, json!("one too many"));
+    let v = mcp.mcp_response(&json!("one too many"));
     assert_eq!(v["error"]["code"], -32600, "{v}");
     assert!(
         v["error"]["message"]
@@ -640,7 +591,7 @@ fn mcp_bounds_listen_streams_and_refuses_their_ids_twice() {
         "acknowledged before the refusal"
     );
     mcp.send(json!({"jsonrpc": "2.0", "id": "end", "method": "ping"}));
-    mcp_response(&mut mcp, json!("end"));
+    mcp.mcp_response(&json!("end"));
     end_by_eof(&mut mcp, "zot mcp");
     let closed = mcp
         .seen

@@ -20,35 +20,6 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-servers")
 }
 
-/// Writes an MCP server manifest into `dir`.
-fn mcp_manifest(dir: &Path, name: &str, exec: &Path, args: &[&str], extra: Value) -> PathBuf {
-    let mut manifest = json!({"name": name, "protocol": "mcp", "exec": exec, "args": args});
-    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
-        m.extend(extra.clone());
-    }
-    write_manifest(dir, &manifest);
-    dir.to_path_buf()
-}
-
-/// server-everything, its names prefixed `ev_`.
-fn everything(dir: &Path) -> PathBuf {
-    let entry = mcp_deps()
-        .join("node-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        entry.is_file(),
-        "server-everything missing at {}",
-        entry.display()
-    );
-    let node = which("node");
-    mcp_manifest(
-        dir,
-        "everything",
-        &node,
-        &[entry.to_str().expect("utf-8 path"), "stdio"],
-        json!({"prefix": "ev_"}),
-    )
-}
-
 /// The Python SDK 2.x server of fixtures/mcp-servers/py2.
 fn py2_server(dir: &Path) -> PathBuf {
     let python = mcp_deps().join("py2/bin/python");
@@ -68,14 +39,6 @@ fn corners(dir: &Path, args: &[&str]) -> PathBuf {
     let mut argv = vec![script.to_str().expect("utf-8")];
     argv.extend(args);
     mcp_manifest(dir, "corners", &python, &argv, json!({}))
-}
-
-fn which(program: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{program} is not in $PATH (the MCP tests need it)"))
 }
 
 /// How long an SDK server may take to start: importing an SDK on a busy
@@ -146,7 +109,7 @@ fn first_text(response: &Value) -> String {
 #[test]
 fn everything_server_tools_prompts_and_notes_through_rpc() {
     let t = TempDir::new("mcp-everything");
-    let ev = everything(&t.join("ev"));
+    let ev = everything_server(&t.join("ev"));
     let mut rpc = patient_rpc(&t, &[ev]);
     let list = until_ready(&mut rpc, "everything");
 
@@ -275,7 +238,7 @@ fn a_guard_blocks_an_mcp_tool_and_sees_its_tool_call_event() {
                "guard": {"block_if": "forbidden", "reason": "no forbidden words"},
                "record": record}),
     );
-    let ev = everything(&t.join("ev"));
+    let ev = everything_server(&t.join("ev"));
     let mut rpc = patient_rpc(&t, &[guard, ev]);
     until_ready(&mut rpc, "everything");
     // On a busy machine the guard may start after the startup grace too:
@@ -600,7 +563,7 @@ fn a_server_that_never_answers_initialize_fails_alone() {
 #[test]
 fn the_session_runs_mcp_prompts_and_tools() {
     let t = TempDir::new("mcp-session");
-    let ev = everything(&t.join("ev"));
+    let ev = everything_server(&t.join("ev"));
     let mut cmd = zot();
     cmd.args(["--no-ext", "--hello-timeout", "60", "-e"])
         .arg(&ev)
@@ -645,7 +608,7 @@ fn the_session_runs_mcp_prompts_and_tools() {
 fn zot_ext_list_shows_protocol_and_prefix() {
     let t = TempDir::new("mcp-list");
     let home = t.join("home");
-    everything(&home.join("extensions/everything"));
+    everything_server(&home.join("extensions/everything"));
     let out = zot()
         .args(["ext", "list", "--json", "--cwd"])
         .arg(t.path())
@@ -683,7 +646,7 @@ fn zot_ext_list_shows_protocol_and_prefix() {
 #[test]
 fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
     let t = TempDir::new("mcp-bridge");
-    let ev = everything(&t.join("ev"));
+    let ev = everything_server(&t.join("ev"));
     let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-clients");
     let guard = clients.join("exts/guard");
     let args = json!(["mcp", "--no-ext", "--cwd", t.path(), "-e", guard, "-e", ev]);

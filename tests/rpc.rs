@@ -251,15 +251,8 @@ fn reload_restarts_and_picks_up_changes() {
     std::fs::write(t.join("broken/extension.json"), r#"{"name": "broken"}"#).unwrap();
     // The reload report counts who was ready within the startup grace:
     // give Python on a loaded machine more than the 3 s default.
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--startup-timeout", "20", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&dir)
-        .arg("-e")
-        .arg(t.join("broken"))
-        .env("ZOT_HOME", t.join("home"));
-    let mut rpc = Rpc::spawn(&mut cmd);
+    let mut cmd = Rpc::command(&t, &[dir.clone(), t.join("broken")]);
+    let mut rpc = Rpc::spawn(cmd.args(["--startup-timeout", "20"]));
     rpc.until("ready event", |v| v["type"] == "ready");
     let before = rpc.call("1", json!({"type": "list"}));
     let old_pid = before["data"]["extensions"][0]["pid"].as_u64().unwrap() as u32;

@@ -422,14 +422,7 @@ fn rpc_events_take_the_session_id_option_and_refuse_sequence() {
         "obs",
         json!({"record": record, "events": ["post_compact"]}),
     );
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--session-id", "rpc-sess", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&ext)
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
-    let mut rpc = Rpc::spawn(&mut cmd);
+    let mut rpc = Rpc::spawn(Rpc::command(&t, &[ext]).args(["--session-id", "rpc-sess"]));
     // Subscribed only once ready, however slow its start.
     rpc.wait_ready(1);
     let bad = rpc.call(
@@ -517,16 +510,7 @@ fn zot_mcp_emits_session_end_at_its_end() {
         "obs",
         json!({"record": record, "events": ["session_start", "session_end"]}),
     );
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--session-id", "m-1", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&ext)
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60")
-        // A busy machine may start Python slower than the 3 s default.
-        .env("ZOT_STARTUP_TIMEOUT", "60");
-    let mut mcp = Rpc::spawn(&mut cmd);
+    let mut mcp = Rpc::spawn(Rpc::mcp_command(&t, &[ext], 60).args(["--session-id", "m-1"]));
     mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                                "clientInfo": {"name": "t", "version": "1"}}}));
@@ -1257,16 +1241,8 @@ fn the_pipeline_reports_every_outcome_to_subscribers() {
 
 /// `zot rpc` with the extensions and `extra` arguments.
 fn rpc(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Rpc {
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--startup-timeout", "20", "--cwd"])
-        .arg(t.path())
-        .args(extra)
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60");
-    for e in exts {
-        cmd.arg("-e").arg(e);
-    }
-    let mut rpc = Rpc::spawn(&mut cmd);
+    let mut cmd = Rpc::command(t, exts);
+    let mut rpc = Rpc::spawn(cmd.args(["--startup-timeout", "20"]).args(extra));
     rpc.until("ready event", |v| v["type"] == "ready");
     rpc
 }

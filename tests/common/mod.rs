@@ -938,6 +938,45 @@ pub fn mcp_deps() -> &'static Path {
     })
 }
 
+/// Writes an MCP server manifest into `dir`.
+pub fn mcp_manifest(dir: &Path, name: &str, exec: &Path, args: &[&str], extra: Value) -> PathBuf {
+    let mut manifest = json!({"name": name, "protocol": "mcp", "exec": exec, "args": args});
+    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
+        m.extend(extra.clone());
+    }
+    write_manifest(dir, &manifest);
+    dir.to_path_buf()
+}
+
+/// An extension directory `dir` for `@modelcontextprotocol/server-everything`
+/// (from [`mcp_deps`]), its names prefixed `ev_`.
+pub fn everything_server(dir: &Path) -> PathBuf {
+    let entry = mcp_deps()
+        .join("node-everything/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        entry.is_file(),
+        "server-everything missing at {}",
+        entry.display()
+    );
+    let node = which("node");
+    mcp_manifest(
+        dir,
+        "everything",
+        &node,
+        &[entry.to_str().expect("utf-8 path"), "stdio"],
+        json!({"prefix": "ev_"}),
+    )
+}
+
+/// Where `program` is in `$PATH`.
+pub fn which(program: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} is not in $PATH (the MCP tests need it)"))
+}
+
 /// A whole MCP client script, on a busy machine, with interpreter start-up.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(240);
 
