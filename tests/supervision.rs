@@ -182,7 +182,11 @@ fn a_crash_loop_stops_after_five_starts() {
         json!({"guard_failure": "block"}),
     );
     let tools = ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
-    let mut rpc = Rpc::start(&t, &[a, tools]);
+    // Backoffs of 0.1 s doubling to 0.8 s (a tenth of SPEC's), so the loop
+    // is not waited out; `starts` counts, nothing is timed.
+    let backoff = Duration::from_millis(100);
+    let mut cmd = Rpc::command(&t, &[a, tools]);
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_RESTART_BACKOFF", backoff.as_secs_f64().to_string()));
     let reason = "crashed 5 times in 3 min (last: exit code 3)";
     let failed = rpc.until("give-up", |v| {
         v["type"] == "extension_failed" && v["error"] == reason
@@ -204,8 +208,8 @@ fn a_crash_loop_stops_after_five_starts() {
         ),
         (Some("failed"), Some(reason), Some(4))
     );
-    // No 6th start: wait past the longest backoff (8 s) for one.
-    let quiet_until = Instant::now() + Duration::from_secs(9);
+    // No 6th start: wait past the longest backoff (16 x 0.1 s) for one.
+    let quiet_until = Instant::now() + backoff * 16 + Duration::from_secs(1);
     while Instant::now() < quiet_until {
         if let Some(v) = rpc.next_within(quiet_until.saturating_duration_since(Instant::now())) {
             assert_ne!(

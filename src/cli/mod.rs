@@ -320,7 +320,9 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// `$ZOT_EXIT_GRACE`, every grace the host gives an exiting extension
 /// (`Timeouts::eof_before_hello`, `eof_after_hello`, `exit_silence`,
 /// `exit_drain`, `stdin_closed`), so that tests of exits through the
-/// CLI need not wait them out.
+/// CLI need not wait them out; and, from `$ZOT_RESTART_BACKOFF`, the
+/// first restart backoff (`Timeouts::restart_backoff`, 0.5 s), which
+/// crash-loop tests would otherwise wait out.
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
     startup: Option<std::time::Duration>,
@@ -343,6 +345,9 @@ pub fn apply_limits(
         ] {
             *g = grace;
         }
+    }
+    if let Some(backoff) = option_or_env(None, "ZOT_RESTART_BACKOFF")? {
+        config.timeouts.restart_backoff = backoff;
     }
     Ok(())
 }

@@ -210,7 +210,8 @@
 //!   and the graces of an exit (see Exits, a mute and a deaf extension):
 //!   `eof_before_hello` 100 ms, `eof_after_hello` 2 s, `exit_silence`
 //!   250 ms, `exit_drain` 2 s, `stdin_closed` 2 s. The CLI sets all five
-//!   from `$ZOT_EXIT_GRACE` (seconds), so exit tests need not wait them out.
+//!   from `$ZOT_EXIT_GRACE` (seconds), so exit tests need not wait them out,
+//!   and `restart_backoff` (500 ms) from `$ZOT_RESTART_BACKOFF`.
 //! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
 //!   end, Ctrl-C/SIGTERM): requests already accepted finish first, each
 //!   within its own timeout (an extension built on upstream's SDKs exits on

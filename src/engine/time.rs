@@ -144,13 +144,18 @@ impl Engine {
     }
 
     /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
-    /// while requests wait, else every [`LIVENESS_IDLE`].
+    /// while requests wait or an extension is stopping (a reload waits
+    /// for its exit), else every [`LIVENESS_IDLE`].
     pub(super) fn check_liveness(&mut self, now: Instant, probes: &Probes) {
         if !self.exts.iter().any(|e| e.run().is_some()) {
             self.liveness_at = None;
             return;
         }
-        let every = if self.pending.is_empty() {
+        let stopping = self.exts.iter().any(|e| {
+            e.stage()
+                .is_some_and(|s| matches!(s, Stage::Stopping { .. }))
+        });
+        let every = if self.pending.is_empty() && !stopping {
             LIVENESS_IDLE
         } else {
             LIVENESS_EVERY
