@@ -2,6 +2,7 @@
 //! extension's stdout into frames.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::io::{self, BufRead};
@@ -521,15 +522,73 @@ impl<R: BufRead> LineReader<R> {
 
 /// A frame's fields, taken one by one with the type the frame's `type`
 /// gives them. Fields the frame does not use are never looked at, so
-/// unknown (or, for this type, irrelevant) fields are ignored.
-struct Fields(serde_json::Map<String, Value>);
+/// unknown (or, for this type, irrelevant) fields are ignored. Each value
+/// is kept as its text, borrowed from the line (`RawValue`), and parsed
+/// only when taken: a frame costs one pass over the line, plus one over
+/// each field it uses. A key given twice counts once, its last value.
+struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
-impl Fields {
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(FieldsVisitor)
+    }
+}
+
+struct FieldsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for FieldsVisitor {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a map")
+    }
+
+    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
+        let mut fields: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::with_capacity(8);
+        while let Some(Key(key)) = map.next_key()? {
+            let value = map.next_value()?;
+            fields.retain(|(k, _)| *k != key);
+            fields.push((key, value));
+        }
+        Ok(Fields(fields))
+    }
+}
+
+/// An object key, borrowed from the line unless it has escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_string())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl Fields<'_> {
+    /// Takes the raw text of field `key`, if present.
+    fn take(&mut self, key: &str) -> Option<&RawValue> {
+        let at = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.swap_remove(at).1)
+    }
+
     /// An optional field; `null` counts as absent.
     fn opt<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>, String> {
-        match self.0.remove(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(v) => serde_json::from_value(v)
+        match self.take(key) {
+            None => Ok(None),
+            Some(raw) if raw.get() == "null" => Ok(None),
+            Some(raw) => typed(raw)
                 .map(Some)
                 .map_err(|e| format!("field `{key}`: {e}")),
         }
@@ -539,6 +598,12 @@ impl Fields {
     fn req<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<T, String> {
         self.opt(key)?
             .ok_or_else(|| format!("missing field `{key}`"))
+    }
+
+    /// A field kept as any JSON, `null` included.
+    fn any(&mut self, key: &str) -> Option<Value> {
+        // Its text was checked when the line was read: it parses.
+        self.take(key).and_then(|raw| typed(raw).ok())
     }
 
     fn into_frame(mut self) -> Result<ExtFrame, String> {
@@ -576,8 +641,8 @@ impl Fields {
                 id: self.req("id")?,
                 action: self.opt("action")?,
                 prompt: self.opt("prompt")?,
-                tool_name: self.0.remove("tool_name"),
-                tool_args: self.0.remove("tool_args"),
+                tool_name: self.any("tool_name"),
+                tool_args: self.any("tool_args"),
                 insert: self.opt("insert")?,
                 display: self.opt("display")?,
                 open_panel: self.opt("open_panel")?,
@@ -635,6 +700,15 @@ impl Fields {
     }
 }
 
+/// A field's value from its text, with the error message the same value
+/// gets as a `serde_json::Value` (no position: the field is named instead).
+fn typed<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, String> {
+    serde_json::from_str(raw.get()).or_else(|_| {
+        let value: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+        serde_json::from_value(value).map_err(|e| e.to_string())
+    })
+}
+
 /// Parses one JSON text (frame, rpc or MCP message, manifest), refusing
 /// nesting deeper than `MAX_DEPTH` before serde recurses into it.
 pub fn parse_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> {
@@ -673,8 +747,9 @@ fn check_depth(json: &[u8]) -> Result<(), String> {
 
 /// Parses one line into a frame, or says in one line why it cannot.
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    parse_json(line)
-        .and_then(|map| Fields(map).into_frame())
+    check_depth(line)
+        .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
+        .and_then(Fields::into_frame)
         .map_err(|e| format!("dropped frame ({e}): {}", snippet(line)))
 }
 

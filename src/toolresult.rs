@@ -38,12 +38,23 @@ pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     })
 }
 
+/// A text block with a string `text` and no other field, keys in
+/// `text_block`'s order: kept as it came instead of built again.
+fn is_plain_text(block: &Value) -> bool {
+    block.as_object().is_some_and(|o| {
+        o.keys().eq(["type", "text"]) && o["type"] == "text" && o["text"].is_string()
+    })
+}
+
 /// A text content block.
 pub(crate) fn text_block(s: &str) -> Value {
     json!({"type": "text", "text": s})
 }
 
 fn map_block(block: Value) -> Value {
+    if is_plain_text(&block) {
+        return block; // already what text_block would build
+    }
     match block["type"].as_str().unwrap_or("") {
         "text" => match block["text"].as_str() {
             Some(t) => text_block(t),
@@ -139,6 +150,25 @@ mod tests {
         assert!(!has_invalid_image(&good));
         let empty = map_content(vec![json!({"type": "text", "text": ""})]);
         assert_eq!(empty, [text_block(NO_CONTENT)]);
+    }
+
+    #[test]
+    fn a_text_block_comes_out_as_text_block_builds_it() {
+        let blocks = vec![
+            json!({"type": "text", "text": "plain"}),
+            json!({"text": "reordered", "type": "text"}),
+            json!({"type": "text", "text": "extra", "annotations": {"a": 1}}),
+        ];
+        let mapped = map_content(blocks);
+        let lines: Vec<String> = mapped.iter().map(Value::to_string).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"type":"text","text":"plain"}"#,
+                r#"{"type":"text","text":"reordered"}"#,
+                r#"{"type":"text","text":"extra"}"#,
+            ]
+        );
     }
 
     #[test]

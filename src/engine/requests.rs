@@ -569,14 +569,16 @@ impl Engine {
         self.sequence += 1;
         // The embedder's own `session_id` or `cwd` (say, a subagent's) wins.
         let given = |key: &str| payload.extra.contains_key(key);
-        let line = HostFrame::Event {
+        let frame = HostFrame::Event {
             event,
             sequence: self.sequence,
             session_id: Some(self.session_id.as_str()).filter(|_| !given("session_id")),
             cwd: Some(self.cwd.as_str()).filter(|_| !given("cwd")),
             payload,
-        }
-        .to_line();
+        };
+        // Written once, and only when someone subscribes: most events
+        // (a tool call's, say) have no subscriber.
+        let mut line = None;
         let limit = self.cfg.event_queue_limit;
         let mut delivered = Vec::new();
         for ext in &mut self.exts {
@@ -595,7 +597,7 @@ impl Engine {
                 ext.log
                     .line(&format!("reading again; {total} events dropped so far"));
             }
-            if ext.send_line(&line) {
+            if ext.send_line(line.get_or_insert_with(|| frame.to_line())) {
                 delivered.push(ext.name.clone());
             }
         }
