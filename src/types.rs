@@ -327,7 +327,7 @@ pub struct ExtensionInfo {
     pub commands: Vec<String>,
     pub tools: Vec<String>,
     pub events: Vec<String>,
-    pub intercept: Vec<String>,
+    pub intercept: Vec<InterceptEvent>,
     pub restarts: u32,
     pub skills: Vec<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,7 @@ use super::action::Probe;
 use super::exit::Handshake;
 use super::jobs::CallTool;
 use super::{later, Claims, Engine, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
-use crate::intercept::{GuardReply, INTERCEPTABLE};
+use crate::intercept::{GuardReply, InterceptEvent, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
 use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION};
@@ -430,10 +430,10 @@ impl Engine {
         }
         let mut refused = Vec::new();
         for e in intercept {
-            if !INTERCEPTABLE.contains(&e.as_str()) {
-                refused.push(e);
-            } else if !ext.intercept.contains(&e) {
-                ext.intercept.push(e);
+            match InterceptEvent::parse(&e) {
+                None => refused.push(e),
+                Some(event) if !ext.intercept.contains(&event) => ext.intercept.push(event),
+                Some(_) => {}
             }
         }
         if let Some(first) = refused.first() {

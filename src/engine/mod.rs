@@ -517,7 +517,7 @@ mod time;
 
 use crate::config::HostConfig;
 use crate::discovery::Scope;
-use crate::intercept::Chain;
+use crate::intercept::{Chain, InterceptEvent};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::mcp_client::McpClient;
@@ -625,7 +625,7 @@ struct Ext {
     event_set: HashSet<String>,
     /// Bytes of those names, against [`MAX_NAME_BYTES`].
     event_bytes: usize,
-    intercept: Vec<String>,
+    intercept: Vec<InterceptEvent>,
     commands_claimed: Claims,
     tools_claimed: Claims,
     /// Events its full stdin queue did not take.

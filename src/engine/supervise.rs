@@ -109,7 +109,7 @@ impl Ext {
             }
         );
         let closed = self.fails_closed() && !disabled;
-        self.intercept.iter().any(|e| e == event) && (self.answers_guard() || closed)
+        self.intercept.iter().any(|e| e.as_str() == event) && (self.answers_guard() || closed)
     }
 
     /// Why it cannot answer an interception now.

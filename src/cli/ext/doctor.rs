@@ -419,7 +419,7 @@ impl Entry {
             "commands": names(|i| &i.commands),
             "tools": names(|i| &i.tools),
             "events": names(|i| &i.events),
-            "intercept": names(|i| &i.intercept),
+            "intercept": info.map_or(json!([]), |i| json!(i.intercept)),
             "skills": info.map_or(json!([]), |i| json!(i.skills)),
             "theme": info.and_then(|i| i.theme.clone()),
             "conflicts": lost.chain(won).collect::<Vec<_>>(),
@@ -499,10 +499,12 @@ impl Report {
                     field("tools", list(&info.tools, ""));
                 }
                 if !info.events.is_empty() || !info.intercept.is_empty() {
+                    let intercept: Vec<String> =
+                        (info.intercept.iter()).map(|e| e.to_string()).collect();
                     let subs = format!(
                         "{} (intercepts: {})",
                         list(&info.events, ""),
-                        list(&info.intercept, "")
+                        list(&intercept, "")
                     );
                     field("events", subs);
                 }
