@@ -260,17 +260,11 @@ fn gone_reader(args: &[&str], before: &str, seen: &str, after: &str) {
     for _ in 0..3 {
         let _ = writeln!(stdin, "{after}").and_then(|()| stdin.flush());
     }
-    let end = std::time::Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if std::time::Instant::now() > end {
-            let _ = child.kill();
-            panic!("zot {args:?} kept running after its stdout was closed (stdin still open)");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (status, ended) = exit_within(&mut child, DEADLINE);
+    assert!(
+        ended,
+        "zot {args:?} kept running after its stdout was closed (stdin still open)"
+    );
     let mut stderr = String::new();
     let _ = child
         .stderr

@@ -779,16 +779,27 @@ fn wait_exit(
     what: &str,
     mut line: impl FnMut(String),
 ) -> Option<i32> {
+    let (status, ended) = exit_within(child, DEADLINE);
+    assert!(ended, "{what} did not exit");
     let end = Instant::now() + DEADLINE;
+    while let Ok(l) = lines.recv_deadline(end) {
+        line(l);
+    }
+    status.code()
+}
+
+/// Waits up to `limit` for `child` to exit, killing it if it has not:
+/// its exit status, and whether it ended by itself.
+pub fn exit_within(child: &mut Child, limit: Duration) -> (std::process::ExitStatus, bool) {
+    let end = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
-            let end = Instant::now() + DEADLINE;
-            while let Ok(l) = lines.recv_deadline(end) {
-                line(l);
-            }
-            return status.code();
+            return (status, true);
         }
-        assert!(Instant::now() < end, "{what} did not exit");
+        if Instant::now() > end {
+            let _ = child.kill();
+            return (child.wait().expect("wait"), false);
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -1000,17 +1011,7 @@ pub fn run_client_script(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", cmd.get_program()));
-    let end = Instant::now() + CLIENT_DEADLINE;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (status, _) = exit_within(&mut child, CLIENT_DEADLINE);
     (status, child.wait_with_output().expect("client output"))
 }
 
