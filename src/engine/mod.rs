@@ -344,8 +344,13 @@
 //! caller before the woken reader (`bench switches`: 3.6). Fewer would
 //! mean the caller reading the extension's stdout itself, which the
 //! design card gives to a reader thread per extension. The host's own
-//! work per round trip (one JSON parse into a map, one pending entry, one
-//! channel hand-over) is a few microseconds of CPU.
+//! work per round trip (one JSON pass over the frame, one pending entry,
+//! one channel hand-over) is a few microseconds of CPU: counted with
+//! callgrind and memcheck in the bench process (spin 0), about 24,000
+//! instructions and 16 allocations per command, 39,000 and 29 per tool
+//! call. Per call each side makes one write and one read, the reader one
+//! poll; the rest is futex calls of the channel hand-over when the caller
+//! sleeps (`strace -c -f`, spin 0: about 3.4 per call).
 //!
 //! **What keeps it fast.**
 //! - Frames are written to the extension's stdin by the driver itself through
@@ -369,8 +374,11 @@
 //!   per command and tool round trip, and `ZOT_BENCH_SPIN_US=0 make bench`
 //!   shows what the spin costs and buys.
 //! - Frames are parsed on the reader threads, off the loop thread: one
-//!   pass into a JSON map, then only the fields the frame's type uses are
-//!   checked (no internally-tagged-enum buffering).
+//!   pass splits the line into its fields' texts, borrowed from the line
+//!   (no map, no key copied), then only the fields the frame's type uses
+//!   are parsed (no internally-tagged-enum buffering). An event nobody
+//!   subscribes to is not serialized, and a tool's text block that is
+//!   already in its final shape is kept as it came.
 //! - Small buffers and 64 KiB thread stacks; one I/O thread per extension
 //!   until its stdin pipe first fills. Most of the RSS with 20 extensions
 //!   is code pages (glibc, the binary: RSS follows the binary's size), the
