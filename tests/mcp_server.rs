@@ -412,8 +412,8 @@ fn a_cancelled_calls_late_answer_never_reaches_a_request_reusing_its_id() {
     );
 }
 
-/// `zot mcp` over pipes, its stdout lines raw (a `Value` would round
-/// big integers).
+/// `zot mcp` over pipes, its stdout lines raw (a `Value` would lose
+/// the precision of big integers).
 fn raw_mcp(
     t: &TempDir,
     ext: &Path,

@@ -330,14 +330,14 @@
 //! unpinned, `make bench-pinned` all of it (bench, host threads,
 //! extensions, floor) pinned to one CPU. On a 2-vCPU VM waking a thread
 //! that sleeps on the *other* CPU costs 30-90 us, so unpinned the floor's
-//! two processes, which sleep in `read`, pay that wake-up twice per round
-//! trip while the host's spin (below) avoids it: the unpinned ratios say
+//! two processes, which sleep in `read`, pay that wake-up twice per
+//! round trip while the host's spin (below) avoids it: the unpinned ratios say
 //! little. Pinned, every hand-over is a context switch, and the figures
 //! show the shape's own cost.
 //!
 //! **Why a round trip costs about three floors pinned.** The floor is two
-//! processes ping-ponging over pipes: two context switches per round
-//! trip. The caller's own thread runs the loop (`Host::start`): it writes
+//! processes ping-ponging over pipes: two context switches per
+//! round trip. The caller's own thread runs the loop (`Host::start`): it writes
 //! the frame into the extension's pipe and waits on the readers' channels,
 //! so a round trip is caller -> extension -> its reader thread -> caller,
 //! three switches at best, four when the scheduler runs the yielding
