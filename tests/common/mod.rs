@@ -177,10 +177,20 @@ pub fn log_of(home: &TempDir, name: &str) -> String {
 }
 
 /// Polls `cond` until it holds or the deadline passes.
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
+pub fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    wait_for_within(what, DEADLINE, cond);
+}
+
+/// Polls `attempt` every 10 ms until it gives `Ok`, returning what it
+/// gave; past `limit` panics with the last `Err` (what was seen instead),
+/// so a timeout names the state that never came right.
+pub fn poll_until<T>(limit: Duration, mut attempt: impl FnMut() -> Result<T, String>) -> T {
+    let end = Instant::now() + limit;
+    loop {
+        match attempt() {
+            Ok(v) => return v,
+            Err(seen) => assert!(Instant::now() < end, "timed out after {limit:?}: {seen}"),
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -369,21 +379,32 @@ impl Rpc {
         }
     }
 
+    /// Reads until `n` lines matching `pred` were seen in all.
+    pub fn until_nth(&mut self, what: &str, n: usize, pred: impl Fn(&Value) -> bool) {
+        let count = |seen: &[Value]| seen.iter().filter(|v| pred(v)).count();
+        while count(&self.seen) < n {
+            if self.next().is_none() {
+                panic!(
+                    "{what}: saw {} of {n} before the deadline; seen {:?}",
+                    count(&self.seen),
+                    self.seen
+                );
+            }
+        }
+    }
+
     /// Waits until `n` extensions are ready, however slow their start:
     /// those the `ready` event lists, then those the startup grace left
     /// out, as each announces `registered`.
     pub fn wait_ready(&mut self, n: usize) {
         let ready = self.until("ready event", |v| v["type"] == "ready");
         let listed = ready["extensions"].as_array().map_or(0, Vec::len);
-        let late = |seen: &[Value]| seen.iter().filter(|v| v["type"] == "registered").count();
-        while listed + late(&self.seen) < n {
-            if self.next().is_none() {
-                panic!(
-                    "{n} extensions were not ready by the deadline; seen {:?}",
-                    self.seen
-                );
-            }
-        }
+        let what = format!(
+            "{n} extensions ready, {listed} listed in the ready event, the rest registered late"
+        );
+        self.until_nth(&what, n.saturating_sub(listed), |v| {
+            v["type"] == "registered"
+        });
     }
 
     /// The response to request `id`.
@@ -557,14 +578,11 @@ pub fn wait_ext_ready(host: &Host, name: &str) {
 /// the test (hundreds of MB through a debug build take far longer than
 /// `DEADLINE` on a loaded 2-core machine).
 pub fn wait_for_within(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + limit;
-    while !cond() {
-        assert!(
-            Instant::now() < end,
-            "timed out waiting {limit:?} for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    poll_until(limit, || {
+        cond()
+            .then_some(())
+            .ok_or_else(|| format!("waiting for {what}"))
+    });
 }
 
 /// `zot ARGS --no-ext -e EXT --cwd T` with ZOT_HOME under `t`, stdin and
