@@ -50,19 +50,6 @@ fn event(kind: &str, extension: &str) -> impl Fn(&Value) -> bool {
     move |v| v["type"] == kind.as_str() && v["extension"] == extension.as_str()
 }
 
-/// Reads until `n` lines matching `pred` were seen in all.
-fn until_nth(rpc: &mut Rpc, what: &str, n: usize, pred: impl Fn(&Value) -> bool) {
-    while rpc.seen.iter().filter(|v| pred(v)).count() < n {
-        if rpc.next().is_none() {
-            panic!(
-                "{what}: saw {} of {n} before the deadline; seen {:?}",
-                rpc.seen.iter().filter(|v| pred(v)).count(),
-                rpc.seen
-            );
-        }
-    }
-}
-
 /// Waits until each of `names` is ready: in the startup `ready` event,
 /// or announced by `registered` when it was late (a loaded machine can
 /// outlast the startup grace).
@@ -89,8 +76,7 @@ fn registered_again(rpc: &mut Rpc, name: &str) {
         .iter()
         .filter(|v| event("registered", name)(v))
         .count();
-    until_nth(
-        rpc,
+    rpc.until_nth(
         &format!("{name} registered again"),
         before + 1,
         event("registered", name),
@@ -424,7 +410,7 @@ fn in_a_long_backoff(t: &TempDir) -> Rpc {
     .arg("-e")
     .arg(&a);
     let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
-    until_nth(&mut rpc, "4 crashes", 4, event("extension_exited", "a"));
+    rpc.until_nth("4 crashes", 4, event("extension_exited", "a"));
     rpc
 }
 
