@@ -213,18 +213,13 @@ fn reloads_leak_no_fds_or_threads() {
         "one escaped grandchild per start"
     );
     // The last stopped extension's threads end moments after its reap.
-    let end = std::time::Instant::now() + DEADLINE;
-    loop {
+    poll_until(DEADLINE, || {
         let now = fds_and_threads(zot);
-        if now.0 <= before.0 + 4 && now.1 <= before.1 + 2 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "20 reloads leaked: (fds, threads) {before:?} -> {now:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        let settled = now.0 <= before.0 + 4 && now.1 <= before.1 + 2;
+        settled
+            .then_some(())
+            .ok_or_else(|| format!("20 reloads leaked: (fds, threads) {before:?} -> {now:?}"))
+    });
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0));
 }
@@ -243,8 +238,7 @@ fn a_flooding_extension_keeps_its_logs_bounded() {
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     // Watch the log rotate a few times while the flood goes on.
     let (mut rotations, mut last) = (0, None);
-    let end = std::time::Instant::now() + DEADLINE;
-    while rotations < 5 {
+    poll_until(DEADLINE, || {
         assert!(
             size(&live) <= limit && size(&old) <= limit,
             "log over {limit} bytes: {} + {}",
@@ -256,13 +250,13 @@ fn a_flooding_extension_keeps_its_logs_bounded() {
             rotations += 1;
             last = inode;
         }
-        assert!(
-            std::time::Instant::now() < end,
-            "the log did not rotate while the extension ran: {} bytes live, {rotations} rotations seen",
-            size(&live)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
+        (rotations >= 5).then_some(()).ok_or_else(|| {
+            format!(
+                "the log did not rotate while the extension ran: {} bytes live, {rotations} rotations seen",
+                size(&live)
+            )
+        })
+    });
     drop(host);
     assert!(size(&live) <= limit && size(&old) <= limit);
     // The stderr reader may still drain up to a pipe's worth of the
@@ -584,14 +578,9 @@ fn a_crash_loop_costs_the_host_no_cpu_while_it_backs_off() {
     write_manifest(&dir, &manifest);
     let mut rpc = Rpc::start(&t, &[dir]);
     let reason = "crashed 5 times in 3 min (last: exit code 3)";
-    let end = std::time::Instant::now() + DEADLINE + std::time::Duration::from_secs(10);
-    loop {
-        let v = rpc.next_within(end.saturating_duration_since(std::time::Instant::now()));
-        let v = v.unwrap_or_else(|| panic!("no give-up within 30 s; seen {:?}", rpc.seen));
-        if v["type"] == "extension_failed" && v["error"] == reason {
-            break;
-        }
-    }
+    rpc.until("give-up", |v| {
+        v["type"] == "extension_failed" && v["error"] == reason
+    });
     let cpu = cpu_time(rpc.child.id());
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0));
@@ -630,21 +619,19 @@ fn an_mcp_tool_list_that_churns_does_not_use_up_the_caps() {
             .result();
         let big = format!("big{n}");
         assert_eq!(outcome.content, [json!({"type": "text", "text": big})]);
-        let end = std::time::Instant::now() + DEADLINE;
-        while !host
-            .list()
-            .expect("list")
-            .tools
-            .iter()
-            .any(|t| t.name == big)
-        {
-            assert!(
-                std::time::Instant::now() < end,
-                "tool {big} never registered after {n} list changes:\n{}",
-                log_of(&t, "churn")
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        poll_until(DEADLINE, || {
+            let tools = host.list().expect("list").tools;
+            tools
+                .iter()
+                .any(|t| t.name == big)
+                .then_some(())
+                .ok_or_else(|| {
+                    format!(
+                        "tool {big} never registered after {n} list changes:\n{}",
+                        log_of(&t, "churn")
+                    )
+                })
+        });
     }
 }
 
@@ -1022,16 +1009,8 @@ fn random_requests_each_get_one_response() {
     }
     rpc.send_bytes(&input);
     rpc.send(json!({"type": "ping", "id": "last"}));
-    let end = std::time::Instant::now() + DEADLINE;
     let responses = |rpc: &Rpc| rpc.seen.iter().filter(|v| v["type"] == "response").count();
-    while responses(&rpc) < expected + 1 {
-        assert!(
-            std::time::Instant::now() < end && rpc.next().is_some(),
-            "{} of {} lines answered",
-            responses(&rpc),
-            expected + 1
-        );
-    }
+    rpc.until_nth("lines answered", expected + 1, |v| v["type"] == "response");
     assert_eq!(rpc.response("last")["data"]["pong"], true);
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0), "zot rpc did not exit cleanly");
