@@ -195,13 +195,17 @@ fn json_report_shape() {
 
 #[test]
 fn without_ready_a_warning_that_fails_only_with_strict() {
-    let (code, report) = check_json(&fixture("no-ready"), &[]);
+    // Without `ready` the check waits out the whole startup grace for a
+    // late one: a 1 s grace instead of 3 s (the warning comes once the
+    // 250 ms idle watchdog would have fired, however late the names are).
+    let grace = [("ZOT_STARTUP_TIMEOUT", "1".as_ref())];
+    let (code, report) = check_json_with(&fixture("no-ready"), &[], &grace);
     assert_eq!(code, 0);
     assert_finding(&report, "ready", "warn", "250 ms idle watchdog");
-    let (code, report) = check_json(&fixture("no-ready"), &["--strict"]);
+    let (code, report) = check_json_with(&fixture("no-ready"), &["--strict"], &grace);
     assert_eq!(code, 1, "--strict fails on warnings: {report:#}");
     assert_eq!(report["ok"], false);
-    let out = run_check(&[fixture("no-ready").to_str().unwrap(), "--strict"], &[]);
+    let out = run_check(&[fixture("no-ready").to_str().unwrap(), "--strict"], &grace);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("--strict: warnings fail"), "{text}");
 }
