@@ -65,23 +65,20 @@ fn patient_rpc(t: &TempDir, exts: &[PathBuf]) -> Rpc {
 /// [`SDK_START`]); returns that list response's data.
 fn until_ready(rpc: &mut Rpc, name: &str) -> Value {
     let mut n = 0;
-    let mut last = Value::Null;
-    let end = std::time::Instant::now() + SDK_START + DEADLINE;
-    let mut ready = || {
+    poll_until(SDK_START + DEADLINE, || {
         n += 1;
-        last = rpc.call(&format!("ready-{n}"), json!({"type": "list"}))["data"].clone();
+        let last = rpc.call(&format!("ready-{n}"), json!({"type": "list"}))["data"].clone();
         let ext = last["extensions"]
             .as_array()
             .and_then(|a| a.iter().find(|e| e["name"] == name).cloned());
         let state = ext.as_ref().map(|e| e["state"].clone());
         assert_ne!(state, Some(json!("failed")), "{name} failed: {last}");
-        state == Some(json!("ready"))
-    };
-    while !ready() {
-        assert!(std::time::Instant::now() < end, "{name} not ready: {last}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    last
+        if state == Some(json!("ready")) {
+            Ok(last)
+        } else {
+            Err(format!("{name} not ready: {last}"))
+        }
+    })
 }
 
 fn tool_info<'a>(list: &'a Value, name: &str) -> &'a Value {
