@@ -836,11 +836,9 @@ fn the_session_keeps_no_record_per_note() {
     let mut stdin = child.stdin.take().expect("stdin");
     // The flood is written by the time `done` exists; what the host has
     // not handled yet comes before the answer to `/ext`.
-    let end = std::time::Instant::now() + Duration::from_secs(120);
-    while !done.exists() {
-        assert!(std::time::Instant::now() < end, "the flood was not written");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for_within("the flood written", Duration::from_secs(120), || {
+        done.exists()
+    });
     writeln!(stdin, "/ext").expect("write /ext");
     answered
         .recv_timeout(Duration::from_secs(120))
