@@ -391,13 +391,14 @@ fn a_cancelled_calls_late_answer_never_reaches_a_request_reusing_its_id() {
     release_held(&pid_file);
     // Once the cancelled call's answer came (and was dropped), the id is free.
     let mut seen = Vec::new();
-    let third = loop {
+    let third = poll_until(DEADLINE, || {
         seen.append(&mut mcp.rpc.seen); // answers to id 1 read so far
         let v = mcp.request(json!(1), "tools/call", call("third"));
-        if v.get("error").is_none_or(|e| e["code"] != -32600) {
-            break v;
+        match v.get("error") {
+            Some(e) if e["code"] == -32600 => Err(format!("id 1 still taken: {v}")),
+            _ => Ok(v),
         }
-    };
+    });
     assert_eq!(
         third["result"]["content"][0]["text"], "{\"n\": \"third\"}",
         "{third}"
