@@ -177,16 +177,12 @@ fn an_owned_host_runs_only_on_its_thread_while_it_waits_on_its_own_channel() {
         own_tx.send("done").expect("the owner listens");
         ran_on
     });
-    let mut came = None;
     let end = std::time::Instant::now() + DEADLINE;
-    while came.is_none() {
-        assert!(
-            std::time::Instant::now() < end,
-            "no message before the deadline"
-        );
-        came = surface::poll_with(&host, &own, Some(end));
-    }
-    assert_eq!(came, Some(Ok("done")));
+    let came = poll_until(DEADLINE, || {
+        surface::poll_with(&host, &own, Some(end))
+            .ok_or_else(|| "no message before the deadline".to_string())
+    });
+    assert_eq!(came, Ok("done"));
     let ran_on = other.join().expect("calling thread");
     assert_eq!(ran_on, std::thread::current().id());
     // Once every sender is gone, it says so at once.
