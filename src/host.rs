@@ -27,6 +27,7 @@
 //! extension with it.
 
 use crate::config::HostConfig;
+use crate::doorbell::{self, BellSender, Doorbell};
 use crate::engine::{self, Driver};
 use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, PanelKey};
@@ -194,7 +195,7 @@ impl Drop for Driving<'_> {
 /// other thread does.
 #[derive(Clone)]
 pub struct HostHandle {
-    tx: Sender<Request>,
+    tx: BellSender<Request>,
     shared: Arc<Loop>,
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
@@ -505,8 +506,9 @@ impl Host {
         spin: Duration,
         threaded: bool,
         owner: Option<ThreadId>,
-    ) -> (Host, Receiver<Request>, Sender<HostEvent>) {
-        let (tx, requests) = crossbeam_channel::unbounded();
+    ) -> (Host, (Receiver<Request>, Arc<Doorbell>), Sender<HostEvent>) {
+        let bell = Arc::new(Doorbell::default());
+        let (tx, requests) = doorbell::channel(&bell, None);
         let (event_tx, events) = crossbeam_channel::unbounded();
         let shared = Arc::new(Loop {
             slot: Mutex::new(Slot::Driven),
@@ -529,7 +531,7 @@ impl Host {
             events,
             thread: None,
         };
-        (host, requests, event_tx)
+        (host, (requests, bell), event_tx)
     }
 
     /// Events put into [`Host::events`] so far ([`HostHandle::events_sent`]).

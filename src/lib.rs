@@ -46,6 +46,7 @@ mod bundle;
 mod config;
 mod confine;
 mod discovery;
+mod doorbell;
 mod engine;
 mod host;
 mod intercept;

@@ -10,6 +10,7 @@
 //! (`setsid`) grandchild keeps the pipes open: nothing leaks per reload.
 
 use crate::confine::{Confinement, PrivateTmp};
+use crate::doorbell::BellSender;
 use crate::log::ExtLog;
 use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
 use crate::watchdog;
@@ -117,7 +118,7 @@ pub(crate) struct ExtProcess {
 struct Io {
     key: u64,
     log: ExtLog,
-    inbound: Sender<InboundMsg>,
+    inbound: BellSender<InboundMsg>,
     stop: Arc<UnixStream>,
 }
 
@@ -134,7 +135,7 @@ pub(crate) struct Spawn {
     /// Its directory: the child's working directory.
     pub dir: PathBuf,
     pub log: ExtLog,
-    pub inbound: Sender<InboundMsg>,
+    pub inbound: BellSender<InboundMsg>,
     /// How its stdout is handed over.
     pub reading: Reading,
     /// Its ruleset and `TMPDIR` when it starts confined (SPEC 16).
@@ -195,7 +196,7 @@ impl ExtProcess {
         key: u64,
         name: &str,
         log: &ExtLog,
-        inbound: Sender<InboundMsg>,
+        inbound: BellSender<InboundMsg>,
         reading: Reading,
     ) -> io::Result<()> {
         let pipes = (self.child.stdin.take(), self.child.stdout.take());

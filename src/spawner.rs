@@ -153,7 +153,7 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             dir: std::env::temp_dir(),
             log: ExtLog::stderr(&format!("sh{key}")),
-            inbound: inbound.clone(),
+            inbound: inbound.clone().into(),
             reading: Reading::Frames,
             confine: None,
         }

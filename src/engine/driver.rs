@@ -16,11 +16,12 @@ use super::Engine;
 use crate::config::HostConfig;
 use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
+use crate::doorbell::{self, BellSender, Doorbell};
 use crate::log::ExtLog;
 use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
 use crate::spawner::Spawner;
 use crate::types::{HostEvent, ReadyLatch, Request};
-use crossbeam_channel::{select, Receiver, RecvError, Sender};
+use crossbeam_channel::{select, Receiver, RecvError, Sender, TryRecvError};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -54,8 +55,11 @@ pub(crate) struct Driver {
     inbound: Receiver<InboundMsg>,
     /// Handed to each process started, for its reader thread; held here,
     /// so `inbound` never disconnects.
-    inbound_tx: Sender<InboundMsg>,
+    inbound_tx: BellSender<InboundMsg>,
     builtin_results: Receiver<Request>,
+    /// Rung by the senders of `requests`, `inbound` and
+    /// `builtin_results`: [`Driver::turn`] sleeps on it.
+    bell: Arc<Doorbell>,
     /// Releases `Host::wait_ready` callers however the driver ends.
     release: ReleaseLatch,
     /// Where host events go, and how many were sent so far, for
@@ -77,25 +81,27 @@ pub(crate) struct Driver {
 #[cfg_attr(not(test), allow(dead_code))] // For a caller driving the loop itself.
 impl Driver {
     /// Builds the engine and starts every extension (from this thread:
-    /// see `process.rs` on `PR_SET_PDEATHSIG`).
+    /// see `process.rs` on `PR_SET_PDEATHSIG`). `requests`' senders ring
+    /// `bell`.
     pub(crate) fn start(
         cfg: HostConfig,
-        requests: Receiver<Request>,
+        (requests, bell): (Receiver<Request>, Arc<Doorbell>),
         events: Sender<HostEvent>,
         events_sent: Arc<AtomicU64>,
         latch: Arc<ReadyLatch>,
     ) -> Driver {
         let release = ReleaseLatch(latch);
         // Bounded: the loop only receives from it, never sends.
-        let (inbound_tx, inbound) = crossbeam_channel::bounded(INBOUND_FRAMES);
+        let (inbound_tx, inbound) = doorbell::channel(&bell, Some(INBOUND_FRAMES));
         // The engine holds its sender: it never disconnects.
-        let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
+        let (builtin_tx, builtin_results) = doorbell::channel(&bell, None);
         let mut driver = Driver {
             engine: Engine::new(cfg, events.clone(), builtin_tx),
             requests,
             inbound,
             inbound_tx,
             builtin_results,
+            bell,
             release,
             events,
             events_sent,
@@ -136,14 +142,38 @@ impl Driver {
     /// whatever else is already waiting; then hands the frames queued to
     /// the writers. False once the host is done.
     pub(crate) fn turn(&mut self, deadline: Option<Instant>) -> bool {
-        self.turn_with(deadline, &crossbeam_channel::never::<()>())
-            .0
+        if self.engine.is_done() {
+            return false;
+        }
+        let (inbound, requests) = (&self.inbound, &self.requests);
+        let builtin = &self.builtin_results;
+        let ready = || !inbound.is_empty() || !requests.is_empty() || !builtin.is_empty();
+        poll_briefly(self.engine.cfg.spin_before_sleep, ready);
+        // Parked at once, not after crossbeam's spinning and yielding:
+        // pinned to one CPU that is a context switch or two less per
+        // round trip (see `doorbell.rs`).
+        let wake = self.wake_at(deadline);
+        if !ready() {
+            self.bell.sleep(wake, ready);
+        }
+        self.take_waiting(None);
+        !self.engine.is_done()
+    }
+
+    /// When the wait of a turn ends at the latest: the engine's next
+    /// deadline or `deadline`, whichever is first.
+    fn wake_at(&self, deadline: Option<Instant>) -> Option<Instant> {
+        [self.engine.next_deadline(), deadline]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// [`Driver::turn`] that also wakes for a message on `extra`, the
     /// driving thread's own channel (a CLI surface's stdin lines or
     /// signals): the message, or its error once `extra` is disconnected,
-    /// comes back with whether the host is still running.
+    /// comes back with whether the host is still running. Its senders do
+    /// not ring the doorbell, so this one waits in a `select!`.
     pub(crate) fn turn_with<T>(
         &mut self,
         deadline: Option<Instant>,
@@ -158,10 +188,7 @@ impl Driver {
         poll_briefly(self.engine.cfg.spin_before_sleep, || {
             !inbound.is_empty() || !requests.is_empty() || !extra.is_empty()
         });
-        let wake = [self.engine.next_deadline(), deadline]
-            .into_iter()
-            .flatten()
-            .min();
+        let wake = self.wake_at(deadline);
         // Not an `after()` channel: no allocation per wake-up.
         let timeout = wake.map_or(Duration::MAX, |d| {
             d.saturating_duration_since(Instant::now())
@@ -178,24 +205,30 @@ impl Driver {
             }
             default(timeout) => Ok(Came::Nothing),
         };
+        self.take_waiting(Some(came));
+        (!self.engine.is_done(), own)
+    }
+
+    /// Hands the engine what the wait brought (`came`) and what else is
+    /// already waiting (up to [`BATCH`] messages) before handing frames to
+    /// the writer threads, so a burst costs one wake-up per extension;
+    /// then settles.
+    fn take_waiting(&mut self, came: Option<Result<Came, RecvError>>) {
         match came {
-            Ok(came) => self.take(came),
-            Err(_) => {
-                // Every handle is gone: nobody can ask for anything again.
-                self.requests = crossbeam_channel::never();
-                let reply = Box::new(|_| {});
-                self.engine
-                    .request(Request::Shutdown { reply }, Instant::now());
-            }
+            Some(Ok(came)) => self.take(came),
+            Some(Err(_)) => self.all_handles_gone(),
+            None => {}
         }
-        // Take what else is already waiting before handing frames to the
-        // writer threads, so a burst costs one wake-up per extension.
         for _ in 0..BATCH {
             let next = match self.inbound.try_recv() {
                 Ok(msg) => Came::Inbound(msg),
                 Err(_) => match self.requests.try_recv() {
                     Ok(req) => Came::Request(req),
-                    Err(_) => match self.builtin_results.try_recv() {
+                    Err(TryRecvError::Disconnected) => {
+                        self.all_handles_gone();
+                        continue;
+                    }
+                    Err(TryRecvError::Empty) => match self.builtin_results.try_recv() {
                         Ok(req) => Came::Request(req),
                         Err(_) => break,
                     },
@@ -204,7 +237,14 @@ impl Driver {
             self.take(next);
         }
         self.settle(Instant::now());
-        (!self.engine.is_done(), own)
+    }
+
+    /// Every handle is gone: nobody can ask for anything again.
+    fn all_handles_gone(&mut self) {
+        self.requests = crossbeam_channel::never();
+        let reply = Box::new(|_| {});
+        self.engine
+            .request(Request::Shutdown { reply }, Instant::now());
     }
 
     /// Hands the engine what came; the end of an extension's stdout
@@ -483,7 +523,7 @@ impl Drop for ReleaseLatch {
 /// Runs the loop on this thread until shutdown.
 pub(crate) fn run(
     cfg: HostConfig,
-    requests: Receiver<Request>,
+    requests: (Receiver<Request>, Arc<Doorbell>),
     events: Sender<HostEvent>,
     events_sent: Arc<AtomicU64>,
     latch: Arc<ReadyLatch>,
@@ -504,13 +544,14 @@ mod tests {
     use crate::types::Snapshot;
     use std::sync::Mutex;
 
-    fn driver() -> (Driver, Sender<Request>, Receiver<HostEvent>) {
+    fn driver() -> (Driver, BellSender<Request>, Receiver<HostEvent>) {
         let dir = std::env::temp_dir().join(format!("zot-driver-{}", std::process::id()));
         let mut cfg = HostConfig::new(dir.clone(), dir);
         cfg.discover = false;
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let bell = Arc::new(Doorbell::default());
+        let (tx, rx) = doorbell::channel(&bell, None);
         let (event_tx, events) = crossbeam_channel::unbounded();
-        let driver = Driver::start(cfg, rx, event_tx, Arc::default(), Arc::default());
+        let driver = Driver::start(cfg, (rx, bell), event_tx, Arc::default(), Arc::default());
         (driver, tx, events)
     }
 

@@ -340,8 +340,12 @@
 //! round trip. The caller's own thread runs the loop (`Host::start`): it writes
 //! the frame into the extension's pipe and waits on the readers' channels,
 //! so a round trip is caller -> extension -> its reader thread -> caller,
-//! three switches at best, four when the scheduler runs the yielding
-//! caller before the woken reader (`bench switches`: 3.6). Fewer would
+//! three switches at best. The caller parks at once when nothing is
+//! waiting (`doorbell.rs`: the readers, handles and built-in results ring
+//! it after they send); crossbeam's blocking receive would first yield
+//! the CPU a few times, each yield a switch to a thread that then ran
+//! before the reader had handed over (5-6 switches per call pinned, spin
+//! 0, against 3.6 parked). Fewer would
 //! mean the caller reading the extension's stdout itself, which the
 //! design card gives to a reader thread per extension. The host's own
 //! work per round trip (one JSON pass over the frame, one pending entry,
@@ -350,7 +354,8 @@
 //! instructions and 16 allocations per command, 39,000 and 29 per tool
 //! call. Per call each side makes one write and one read, the reader one
 //! poll; the rest is futex calls of the channel hand-over when the caller
-//! sleeps (`strace -c -f`, spin 0: about 3.4 per call).
+//! sleeps (`strace -c -f`, spin 0: two per call, one park and one
+//! unpark, and no `sched_yield`).
 //!
 //! **What startup20 times.** Mostly the extensions' own start. On the
 //! 2-vCPU VM, glibc's start-up runs dozens of CPUID instructions, each a
@@ -536,6 +541,7 @@ mod time;
 
 use crate::config::HostConfig;
 use crate::discovery::Scope;
+use crate::doorbell::BellSender;
 use crate::intercept::{Chain, InterceptEvent};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
@@ -885,7 +891,7 @@ struct Engine {
     pending: Pending,
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
-    builtin_tx: Sender<Request>,
+    builtin_tx: BellSender<Request>,
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
     builtin_drive: Option<crate::types::Drive>,
     chains: HashMap<u64, ChainState>,
@@ -907,7 +913,7 @@ impl Engine {
     /// An engine whose events go to `events` (it only reads how many
     /// wait there: the driver sends them).
     /// Built-in tool replies go back through `builtin`.
-    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: Sender<Request>) -> Engine {
+    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: BellSender<Request>) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),

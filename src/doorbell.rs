@@ -1,0 +1,182 @@
+//! How the thread that runs the host loop sleeps until a message comes:
+//! it parks, and whoever sends on one of the channels it waits on rings
+//! the bell, which unparks it only while it sleeps.
+//!
+//! Why not a `select!` over the channels: crossbeam's blocking receive
+//! spins and then yields the CPU a few times before it parks. On one CPU
+//! each yield hands the CPU to a thread that can run (the extension, its
+//! reader thread), so the loop is still runnable when the answer comes
+//! and often runs before the reader thread has handed it over: about two
+//! more context switches per round trip, and their CPU. Parked at once,
+//! the loop costs caller -> extension -> reader -> caller: three.
+//!
+//! No wake-up is lost: the sleeper sets `sleeping` and then looks at its
+//! channels once more; a sender puts its message in and then reads
+//! `sleeping`. With a `SeqCst` fence between the write and the read on
+//! both sides, at least one of them sees the other's write: the sleeper
+//! sees the message, or the sender sees it asleep and unparks it. An
+//! unpark before the park is kept by the thread's token, so the park
+//! returns at once. A dropped sender rings too, and the next sleep does
+//! not park: the last one's drop disconnects the channel, which an
+//! empty channel's `is_empty` does not say.
+
+use crossbeam_channel::{Receiver, SendError, SendTimeoutError, Sender};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+/// The longest one park lasts: a sleeper without deadline looks again.
+const LONGEST_PARK: Duration = Duration::from_secs(3600);
+
+/// Rung by the senders of the channels one thread waits on.
+#[derive(Default)]
+pub(crate) struct Doorbell {
+    sleeping: AtomicBool,
+    /// A sender was dropped since the last sleep: the channel may have
+    /// disconnected, which `ready()` cannot tell.
+    hung_up: AtomicBool,
+    /// The thread that sleeps (the loop may move between threads).
+    sleeper: Mutex<Option<Thread>>,
+}
+
+impl Doorbell {
+    /// Parks this thread until the bell rings or `until` passes, unless
+    /// `ready()` holds once the bell is armed. It may return early
+    /// (a spurious wake-up): the caller looks at its channels anyway.
+    pub(crate) fn sleep(&self, until: Option<Instant>, ready: impl FnOnce() -> bool) {
+        {
+            let mut sleeper = self.sleeper.lock().unwrap_or_else(|p| p.into_inner());
+            let me = thread::current();
+            if sleeper.as_ref().map(Thread::id) != Some(me.id()) {
+                *sleeper = Some(me);
+            }
+        }
+        self.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !self.hung_up.swap(false, Ordering::SeqCst) && !ready() {
+            let left = until.map_or(LONGEST_PARK, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if !left.is_zero() {
+                thread::park_timeout(left.min(LONGEST_PARK));
+            }
+        }
+        self.sleeping.store(false, Ordering::SeqCst);
+    }
+
+    /// Wakes the sleeper, if it sleeps; call it after the send.
+    pub(crate) fn ring(&self) {
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let sleeper = self.sleeper.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(thread) = sleeper.as_ref() {
+                thread.unpark();
+            }
+        }
+    }
+}
+
+/// A channel's sender that rings its receiver's bell after each send,
+/// and when it is dropped (the last one's drop disconnects the channel).
+pub(crate) struct BellSender<T> {
+    /// `None` only while it is dropped.
+    tx: Option<Sender<T>>,
+    bell: Arc<Doorbell>,
+}
+
+impl<T> Clone for BellSender<T> {
+    fn clone(&self) -> Self {
+        BellSender {
+            tx: self.tx.clone(),
+            bell: self.bell.clone(),
+        }
+    }
+}
+
+impl<T> Drop for BellSender<T> {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        self.bell.hung_up.store(true, Ordering::SeqCst);
+        self.bell.ring();
+    }
+}
+
+impl<T> BellSender<T> {
+    /// Sends (blocking while a bounded channel is full), then rings.
+    pub(crate) fn send(&self, msg: T) -> Result<(), SendError<T>> {
+        let Some(tx) = &self.tx else {
+            return Err(SendError(msg));
+        };
+        let sent = tx.send(msg);
+        self.bell.ring();
+        sent
+    }
+
+    /// [`BellSender::send`], waiting at most `timeout` for room.
+    pub(crate) fn send_timeout(
+        &self,
+        msg: T,
+        timeout: Duration,
+    ) -> Result<(), SendTimeoutError<T>> {
+        let Some(tx) = &self.tx else {
+            return Err(SendTimeoutError::Disconnected(msg));
+        };
+        tx.send_timeout(msg, timeout)?;
+        self.bell.ring();
+        Ok(())
+    }
+
+    /// Messages waiting in the channel.
+    pub(crate) fn len(&self) -> usize {
+        self.tx.as_ref().map_or(0, Sender::len)
+    }
+}
+
+/// A sender nobody sleeps on (for tests that read the channel themselves).
+impl<T> From<Sender<T>> for BellSender<T> {
+    fn from(tx: Sender<T>) -> Self {
+        BellSender {
+            tx: Some(tx),
+            bell: Arc::default(),
+        }
+    }
+}
+
+/// An unbounded (`None`) or bounded channel whose sender rings `bell`.
+pub(crate) fn channel<T>(
+    bell: &Arc<Doorbell>,
+    bound: Option<usize>,
+) -> (BellSender<T>, Receiver<T>) {
+    let (tx, rx) = match bound {
+        Some(n) => crossbeam_channel::bounded(n),
+        None => crossbeam_channel::unbounded(),
+    };
+    let bell = bell.clone();
+    (BellSender { tx: Some(tx), bell }, rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_from_another_thread_wakes_the_sleeper() {
+        let bell = Arc::new(Doorbell::default());
+        let (tx, rx) = channel::<u32>(&bell, None);
+        let from = thread::spawn(move || {
+            for i in 0..2000 {
+                tx.send(i).unwrap();
+            }
+        });
+        // No deadline: a lost wake-up would hang here, not pass.
+        let mut got = 0;
+        while got < 2000 {
+            bell.sleep(None, || !rx.is_empty());
+            while rx.try_recv().is_ok() {
+                got += 1;
+            }
+        }
+        from.join().unwrap();
+    }
+}
