@@ -526,7 +526,7 @@ fn unique_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
-        .as_nanos();
+        .as_nanos() as u64; // a u128 would link its own formatter
     let n = N.fetch_add(1, Ordering::Relaxed);
     format!("{}-{nanos}-{n}", std::process::id())
 }

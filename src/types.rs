@@ -689,11 +689,13 @@ impl fmt::Display for HostError {
 impl std::error::Error for HostError {}
 
 /// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
+/// Milliseconds as u64 (585 million years): formatting a u128 would
+/// link a formatter of its own (about 1 KB, `make static`).
 pub(crate) fn human(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{} s", d.as_secs())
     } else {
-        format!("{} ms", d.as_millis())
+        format!("{} ms", d.as_millis() as u64)
     }
 }
 

@@ -333,7 +333,7 @@ impl Entry {
         match info.ready_via {
             Some(ReadyVia::Watchdog) => line.push_str(&format!(
                 " (by the watchdog: no ready frame, {} ms of silence)",
-                cfg.timeouts.ready_idle.as_millis()
+                cfg.timeouts.ready_idle.as_millis() as u64
             )),
             Some(_) => line.push_str(" (its ready frame)"),
             None => {}
