@@ -384,7 +384,7 @@ fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
 }
 
 /// An extension crashing at each of its first 4 starts, read up to its
-/// 4th exit: it is then in its longest backoff (4 s) before a 5th start.
+/// 4th exit: it is then in its longest backoff (2 s) before a 5th start.
 fn in_a_long_backoff(t: &TempDir) -> Rpc {
     let a = ext(
         t,
@@ -409,6 +409,10 @@ fn in_a_long_backoff(t: &TempDir) -> Rpc {
     .arg(t.path())
     .arg("-e")
     .arg(&a);
+    // Backoffs of 0.25 s doubling (half of SPEC's): the three before the
+    // 4th exit are waited out, the 2 s one after it is the window the
+    // test's request must fall into.
+    cmd.env("ZOT_RESTART_BACKOFF", "0.25");
     let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
     rpc.until_nth("4 crashes", 4, event("extension_exited", "a"));
     rpc
