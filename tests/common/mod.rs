@@ -1157,11 +1157,19 @@ impl Project {
 
     /// `zot ext list --json`, as a map from directory name to status.
     pub fn statuses(&self) -> Vec<(String, String)> {
-        list_rows(&self.zot(&["ext", "list", "--json"]))
-            .iter()
-            .map(|r| (dir_name(r), r["status"].as_str().expect("status").into()))
-            .collect()
+        statuses_by(&self.zot(&["ext", "list", "--json"]), dir_name)
     }
+}
+
+/// The rows of `zot ext list --json` output as (`key` of the row, status).
+pub fn statuses_by(
+    out: &std::process::Output,
+    key: impl Fn(&Value) -> String,
+) -> Vec<(String, String)> {
+    list_rows(out)
+        .iter()
+        .map(|r| (key(r), r["status"].as_str().expect("status").into()))
+        .collect()
 }
 
 /// Entries of `home/extensions` (a `$ZOT_HOME`), sorted, hidden ones
