@@ -13,7 +13,7 @@ mod common;
 
 use common::{
     append, assert_fails_naming, assert_ok, command, dir_name, ext_dir, fixture, json_lines,
-    list_rows, run_fed, start, stderr_of, stdout_of, tool, write_manifest, TempDir, DEADLINE,
+    run_fed, start, statuses_by, stderr_of, stdout_of, tool, write_manifest, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -78,14 +78,9 @@ impl World {
 
     /// `zot ext list --json`: directory name -> status.
     fn statuses(&self) -> BTreeMap<String, String> {
-        list_rows(&self.zot(&["ext", "list", "--json"], ""))
-            .iter()
-            .map(|r| {
-                let scope = r["scope"].as_str().expect("scope");
-                let status = r["status"].as_str().expect("status");
-                (format!("{scope}:{}", dir_name(r)), status.to_string())
-            })
-            .collect()
+        let out = self.zot(&["ext", "list", "--json"], "");
+        let key = |r: &Value| format!("{}:{}", r["scope"].as_str().expect("scope"), dir_name(r));
+        statuses_by(&out, key).into_iter().collect()
     }
 
     fn status(&self, dir: &str) -> String {
