@@ -288,7 +288,7 @@ fn notes_and_panels_reach_the_embedder() {
 fn no_hello_fails_alone() {
     let t = TempDir::new("nohello");
     let silent = ext_dir(&t.join("s"), "silent", json!({"hello": false}));
-    // The good one is a shell script: it says hello within the 5 s below
+    // The good one is a shell script: it says hello within the 3 s below
     // even when Python would not start that fast on a loaded machine.
     let good = t.join("g");
     std::fs::create_dir_all(&good).unwrap();
@@ -304,7 +304,7 @@ done"#;
     write_manifest(&good, &manifest);
     let mut cfg = config(&t, &[silent, good]);
     // The good extension has the same hello deadline as the silent one.
-    cfg.timeouts.hello = Duration::from_secs(5);
+    cfg.timeouts.hello = Duration::from_secs(3);
     let host = start(cfg);
     // If good too misses the deadline on a loaded machine, say so here
     // rather than later as "unknown command /ok".
@@ -323,7 +323,7 @@ done"#;
         failed,
         HostEvent::ExtensionFailed {
             extension: "silent".into(),
-            error: "no hello within 5 s".into()
+            error: "no hello within 3 s".into()
         }
     );
     // Killed at once, reaped as soon as it is gone.
