@@ -1801,7 +1801,7 @@ fn a_dead_extension_owns_no_name() {
     });
     let keeper = read_pid(&keeper);
     // Frames of the burst still queued are taken in the loop's next
-    // rounds, between these requests: none may claim a name.
+    // turns, between these requests: none may claim a name.
     for _ in 0..50 {
         let list = host.list().expect("list");
         assert!(

@@ -135,7 +135,7 @@ fn a_guard_that_exits_while_asked_counts_as_allow_at_once() {
     );
     assert!(
         started.elapsed() < Duration::from_secs(30),
-        "did not wait for the 60 s round"
+        "did not wait out the 60 s intercept window"
     );
     // Once gone it is not asked at all.
     assert!(

@@ -184,14 +184,24 @@ pub fn wait_for(what: &str, cond: impl FnMut() -> bool) {
 /// Polls `attempt` every 10 ms until it gives `Ok`, returning what it
 /// gave; past `limit` panics with the last `Err` (what was seen instead),
 /// so a timeout names the state that never came right.
-pub fn poll_until<T>(limit: Duration, mut attempt: impl FnMut() -> Result<T, String>) -> T {
+pub fn poll_until<T>(limit: Duration, attempt: impl FnMut() -> Result<T, String>) -> T {
+    poll_every(Duration::from_millis(10), limit, attempt)
+}
+
+/// [`poll_until`], attempting every `every`: for a test whose attempt
+/// also samples a bound that must hold at every look.
+pub fn poll_every<T>(
+    every: Duration,
+    limit: Duration,
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> T {
     let end = Instant::now() + limit;
     loop {
         match attempt() {
             Ok(v) => return v,
             Err(seen) => assert!(Instant::now() < end, "timed out after {limit:?}: {seen}"),
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(every);
     }
 }
 
