@@ -600,6 +600,22 @@ impl Fields<'_> {
             .ok_or_else(|| format!("missing field `{key}`"))
     }
 
+    /// [`Fields::opt`] for a nested object sent rarely (`open_panel`):
+    /// decoded from a `Value` only, which is what `opt` falls back to,
+    /// so the result and the message are the same, with one of the
+    /// type's deserializers compiled instead of two.
+    fn opt_object<T: serde::de::DeserializeOwned>(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<T>, String> {
+        match self.any(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => serde_json::from_value(value)
+                .map(Some)
+                .map_err(|e| format!("field `{key}`: {e}")),
+        }
+    }
+
     /// A field kept as any JSON, `null` included.
     fn any(&mut self, key: &str) -> Option<Value> {
         // Its text was checked when the line was read: it parses.
@@ -645,7 +661,7 @@ impl Fields<'_> {
                 tool_args: self.any("tool_args"),
                 insert: self.opt("insert")?,
                 display: self.opt("display")?,
-                open_panel: self.opt("open_panel")?,
+                open_panel: self.opt_object("open_panel")?,
                 error: self.opt("error")?,
             }),
             "tool_result" => ExtFrame::ToolResult {
@@ -687,7 +703,9 @@ impl Fields<'_> {
             "panel_close" => ExtFrame::PanelClose {
                 panel_id: self.req("panel_id")?,
             },
-            "open_panel" => ExtFrame::OpenPanel(self.req("panel")?),
+            "open_panel" => {
+                ExtFrame::OpenPanel(self.opt_object("panel")?.ok_or("missing field `panel`")?)
+            }
             "submit" => ExtFrame::Submit {
                 text: self.req("text")?,
             },
