@@ -15,7 +15,6 @@ use crate::log::ExtLog;
 use crate::manifest::Manifest;
 use crate::process::Reading;
 use crate::types::HostEvent;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -137,4 +136,4 @@ impl Probe {
 }
 
 /// The probes of one tick, by extension index.
-pub(super) type Probes = HashMap<usize, Probe>;
+pub(super) type Probes = super::IdMap<usize, Probe>;

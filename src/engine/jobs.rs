@@ -16,7 +16,6 @@ use crate::types::{
     ToolResult,
 };
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Tool calls in one chain at most, the first included (upstream's rule).
@@ -60,12 +59,13 @@ pub(super) enum At {
 
 pub(super) struct Job {
     pub(super) name: String,
-    tool_id: String,
+    tool_id: ToolId,
     /// As proposed, then as the guards left them.
     pub(super) args: Value,
     pub(super) origin: Origin,
     pub(super) at: At,
-    /// The tool names of its chain, the first call's first, its own last.
+    /// The tool names of the calls above it in its chain, the first
+    /// call's first (its own, `name`, would come next).
     chain: Vec<String>,
     /// The job whose `tool_call` the caller was serving (`parent_id`).
     parent: Option<u64>,
@@ -76,11 +76,28 @@ pub(super) struct Job {
     deadline: Option<Instant>,
 }
 
+/// The `tool_id` of a job's events: the embedder's, else `call-N`,
+/// written out only when an event carries it (most calls have no
+/// subscriber and no guard).
+enum ToolId {
+    Given(String),
+    Made(u64),
+}
+
+impl ToolId {
+    fn text(&self) -> String {
+        match self {
+            ToolId::Given(id) => id.clone(),
+            ToolId::Made(n) => format!("call-{n}"),
+        }
+    }
+}
+
 /// The jobs in flight.
 #[derive(Default)]
 pub(super) struct Jobs {
     last: u64,
-    runs: HashMap<u64, Job>,
+    runs: super::IdMap<u64, Job>,
 }
 
 impl Jobs {
@@ -90,6 +107,10 @@ impl Jobs {
 
     pub(super) fn is_empty(&self) -> bool {
         self.runs.is_empty()
+    }
+
+    pub(super) fn get(&self, job: u64) -> Option<&Job> {
+        self.runs.get(&job)
     }
 
     pub(super) fn get_mut(&mut self, job: u64) -> Option<&mut Job> {
@@ -182,7 +203,7 @@ impl Engine {
         parent: Option<u64>,
         deadline: Option<Instant>,
     ) -> u64 {
-        let tool_id = tool_id.unwrap_or_else(|| format!("call-{}", self.pending.upcoming()));
+        let tool_id = tool_id.map_or(ToolId::Made(self.pending.upcoming()), ToolId::Given);
         self.jobs.last += 1;
         let job = Job {
             name,
@@ -210,12 +231,18 @@ impl Engine {
 
     /// The `tool_call` event, then the guards; `guards_done` goes on.
     pub(super) fn run_pipeline(&mut self, job: u64, now: Instant) {
+        let guarded = self.exts.iter().any(|e| e.guards("tool_call"));
+        if !guarded {
+            return self.unguarded(job, now);
+        }
         let Some(j) = self.jobs.runs.get(&job) else {
             return;
         };
         let mut payload = EventPayload {
-            tool_id: Some(j.tool_id.clone()),
+            tool_id: Some(j.tool_id.text()),
             tool_name: Some(j.name.clone()),
+            // A copy: should the call end during its guards, its
+            // `tool_result` event carries the args as proposed.
             tool_args: Some(j.args.clone()),
             ..Default::default()
         };
@@ -234,6 +261,34 @@ impl Engine {
         );
     }
 
+    /// [`Engine::run_pipeline`] when no extension guards `tool_call`: the
+    /// chain would allow at once, the args as they are. The event is
+    /// built only for its subscribers (a call usually has none); its
+    /// sequence number is taken all the same (SPEC 14.4).
+    fn unguarded(&mut self, job: u64, now: Instant) {
+        let subscribed =
+            (self.exts.iter()).any(|e| e.serving() && e.event_set.contains("tool_call"));
+        let Some(j) = self.jobs.runs.get_mut(&job) else {
+            return;
+        };
+        let mut args = std::mem::take(&mut j.args);
+        if subscribed {
+            let mut payload = EventPayload {
+                tool_id: Some(j.tool_id.text()),
+                tool_name: Some(j.name.clone()),
+                tool_args: Some(args),
+                ..Default::default()
+            };
+            let j = &self.jobs.runs[&job];
+            set_origin(&mut payload, self.origin_name(j));
+            self.emit("tool_call", &payload);
+            args = payload.tool_args.take().unwrap_or_default();
+        } else {
+            self.sequence += 1;
+        }
+        self.guards_done(job, InterceptOutcome::default(), args, now);
+    }
+
     /// The guards decided on `job`, whose args are now `args`.
     pub(super) fn guards_done(
         &mut self,
@@ -242,19 +297,18 @@ impl Engine {
         args: Value,
         now: Instant,
     ) {
-        let builtin = {
-            let Some(j) = self.jobs.get_mut(job) else {
-                return;
-            };
-            j.args = args.clone();
-            j.at = At::Starting;
-            self.cfg.builtin_tools.contains(&j.name)
+        let Some(j) = self.jobs.get_mut(job) else {
+            return;
         };
+        j.at = At::Starting;
+        let builtin = self.cfg.builtin_tools.contains(&j.name);
+        if !outcome.block && !builtin {
+            j.args = args;
+            return self.dispatch_tool(job, now);
+        }
+        j.args = args.clone();
         if outcome.block {
             return self.blocked(job, outcome.reason.unwrap_or_default(), builtin, args, now);
-        }
-        if !builtin {
-            return self.dispatch_tool(job, now);
         }
         let Some(j) = self.jobs.get_mut(job) else {
             return;
@@ -297,7 +351,7 @@ impl Engine {
             return;
         };
         let mut payload = EventPayload {
-            tool_id: Some(j.tool_id.clone()),
+            tool_id: Some(j.tool_id.text()),
             tool_name: Some(j.name.clone()),
             ..Default::default()
         };
@@ -333,17 +387,14 @@ impl Engine {
         let Some(j) = self.jobs.runs.get(&job) else {
             return;
         };
-        let Some(idx) = self.tools.owner(&j.name).map(|c| c.rank) else {
+        let Some(owner) = self.tools.owner(&j.name) else {
             let error = HostError::UnknownTool(j.name.clone());
             return self.finish_job(job, Err(error), now);
         };
+        let idx = owner.rank;
         // Only the embedder's calls wait for the user: `call_tool` keeps
         // its deadline (SPEC 13.3).
-        let interactive = self
-            .tools
-            .owner(&j.name)
-            .is_some_and(|c| c.info.interactive)
-            && matches!(j.origin, Origin::Embedder(_));
+        let interactive = owner.info.interactive && matches!(j.origin, Origin::Embedder(_));
         let limit = match interactive {
             true => Duration::MAX,
             false => self.cfg.timeouts.tool,
@@ -406,7 +457,7 @@ impl Engine {
                 observed["truncated"] = true.into();
             }
             let mut payload = EventPayload {
-                tool_id: Some(j.tool_id.clone()),
+                tool_id: Some(j.tool_id.text()),
                 tool_name: Some(j.name.clone()),
                 tool_args: Some(j.args.clone()),
                 ..Default::default()
@@ -635,15 +686,16 @@ impl Engine {
                     );
                     return self.answer_call(idx, &id, &name, refuse(why), now);
                 };
-                let mut chain = self.jobs.runs[&parent].chain.clone();
+                let above = &self.jobs.runs[&parent];
+                let mut chain = above.chain.clone();
+                chain.push(above.name.clone());
                 let repeated = chain.contains(&name);
-                chain.push(name.clone());
-                let shown = chain.join(" -> ");
+                let shown = format!("{} -> {name}", chain.join(" -> "));
                 if repeated {
                     let why = format!("a tool may not repeat in a chain ({shown})");
                     return self.answer_call(idx, &id, &name, refuse(why), now);
                 }
-                if chain.len() > MAX_CHAIN {
+                if chain.len() + 1 > MAX_CHAIN {
                     let why = format!("at most {MAX_CHAIN} tool calls in one chain ({shown})");
                     return self.answer_call(idx, &id, &name, refuse(why), now);
                 }
@@ -663,7 +715,7 @@ impl Engine {
                     );
                     return self.answer_call(idx, &id, &name, refuse(why), now);
                 }
-                (vec![name.clone()], None)
+                (Vec::new(), None)
             }
         };
         if !self.cfg.builtin_tools.contains(&name) {

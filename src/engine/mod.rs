@@ -926,7 +926,7 @@ struct Engine {
     agent_runs: u64,
     events: EventQueue,
     exts: Vec<Ext>,
-    by_key: HashMap<u64, usize>,
+    by_key: IdMap<u64, usize>,
     next_key: u64,
     pending: Pending,
     jobs: jobs::Jobs,
@@ -934,7 +934,7 @@ struct Engine {
     builtin_tx: BellSender<Request>,
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
     builtin_drive: Option<crate::types::Drive>,
-    chains: HashMap<u64, ChainState>,
+    chains: IdMap<u64, ChainState>,
     next_chain: u64,
     /// Commands' descriptions; tools as listed.
     commands: Registry<String>,
@@ -966,13 +966,13 @@ impl Engine {
             events: EventQueue::new(events, cfg.event_budget),
             cfg,
             exts: Vec::new(),
-            by_key: HashMap::new(),
+            by_key: IdMap::default(),
             next_key: 0,
             pending: Pending::default(),
             jobs: jobs::Jobs::default(),
             builtin_tx: builtin,
             builtin_drive: None,
-            chains: HashMap::new(),
+            chains: IdMap::default(),
             next_chain: 0,
             commands: Registry::case_insensitive(),
             tools: Registry::default(),
@@ -1005,7 +1005,7 @@ impl Engine {
     /// [`Engine::settle`] with no process looked at: nothing exited.
     #[cfg(test)]
     fn settle_at(&mut self, now: Instant) {
-        self.settle(now, &Probes::new());
+        self.settle(now, &Probes::default());
     }
 
     /// For tests without a driver: carries out the replies and events
@@ -1127,6 +1127,37 @@ fn later(now: Instant, d: Duration) -> Instant {
     now.checked_add(d)
         .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
         .unwrap_or(now)
+}
+
+/// A map keyed by the engine's own numbers (jobs, chains, process keys,
+/// extension indexes): they come from counters, never from outside, so
+/// std's SipHash (built against keys an attacker picks) buys nothing and
+/// costs about 100 instructions a lookup, several per call.
+type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
+/// The hash of [`IdMap`], FxHash's step: a rotate, an xor and a
+/// multiplication per word.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
 }
 
 impl Engine {

@@ -474,8 +474,16 @@ impl Engine {
         let args = Some(call.args).filter(|a| !a.is_null());
         let args = args.unwrap_or_else(|| json!({}));
         let origin = Origin::Embedder(reply);
-        let chain = vec![name.clone()];
-        let job = self.new_job(name, args, call.tool_id, origin, ticket, chain, None, None);
+        let job = self.new_job(
+            name,
+            args,
+            call.tool_id,
+            origin,
+            ticket,
+            Vec::new(),
+            None,
+            None,
+        );
         match pipeline {
             true => self.run_pipeline(job, now),
             false => self.dispatch_tool(job, now),
@@ -500,12 +508,7 @@ impl Engine {
         // An image the model cannot be given makes the result an error.
         let is_error = is_error || has_invalid_image(&content);
         self.activate_tools(idx, activate);
-        let name = self
-            .jobs
-            .get_mut(job)
-            .map(|j| j.name.clone())
-            .unwrap_or_default();
-        let tool = self.tools.claim_of(&name, idx);
+        let tool = (self.jobs.get(job)).and_then(|j| self.tools.claim_of(&j.name, idx));
         let declares_output = tool.is_some_and(|t| t.output_schema.is_some());
         let outcome = ToolOutcome::Ran(ToolResult {
             extension: self.exts[idx].name.clone(),
