@@ -247,27 +247,37 @@ impl HostHandle {
         &self,
         make: impl FnOnce(Reply<T>) -> Request,
     ) -> Result<T, HostError> {
+        // The reply goes into `slot` and a `()` says it is there (or, its
+        // sender dropped, that none will come): one channel type for every
+        // `T`, where a channel of each reply type compiled crossbeam's
+        // channel code again (about 2.5 KB each in the static binary).
+        let slot = Arc::new(Mutex::new(None));
         let (tx, rx) = crossbeam_channel::bounded(1);
+        let answer = slot.clone();
+        let put = move |r: Result<T, HostError>| {
+            *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            let _ = tx.send(());
+        };
         if !self.shared.drives_here() {
-            self.submit(make(Box::new(move |r| {
-                let _ = tx.send(r);
-            })));
+            self.submit(make(Box::new(put)));
             engine::poll_briefly(self.spin, || !rx.is_empty());
-            return rx.recv().unwrap_or(Err(HostError::Stopped));
-        }
-        // The callback may run on another caller's turn: it wakes this one.
-        let waiter: Weak<Loop> = Arc::downgrade(&self.shared);
-        let request = make(Box::new(move |r| {
-            let _ = tx.send(r);
-            if let Some(shared) = waiter.upgrade() {
-                shared.wake();
+            let _ = rx.recv();
+        } else {
+            // The callback may run on another caller's turn: it wakes this one.
+            let waiter: Weak<Loop> = Arc::downgrade(&self.shared);
+            let request = make(Box::new(move |r| {
+                put(r);
+                if let Some(shared) = waiter.upgrade() {
+                    shared.wake();
+                }
+            }));
+            if let Err(e) = self.tx.send(request) {
+                e.into_inner().fail(HostError::Stopped);
             }
-        }));
-        if let Err(e) = self.tx.send(request) {
-            e.into_inner().fail(HostError::Stopped);
+            self.shared.drive_until(|| !rx.is_empty(), None);
         }
-        self.shared.drive_until(|| !rx.is_empty(), None);
-        rx.try_recv().unwrap_or(Err(HostError::Stopped))
+        let taken = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        taken.unwrap_or(Err(HostError::Stopped))
     }
 }
 
