@@ -322,7 +322,10 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// `exit_drain`, `stdin_closed`), so that tests of exits through the
 /// CLI need not wait them out; and, from `$ZOT_RESTART_BACKOFF`, the
 /// first restart backoff (`Timeouts::restart_backoff`, 0.5 s), which
-/// crash-loop tests would otherwise wait out.
+/// crash-loop tests would otherwise wait out; and, from `$ZOT_SPIN_US`
+/// (microseconds, 0 for none), the loop's spin before it sleeps
+/// (`HostConfig::spin_before_sleep`, 50), which the benchmark sets as it
+/// does for its library hosts.
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
     startup: Option<std::time::Duration>,
@@ -348,6 +351,14 @@ pub fn apply_limits(
     }
     if let Some(backoff) = option_or_env(None, "ZOT_RESTART_BACKOFF")? {
         config.timeouts.restart_backoff = backoff;
+    }
+    if let Some(us) = std::env::var_os("ZOT_SPIN_US").filter(|v| !v.is_empty()) {
+        let us = string(us)?;
+        let us: u64 = us
+            .trim()
+            .parse()
+            .map_err(|_| CliError::Usage(format!("ZOT_SPIN_US {us:?}: expected microseconds")))?;
+        config.spin_before_sleep = std::time::Duration::from_micros(us);
     }
     Ok(())
 }
