@@ -16,11 +16,17 @@
 //! both sides, at least one of them sees the other's write: the sleeper
 //! sees the message, or the sender sees it asleep and unparks it. An
 //! unpark before the park is kept by the thread's token, so the park
-//! returns at once. A dropped sender rings too, and the next sleep does
-//! not park: the last one's drop disconnects the channel, which an
+//! returns at once. The drop of a channel's last sender rings too, and
+//! the next sleep does not park: it disconnected the channel, which an
 //! empty channel's `is_empty` does not say.
+//!
+//! The CLI surfaces' own channels (their stdin lines, the stdout thread's
+//! news, replies for them) ring the same bell: their main thread runs the
+//! loop and sleeps there, and a message on its channel ends the turn.
 
-use crossbeam_channel::{Receiver, SendError, SendTimeoutError, Sender};
+use crossbeam_channel::{
+    Receiver, RecvError, SendError, SendTimeoutError, Sender, TryRecvError, TrySendError,
+};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, Thread};
@@ -29,12 +35,14 @@ use std::time::{Duration, Instant};
 /// The longest one park lasts: a sleeper without deadline looks again.
 const LONGEST_PARK: Duration = Duration::from_secs(3600);
 
-/// Rung by the senders of the channels one thread waits on.
+/// Rung by the senders of the channels one thread waits on: the thread
+/// that runs a host's loop. A CLI surface makes one for its host
+/// (`internal::surface`), so that its own channel's senders ring it too.
 #[derive(Default)]
-pub(crate) struct Doorbell {
+pub struct Doorbell {
     sleeping: AtomicBool,
-    /// A sender was dropped since the last sleep: the channel may have
-    /// disconnected, which `ready()` cannot tell.
+    /// A channel's last sender was dropped since the last sleep: the
+    /// channel disconnected, which `ready()` cannot tell.
     hung_up: AtomicBool,
     /// The thread that sleeps (the loop may move between threads).
     sleeper: Mutex<Option<Thread>>,
@@ -78,10 +86,12 @@ impl Doorbell {
 }
 
 /// A channel's sender that rings its receiver's bell after each send,
-/// and when it is dropped (the last one's drop disconnects the channel).
-pub(crate) struct BellSender<T> {
+/// and when the last clone is dropped (that disconnects the channel).
+pub struct BellSender<T> {
+    /// Shared by the clones: only the last one's drop drops the sender
+    /// (disconnecting the channel) and rings; the others' wake nobody.
     /// `None` only while it is dropped.
-    tx: Option<Sender<T>>,
+    tx: Option<Arc<Sender<T>>>,
     bell: Arc<Doorbell>,
 }
 
@@ -96,21 +106,35 @@ impl<T> Clone for BellSender<T> {
 
 impl<T> Drop for BellSender<T> {
     fn drop(&mut self) {
-        drop(self.tx.take());
-        self.bell.hung_up.store(true, Ordering::SeqCst);
-        self.bell.ring();
+        // Exactly one of clones dropped at once gets the sender.
+        if let Some(tx) = self.tx.take().and_then(Arc::into_inner) {
+            drop(tx);
+            self.bell.hung_up.store(true, Ordering::SeqCst);
+            self.bell.ring();
+        }
     }
 }
 
 impl<T> BellSender<T> {
     /// Sends (blocking while a bounded channel is full), then rings.
-    pub(crate) fn send(&self, msg: T) -> Result<(), SendError<T>> {
+    pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
         let Some(tx) = &self.tx else {
             return Err(SendError(msg));
         };
         let sent = tx.send(msg);
         self.bell.ring();
         sent
+    }
+
+    /// Sends if there is room, then rings; a full channel already
+    /// holds a message its receiver has not taken, and is not rung.
+    pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
+        let Some(tx) = &self.tx else {
+            return Err(TrySendError::Disconnected(msg));
+        };
+        tx.try_send(msg)?;
+        self.bell.ring();
+        Ok(())
     }
 
     /// [`BellSender::send`], waiting at most `timeout` for room.
@@ -129,7 +153,7 @@ impl<T> BellSender<T> {
 
     /// Messages waiting in the channel.
     pub(crate) fn len(&self) -> usize {
-        self.tx.as_ref().map_or(0, Sender::len)
+        self.tx.as_ref().map_or(0, |tx| tx.len())
     }
 }
 
@@ -137,9 +161,31 @@ impl<T> BellSender<T> {
 impl<T> From<Sender<T>> for BellSender<T> {
     fn from(tx: Sender<T>) -> Self {
         BellSender {
-            tx: Some(tx),
+            tx: Some(Arc::new(tx)),
             bell: Arc::default(),
         }
+    }
+}
+
+/// The receiving end of a [`channel`] made for a CLI surface: its
+/// senders ring the bell, so the loop that sleeps on that bell returns
+/// for its messages (`Host::poll_with` takes only this kind).
+pub struct BellReceiver<T>(Receiver<T>);
+
+impl<T> BellReceiver<T> {
+    /// Waits for a message, outside the host loop.
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.0.recv()
+    }
+
+    /// A message if one waits.
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.0.try_recv()
+    }
+
+    /// The channel, for the loop's wait.
+    pub(crate) fn receiver(&self) -> &Receiver<T> {
+        &self.0
     }
 }
 
@@ -153,7 +199,17 @@ pub(crate) fn channel<T>(
         None => crossbeam_channel::unbounded(),
     };
     let bell = bell.clone();
-    (BellSender { tx: Some(tx), bell }, rx)
+    let tx = Some(Arc::new(tx));
+    (BellSender { tx, bell }, rx)
+}
+
+/// [`channel`] with its receiving end as a [`BellReceiver`].
+pub(crate) fn bell_channel<T>(
+    bell: &Arc<Doorbell>,
+    bound: Option<usize>,
+) -> (BellSender<T>, BellReceiver<T>) {
+    let (tx, rx) = channel(bell, bound);
+    (tx, BellReceiver(rx))
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@
 //! with one driver: only the thread that started it takes the slot;
 //! other threads' calls wait as with the threaded layer. That thread
 //! runs the loop in [`Host::poll_with`], which also returns for a
-//! message on the caller's own channel (one more arm in the driver's
-//! `select!`, `Driver::turn_with`).
+//! message on the caller's own channel: its senders ring the host's
+//! doorbell, which the surface made (`Driver::turn_with`).
 //!
 //! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
 //! *thread* that spawned it ends (engine docs, "The host's death"); the
@@ -27,7 +27,7 @@
 //! extension with it.
 
 use crate::config::HostConfig;
-use crate::doorbell::{self, BellSender, Doorbell};
+use crate::doorbell::{self, BellReceiver, BellSender, Doorbell};
 use crate::engine::{self, Driver};
 use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, PanelKey};
@@ -468,7 +468,7 @@ impl Host {
     /// Any thread may drive it: extensions are spawned by the host's own
     /// threads, which outlive them.
     pub fn start(config: HostConfig) -> io::Result<Host> {
-        Host::start_inline(config, None)
+        Host::start_inline(config, None, Arc::default())
     }
 
     /// [`Host::start`], but only this thread runs the loop: other
@@ -476,13 +476,19 @@ impl Host {
     /// threaded layer. For a CLI surface, whose main thread runs the loop
     /// in [`Host::poll_with`] while its stdin reader and signal handler
     /// only submit.
-    pub(crate) fn start_owned(config: HostConfig) -> io::Result<Host> {
-        Host::start_inline(config, Some(std::thread::current().id()))
+    /// The loop sleeps on `bell`, which the surface's own channel rings.
+    pub(crate) fn start_owned(config: HostConfig, bell: Arc<Doorbell>) -> io::Result<Host> {
+        Host::start_inline(config, Some(std::thread::current().id()), bell)
     }
 
-    fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
+    fn start_inline(
+        mut config: HostConfig,
+        owner: Option<ThreadId>,
+        bell: Arc<Doorbell>,
+    ) -> io::Result<Host> {
         config.make_paths_absolute();
-        let (host, requests, event_tx) = Host::new(config.spin_before_sleep, false, owner);
+        let spin = config.spin_before_sleep;
+        let (host, requests, event_tx) = Host::new(spin, false, owner, bell);
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
         let mut driver = Driver::start(config, requests, event_tx, sent, latch);
         // Weak: the driver sits inside the loop it would otherwise keep.
@@ -501,7 +507,8 @@ impl Host {
     /// whether or not anybody calls (notes, restarts, timeouts).
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
         config.make_paths_absolute();
-        let (mut host, requests, event_tx) = Host::new(config.spin_before_sleep, true, None);
+        let spin = config.spin_before_sleep;
+        let (mut host, requests, event_tx) = Host::new(spin, true, None, Arc::default());
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
@@ -511,13 +518,13 @@ impl Host {
     }
 
     /// A host without its loop yet, with the ends of its channels the
-    /// loop takes.
+    /// loop takes; the loop sleeps on `bell`.
     fn new(
         spin: Duration,
         threaded: bool,
         owner: Option<ThreadId>,
+        bell: Arc<Doorbell>,
     ) -> (Host, (Receiver<Request>, Arc<Doorbell>), Sender<HostEvent>) {
-        let bell = Arc::new(Doorbell::default());
         let (tx, requests) = doorbell::channel(&bell, None);
         let (event_tx, events) = crossbeam_channel::unbounded();
         let shared = Arc::new(Loop {
@@ -616,11 +623,12 @@ impl Host {
     /// caller's own channel (a surface's stdin lines, signals, replies),
     /// or its error once `extra` is disconnected: runs the loop on this
     /// thread until that message, a new event, `deadline` or the end of
-    /// the host. While another thread drives, `extra` is looked at every
-    /// few milliseconds; threaded, this only waits.
+    /// the host. `extra`'s senders ring the doorbell the host was started
+    /// with ([`Host::start_owned`]). While another thread drives, `extra`
+    /// is looked at every few milliseconds; threaded, this only waits.
     pub(crate) fn poll_with<T>(
         &self,
-        extra: &Receiver<T>,
+        extra: &BellReceiver<T>,
         deadline: Option<Instant>,
     ) -> Option<Result<T, RecvError>> {
         let before = self.events_sent();
@@ -636,7 +644,7 @@ impl Host {
                     let mut came = None;
                     slot = shared.drive(slot, |driver| {
                         while came.is_none() && !new() {
-                            let (running, msg) = driver.turn_with(deadline, extra);
+                            let (running, msg) = driver.turn_with(deadline, extra.receiver());
                             came = msg;
                             let late = deadline.is_some_and(|d| Instant::now() >= d);
                             if !running || late {

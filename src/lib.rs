@@ -153,24 +153,40 @@ pub mod internal {
         pub use crate::trust::{entry_key, update, Binding, Entry, Record, Snapshot, Untrusted};
     }
     /// The host of a CLI surface (the session, `zot rpc`, `zot mcp`):
-    /// its main thread runs the loop while it waits on its own channel.
+    /// its main thread runs the loop while it waits on its own channel,
+    /// whose senders ring the loop's doorbell.
     pub mod surface {
+        use crate::doorbell;
+        pub use crate::doorbell::{BellReceiver, BellSender, Doorbell};
         use crate::Host;
-        use crossbeam_channel::{Receiver, RecvError};
+        use crossbeam_channel::RecvError;
+        use std::sync::Arc;
         use std::time::Instant;
 
         /// An inline host that only this thread drives; other threads'
         /// calls (the stdin reader's, the signal handler's) only wait.
-        pub fn start(config: crate::HostConfig) -> std::io::Result<Host> {
-            Host::start_owned(config)
+        /// Its loop sleeps on `bell`: the surface's own channels are
+        /// made with [`channel`] on the same bell.
+        pub fn start(config: crate::HostConfig, bell: &Arc<Doorbell>) -> std::io::Result<Host> {
+            Host::start_owned(config, bell.clone())
+        }
+
+        /// A channel (unbounded, or of `bound` messages) whose senders
+        /// ring `bell` after each send and once the last is dropped.
+        pub fn channel<T>(
+            bell: &Arc<Doorbell>,
+            bound: Option<usize>,
+        ) -> (BellSender<T>, BellReceiver<T>) {
+            doorbell::bell_channel(bell, bound)
         }
 
         /// Runs the loop on this thread until a message on `extra` (or
         /// its disconnection), a new host event, `deadline` or the end of
-        /// the host; returns the message.
+        /// the host; returns the message. `extra` is a [`channel`] on
+        /// the bell the host was started with.
         pub fn poll_with<T>(
             host: &Host,
-            extra: &Receiver<T>,
+            extra: &BellReceiver<T>,
             deadline: Option<Instant>,
         ) -> Option<Result<T, RecvError>> {
             host.poll_with(extra, deadline)

@@ -12,6 +12,8 @@ mod stdout;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
+use zot_host::internal::surface::Doorbell;
 use zot_host::{HostHandle, Request};
 
 /// Printed after a usage error.
@@ -380,14 +382,16 @@ pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
 /// adjusts the config to what that surface can do (SPEC 13.3, 13.4:
 /// panels, built-in tools). The calling (main) thread runs the loop
 /// (`zot_host::internal::surface::poll_with`) while it waits on its own
-/// channels; the stdin reader's and the signal handler's calls only wait.
+/// channels, made on `bell` (`surface::channel`), which its loop sleeps
+/// on; the stdin reader's and the signal handler's calls only wait.
 pub fn start_host(
     opts: &HostOpts,
+    bell: &Arc<Doorbell>,
     surface: impl FnOnce(&mut zot_host::HostConfig),
 ) -> Result<zot_host::Host, CliError> {
     let mut config = surface_config(opts)?;
     surface(&mut config);
-    zot_host::internal::surface::start(config)
+    zot_host::internal::surface::start(config, bell)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
 

@@ -1,6 +1,6 @@
-//! The driver: the one `select!` over the extensions' frames, the
-//! embedder's requests and the engine's next deadline, and the engine's
-//! only way to the world. A [`Driver`] holds the engine, the channels
+//! The driver: the one wait of the loop, for the extensions' frames, the
+//! embedder's requests and the engine's next deadline (on a doorbell their
+//! senders ring: `doorbell.rs`), and the engine's only way to the world. A [`Driver`] holds the engine, the channels
 //! it waits on and the extensions' processes (in a table indexed like
 //! the engine's extensions, with the spawner that starts them);
 //! [`Driver::turn`] waits once, hands the engine what came and carries
@@ -21,7 +21,7 @@ use crate::log::ExtLog;
 use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
 use crate::spawner::Spawner;
 use crate::types::{HostEvent, ReadyLatch, Request};
-use crossbeam_channel::{select, Receiver, RecvError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvError, Sender, TryRecvError};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -142,22 +142,8 @@ impl Driver {
     /// whatever else is already waiting; then hands the frames queued to
     /// the writers. False once the host is done.
     pub(crate) fn turn(&mut self, deadline: Option<Instant>) -> bool {
-        if self.engine.is_done() {
-            return false;
-        }
-        let (inbound, requests) = (&self.inbound, &self.requests);
-        let builtin = &self.builtin_results;
-        let ready = || !inbound.is_empty() || !requests.is_empty() || !builtin.is_empty();
-        poll_briefly(self.engine.cfg.spin_before_sleep, ready);
-        // Parked at once, not after crossbeam's spinning and yielding:
-        // pinned to one CPU that is a context switch or two less per
-        // round trip (see `doorbell.rs`).
-        let wake = self.wake_at(deadline);
-        if !ready() {
-            self.bell.sleep(wake, ready);
-        }
-        self.take_waiting(None);
-        !self.engine.is_done()
+        self.turn_with(deadline, &crossbeam_channel::never::<()>())
+            .0
     }
 
     /// When the wait of a turn ends at the latest: the engine's next
@@ -169,11 +155,13 @@ impl Driver {
             .min()
     }
 
-    /// [`Driver::turn`] that also wakes for a message on `extra`, the
-    /// driving thread's own channel (a CLI surface's stdin lines or
-    /// signals): the message, or its error once `extra` is disconnected,
-    /// comes back with whether the host is still running. Its senders do
-    /// not ring the doorbell, so this one waits in a `select!`.
+    /// [`Driver::turn`] that also ends for a message on `extra`, the
+    /// driving thread's own channel (a CLI surface's stdin lines, signals,
+    /// replies), whose senders ring this driver's doorbell
+    /// ([`crate::doorbell::BellReceiver`]): the message, or its error once
+    /// `extra` is disconnected, comes back with whether the host is still
+    /// running. The one wait of the loop: [`Driver::turn`] is this with
+    /// a channel that never has anything.
     pub(crate) fn turn_with<T>(
         &mut self,
         deadline: Option<Instant>,
@@ -182,43 +170,38 @@ impl Driver {
         if self.engine.is_done() {
             return (false, None);
         }
-        // The next frame or request usually follows within microseconds,
-        // and waking a sleeping loop costs more (tens of µs across CPUs).
-        let (inbound, requests) = (&self.inbound, &self.requests);
-        poll_briefly(self.engine.cfg.spin_before_sleep, || {
-            !inbound.is_empty() || !requests.is_empty() || !extra.is_empty()
-        });
-        let wake = self.wake_at(deadline);
-        // Not an `after()` channel: no allocation per wake-up.
-        let timeout = wake.map_or(Duration::MAX, |d| {
-            d.saturating_duration_since(Instant::now())
-        });
-        let mut own = None;
-        // The inbound senders are held here: those never disconnect.
-        let came = select! {
-            recv(self.inbound) -> msg => msg.map(Came::Inbound),
-            recv(self.requests) -> req => req.map(Came::Request),
-            recv(self.builtin_results) -> req => req.map(Came::Request),
-            recv(extra) -> msg => {
-                own = Some(msg);
-                Ok(Came::Nothing)
+        let mut own = take_own(extra);
+        if own.is_none() {
+            let (inbound, requests) = (&self.inbound, &self.requests);
+            let builtin = &self.builtin_results;
+            // Whether anything is waiting (a disconnected channel's last
+            // sender rang the bell: the sleep below then does not park).
+            let ready = || {
+                !inbound.is_empty()
+                    || !requests.is_empty()
+                    || !builtin.is_empty()
+                    || !extra.is_empty()
+            };
+            // The next frame or request usually follows within
+            // microseconds, and waking a sleeping loop costs more (tens
+            // of µs across CPUs).
+            poll_briefly(self.engine.cfg.spin_before_sleep, ready);
+            // Parked at once, not after crossbeam's spinning and yielding:
+            // pinned to one CPU that is a context switch or two less per
+            // round trip (see `doorbell.rs`).
+            if !ready() {
+                self.bell.sleep(self.wake_at(deadline), ready);
             }
-            default(timeout) => Ok(Came::Nothing),
-        };
-        self.take_waiting(Some(came));
+            own = take_own(extra);
+        }
+        self.take_waiting();
         (!self.engine.is_done(), own)
     }
 
-    /// Hands the engine what the wait brought (`came`) and what else is
-    /// already waiting (up to [`BATCH`] messages) before handing frames to
-    /// the writer threads, so a burst costs one wake-up per extension;
-    /// then settles.
-    fn take_waiting(&mut self, came: Option<Result<Came, RecvError>>) {
-        match came {
-            Some(Ok(came)) => self.take(came),
-            Some(Err(_)) => self.all_handles_gone(),
-            None => {}
-        }
+    /// Hands the engine what is waiting (up to [`BATCH`] messages) before
+    /// handing frames to the writer threads, so a burst costs one wake-up
+    /// per extension; then settles.
+    fn take_waiting(&mut self) {
         for _ in 0..BATCH {
             let next = match self.inbound.try_recv() {
                 Ok(msg) => Came::Inbound(msg),
@@ -259,7 +242,6 @@ impl Driver {
                 self.engine.inbound(msg, eof, now);
             }
             Came::Request(req) => self.engine.request(req, now),
-            Came::Nothing => {}
         }
     }
 
@@ -494,11 +476,20 @@ impl Driver {
     }
 }
 
-/// What one wait of a turn brought.
+/// A message the loop takes.
 enum Came {
     Inbound(InboundMsg),
     Request(Request),
-    Nothing,
+}
+
+/// The driving thread's own message, if one waits, or the error of its
+/// disconnected channel.
+fn take_own<T>(extra: &Receiver<T>) -> Option<Result<T, RecvError>> {
+    match extra.try_recv() {
+        Ok(msg) => Some(Ok(msg)),
+        Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
+        Err(TryRecvError::Empty) => None,
+    }
 }
 
 /// Yields until `ready()` or `budget` passes; with a zero budget it
@@ -575,7 +566,7 @@ mod tests {
     #[test]
     fn a_message_on_the_callers_own_channel_ends_the_turn() {
         let (mut driver, _tx, _events) = driver();
-        let (own_tx, own) = crossbeam_channel::unbounded();
+        let (own_tx, own) = doorbell::channel(&driver.bell, None);
         let from = std::thread::spawn(move || own_tx.send("line").unwrap());
         // No deadline: only the message can end the wait.
         let mut came = None;

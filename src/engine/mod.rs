@@ -1,5 +1,5 @@
 //! The host loop: one thread that owns every extension, pending request
-//! and deadline, and `select!`s over the extensions' frames and the
+//! and deadline, and waits for the extensions' frames and the
 //! embedder's requests (SPEC 3). The other files add one concern each.
 //!
 //! # How the host works
@@ -8,7 +8,7 @@
 //!  embedder / zot rpc / session
 //!         │  Request (+ reply callback)          HostEvent (notes, panels, exits)
 //!         ▼                                               ▲
-//!   ┌──────────── host loop thread (select! + deadlines) ─┴──┐
+//!   ┌──────────── host loop thread (doorbell + deadlines)─┴──┐
 //!   │ registries · pending requests · interception chains    │
 //!   └──┬───────────────────────────────▲─────────────────────┘
 //!      │ outbox (unbounded, byte-counted)│ inbound (merged, tagged; bounded: 256 frames)
@@ -24,7 +24,7 @@
 //!   loop thread (threaded); its calls and `HostHandle`'s (one macro
 //!   defines both) send `Request`s and wait for replies.
 //!   It depends on the engine; nothing depends on it.
-//! - `src/engine/` is the loop. `driver.rs` owns the one `select!`: a
+//! - `src/engine/` is the loop. `driver.rs` owns the one wait: a
 //!   `Driver` holds the engine, its channels and the extensions'
 //!   processes, and `Driver::turn` waits once (until a frame, a request,
 //!   the engine's next deadline or the caller's), hands the engine what
@@ -126,7 +126,8 @@
 //!   each surface treats the three alike.
 //!   The session, `zot rpc` and `zot mcp` run the host loop on their main
 //!   thread (`zot_host::internal::surface`: an owned host, `host.rs`),
-//!   which waits on the surface's own channel in the loop's `select!`;
+//!   whose own channel's senders ring the loop's doorbell, so that the
+//!   loop's one wait (`Driver::turn_with`) also ends for it;
 //!   their stdin reader and signal handler only submit, and stdout is
 //!   written by a thread of its own (`src/cli/stdout.rs`; `zot mcp` has
 //!   its writer), so a client that stops reading never stops the loop.
@@ -341,8 +342,8 @@
 //! the frame into the extension's pipe and waits on the readers' channels,
 //! so a round trip is caller -> extension -> its reader thread -> caller,
 //! three switches at best. The caller parks at once when nothing is
-//! waiting (`doorbell.rs`: the readers, handles and built-in results ring
-//! it after they send); crossbeam's blocking receive would first yield
+//! waiting (`doorbell.rs`: the readers, handles, built-in results and a
+//! CLI surface's own channel ring it after they send); crossbeam's blocking receive would first yield
 //! the CPU a few times, each yield a switch to a thread that then ran
 //! before the reader had handed over (5-6 switches per call pinned, spin
 //! 0, against 3.6 parked). Fewer would
