@@ -9,6 +9,15 @@
 //! and often runs before the reader thread has handed it over: about two
 //! more context switches per round trip, and their CPU. Parked at once,
 //! the loop costs caller -> extension -> reader -> caller: three.
+//! Pinned it measures 3.6-3.8 (`ZOT_BENCH_THREADS=1 make bench-pinned`
+//! shows each thread's): a woken thread often preempts its waker (the
+//! caller the reader that rang, the reader the extension that wrote)
+//! before the waker is back in its own wait, which it then reaches
+//! with one more switch. Ringing after letting go of the `sleeper` lock
+//! (so the preempting caller's next sleep does not wait for it) only
+//! moved that switch to the reader. SCHED_BATCH on the reader (no
+//! wake-up preemption by it), with the spin on, measured 3.0-3.6
+//! (command calls about 3.2); it would take an `unsafe` call.
 //!
 //! No wake-up is lost: the sleeper sets `sleeping` and then looks at its
 //! channels once more; a sender puts its message in and then reads
