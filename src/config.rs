@@ -41,6 +41,10 @@ pub struct Timeouts {
     /// After a write to its stdin failed, how long what it owes may still
     /// be answered before it fails (2 s).
     pub stdin_closed: Duration,
+    /// How long an MCP server's `server/discover` probe may go unanswered
+    /// before the legacy `initialize` (3 s, SPEC 11); after a refused
+    /// `initialize`, how much longer the probe may still win.
+    pub mcp_probe: Duration,
 }
 
 impl Default for Timeouts {
@@ -60,6 +64,7 @@ impl Default for Timeouts {
             exit_silence: Duration::from_millis(250),
             exit_drain: Duration::from_secs(2),
             stdin_closed: Duration::from_secs(2),
+            mcp_probe: Duration::from_secs(3),
         }
     }
 }

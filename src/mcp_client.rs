@@ -21,9 +21,10 @@
 //!   would otherwise shadow each other.
 //! - **Handshake** (within the 10 s hello limit): `server/discover` first,
 //!   with the 2026-07-28 `_meta` envelope (client info `{name: "zot",
-//!   version}`, capabilities `{}`), given 3 s; a server that lists
-//!   2026-07-28 is spoken to in that revision (every request carries the
-//!   envelope; list changes arrive on a `subscriptions/listen` stream).
+//!   version}`, capabilities `{}`), given 3 s (`Timeouts::mcp_probe`; the
+//!   CLI's `$ZOT_MCP_PROBE_TIMEOUT`); a server that lists 2026-07-28 is
+//!   spoken to in that revision (every request carries the envelope; list
+//!   changes arrive on a `subscriptions/listen` stream).
 //!   On an error or no answer: the legacy `initialize` (2025-11-25) and
 //!   `notifications/initialized`; a late `server/discover` answer still
 //!   wins, and an `initialize` refused while the probe is out fails the
@@ -91,8 +92,6 @@ use std::time::{Duration, Instant};
 /// The revision probed first, and the legacy fallback's.
 const MODERN_VERSION: &str = "2026-07-28";
 const LEGACY_VERSION: &str = "2025-11-25";
-/// How long the `server/discover` probe may go unanswered.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// The probe is the first request.
 const PROBE_ID: u64 = 1;
 /// Notes held during the handshake; older ones are dropped and counted.
@@ -118,6 +117,9 @@ pub(crate) struct McpOptions {
     /// After these, an unanswered `tools/call` or `prompts/get` is cancelled.
     pub tool_timeout: Duration,
     pub command_timeout: Duration,
+    /// How long the `server/discover` probe may go unanswered
+    /// (`Timeouts::mcp_probe`).
+    pub probe_timeout: Duration,
 }
 
 /// What a server lists: tools (registered as tools), prompts (as commands).
@@ -254,7 +256,7 @@ impl McpClient {
             made_at: now,
         };
         client.request("server/discover", json!({}), Waiting::Discover);
-        client.after(now, PROBE_TIMEOUT, PROBE_ID);
+        client.after(now, client.opts.probe_timeout, PROBE_ID);
         client
     }
 
@@ -365,8 +367,8 @@ impl McpClient {
         match self.waiting.get(&id) {
             // A slow server (an SDK still importing) may answer it yet: that wins.
             Some(Waiting::Discover) => {
-                let secs = PROBE_TIMEOUT.as_secs();
-                let why = format!("no answer within {secs} s; trying the legacy initialize");
+                let limit = human(self.opts.probe_timeout);
+                let why = format!("no answer within {limit}; trying the legacy initialize");
                 self.no_probe(why);
             }
             Some(&Waiting::Call(kind, _)) => {
@@ -565,7 +567,7 @@ impl McpClient {
                 // Not forever: one more limit, then this refusal is the reason.
                 log!(self, "{why}; waiting for the server/discover answer");
                 self.phase = Phase::Initializing(Some(why));
-                return self.after(now, PROBE_TIMEOUT, PROBE_ID);
+                return self.after(now, self.opts.probe_timeout, PROBE_ID);
             }
         };
         let version = result["protocolVersion"].as_str();
@@ -1053,6 +1055,11 @@ mod tests {
 
     const SEC: Duration = Duration::from_secs(1);
 
+    /// The probe's limit as `HostConfig::new` sets it.
+    fn probe_limit() -> Duration {
+        crate::Timeouts::default().mcp_probe
+    }
+
     fn client(now: Instant) -> McpClient {
         let opts = McpOptions {
             name: "srv".into(),
@@ -1060,6 +1067,7 @@ mod tests {
             client_version: "9.9".into(),
             tool_timeout: 60 * SEC,
             command_timeout: 30 * SEC,
+            probe_timeout: probe_limit(),
         };
         McpClient::new(opts, ExtLog::stderr("srv"), now)
     }
@@ -1138,10 +1146,11 @@ mod tests {
             probe["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["version"],
             "9.9"
         );
-        assert_eq!(c.next_deadline(), Some(t0 + PROBE_TIMEOUT));
-        c.on_deadline(t0 + PROBE_TIMEOUT - Duration::from_millis(1));
+        assert_eq!(probe_limit(), 3 * SEC, "the default is SPEC 11's 3 s");
+        assert_eq!(c.next_deadline(), Some(t0 + probe_limit()));
+        c.on_deadline(t0 + probe_limit() - Duration::from_millis(1));
         assert!(written(&mut c).is_empty(), "not before its limit");
-        c.on_deadline(t0 + PROBE_TIMEOUT);
+        c.on_deadline(t0 + probe_limit());
         let [init] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
         assert_eq!(init["method"], "initialize");
         assert_eq!(init["params"]["protocolVersion"], LEGACY_VERSION);
@@ -1151,8 +1160,8 @@ mod tests {
         let refusal = json!({"jsonrpc": "2.0", "id": init["id"], "error": {"code": -32603, "message": "boom"}});
         c.on_line(refusal.to_string().as_bytes(), t1);
         assert_eq!(c.take_failure(), None);
-        assert_eq!(c.next_deadline(), Some(t1 + PROBE_TIMEOUT));
-        c.on_deadline(t1 + PROBE_TIMEOUT);
+        assert_eq!(c.next_deadline(), Some(t1 + probe_limit()));
+        c.on_deadline(t1 + probe_limit());
         let why = c.take_failure().unwrap_or_default();
         assert_eq!(why, "initialize failed: MCP error -32603: boom");
         assert!(c.take_frames().is_empty(), "no hello: {why}");
@@ -1163,7 +1172,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = client(t0);
         written(&mut c);
-        c.on_deadline(t0 + PROBE_TIMEOUT);
+        c.on_deadline(t0 + probe_limit());
         assert_eq!(written(&mut c)[0]["method"], "initialize");
         let versions =
             json!({"supportedVersions": [MODERN_VERSION], "capabilities": {"tools": {}}});

@@ -46,9 +46,20 @@ fn corners(dir: &Path, args: &[&str]) -> PathBuf {
 /// these tests are about.
 const SDK_START: Duration = Duration::from_secs(60);
 
+/// How long the `server/discover` probe may go unanswered
+/// (`$ZOT_MCP_PROBE_TIMEOUT`) where its expiry is what a test waits for;
+/// the default, SPEC 11's 3 s, is checked by mcp_client's unit tests.
+const SHORT_PROBE: &str = "0.5";
+const SHORT_PROBE_TEXT: &str = "no answer within 500 ms; trying the legacy initialize";
+
 /// `zot rpc --no-ext -e ...` (as `Rpc::start`) with `--hello-timeout`
 /// set to [`SDK_START`].
 fn patient_rpc(t: &TempDir, exts: &[PathBuf]) -> Rpc {
+    Rpc::spawn(&mut patient_cmd(t, exts))
+}
+
+/// The command [`patient_rpc`] runs.
+fn patient_cmd(t: &TempDir, exts: &[PathBuf]) -> Command {
     let mut cmd = zot();
     cmd.args(["rpc", "--no-ext", "--hello-timeout"])
         .arg(SDK_START.as_secs().to_string())
@@ -57,7 +68,8 @@ fn patient_rpc(t: &TempDir, exts: &[PathBuf]) -> Rpc {
     for e in exts {
         cmd.arg("-e").arg(e);
     }
-    Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")))
+    cmd.env("ZOT_HOME", t.join("home"));
+    cmd
 }
 
 /// Polls `list` until extension `name` is ready (the SDK servers may
@@ -535,8 +547,9 @@ fn a_server_that_never_answers_initialize_fails_alone() {
                "commands": {"ok": {"action": "display", "display": "fine"}}}),
     );
     let mut cfg = config(&t, &[mute, good]);
-    // The probe gets its 3 s, initialize the rest.
-    cfg.timeouts.hello = Duration::from_secs(5);
+    // The probe gets half a second, initialize the rest.
+    cfg.timeouts.mcp_probe = Duration::from_millis(500);
+    cfg.timeouts.hello = Duration::from_secs(3);
     let host = start(cfg);
     assert_eq!(display_of(&host, "ok").as_deref(), Some("fine"));
     let failed = wait_event(&host, "extension_failed", |e| {
@@ -546,10 +559,10 @@ fn a_server_that_never_answers_initialize_fails_alone() {
         unreachable!()
     };
     assert_eq!(extension, "corners");
-    assert!(error.contains("no hello within 5 s"), "{error}");
+    assert!(error.contains("no hello within 3 s"), "{error}");
     let log = log_of(&t, "corners");
     assert!(
-        log.contains("server/discover: no answer within 3 s"),
+        log.contains(&format!("server/discover: {SHORT_PROBE_TEXT}")),
         "{log}"
     );
     assert!(log.contains("mute: ignoring initialize"), "{log}");
@@ -690,28 +703,49 @@ fn timeout_options_want_a_positive_number_of_seconds() {
 /// says (`more`: its further arguments); not restarted, so a failure
 /// stays visible.
 fn hostile_rpc(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
+    Rpc::spawn(&mut hostile_cmd(t, mode, more))
+}
+
+/// The command [`hostile_rpc`] runs.
+fn hostile_cmd(t: &TempDir, mode: &str, more: &[&Path]) -> Command {
     let python = which("python3");
     let script = fixtures().join("hostile.py");
     let mut args = vec![script.to_str().expect("utf-8"), mode];
     args.extend(more.iter().map(|p| p.to_str().expect("utf-8")));
     let restart = json!({"restart": "never"});
     let h = mcp_manifest(&t.join("h"), "hostile", &python, &args, restart);
-    patient_rpc(t, &[h])
+    patient_cmd(t, &[h])
 }
 
-/// [`hostile_rpc`], once the server is ready listing the one tool `ok`.
-fn hostile_ready_with_ok(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
-    let mut rpc = hostile_rpc(t, mode, more);
+/// [`hostile_rpc`] for a server that leaves the probe unanswered: the
+/// probe gets [`SHORT_PROBE`].
+fn hostile_rpc_silent_probe(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
+    let mut cmd = hostile_cmd(t, mode, more);
+    Rpc::spawn(cmd.env("ZOT_MCP_PROBE_TIMEOUT", SHORT_PROBE))
+}
+
+/// `rpc` once the server is ready listing the one tool `ok`.
+fn ready_with_ok(mut rpc: Rpc) -> Rpc {
     let list = until_ready(&mut rpc, "hostile");
     assert_eq!(names(&list, "tools"), ["ok"], "{list}");
     rpc
 }
 
-/// The server in `mode` refuses initialize: that refusal is the reason
-/// it failed (`not`: the symptom it must not be).
-fn fails_for_the_refused_initialize(mode: &str, not: &str) {
+/// [`hostile_rpc`], once the server is ready listing the one tool `ok`.
+fn hostile_ready_with_ok(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
+    ready_with_ok(hostile_rpc(t, mode, more))
+}
+
+/// The server in `mode`, run by `rpc` ([`hostile_rpc`] or
+/// [`hostile_rpc_silent_probe`]), refuses initialize: that refusal is the
+/// reason it failed (`not`: the symptom it must not be).
+fn fails_for_the_refused_initialize(
+    rpc: fn(&TempDir, &str, &[&Path]) -> Rpc,
+    mode: &str,
+    not: &str,
+) {
     let t = TempDir::new(&format!("mcp-{mode}"));
-    let mut rpc = hostile_rpc(&t, mode, &[]);
+    let mut rpc = rpc(&t, mode, &[]);
     let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
     let error = failed["error"].as_str().unwrap_or_default();
     assert!(
@@ -732,6 +766,7 @@ fn names(list: &Value, key: &str) -> Vec<String> {
 #[test]
 fn a_refused_initialize_is_the_reason_the_server_failed() {
     fails_for_the_refused_initialize(
+        hostile_rpc,
         "init-error",
         "the user is told why the handshake failed, not a symptom",
     );
@@ -743,6 +778,7 @@ fn a_refused_initialize_is_the_reason_the_server_failed() {
 #[test]
 fn a_refused_initialize_with_a_silent_probe_fails_with_its_reason() {
     fails_for_the_refused_initialize(
+        hostile_rpc_silent_probe,
         "silent-init-error",
         "failed for the refusal, not at the hello timeout",
     );
@@ -810,7 +846,7 @@ fn a_2026_result_that_wants_input_is_an_error_result() {
 
 #[test]
 fn hello_timeout_option_and_environment_set_the_handshake_limit() {
-    for (how, value) in [("option", "2"), ("environment", "2")] {
+    for (how, value) in [("option", "1"), ("environment", "1")] {
         let t = TempDir::new("mcp-hello-timeout");
         let mute = corners(&t.join("mute"), &["mute"]);
         let mut cmd = zot();
@@ -825,25 +861,31 @@ fn hello_timeout_option_and_environment_set_the_handshake_limit() {
         };
         let mut rpc = Rpc::spawn(&mut cmd);
         let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
-        assert_eq!(failed["error"], "no hello within 2 s", "{how}: {failed}");
+        assert_eq!(failed["error"], "no hello within 1 s", "{how}: {failed}");
     }
-    let out = zot()
-        .args(["rpc", "--no-ext"])
-        .env("ZOT_HELLO_TIMEOUT", "soon")
-        .output()
-        .expect("run zot rpc");
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("ZOT_HELLO_TIMEOUT"));
+    for var in ["ZOT_HELLO_TIMEOUT", "ZOT_MCP_PROBE_TIMEOUT"] {
+        let out = zot()
+            .args(["rpc", "--no-ext"])
+            .env(var, "soon")
+            .output()
+            .expect("run zot rpc");
+        assert_eq!(out.status.code(), Some(2), "{var}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(var),
+            "{out:?}"
+        );
+    }
 }
 
 #[test]
 fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
     let t = TempDir::new("mcp-silent-discover");
     let pids = t.join("pids");
-    let mut rpc = hostile_ready_with_ok(&t, "silent-discover", &[&pids]);
+    let rpc = hostile_rpc_silent_probe(&t, "silent-discover", &[&pids]);
+    let mut rpc = ready_with_ok(rpc);
     let log = log_of(&t, "hostile");
     assert!(
-        log.contains("server/discover: no answer within 3 s; trying the legacy initialize")
+        log.contains(&format!("server/discover: {SHORT_PROBE_TEXT}"))
             && log.contains("speaking MCP 2025-11-25 (initialize)"),
         "{log}"
     );
@@ -866,7 +908,8 @@ fn a_silent_discover_falls_back_to_initialize_and_shutdown_leaves_nothing() {
 #[test]
 fn a_late_discover_answer_wins_over_the_refused_initialize() {
     let t = TempDir::new("mcp-late-discover");
-    let mut rpc = hostile_ready_with_ok(&t, "late-discover", &[]);
+    let rpc = hostile_rpc_silent_probe(&t, "late-discover", &[]);
+    let mut rpc = ready_with_ok(rpc);
     let log = log_of(&t, "hostile");
     assert!(
         log.contains("speaking MCP 2026-07-28 (server/discover)"),

@@ -324,10 +324,12 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// `exit_drain`, `stdin_closed`), so that tests of exits through the
 /// CLI need not wait them out; and, from `$ZOT_RESTART_BACKOFF`, the
 /// first restart backoff (`Timeouts::restart_backoff`, 0.5 s), which
-/// crash-loop tests would otherwise wait out; and, from `$ZOT_SPIN_US`
+/// crash-loop tests would otherwise wait out; from `$ZOT_SPIN_US`
 /// (microseconds, 0 for none), the loop's spin before it sleeps
 /// (`HostConfig::spin_before_sleep`, 50), which the benchmark sets as it
-/// does for its library hosts.
+/// does for its library hosts; and, from `$ZOT_MCP_PROBE_TIMEOUT`, how
+/// long an MCP server's `server/discover` probe may go unanswered
+/// (`Timeouts::mcp_probe`, 3 s).
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
     startup: Option<std::time::Duration>,
@@ -361,6 +363,9 @@ pub fn apply_limits(
             .parse()
             .map_err(|_| CliError::Usage(format!("ZOT_SPIN_US {us:?}: expected microseconds")))?;
         config.spin_before_sleep = std::time::Duration::from_micros(us);
+    }
+    if let Some(limit) = option_or_env(None, "ZOT_MCP_PROBE_TIMEOUT")? {
+        config.timeouts.mcp_probe = limit;
     }
     Ok(())
 }

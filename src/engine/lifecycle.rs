@@ -167,6 +167,7 @@ impl Engine {
                     client_version: self.cfg.zot_version.clone(),
                     tool_timeout: self.cfg.timeouts.tool,
                     command_timeout: self.cfg.timeouts.command,
+                    probe_timeout: self.cfg.timeouts.mcp_probe,
                 };
                 // The answers to its requests wait within the same bound as
                 // events to a zot extension.

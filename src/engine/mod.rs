@@ -212,7 +212,9 @@
 //!   `eof_before_hello` 100 ms, `eof_after_hello` 2 s, `exit_silence`
 //!   250 ms, `exit_drain` 2 s, `stdin_closed` 2 s. The CLI sets all five
 //!   from `$ZOT_EXIT_GRACE` (seconds), so exit tests need not wait them out,
-//!   and `restart_backoff` (500 ms) from `$ZOT_RESTART_BACKOFF`.
+//!   `restart_backoff` (500 ms) from `$ZOT_RESTART_BACKOFF`, and an MCP
+//!   server's `server/discover` limit `mcp_probe` (3 s) from
+//!   `$ZOT_MCP_PROBE_TIMEOUT`.
 //! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
 //!   end, Ctrl-C/SIGTERM): requests already accepted finish first, each
 //!   within its own timeout (an extension built on upstream's SDKs exits on
