@@ -411,29 +411,33 @@
 //!   `-Z build-std` build first (smaller; unstable flags).
 //!
 //! **Where the static binary's bytes go.** The minimal build
-//! (`--no-default-features`, at 1,151,576 bytes: .text 982 KB, .rodata
+//! (`--no-default-features`, at 1,142,808 bytes: .text 973 KB, .rodata
 //! 163 KB, 63 KB of it strings) by `cargo bloat` with v0 symbol names,
-//! each function counted where the first crate path in its name points:
+//! each function counted under the first crate path in its name past
+//! `core`, `alloc` and `std` (std's generic code made for the crate's
+//! types counts under the crate's module, a dependency's under the
+//! dependency):
 //!
 //! | KiB | what |
 //! |----:|------|
-//! | 186 | std's panic-time backtrace printer: gimli, addr2line, demangler, miniz_oxide, libunwind |
-//! | 117 | the rest of std: `Command::spawn` and its env maps 13, thread start and stack-overflow handler 8, cgroup quotas 3.3, `to_lowercase` 2.8, fs, fmt |
-//! | 122 | `engine`: `frame` 19, `Driver::act` 16, `settle` 7, `register` 8 |
-//! | 81 | `zot ext`: `run` 45 (list, install, remove, enable, logs inlined into it), `doctor` 20 |
-//! | 92 | the session 58, `zot rpc` 34 (its stdin thread 13) |
-//! | 63 | `types`, `protocol` (`parse_ext_frame` 13, `Fields::opt` 7 for one field type) |
-//! | 27 | `trust`: the record's two nested `BTreeMap`s 10, its derive 4 |
-//! | 18 | `manifest` (`RawManifest`'s derive 11) |
-//! | 59 | serde and serde_json's generic code 40, crossbeam's 19 (each of about 14 element types instantiates all three flavors) |
-//! | 73 | the rest of the library: `host` 14, `process` 13, `registry` 8, `spawner` 8, `discovery` 6 |
-//! | 18 | `main` and option parsing |
-//! | 19 | small dependencies: hashbrown, lexopt, landlock, memchr, nix, dirs, ctrlc |
-//! | 77 | musl, compiler builtins, 29 of outlined instruction sequences |
+//! | 190 | std's panic-time backtrace printer: gimli, addr2line, demangler, miniz_oxide, libunwind |
+//! | 128 | the rest of std: `Command::spawn` and its env maps 16, stack-overflow handler 9, cgroup quotas 3.4, `to_lowercase` 2.9, fs, fmt |
+//! | 118 | `engine`: `frame` 19, `Driver::act` 16, `register` 8, `settle` 7 |
+//! | 80 | `zot ext`: `run` 44 (list, install, remove, enable, logs inlined into it), `doctor` 19 |
+//! | 80 | the session 51, `zot rpc` 30 (its stdin thread 12) |
+//! | 42 | `types`, `protocol` (`parse_ext_frame` 14) |
+//! | 23 | `trust`: the record's two nested `BTreeMap`s 10 |
+//! | 18 | `manifest` (`parse_text` 10, `RawManifest`'s derive inlined) |
+//! | 48 | crossbeam: 10 element types, each instantiating all three flavors (2-6 each) |
+//! | 39 | serde_json 34, serde 5 |
+//! | 57 | the rest of the library: `host` 13, `registry` 8, `process` 8, `spawner` 8, `discovery` 6 |
+//! | 19 | `main` and option parsing |
+//! | 28 | small dependencies: hashbrown 12, memchr, lexopt, indexmap, landlock, nix, dirs, ctrlc |
+//! | 75 | musl, compiler builtins, outlined instruction sequences |
 //!
 //! With nothing of the crate in it, a program that starts a thread and a
 //! process, lists a directory and prints is about 368 KB: 1,000,000 leaves
-//! 632 KB above it, the minimal zot takes about 783 KB. No further flag
+//! 632 KB above it, the minimal zot takes about 775 KB. No further flag
 //! helps on stable (minimal build, bytes): lld's `-O2` -192 (kept: it
 //! merges strings that end another), `-inline-threshold=0` +768, three
 //! machine-outliner reruns +640, `-force-attribute=minsize` for std's
@@ -445,7 +449,11 @@
 //! written for size where that kept it readable (frames by borrowed field
 //! texts, rpc replies and events serialized straight to bytes, float
 //! parsing through serde_json's parser; no u128 is formatted, which
-//! would link its own formatter: -1,216).
+//! would link its own formatter: -1,216; `open_panel` decoded from a
+//! `Value` only: -4,096; `HostHandle::call` with one `()` channel for every
+//! reply type: -8,000). Reading JSON text through serde_json's byte reader
+//! everywhere saves only 640: serde_json's `raw_value` feature reads text
+//! itself.
 //!
 //! # Hostile extensions and input
 //!
