@@ -247,26 +247,29 @@ impl HostHandle {
         &self,
         make: impl FnOnce(Reply<T>) -> Request,
     ) -> Result<T, HostError> {
-        // The reply goes into `slot` and a `()` says it is there (or, its
-        // sender dropped, that none will come): one channel type for every
-        // `T`, where a channel of each reply type compiled crossbeam's
-        // channel code again (about 2.5 KB each in the static binary).
         let slot = Arc::new(Mutex::new(None));
-        let (tx, rx) = crossbeam_channel::bounded(1);
         let answer = slot.clone();
-        let put = move |r: Result<T, HostError>| {
-            *answer.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-            let _ = tx.send(());
-        };
         if !self.shared.drives_here() {
-            self.submit(make(Box::new(put)));
+            // The reply goes into `slot` and a `()` says it is there (or,
+            // its sender dropped, that none will come): one channel type
+            // for every `T`, where a channel of each reply type compiled
+            // crossbeam's channel code again (about 2.5 KB each in the
+            // static binary).
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            self.submit(make(Box::new(move |r| {
+                *lock_slot(&answer) = Some(r);
+                let _ = tx.send(());
+            })));
             engine::poll_briefly(self.spin, || !rx.is_empty());
             let _ = rx.recv();
         } else {
-            // The callback may run on another caller's turn: it wakes this one.
+            // This thread looks at `slot` between turns and never blocks
+            // on it: no channel, which cost two allocations per call (one
+            // cache-aligned) and its own bookkeeping. The callback may run
+            // on another caller's turn: it wakes this one.
             let waiter: Weak<Loop> = Arc::downgrade(&self.shared);
             let request = make(Box::new(move |r| {
-                put(r);
+                *lock_slot(&answer) = Some(r);
                 if let Some(shared) = waiter.upgrade() {
                     shared.wake();
                 }
@@ -274,11 +277,17 @@ impl HostHandle {
             if let Err(e) = self.tx.send(request) {
                 e.into_inner().fail(HostError::Stopped);
             }
-            self.shared.drive_until(|| !rx.is_empty(), None);
+            self.shared.drive_until(|| lock_slot(&slot).is_some(), None);
         }
-        let taken = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let taken = lock_slot(&slot).take();
         taken.unwrap_or(Err(HostError::Stopped))
     }
+}
+
+/// A call's reply slot, locked (a panicked reply callback left it as it
+/// was).
+fn lock_slot<T>(slot: &Mutex<Option<T>>) -> MutexGuard<'_, Option<T>> {
+    slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The requests, the same on [`Host`] and [`HostHandle`]: each builds a

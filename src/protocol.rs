@@ -429,10 +429,23 @@ pub enum HostFrame<'a> {
 impl HostFrame<'_> {
     /// The frame as one `\n`-terminated line.
     pub fn to_line(&self) -> Vec<u8> {
-        // Serialising these types cannot fail: every map key is a string.
-        let mut line = serde_json::to_vec(self).unwrap_or_default();
-        line.push(b'\n');
+        let mut line = Vec::new();
+        self.write_line(&mut line);
         line
+    }
+
+    /// Appends the frame as one `\n`-terminated line to `out`: what a turn
+    /// writes to an extension is serialised where it waits, not in a line
+    /// of its own copied there.
+    pub(crate) fn write_line(&self, out: &mut Vec<u8>) {
+        // Room for most frames at once, not grown from 8 bytes by doubling.
+        out.reserve(128);
+        // Serialising these types cannot fail: every map key is a string.
+        let start = out.len();
+        if serde_json::to_writer(&mut *out, self).is_err() {
+            out.truncate(start);
+        }
+        out.push(b'\n');
     }
 }
 

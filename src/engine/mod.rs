@@ -892,7 +892,11 @@ impl Ext {
             return false;
         };
         let Some(client) = &mut run.mcp else {
-            return self.send_line(&frame.to_line());
+            if !run.stdin_open {
+                return false;
+            }
+            frame.write_line(&mut self.out);
+            return true;
         };
         if !run.stdin_open {
             return false;
