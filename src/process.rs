@@ -12,7 +12,7 @@
 use crate::confine::{Confinement, PrivateTmp};
 use crate::doorbell::BellSender;
 use crate::log::ExtLog;
-use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Line, LineReader, MAX_LINE};
+use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 use std::cell::Cell;
@@ -35,6 +35,9 @@ const READER_STACK: usize = 512 * 1024;
 /// Longest wait for the reader to copy what is left of stderr (this
 /// long only on a CPU-starved machine).
 const LOG_FLUSH_WAIT: Duration = Duration::from_secs(2);
+
+/// The room of the reader's line buffer kept from one line to the next.
+const KEPT_LINE: usize = 64 * 1024;
 
 /// Reads of stderr still done after the stop: an escaped grandchild
 /// may write forever.
@@ -589,12 +592,17 @@ pub fn read_lines(
     mut handle: impl FnMut(&[u8]) -> bool,
 ) -> io::Result<()> {
     let mut lines = LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE);
+    // One buffer for every line; a long one's room is not kept.
+    let mut line = Vec::new();
     loop {
-        match lines.next_line()? {
-            Some(Line::Text(line)) if line.iter().all(u8::is_ascii_whitespace) => {}
-            Some(Line::Text(line)) if !handle(&line) => return Ok(()),
-            Some(Line::Text(_)) => {}
-            Some(Line::TooLong(len)) => dropped(
+        if line.capacity() > KEPT_LINE {
+            line = Vec::new();
+        }
+        match lines.read_into(&mut line)? {
+            Some(Filled::Line) if line.iter().all(u8::is_ascii_whitespace) => {}
+            Some(Filled::Line) if !handle(&line) => return Ok(()),
+            Some(Filled::Line) => {}
+            Some(Filled::TooLong(len)) => dropped(
                 format!("dropped a {len}-byte line: longer than {MAX_LINE} bytes"),
                 len,
                 lines.discarded_head(),

@@ -458,6 +458,14 @@ pub enum Line {
     TooLong(usize),
 }
 
+/// What [`LineReader::read_into`] read.
+pub(crate) enum Filled {
+    /// A complete line, now in the buffer ([`Line::Text`]).
+    Line,
+    /// A line longer than the limit, discarded ([`Line::TooLong`]).
+    TooLong(usize),
+}
+
 /// Reads `\n`-terminated lines with a length cap, discarding over-long
 /// lines instead of buffering them (all but their first `HEAD` bytes).
 pub struct LineReader<R> {
@@ -488,7 +496,18 @@ impl<R: BufRead> LineReader<R> {
     /// The next line, or `None` at end of stream. A final line without
     /// a terminator is still returned.
     pub fn next_line(&mut self) -> io::Result<Option<Line>> {
-        let (mut line, mut seen) = (Vec::new(), 0usize);
+        let mut line = Vec::new();
+        Ok(self.read_into(&mut line)?.map(|read| match read {
+            Filled::Line => Line::Text(line),
+            Filled::TooLong(len) => Line::TooLong(len),
+        }))
+    }
+
+    /// [`LineReader::next_line`] into `line`, cleared first: a reader of
+    /// many lines keeps one buffer instead of an allocation per line.
+    pub(crate) fn read_into(&mut self, line: &mut Vec<u8>) -> io::Result<Option<Filled>> {
+        line.clear();
+        let mut seen = 0usize;
         self.head.clear();
         loop {
             let buf = match self.inner.fill_buf() {
@@ -509,7 +528,7 @@ impl<R: BufRead> LineReader<R> {
                 line.extend_from_slice(chunk);
             } else if !line.is_empty() || seen == chunk.len() {
                 // Over the limit now: keep its start, drop the rest.
-                let mut head = std::mem::take(&mut line);
+                let mut head = std::mem::take(line);
                 head.extend_from_slice(&chunk[..chunk.len().min(HEAD)]);
                 head.truncate(HEAD);
                 self.head = head;
@@ -521,7 +540,7 @@ impl<R: BufRead> LineReader<R> {
             }
         }
         if seen > self.max {
-            return Ok(Some(Line::TooLong(seen)));
+            return Ok(Some(Filled::TooLong(seen)));
         }
         if line.last() == Some(&b'\r') {
             line.pop();
@@ -529,7 +548,7 @@ impl<R: BufRead> LineReader<R> {
         if line.starts_with(b"\xEF\xBB\xBF") {
             line.drain(..3);
         }
-        Ok(Some(Line::Text(line)))
+        Ok(Some(Filled::Line))
     }
 }
 
@@ -750,6 +769,12 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, Stri
 /// Checks without recursion that `json` nests at most `MAX_DEPTH` deep.
 /// Brackets inside strings do not count; malformed text is left for the parser.
 fn check_depth(json: &[u8]) -> Result<(), String> {
+    // No deeper than it has brackets: most frames have a few, and
+    // counting them costs a fraction of the walk below.
+    let opening = json.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    if opening <= MAX_DEPTH {
+        return Ok(());
+    }
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     for &b in json {
         if in_string {
