@@ -203,6 +203,22 @@ pub fn new_session_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    /// The defaults are SPEC 3.8's (and 11's probe, 12's backoff): tests
+    /// that set shorter ones through the knobs rely on this.
+    #[test]
+    fn the_default_timeouts_are_the_specs() {
+        let t = super::Timeouts::default();
+        let (ms, s) = (Duration::from_millis, Duration::from_secs);
+        assert_eq!(
+            [t.command, t.tool, t.intercept, t.hello, t.startup],
+            [s(30), s(60), s(5), s(10), s(3)]
+        );
+        assert_eq!([t.shutdown_grace, t.term_grace], [s(2), s(1)]);
+        assert_eq!([t.mcp_probe, t.restart_backoff], [s(3), ms(500)]);
+    }
+
     #[test]
     fn session_ids_are_uuids_and_differ() {
         let (a, b) = (super::new_session_id(), super::new_session_id());

@@ -156,7 +156,9 @@ fn the_text_report_has_one_line_per_rule_with_times() {
 
 #[test]
 fn json_report_shape() {
-    let (code, report) = check_json(&fixture("no-ready"), &[]);
+    // Without `ready` the check waits out the startup grace: 1 s, not 3.
+    let grace = [("ZOT_STARTUP_TIMEOUT", "1".as_ref())];
+    let (code, report) = check_json_with(&fixture("no-ready"), &[], &grace);
     assert_eq!(code, 0, "a warning alone does not fail: {report:#}");
     for (key, kind) in [
         ("dir", "string"),
@@ -369,13 +371,15 @@ fn bad_names_duplicates_descriptions_and_subscriptions() {
 
 #[test]
 fn an_intercept_without_answer_fails_after_the_limit() {
-    let (code, report) = check_json(&fixture("silent-guard"), &[]);
+    // The host's intercept limit (5 s, SPEC 3.8) set to 1 s.
+    let limit = [("ZOT_INTERCEPT_TIMEOUT", "1".as_ref())];
+    let (code, report) = check_json_with(&fixture("silent-guard"), &[], &limit);
     assert_eq!(code, 1);
     assert_finding(
         &report,
         "intercept tool_call",
         "fail",
-        "no answer within 5 s",
+        "no answer within 1 s",
     );
 }
 
@@ -962,21 +966,21 @@ fn the_startup_grace_warning_is_about_late_registrations() {
     let reg = r#"echo '{"type":"register_command","name":"hi","description":"hi command"}'"#;
     let rest = r#"echo '{"type":"ready"}'; while read line; do case $line in *shutdown*)
         echo '{"type":"shutdown_ack"}'; exit 0;; esac; done"#;
-    let grace = [("ZOT_STARTUP_TIMEOUT", "4".as_ref())];
-    // Names at about 1 s, ready at about 4.5 s: after the 4 s grace.
+    let grace = [("ZOT_STARTUP_TIMEOUT", "2".as_ref())];
+    // Names at about 1 s, ready at about 2.5 s: after the 2 s grace.
     let early = sh_ext(
         &t,
         "early",
-        &format!("{}; {reg}; sleep 3.5; {rest}", hello("early")),
+        &format!("{}; {reg}; sleep 1.5; {rest}", hello("early")),
     );
     let (code, report) = check_json_with(&early, &["--strict"], &grace);
     assert_eq!(code, 0, "{report:#}");
     assert_finding(&report, "ready", "pass", "after it was started");
-    // Names and ready at about 4.5 s: the host's startup is over by then.
+    // Names and ready at about 2.5 s: the host's startup is over by then.
     let late = sh_ext(
         &t,
         "late",
-        &format!("{}; sleep 3.5; {reg}; {rest}", hello("late")),
+        &format!("{}; sleep 1.5; {reg}; {rest}", hello("late")),
     );
     let (code, report) = check_json_with(&late, &["--strict"], &grace);
     assert_eq!(code, 1, "{report:#}");

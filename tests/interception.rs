@@ -93,7 +93,7 @@ fn silent_guards_cost_one_timeout_and_count_as_allow() {
         })
         .collect();
     let mut cfg = config(&t, &guards);
-    let window = Duration::from_secs(4);
+    let window = Duration::from_secs(2);
     cfg.timeouts.intercept = window;
     let host = start_ready(cfg);
     let started = Instant::now();
@@ -353,7 +353,7 @@ fn before_agent_start_keeps_the_prompt_on_every_unusable_answer_and_says_why() {
     let exts = [
         guard("number", json!({"prompt": {"set": 7}})),
         guard("huge", json!({"prompt": {"huge": 2 << 20}})),
-        guard("slow", json!({"prompt": {"sleep_ms": 3000, "set": "late"}})),
+        guard("slow", json!({"prompt": {"sleep_ms": 1500, "set": "late"}})),
         guard("quitter", json!({"exit_on_prompt": 3})),
         guard("eraser", json!({"prompt": {"set": ""}})),
         guard("good", json!({"record": record, "prompt": {"append": "!"}})),

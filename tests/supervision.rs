@@ -371,14 +371,16 @@ fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
         json!({"guard": true, "guard_silent": true}),
         json!({"guard_failure": "block"}),
     );
-    let mut rpc = Rpc::start(&t, &[tools, g]);
+    // The intercept limit (5 s, SPEC 3.8) set to 1 s.
+    let mut cmd = Rpc::command(&t, &[tools, g]);
+    let mut rpc = Rpc::spawn(cmd.env("ZOT_INTERCEPT_TIMEOUT", "1"));
     all_ready(&mut rpc, &["tools", "g"]);
     let silent = tool_call(&mut rpc, "1", json!({}));
     assert_eq!(
         (silent["blocked"].as_bool(), silent["reason"].as_str()),
         (
             Some(true),
-            Some("guard g unavailable (no answer within 5 s)")
+            Some("guard g unavailable (no answer within 1 s)")
         )
     );
 }

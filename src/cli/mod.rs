@@ -329,7 +329,9 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// (`HostConfig::spin_before_sleep`, 50), which the benchmark sets as it
 /// does for its library hosts; and, from `$ZOT_MCP_PROBE_TIMEOUT`, how
 /// long an MCP server's `server/discover` probe may go unanswered
-/// (`Timeouts::mcp_probe`, 3 s).
+/// (`Timeouts::mcp_probe`, 3 s); and, from `$ZOT_INTERCEPT_TIMEOUT`,
+/// each intercept round's limit (`Timeouts::intercept`, 5 s), which
+/// `zot ext check`'s silent-guard test would otherwise wait out.
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
     startup: Option<std::time::Duration>,
@@ -366,6 +368,9 @@ pub fn apply_limits(
     }
     if let Some(limit) = option_or_env(None, "ZOT_MCP_PROBE_TIMEOUT")? {
         config.timeouts.mcp_probe = limit;
+    }
+    if let Some(limit) = option_or_env(None, "ZOT_INTERCEPT_TIMEOUT")? {
+        config.timeouts.intercept = limit;
     }
     Ok(())
 }
