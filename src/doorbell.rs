@@ -244,4 +244,19 @@ mod tests {
         }
         from.join().unwrap();
     }
+
+    #[test]
+    fn only_the_last_senders_drop_hangs_up() {
+        let bell = Arc::new(Doorbell::default());
+        let (tx, rx) = bell_channel::<u32>(&bell, Some(1));
+        drop(tx.clone());
+        let hung_up = || bell.hung_up.load(Ordering::SeqCst);
+        assert!(!hung_up(), "a clone's drop marked the channel disconnected");
+        tx.try_send(1).unwrap();
+        assert!(tx.try_send(2).unwrap_err().is_full());
+        drop(tx);
+        assert!(hung_up(), "the last sender's drop did not ring");
+        assert_eq!(rx.try_recv(), Ok(1));
+        assert!(rx.try_recv().unwrap_err().is_disconnected());
+    }
 }
