@@ -1146,9 +1146,10 @@ fn later(now: Instant, d: Duration) -> Instant {
 }
 
 /// A map keyed by the engine's own numbers (jobs, chains, process keys,
-/// extension indexes): they come from counters, never from outside, so
-/// std's SipHash (built against keys an attacker picks) buys nothing and
-/// costs about 100 instructions a lookup, several per call.
+/// extension indexes, request ids): they come from counters, never from
+/// outside (an answer's id is only looked up), so std's SipHash (built
+/// against keys an attacker picks) buys nothing and costs about 100
+/// instructions a lookup, several per call.
 type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
 
 /// The hash of [`IdMap`], FxHash's step: a rotate, an xor and a

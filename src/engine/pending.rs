@@ -4,8 +4,8 @@
 //! or failed with its extension.
 
 use super::action::Action;
+use super::IdMap;
 use crate::types::{CommandOutcome, HostError, Reply};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Who waits for an extension's answer.
@@ -67,7 +67,7 @@ struct Entry {
 #[derive(Default)]
 pub(super) struct Pending {
     last_id: u64,
-    entries: HashMap<String, Entry>,
+    entries: IdMap<String, Entry>,
     /// No deadline is earlier: the entries are scanned once it passes,
     /// not every loop iteration.
     earliest: Option<Instant>,
@@ -136,7 +136,7 @@ impl Pending {
             return Vec::new();
         }
         let entries = std::mem::take(&mut self.entries).into_iter();
-        let (due, kept): (HashMap<_, _>, _) = entries.partition(|(_, e)| e.deadline <= now);
+        let (due, kept): (IdMap<_, _>, _) = entries.partition(|(_, e)| e.deadline <= now);
         self.entries = kept;
         self.earliest = self.entries.values().map(|e| e.deadline).min();
         let due = due.into_iter();
@@ -184,7 +184,7 @@ impl Pending {
 
     fn take_where(&mut self, pick: impl Fn(&Entry) -> bool) -> impl Iterator<Item = Entry> {
         let entries = std::mem::take(&mut self.entries).into_iter();
-        let (taken, kept): (HashMap<_, _>, _) = entries.partition(|(_, e)| pick(e));
+        let (taken, kept): (IdMap<_, _>, _) = entries.partition(|(_, e)| pick(e));
         self.entries = kept;
         taken.into_values()
     }
