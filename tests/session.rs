@@ -859,11 +859,12 @@ const INPUT_RSS_BOUND_KB: u64 = 40 * 1024;
 #[test]
 fn the_session_does_not_read_its_input_far_ahead() {
     let t = TempDir::new("review-mem-input");
-    // `/x` takes 5 s; the lines behind it wait.
+    // `/x` takes 2 s; the lines behind it wait (a reader without a bound
+    // would take all 2 MB in well under that).
     let ext = sdk_ext(
         &t.join("slow"),
         "slow",
-        json!({"commands": ["x"], "delay_ms": 5000}),
+        json!({"commands": ["x"], "delay_ms": 2000}),
     );
     let mut child = spawn_raw(&t, &[], &ext);
     let pid = child.id();
