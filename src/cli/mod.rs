@@ -330,7 +330,8 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// does for its library hosts; and, from `$ZOT_MCP_PROBE_TIMEOUT`, how
 /// long an MCP server's `server/discover` probe may go unanswered
 /// (`Timeouts::mcp_probe`, 3 s); and, from `$ZOT_INTERCEPT_TIMEOUT`,
-/// each intercept round's limit (`Timeouts::intercept`, 5 s), which
+/// how long guards get to answer an intercepted event
+/// (`Timeouts::intercept`, 5 s), which
 /// `zot ext check`'s silent-guard test would otherwise wait out.
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
