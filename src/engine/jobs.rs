@@ -266,8 +266,7 @@ impl Engine {
     /// built only for its subscribers (a call usually has none); its
     /// sequence number is taken all the same (SPEC 14.4).
     fn unguarded(&mut self, job: u64, now: Instant) {
-        let subscribed =
-            (self.exts.iter()).any(|e| e.serving() && e.event_set.contains("tool_call"));
+        let subscribed = self.subscribed("tool_call");
         let Some(j) = self.jobs.runs.get_mut(&job) else {
             return;
         };
@@ -447,8 +446,7 @@ impl Engine {
             &result,
             Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. }))
         );
-        let subscribed =
-            (self.exts.iter()).any(|e| e.serving() && e.event_set.contains("tool_result"));
+        let subscribed = self.subscribed("tool_result");
         if subscribed && !verdict_only {
             let (content, is_error) = blocks_of(&result);
             let (content, truncated) = bounded(&content, RESULT_BUDGET, EVENT_BLOCKS);

@@ -892,16 +892,13 @@ impl Ext {
         let Phase::Running(run) = &mut self.phase else {
             return false;
         };
-        let Some(client) = &mut run.mcp else {
-            if !run.stdin_open {
-                return false;
-            }
-            frame.write_line(&mut self.out);
-            return true;
-        };
         if !run.stdin_open {
             return false;
         }
+        let Some(client) = &mut run.mcp else {
+            frame.write_line(&mut self.out);
+            return true;
+        };
         client.on_host_frame(frame, now);
         self.out.append(&mut client.take_lines());
         true

@@ -567,6 +567,12 @@ impl Engine {
 
     // ----- events ----------------------------------------------------
 
+    /// Whether an extension would be sent `event` now ([`Engine::emit`]'s
+    /// test): a caller can skip building a payload nobody gets.
+    pub(super) fn subscribed(&self, event: &str) -> bool {
+        (self.exts.iter()).any(|e| e.serving() && e.event_set.contains(event))
+    }
+
     /// Queues `event` to every subscriber; returns their names.
     pub(super) fn emit(&mut self, event: &str, payload: &EventPayload) -> Vec<String> {
         self.sequence += 1;
