@@ -1,94 +1,123 @@
-//! How the thread that runs the host loop sleeps until a message comes:
-//! it parks, and whoever sends on one of the channels it waits on rings
-//! the bell, which unparks it only while it sleeps.
+//! How the thread that runs the host loop sleeps until something comes:
+//! in one poll(2) over the extensions' stdout pipes and the bell's
+//! socket, which whoever sends on one of the channels it waits on rings
+//! by writing a byte, only while it sleeps.
 //!
-//! Why not a `select!` over the channels: crossbeam's blocking receive
-//! spins and then yields the CPU a few times before it parks. On one CPU
-//! each yield hands the CPU to a thread that can run (the extension, its
-//! reader thread), so the loop is still runnable when the answer comes
-//! and often runs before the reader thread has handed it over: about two
-//! more context switches per round trip, and their CPU. Parked at once,
-//! the loop costs caller -> extension -> reader -> caller: three.
-//! Pinned it measures 3.6-3.8 (`ZOT_BENCH_THREADS=1 make bench-pinned`
-//! shows each thread's): a woken thread often preempts its waker (the
-//! caller the reader that rang, the reader the extension that wrote)
-//! before the waker is back in its own wait, which it then reaches
-//! with one more switch. Ringing after letting go of the `sleeper` lock
-//! (so the preempting caller's next sleep does not wait for it) only
-//! moved that switch to the reader. SCHED_BATCH on the reader (no
-//! wake-up preemption by it), with the spin on, measured 3.0-3.6
-//! (command calls about 3.2); it would take an `unsafe` call.
+//! Why not a `select!` over the channels: the frames do not come through
+//! a channel (the loop reads stdout itself: `process.rs`), and crossbeam's
+//! blocking receive spins and then yields the CPU a few times before it
+//! parks; on one CPU each yield hands the CPU to a thread that can run,
+//! about two more context switches per call.
 //!
 //! No wake-up is lost: the sleeper sets `sleeping` and then looks at its
 //! channels once more; a sender puts its message in and then reads
 //! `sleeping`. With a `SeqCst` fence between the write and the read on
 //! both sides, at least one of them sees the other's write: the sleeper
-//! sees the message, or the sender sees it asleep and unparks it. An
-//! unpark before the park is kept by the thread's token, so the park
-//! returns at once. The drop of a channel's last sender rings too, and
-//! the next sleep does not park: it disconnected the channel, which an
-//! empty channel's `is_empty` does not say.
+//! sees the message, or the sender sees it asleep and writes the byte,
+//! which a poll(2) not yet begun sees as well. The drop of a channel's
+//! last sender rings too, and the next sleep does not wait: it
+//! disconnected the channel, which an empty channel's `is_empty` does not
+//! say.
 //!
 //! The CLI surfaces' own channels (their stdin lines, the stdout thread's
 //! news, replies for them) ring the same bell: their main thread runs the
 //! loop and sleeps there, and a message on its channel ends the turn.
 
+use crate::process::{poll, pollfd};
 use crossbeam_channel::{
     Receiver, RecvError, SendError, SendTimeoutError, Sender, TryRecvError, TrySendError,
 };
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, Thread};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The longest one park lasts: a sleeper without deadline looks again.
-const LONGEST_PARK: Duration = Duration::from_secs(3600);
+/// The longest one sleep lasts: a sleeper without deadline looks again.
+const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
+
+/// How often a loop without its wake-up socket looks at its channels.
+const BLIND_SLEEP: Duration = Duration::from_millis(10);
 
 /// Rung by the senders of the channels one thread waits on: the thread
 /// that runs a host's loop. A CLI surface makes one for its host
 /// (`internal::surface`), so that its own channel's senders ring it too.
-#[derive(Default)]
 pub struct Doorbell {
     sleeping: AtomicBool,
     /// A channel's last sender was dropped since the last sleep: the
     /// channel disconnected, which `ready()` cannot tell.
     hung_up: AtomicBool,
-    /// The thread that sleeps (the loop may move between threads).
-    sleeper: Mutex<Option<Thread>>,
+    /// A ring writes a byte to the first while the loop sleeps; its
+    /// poll(2) watches the second. `None` when the pair could not be
+    /// made (out of descriptors): the loop then looks every 10 ms.
+    wake: Option<(UnixStream, UnixStream)>,
+}
+
+impl Default for Doorbell {
+    fn default() -> Self {
+        let pair = UnixStream::pair().ok().filter(|(tx, rx)| {
+            // Neither end may block: a ring must not wait for the
+            // sleeper, nor the sleeper's drain for a ring.
+            tx.set_nonblocking(true).is_ok() && rx.set_nonblocking(true).is_ok()
+        });
+        Doorbell {
+            sleeping: AtomicBool::new(false),
+            hung_up: AtomicBool::new(false),
+            wake: pair,
+        }
+    }
 }
 
 impl Doorbell {
-    /// Parks this thread until the bell rings or `until` passes, unless
-    /// `ready()` holds once the bell is armed. It may return early
-    /// (a spurious wake-up): the caller looks at its channels anyway.
-    pub(crate) fn sleep(&self, until: Option<Instant>, ready: impl FnOnce() -> bool) {
-        {
-            let mut sleeper = self.sleeper.lock().unwrap_or_else(|p| p.into_inner());
-            let me = thread::current();
-            if sleeper.as_ref().map(Thread::id) != Some(me.id()) {
-                *sleeper = Some(me);
-            }
-        }
+    /// Waits until the bell rings, one of `fds` is ready (poll(2): their
+    /// `revents` say which) or `until` passes. When `ready()` holds once
+    /// the bell is armed it only looks at `fds`, without waiting. It may
+    /// return early (a spurious wake-up): the caller looks anyway.
+    pub(crate) fn sleep(
+        &self,
+        until: Option<Instant>,
+        ready: impl FnOnce() -> bool,
+        fds: &mut Vec<libc::pollfd>,
+    ) {
         self.sleeping.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        if !self.hung_up.swap(false, Ordering::SeqCst) && !ready() {
-            let left = until.map_or(LONGEST_PARK, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
-            if !left.is_zero() {
-                thread::park_timeout(left.min(LONGEST_PARK));
-            }
+        let waiting = self.hung_up.swap(false, Ordering::SeqCst) || ready();
+        let mut left = match (waiting, until) {
+            (true, _) => Duration::ZERO,
+            (false, None) => LONGEST_SLEEP,
+            (false, Some(d)) => d.saturating_duration_since(Instant::now()),
+        };
+        left = left.min(LONGEST_SLEEP);
+        if self.wake.is_none() {
+            left = left.min(BLIND_SLEEP);
         }
+        let wake = self.wake.as_ref().map_or(-1, |(_, rx)| rx.as_raw_fd());
+        fds.push(pollfd(wake, libc::POLLIN));
+        // Rounded up: woken before its deadline, the loop would only
+        // sleep again.
+        let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+        if !(left.is_zero() && fds.len() == 1) {
+            poll(fds, ms);
+        }
+        let rung = fds.pop().is_some_and(|w| w.revents != 0);
         self.sleeping.store(false, Ordering::SeqCst);
+        if let (true, Some((_, rx))) = (rung, &self.wake) {
+            // Every ring since the last drain; one that comes after
+            // this only makes the next sleep return at once.
+            let (mut rx, mut buf) = (rx, [0u8; 64]);
+            while matches!(rx.read(&mut buf), Ok(n) if n > 0) {}
+        }
     }
 
     /// Wakes the sleeper, if it sleeps; call it after the send.
     pub(crate) fn ring(&self) {
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
-            let sleeper = self.sleeper.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(thread) = sleeper.as_ref() {
-                thread.unpark();
+            if let Some((tx, _)) = &self.wake {
+                // Full only when rung many times already: it wakes.
+                let mut tx = tx;
+                let _ = tx.write(&[1]);
             }
         }
     }
@@ -224,6 +253,7 @@ pub(crate) fn bell_channel<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::thread;
 
     #[test]
     fn a_send_from_another_thread_wakes_the_sleeper() {
@@ -237,7 +267,7 @@ mod tests {
         // No deadline: a lost wake-up would hang here, not pass.
         let mut got = 0;
         while got < 2000 {
-            bell.sleep(None, || !rx.is_empty());
+            bell.sleep(None, || !rx.is_empty(), &mut Vec::new());
             while rx.try_recv().is_ok() {
                 got += 1;
             }

@@ -2,7 +2,7 @@
 //! client, and this client translates at the frame layer so the rest of
 //! the host never sees a second protocol. It does no I/O and has no
 //! thread or lock of its own: the host loop (`src/engine/mcp.rs`) hands
-//! it the server's lines as the reader thread read them
+//! it the server's lines as the loop read them
 //! ([`McpClient::on_line`]), the host's frames as values
 //! ([`McpClient::on_host_frame`]) and the time; it answers with
 //! JSON-RPC lines for the server's stdin and zot frames the loop handles

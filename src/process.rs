@@ -1,7 +1,17 @@
-//! One extension process in its own process group, with two named
-//! threads: stdout -> frames -> the host's inbound channel (and stderr ->
-//! its rotating log, on the same thread), and outbox -> stdin (started
-//! only when the loop's direct write finds the pipe full).
+//! One extension process in its own process group. Its stdout is read
+//! by the thread that runs the loop, when poll(2) says it has something
+//! (non-blocking, so a read never waits), and parsed there; its stdin is
+//! written there too while the pipe has room. Two named threads do what
+//! would make the loop wait: stderr -> its rotating log, and outbox ->
+//! stdin (started only when the loop's direct write finds the pipe full).
+//!
+//! Why the loop reads stdout itself: a reader thread between the pipe and
+//! the loop is one more thread woken per frame. Pinned to one CPU a call
+//! then crossed caller -> extension -> reader -> caller, 3.6-3.8 context
+//! switches with wake-up preemption; read by the caller it is caller ->
+//! extension -> caller, as with a bare pipe. Nothing reads stdout while
+//! no thread runs the loop: the extension's writes wait in the pipe (and
+//! then it waits in its write) until one does.
 //!
 //! The process and its group die with the host (`watchdog.rs`, or
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
@@ -18,19 +28,15 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
-
-/// serde_json parses and drops a frame recursively: one at the depth
-/// limit (64) needs about 200 KiB in a debug build.
-const READER_STACK: usize = 512 * 1024;
 
 /// Longest wait for the reader to copy what is left of stderr (this
 /// long only on a CPU-starved machine).
@@ -39,11 +45,15 @@ const LOG_FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// The room of the reader's line buffer kept from one line to the next.
 const KEPT_LINE: usize = 64 * 1024;
 
+/// Most stdout lines read in one go: the loop then looks at the rest of
+/// its inputs before it reads on.
+const LINES_PER_READ: usize = 256;
+
 /// Reads of stderr still done after the stop: an escaped grandchild
 /// may write forever.
 const DRAIN_READS: usize = 64;
 
-/// What an extension's threads report to the host loop.
+/// What an extension's stdout and its writer thread report to the host loop.
 // Nearly every message is a frame: boxing it would cost an allocation each.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
@@ -62,7 +72,7 @@ pub(crate) enum Inbound {
     },
 }
 
-/// How the reader thread hands over what the process writes to stdout.
+/// How the loop takes what the process writes to stdout.
 #[derive(Clone, Copy)]
 pub(crate) enum Reading {
     /// As zot frames (SPEC 2).
@@ -107,8 +117,12 @@ pub(crate) struct ExtProcess {
     stop: Option<UnixStream>,
     /// Disconnects when the reader thread (which copies stderr) ends.
     log_done: Option<Receiver<()>>,
-    /// A copy of stdout's read end: it tells whether anything can still write.
-    stdout: Option<OwnedFd>,
+    /// Tags what it reads.
+    key: u64,
+    /// Read by the loop (`None` only while it starts).
+    stdout: Option<Stdout>,
+    reading: Reading,
+    log: ExtLog,
     /// Starts the writer thread at the first write the pipe refuses:
     /// most extensions never fill it.
     writer: Cell<Option<Box<dyn FnOnce() + Send>>>,
@@ -123,6 +137,33 @@ struct Io {
     log: ExtLog,
     inbound: BellSender<InboundMsg>,
     stop: Arc<UnixStream>,
+}
+
+/// Stdout's read end, non-blocking, with the line read so far.
+struct Stdout {
+    lines: LineReader<BufReader<File>>,
+    line: Vec<u8>,
+    /// End of file came, or a read failed: no more frames.
+    ended: bool,
+    /// A line-read process's pause was written to its log.
+    pause_logged: bool,
+}
+
+impl Stdout {
+    fn fd(&self) -> RawFd {
+        self.lines.get_ref().get_ref().as_raw_fd()
+    }
+}
+
+/// Whether the loop waits for an extension's stdout.
+pub(crate) enum Watch {
+    /// For this descriptor to be readable.
+    Fd(RawFd),
+    /// Not now: too much waits for its stdin ([`Reading::Lines`]); the
+    /// loop looks again soon.
+    Paused,
+    /// No more: it ended.
+    Ended,
 }
 
 /// Everything needed to start one extension process: owned, so a
@@ -181,11 +222,14 @@ impl ExtProcess {
             queued: Arc::new(AtomicUsize::new(0)),
             stop: None,
             log_done: None,
+            key,
             stdout: None,
+            reading,
+            log,
             writer: Cell::new(None),
             _tmp: confine.map(|c| c.tmp),
         };
-        if let Err(e) = proc.start_io(key, &name, &log, inbound, reading) {
+        if let Err(e) = proc.start_io(&name, inbound) {
             // Reaped here; dropping it then ends what is left of the group.
             let _ = proc.child.kill();
             let _ = proc.child.wait();
@@ -194,19 +238,22 @@ impl ExtProcess {
         Ok(proc)
     }
 
-    fn start_io(
-        &mut self,
-        key: u64,
-        name: &str,
-        log: &ExtLog,
-        inbound: BellSender<InboundMsg>,
-        reading: Reading,
-    ) -> io::Result<()> {
+    fn start_io(&mut self, name: &str, inbound: BellSender<InboundMsg>) -> io::Result<()> {
         let pipes = (self.child.stdin.take(), self.child.stdout.take());
         let (Some(stdin), Some(stdout)) = pipes else {
             return Err(io::Error::other("child pipes missing"));
         };
-        self.stdout = stdout.as_fd().try_clone_to_owned().ok();
+        let stdout = File::from(OwnedFd::from(stdout));
+        // The loop reads it when poll(2) says so; a read must never wait.
+        if !set_nonblocking(stdout.as_raw_fd()) {
+            return Err(io::Error::other("cannot make its stdout non-blocking"));
+        }
+        self.stdout = Some(Stdout {
+            lines: LineReader::new(BufReader::with_capacity(8 * 1024, stdout), MAX_LINE),
+            line: Vec::new(),
+            ended: false,
+            pause_logged: false,
+        });
         let (stop, stop_rx) = UnixStream::pair()?;
         self.stop = Some(stop);
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -216,8 +263,8 @@ impl ExtProcess {
         // the stop nor the loop; if that fails, the loop never writes.
         let nonblocking = set_nonblocking(stdin.as_raw_fd());
         let io = Io {
-            key,
-            log: log.clone(),
+            key: self.key,
+            log: self.log.clone(),
             inbound,
             stop: Arc::new(stop_rx),
         };
@@ -225,18 +272,15 @@ impl ExtProcess {
             self.direct = stdin.try_clone().ok();
         }
         let queued = self.queued.clone();
-        let unwritten = self.queued.clone();
         let (done, log_done) = crossbeam_channel::bounded::<()>(0);
         self.log_done = Some(log_done);
-        // A thread of its own would cost about 20 KB of memory per
-        // extension (stack, buffer, malloc arena) for a pipe that is
-        // mostly silent.
         let mut stderr = Stderr(self.child.stderr.take());
-        io.start("read", name, READER_STACK, move |io| {
-            read_stdout(io, stdout, &mut stderr, reading, &unwritten);
-            stderr.drain(io);
-            drop(done);
-        })?;
+        if stderr.0.is_some() {
+            io.start("log", name, 64 * 1024, move |io| {
+                stderr.drain(io);
+                drop(done);
+            })?;
+        }
         let name = name.to_owned();
         let writer = move || {
             let run = move |io: &Io| write_lines(io, stdin, rx, &queued);
@@ -295,11 +339,108 @@ impl ExtProcess {
     /// exited: a grandchild, perhaps escaped). When nothing can, the end
     /// of file follows whatever the pipe still holds.
     pub(crate) fn stdout_held(&self) -> bool {
-        let Some(fd) = &self.stdout else {
+        let Some(stdout) = &self.stdout else {
             return true;
         };
-        let mut fds = [pollfd(fd.as_raw_fd(), 0)];
+        let mut fds = [pollfd(stdout.fd(), 0)];
         !poll(&mut fds, 0) || fds[0].revents & libc::POLLHUP == 0
+    }
+
+    /// Whether, and for what, the loop waits on its stdout. A line-read
+    /// process is not read while more than `pause_over` bytes wait for
+    /// its stdin: what it writes may want answers, which would wait
+    /// without bound.
+    pub(crate) fn stdout_watch(&mut self) -> Watch {
+        let Some(stdout) = self.stdout.as_mut().filter(|s| !s.ended) else {
+            return Watch::Ended;
+        };
+        if let Reading::Lines { pause_over } = self.reading {
+            if self.queued.load(Ordering::Relaxed) > pause_over {
+                if !std::mem::replace(&mut stdout.pause_logged, true) {
+                    let limit = pause_over >> 20;
+                    self.log.line(&format!("not reading its stdin: its stdout is not read while more than {limit} MiB wait for it"));
+                }
+                return Watch::Paused;
+            }
+        }
+        Watch::Fd(stdout.fd())
+    }
+
+    /// Whether lines read from stdout wait in its buffer (the last read
+    /// stopped at [`LINES_PER_READ`]): the loop must not sleep on them.
+    pub(crate) fn stdout_buffered(&self) -> bool {
+        (self.stdout.as_ref()).is_some_and(|s| !s.ended && s.lines.buffered() > 0)
+    }
+
+    /// Reads what its stdout holds now, without waiting: frames or lines
+    /// (as [`Reading`] says), then [`Inbound::Eof`] at its end, into `out`.
+    /// Call it when poll(2) found it readable or [`Self::stdout_buffered`].
+    pub(crate) fn read_stdout(&mut self, out: &mut Vec<InboundMsg>) {
+        let (key, reading, log) = (self.key, self.reading, &self.log);
+        let Some(s) = self.stdout.as_mut().filter(|s| !s.ended) else {
+            return;
+        };
+        let mut push = |msg| out.push(InboundMsg { key, msg });
+        for _ in 0..LINES_PER_READ {
+            match s.lines.read_into(&mut s.line) {
+                Ok(Some(Filled::Line)) => {
+                    let line = &s.line;
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        match reading {
+                            Reading::Frames => match parse_ext_frame(line) {
+                                Ok(frame) => push(Inbound::Frame(frame)),
+                                Err(why) => log.line(&why),
+                            },
+                            Reading::Lines { .. } => push(Inbound::Line(line.to_vec())),
+                        }
+                    }
+                    // One buffer for every line; a long one's room is not kept.
+                    if s.line.capacity() > KEPT_LINE {
+                        s.line = Vec::new();
+                    }
+                    if let Reading::Lines { pause_over } = reading {
+                        if self.queued.load(Ordering::Relaxed) > pause_over {
+                            return;
+                        }
+                    }
+                }
+                // A frame too long to read: the request it answers fails at once.
+                Ok(Some(Filled::TooLong(len))) => {
+                    log.line(&format!(
+                        "dropped a {len}-byte line: longer than {MAX_LINE} bytes"
+                    ));
+                    let head = s.lines.discarded_head();
+                    match reading {
+                        Reading::Lines { .. } => push(Inbound::LineTooLong {
+                            len,
+                            head: head.to_vec(),
+                        }),
+                        Reading::Frames => {
+                            if let Some((kind, id)) = frame_head(head) {
+                                push(Inbound::Frame(ExtFrame::TooLong { kind, id, len }));
+                            }
+                        }
+                    }
+                }
+                Ok(None) => {
+                    s.ended = true;
+                    push(Inbound::Eof);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    log.line(&format!("reading stdout failed: {e}"));
+                    s.ended = true;
+                    push(Inbound::Eof);
+                    return;
+                }
+            }
+            // What is left waits in the pipe, and poll(2) says so: no
+            // read just to be told it would block.
+            if s.lines.buffered() == 0 {
+                return;
+            }
+        }
     }
 
     /// The exit status, once the process has exited (reaps it).
@@ -363,18 +504,6 @@ impl Io {
         }
     }
 
-    /// Waits while `busy` holds, looking again every 10 ms; true when
-    /// the stop came first.
-    fn stopped_while(&self, mut busy: impl FnMut() -> bool) -> bool {
-        while busy() {
-            let mut fds = [pollfd(self.stop.as_raw_fd(), libc::POLLIN)];
-            if poll(&mut fds, 10) && fds[0].revents != 0 {
-                return true;
-            }
-        }
-        false
-    }
-
     /// Waits until `fd` is ready for `events` (or has an error to
     /// report), `also` (-1: none) for reading, or the stop socket is
     /// closed: (ready, `also`'s poll(2) revents, stopped). Without
@@ -394,7 +523,7 @@ impl Io {
     }
 }
 
-fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
+pub(crate) fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
     libc::pollfd {
         fd,
         events,
@@ -404,7 +533,7 @@ fn pollfd(fd: RawFd, events: i16) -> libc::pollfd {
 
 /// poll(2) on `fds`, waiting up to `timeout_ms` (-1: for ever), again
 /// when interrupted; false when it failed.
-fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
     let len = fds.len() as libc::nfds_t;
     // SAFETY: `fds` is a live slice of `len` pollfd structs for the call;
     // poll(2) skips negative fds. std cannot wait on several descriptors
@@ -500,86 +629,6 @@ fn starts_with_shebang(exe: &Path) -> bool {
     let mut start = [0u8; 2];
     let read = File::open(exe).and_then(|mut f| f.read_exact(&mut start));
     read.is_ok() && start == *b"#!"
-}
-
-/// The reader thread: stdout lines, as frames or as lines (`reading`),
-/// to the host loop; meanwhile stderr to the log. `unwritten`: the bytes
-/// waiting for its stdin.
-fn read_stdout(
-    io: &Io,
-    pipe: ChildStdout,
-    stderr: &mut Stderr,
-    reading: Reading,
-    unwritten: &AtomicUsize,
-) {
-    let mut paused = false;
-    // False: stop reading (the host is gone).
-    let handle = |line: &[u8]| match reading {
-        Reading::Frames => match parse_ext_frame(line) {
-            Ok(frame) => io.report(Inbound::Frame(frame)),
-            Err(why) => {
-                io.log.line(&why);
-                true
-            }
-        },
-        Reading::Lines { pause_over } => {
-            if !io.report(Inbound::Line(line.to_vec())) {
-                return false;
-            }
-            let over = || unwritten.load(Ordering::Relaxed) > pause_over;
-            if over() && !std::mem::replace(&mut paused, true) {
-                let limit = pause_over >> 20;
-                io.log.line(&format!("not reading its stdin: its stdout is not read while more than {limit} MiB wait for it"));
-            }
-            !io.stopped_while(over)
-        }
-    };
-    let stdout = StopRead { pipe, stderr, io };
-    // A frame too long to read: the request it answers fails at once.
-    let dropped = |why: String, len: usize, head: &[u8]| {
-        io.log.line(&why);
-        match reading {
-            Reading::Lines { .. } => {
-                _ = io.report(Inbound::LineTooLong {
-                    len,
-                    head: head.to_vec(),
-                })
-            }
-            Reading::Frames => {
-                if let Some((kind, id)) = frame_head(head) {
-                    io.report(Inbound::Frame(ExtFrame::TooLong { kind, id, len }));
-                }
-            }
-        }
-    };
-    if let Err(e) = read_lines(stdout, dropped, handle) {
-        io.log.line(&format!("reading stdout failed: {e}"));
-    }
-    io.report(Inbound::Eof);
-}
-
-/// The stdout pipe, read only while the stop socket is open: a stop
-/// reads as end of file. While it waits, stderr goes to the log.
-struct StopRead<'a> {
-    pipe: ChildStdout,
-    stderr: &'a mut Stderr,
-    io: &'a Io,
-}
-
-impl Read for StopRead<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            let fd = self.pipe.as_raw_fd();
-            let (ready, stderr, stopped) = self.io.wait(fd, libc::POLLIN, self.stderr.fd(), true);
-            if stopped {
-                return Ok(0);
-            }
-            self.stderr.copy(self.io, stderr);
-            if ready {
-                return self.pipe.read(buf);
-            }
-        }
-    }
 }
 
 /// Hands each non-blank stdout line to `handle` until it returns false

@@ -139,12 +139,13 @@ impl Drop for Spawner {
 mod tests {
     use super::*;
     use crate::log::ExtLog;
-    use crate::process::{Inbound, InboundMsg, Reading};
+    use crate::process::{poll, pollfd, Inbound, InboundMsg, Reading, Watch};
     use crate::protocol::ExtFrame;
     use std::path::PathBuf;
     use std::time::Duration;
+    use std::time::Instant;
 
-    /// A start of `sh -c script` under `key`, its frames sent to `inbound`.
+    /// A start of `sh -c script` under `key`; its writer reports to `inbound`.
     fn sh(key: u64, script: &str, inbound: &Sender<InboundMsg>) -> Spawn {
         Spawn {
             key,
@@ -159,15 +160,31 @@ mod tests {
         }
     }
 
-    /// Waits for the hello of every key in `keys`, whatever their order.
-    fn hellos(inbound: &Receiver<InboundMsg>, keys: &[u64]) -> Vec<(u64, String)> {
-        let mut seen = Vec::new();
-        while seen.len() < keys.len() {
-            let msg = inbound
-                .recv_timeout(Duration::from_secs(60))
-                .expect("every started process says hello within 60 s");
-            if let Inbound::Frame(ExtFrame::Hello { name, .. }) = msg.msg {
-                seen.push((msg.key, name));
+    /// Reads the processes' stdout, as the loop does, until each said
+    /// hello: (key, name) of each, whatever their order.
+    fn hellos<'a>(procs: impl IntoIterator<Item = &'a mut ExtProcess>) -> Vec<(u64, String)> {
+        let mut procs: Vec<_> = procs.into_iter().collect();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut seen, mut read) = (Vec::new(), Vec::new());
+        while seen.len() < procs.len() {
+            assert!(
+                Instant::now() < deadline,
+                "every started process says hello within 60 s"
+            );
+            let mut fds: Vec<_> = (procs.iter_mut())
+                .filter_map(|p| match p.stdout_watch() {
+                    Watch::Fd(fd) => Some(pollfd(fd, libc::POLLIN)),
+                    _ => None,
+                })
+                .collect();
+            poll(&mut fds, 100);
+            for p in procs.iter_mut() {
+                p.read_stdout(&mut read);
+            }
+            for msg in read.drain(..) {
+                if let Inbound::Frame(ExtFrame::Hello { name, .. }) = msg.msg {
+                    seen.push((msg.key, name));
+                }
             }
         }
         seen.sort();
@@ -178,7 +195,7 @@ mod tests {
 
     #[test]
     fn results_keep_the_batch_order_and_a_failed_start_stays_in_its_place() {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, _rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(MAX_PARALLEL);
         let mut batch = Vec::new();
         for key in 0..8u64 {
@@ -207,7 +224,7 @@ mod tests {
         // Each process is the one its position asked for: its frames carry
         // its key and it says the name given at that position.
         let expected: Vec<(u64, String)> = keys.iter().map(|k| (*k, format!("ext{k}"))).collect();
-        assert_eq!(hellos(&rx, &keys), expected);
+        assert_eq!(hellos(procs.iter_mut().map(|(_, p)| p)), expected);
         assert_eq!(
             spawner.threads(),
             MAX_PARALLEL,
@@ -220,7 +237,7 @@ mod tests {
 
     #[test]
     fn one_cpu_means_one_spawning_thread_and_it_is_reused() {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, _rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(1);
         let mut procs = Vec::new();
         for first in [0u64, 3] {
@@ -237,7 +254,7 @@ mod tests {
         for p in &procs {
             assert!(p.send(b"go\n".to_vec()));
         }
-        assert_eq!(hellos(&rx, &[0, 1, 2, 3, 4, 5]).len(), 6);
+        assert_eq!(hellos(&mut procs).len(), 6);
         for p in procs {
             p.finish();
         }
@@ -245,7 +262,7 @@ mod tests {
 
     #[test]
     fn a_start_that_panics_fails_alone_and_the_thread_stays() {
-        let (tx, rx) = crossbeam_channel::unbounded();
+        let (tx, _rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(1);
         // A task that panics, as a bug in a start would.
         let (panicked, answer) = crossbeam_channel::bounded::<()>(0);
@@ -273,9 +290,9 @@ mod tests {
         let (started, _spawner) = result
             .recv_timeout(Duration::from_secs(60))
             .expect("the spawner answers after a start panicked, within 60 s");
-        let p = started.expect("one result").expect("/bin/sh starts");
+        let mut p = started.expect("one result").expect("/bin/sh starts");
         assert!(p.send(b"go\n".to_vec()));
-        assert_eq!(hellos(&rx, &[0]), [(0, "ext0".to_string())]);
+        assert_eq!(hellos([&mut p]), [(0, "ext0".to_string())]);
         p.finish();
     }
 }

@@ -1,7 +1,10 @@
-//! The driver: the one wait of the loop, for the extensions' frames, the
-//! embedder's requests and the engine's next deadline (on a doorbell their
-//! senders ring: `doorbell.rs`), and the engine's only way to the world. A [`Driver`] holds the engine, the channels
-//! it waits on and the extensions' processes (in a table indexed like
+//! The driver: the one wait of the loop, for the extensions' stdout, the
+//! embedder's requests and the engine's next deadline (one poll(2) over
+//! the stdout pipes and a doorbell the channels' senders ring:
+//! `doorbell.rs`), and the engine's only way to the world. The frames are
+//! read and parsed here, on the thread that runs the loop (`process.rs`
+//! says why). A [`Driver`] holds the engine, the channels it waits on and
+//! the extensions' processes (in a table indexed like
 //! the engine's extensions, with the spawner that starts them);
 //! [`Driver::turn`] waits once, hands the engine what came and carries
 //! out the [`Action`]s it queued, so whichever thread waits for an
@@ -18,7 +21,7 @@ use crate::confine::{Confinement, Places};
 use crate::discovery::{self, Status};
 use crate::doorbell::{self, BellSender, Doorbell};
 use crate::log::ExtLog;
-use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
+use crate::process::{poll, pollfd, ExtProcess, Inbound, InboundMsg, Spawn, Watch};
 use crate::spawner::Spawner;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{Receiver, RecvError, Sender, TryRecvError};
@@ -27,10 +30,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Parsed frames that may wait between the reader threads and the loop.
-/// Beyond it a reader blocks, its extension's stdout pipe fills and the
-/// extension blocks in its write: backpressure, not memory.
+/// Writer threads' reports that may wait for the loop.
 const INBOUND_FRAMES: usize = 256;
+
+/// How soon the loop looks again at a paused stdout ([`Watch::Paused`]):
+/// the writer thread that drains its stdin does not ring.
+const PAUSED_RECHECK: Duration = Duration::from_millis(10);
 
 /// Most messages handled per turn before frames are written.
 pub(crate) const BATCH: usize = 256;
@@ -53,7 +58,7 @@ pub(crate) struct Driver {
     engine: Engine,
     requests: Receiver<Request>,
     inbound: Receiver<InboundMsg>,
-    /// Handed to each process started, for its reader thread; held here,
+    /// Handed to each process started, for its writer thread; held here,
     /// so `inbound` never disconnects.
     inbound_tx: BellSender<InboundMsg>,
     builtin_results: Receiver<Request>,
@@ -73,6 +78,14 @@ pub(crate) struct Driver {
     spare: Vec<Action>,
     /// The stderr lines last printed about untrusted project extensions.
     trust_notices: Vec<String>,
+    /// A turn's wait: the stdouts it watches (poll(2)'s array) and the
+    /// extension of each; what was read from them. Kept between turns.
+    fds: Vec<libc::pollfd>,
+    watched: Vec<usize>,
+    read: Vec<InboundMsg>,
+    /// Turns in a row that found a message waiting, and so did not look
+    /// at the stdouts: every other one looks, without waiting.
+    busy_turns: u32,
     /// Starts extension processes. Last, so it is dropped after every
     /// process it started (its threads' end would kill them, SPEC 3.14).
     spawner: Spawner,
@@ -108,6 +121,10 @@ impl Driver {
             procs: Vec::new(),
             spare: Vec::new(),
             trust_notices: Vec::new(),
+            fds: Vec::new(),
+            watched: Vec::new(),
+            read: Vec::new(),
+            busy_turns: 0,
             spawner: Spawner::new(),
         };
         let now = Instant::now();
@@ -171,31 +188,97 @@ impl Driver {
             return (false, None);
         }
         let mut own = take_own(extra);
+        self.wait(deadline, extra, own.is_some());
         if own.is_none() {
-            let (inbound, requests) = (&self.inbound, &self.requests);
-            let builtin = &self.builtin_results;
-            // Whether anything is waiting (a disconnected channel's last
-            // sender rang the bell: the sleep below then does not park).
-            let ready = || {
-                !inbound.is_empty()
-                    || !requests.is_empty()
-                    || !builtin.is_empty()
-                    || !extra.is_empty()
-            };
-            // The next frame or request usually follows within
-            // microseconds, and waking a sleeping loop costs more (tens
-            // of µs across CPUs).
-            poll_briefly(self.engine.cfg.spin_before_sleep, ready);
-            // Parked at once, not after crossbeam's spinning and yielding:
-            // pinned to one CPU that is a context switch or two less per
-            // round trip (see `doorbell.rs`).
-            if !ready() {
-                self.bell.sleep(self.wake_at(deadline), ready);
-            }
             own = take_own(extra);
         }
+        self.take_stdouts();
         self.take_waiting();
         (!self.engine.is_done(), own)
+    }
+
+    /// Waits for a message on the channels or `extra`, a stdout to read,
+    /// the engine's next deadline or `deadline`; without waiting when
+    /// something already waits (`now_only`, say). Which stdouts can be
+    /// read is left in `fds`' `revents`.
+    fn wait<T>(&mut self, deadline: Option<Instant>, extra: &Receiver<T>, now_only: bool) {
+        self.fds.clear();
+        self.watched.clear();
+        let (mut paused, mut buffered) = (false, false);
+        for (idx, proc) in self.procs.iter_mut().enumerate() {
+            let Some(proc) = proc else { continue };
+            match proc.stdout_watch() {
+                Watch::Fd(fd) => {
+                    buffered |= proc.stdout_buffered();
+                    self.fds.push(pollfd(fd, libc::POLLIN));
+                    self.watched.push(idx);
+                }
+                Watch::Paused => paused = true,
+                Watch::Ended => {}
+            }
+        }
+        let mut wake = self.wake_at(deadline);
+        if paused {
+            let soon = Instant::now() + PAUSED_RECHECK;
+            wake = Some(wake.map_or(soon, |w| w.min(soon)));
+        }
+        let (inbound, requests) = (&self.inbound, &self.requests);
+        let builtin = &self.builtin_results;
+        // Whether a message is waiting (a disconnected channel's last
+        // sender rang the bell: the sleep below then does not wait).
+        let ready = || {
+            now_only
+                || buffered
+                || !inbound.is_empty()
+                || !requests.is_empty()
+                || !builtin.is_empty()
+                || !extra.is_empty()
+        };
+        if ready() {
+            // Handled first; the stdouts every other such turn, so a
+            // stream of messages cannot starve them.
+            self.busy_turns += 1;
+            if self.busy_turns % 2 == 1 || self.fds.is_empty() {
+                return;
+            }
+            poll(&mut self.fds, 0);
+            return;
+        }
+        self.busy_turns = 0;
+        // The next frame or request usually follows within
+        // microseconds, and waking a sleeping loop costs more (tens
+        // of µs across CPUs).
+        let spin = self.engine.cfg.spin_before_sleep;
+        if !spin.is_zero() {
+            let fds = &mut self.fds;
+            let mut readable = false;
+            poll_briefly(spin, || {
+                readable = !fds.is_empty() && poll(fds, 0) && fds.iter().any(|f| f.revents != 0);
+                readable || ready()
+            });
+            if readable || ready() {
+                return;
+            }
+        }
+        self.bell.sleep(wake, ready, &mut self.fds);
+    }
+
+    /// Reads the stdouts the wait found readable, and those with lines
+    /// still in their buffer, and hands the engine what they held.
+    fn take_stdouts(&mut self) {
+        let mut read = std::mem::take(&mut self.read);
+        for (fd, &idx) in self.fds.iter().zip(&self.watched) {
+            if let Some(proc) = self.procs.get_mut(idx).and_then(Option::as_mut) {
+                if fd.revents != 0 || proc.stdout_buffered() {
+                    proc.read_stdout(&mut read);
+                }
+            }
+        }
+        self.fds.clear();
+        for msg in read.drain(..) {
+            self.take(Came::Inbound(msg));
+        }
+        self.read = read;
     }
 
     /// Hands the engine what is waiting (up to [`BATCH`] messages) before
