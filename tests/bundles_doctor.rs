@@ -10,7 +10,8 @@
 mod common;
 
 use common::{
-    assert_fails_naming, assert_ok, stderr_of, stdout_of, write_manifest, zot, Rpc, TempDir,
+    assert_fails_naming, assert_ok, fixture_path, stderr_of, stdout_of, write_manifest,
+    write_manifest_text, zot, Rpc, TempDir,
 };
 use serde_json::{json, Value};
 use std::fs;
@@ -18,13 +19,6 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use zot_host::ExtensionState;
-
-/// A bundle shipped in `fixtures/bundles/`.
-fn bundle(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/bundles")
-        .join(name)
-}
 
 /// `zot ext <args>` with `$ZOT_HOME` = `t/home`, run in the project `t/proj`.
 fn ext(t: &TempDir, args: &[&str]) -> Output {
@@ -70,7 +64,13 @@ fn paths(v: &Value) -> Vec<PathBuf> {
 #[test]
 fn a_skill_bundle_installs_lists_its_skill_files_and_checks_without_a_process() {
     let t = TempDir::new("bundle-install");
-    let out = ext(&t, &["install", bundle("writing-skills").to_str().unwrap()]);
+    let out = ext(
+        &t,
+        &[
+            "install",
+            fixture_path("bundles/writing-skills").to_str().unwrap(),
+        ],
+    );
     assert_ok(&out);
 
     let rows = list_json(&t);
@@ -104,7 +104,10 @@ fn a_skill_bundle_installs_lists_its_skill_files_and_checks_without_a_process() 
 #[test]
 fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
     let t = TempDir::new("bundle-rpc");
-    let (theme, notes) = (bundle("dusk-theme"), bundle("notes-with-skill"));
+    let (theme, notes) = (
+        fixture_path("bundles/dusk-theme"),
+        fixture_path("bundles/notes-with-skill"),
+    );
     let mut rpc = Rpc::start(&t, &[theme.clone(), notes.clone()]);
     let list = rpc.call("1", json!({"type": "list"}));
     let exts = list["data"]["extensions"].as_array().expect("extensions");
@@ -142,7 +145,7 @@ fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
 #[test]
 fn the_session_lists_what_a_bundle_provides() {
     let t = TempDir::new("bundle-session");
-    let skills = bundle("writing-skills");
+    let skills = fixture_path("bundles/writing-skills");
     let args = ["--no-ext", "-e", skills.to_str().unwrap()];
     let (code, out) = common::run_zot(&t, &args, "/ext\n/quit\n");
     assert_eq!(code, Some(0), "{out:?}");
@@ -251,7 +254,10 @@ fn skills_outside_the_extension_directory_make_the_manifest_invalid() {
     assert!(!t.join("home/extensions/bad-skills").exists());
 
     // The host reports it and starts the rest.
-    let mut rpc = Rpc::start(&t, &[project.join("dotdot"), bundle("dusk-theme")]);
+    let mut rpc = Rpc::start(
+        &t,
+        &[project.join("dotdot"), fixture_path("bundles/dusk-theme")],
+    );
     let list = rpc.call("1", json!({"type": "list"}));
     let exts = list["data"]["extensions"].to_string();
     assert!(
@@ -266,11 +272,10 @@ fn a_manifest_with_neither_exec_skills_nor_theme_is_invalid() {
     let dir = t.join("proj/.zot/extensions/empty");
     fs::create_dir_all(dir.join("skills")).unwrap();
     fs::write(dir.join("skills/README.md"), "no skill here\n").unwrap();
-    fs::write(
-        dir.join("extension.json"),
+    write_manifest_text(
+        &dir,
         r#"{"name":"empty","version":"1.0.0","skills":["skills"]}"#,
-    )
-    .unwrap();
+    );
     let rows = list_json(&t);
     let status = row(&rows, "empty")["status"].as_str().unwrap().to_string();
     assert!(
@@ -288,7 +293,7 @@ fn xdg_state_home_is_where_zot_home_defaults_to() {
     let state = t.join("state");
     let out = zot()
         .args(["ext", "install"])
-        .arg(bundle("dusk-theme"))
+        .arg(fixture_path("bundles/dusk-theme"))
         .env_remove("ZOT_HOME")
         .env("XDG_STATE_HOME", &state)
         .env("HOME", t.join("home-dir"))
@@ -303,13 +308,6 @@ fn xdg_state_home_is_where_zot_home_defaults_to() {
         "not installed under $XDG_STATE_HOME/zot: {}",
         stderr_of(&out)
     );
-}
-
-/// A fixture of `fixtures/doctor/` or `fixtures/examples/`.
-fn fixture(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(path)
 }
 
 fn copy_into(from: &Path, to: &Path) {
@@ -341,17 +339,17 @@ fn entry<'a>(report: &'a Value, name: &str, scope: &str) -> &'a Value {
 fn doctor_reports_every_extension_as_the_host_started_it() {
     let t = TempDir::new("doctor");
     let (global, project) = (t.join("home/extensions"), t.join("proj/.zot/extensions"));
-    copy_into(&fixture("examples/hello-sh"), &global.join("hello-sh"));
-    copy_into(&fixture("doctor/crashes"), &global.join("crashes"));
-    copy_into(&fixture("doctor/quiet"), &global.join("quiet"));
-    copy_into(&fixture("doctor/quiet"), &project.join("quiet"));
+    copy_into(&fixture_path("examples/hello-sh"), &global.join("hello-sh"));
+    copy_into(&fixture_path("doctor/crashes"), &global.join("crashes"));
+    copy_into(&fixture_path("doctor/quiet"), &global.join("quiet"));
+    copy_into(&fixture_path("doctor/quiet"), &project.join("quiet"));
     copy_into(
-        &fixture("bundles/writing-skills"),
+        &fixture_path("bundles/writing-skills"),
         &global.join("writing-skills"),
     );
     fs::create_dir_all(global.join("broken")).unwrap();
     fs::write(global.join("broken/extension.json"), "{\"name\": ").unwrap();
-    copy_into(&fixture("examples/hello-py"), &global.join("off"));
+    copy_into(&fixture_path("examples/hello-py"), &global.join("off"));
     common::set_manifest_field(&global.join("off"), "enabled", json!(false));
 
     // The project's own copy runs, as in zot, only when trusted.
@@ -465,7 +463,7 @@ fn doctor_passes_when_nothing_failed_and_names_a_late_starter() {
         "slow",
         json!({"hello_delay_ms": 1500, "register": [common::command("later")]}),
     );
-    let theme_dir = bundle("dusk-theme");
+    let theme_dir = fixture_path("bundles/dusk-theme");
     let args = [
         "--no-ext",
         "-e",
@@ -492,7 +490,7 @@ fn doctor_passes_when_nothing_failed_and_names_a_late_starter() {
     let theme = entry(&report, "dusk-theme", "explicit");
     assert_eq!(
         theme["theme"],
-        bundle("dusk-theme")
+        fixture_path("bundles/dusk-theme")
             .join("themes/theme.json")
             .display()
             .to_string()

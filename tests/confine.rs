@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn probe_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/confine/probe.py")
+    fixture_path("confine/probe.py")
 }
 
 /// A test's world: a temporary HOME, ZOT_HOME and project, never the real ones.

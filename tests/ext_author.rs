@@ -7,16 +7,13 @@
 
 mod common;
 
-use common::{process_gone, read_pid, wait_for, write_manifest, zot, Rpc, TempDir};
+use common::{
+    fixture, fixture_path, process_gone, read_pid, wait_for, write_manifest, write_manifest_text,
+    zot, Rpc, TempDir,
+};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/check")
-        .join(name)
-}
 
 /// Runs `zot ext check` with `args`; ZOT_HOME is a fresh directory that
 /// the check must not touch.
@@ -105,7 +102,7 @@ fn statuses(report: &Value) -> Vec<String> {
 
 #[test]
 fn a_clean_extension_passes_every_rule() {
-    let (code, report) = patient_check_json(&fixture("clean"), &["--strict"]);
+    let (code, report) = patient_check_json(&fixture_path("check/clean"), &["--strict"]);
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(report["ok"], true);
     let all = statuses(&report);
@@ -137,7 +134,7 @@ fn a_clean_extension_passes_every_rule() {
 
 #[test]
 fn the_text_report_has_one_line_per_rule_with_times() {
-    let out = run_check(&[fixture("clean").to_str().unwrap()], &[]);
+    let out = run_check(&[fixture_path("check/clean").to_str().unwrap()], &[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}");
     let hello = text
@@ -158,7 +155,7 @@ fn the_text_report_has_one_line_per_rule_with_times() {
 fn json_report_shape() {
     // Without `ready` the check waits out the startup grace: 1 s, not 3.
     let grace = [("ZOT_STARTUP_TIMEOUT", "1".as_ref())];
-    let (code, report) = check_json_with(&fixture("no-ready"), &[], &grace);
+    let (code, report) = check_json_with(&fixture_path("check/no-ready"), &[], &grace);
     assert_eq!(code, 0, "a warning alone does not fail: {report:#}");
     for (key, kind) in [
         ("dir", "string"),
@@ -201,20 +198,23 @@ fn without_ready_a_warning_that_fails_only_with_strict() {
     // late one: a 1 s grace instead of 3 s (the warning comes once the
     // 250 ms idle watchdog would have fired, however late the names are).
     let grace = [("ZOT_STARTUP_TIMEOUT", "1".as_ref())];
-    let (code, report) = check_json_with(&fixture("no-ready"), &[], &grace);
+    let (code, report) = check_json_with(&fixture_path("check/no-ready"), &[], &grace);
     assert_eq!(code, 0);
     assert_finding(&report, "ready", "warn", "250 ms idle watchdog");
-    let (code, report) = check_json_with(&fixture("no-ready"), &["--strict"], &grace);
+    let (code, report) = check_json_with(&fixture_path("check/no-ready"), &["--strict"], &grace);
     assert_eq!(code, 1, "--strict fails on warnings: {report:#}");
     assert_eq!(report["ok"], false);
-    let out = run_check(&[fixture("no-ready").to_str().unwrap(), "--strict"], &grace);
+    let out = run_check(
+        &[fixture_path("check/no-ready").to_str().unwrap(), "--strict"],
+        &grace,
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("--strict: warnings fail"), "{text}");
 }
 
 #[test]
 fn a_stray_print_is_named_with_the_advice_to_use_stderr() {
-    let (code, report) = check_json(&fixture("stray-print"), &[]);
+    let (code, report) = check_json(&fixture_path("check/stray-print"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "stdout", "fail", "debug: registered everything");
     let hint = report["checks"]
@@ -231,7 +231,7 @@ fn a_stray_print_is_named_with_the_advice_to_use_stderr() {
 
 #[test]
 fn a_line_printed_while_exiting_is_still_caught() {
-    let (code, report) = check_json(&fixture("prints-at-exit"), &[]);
+    let (code, report) = check_json(&fixture_path("check/prints-at-exit"), &[]);
     assert_eq!(code, 1, "{report:#}");
     assert_finding(&report, "shutdown", "pass", "shutdown_ack");
     assert_finding(&report, "stdout", "fail", "goodbye!");
@@ -239,17 +239,17 @@ fn a_line_printed_while_exiting_is_still_caught() {
 
 #[test]
 fn a_hello_name_unlike_the_manifest_and_disabled_are_warnings() {
-    let (code, report) = check_json(&fixture("misnamed"), &[]);
+    let (code, report) = check_json(&fixture_path("check/misnamed"), &[]);
     assert_eq!(code, 0, "{report:#}");
     assert_finding(&report, "hello", "warn", "hello says \"other-name\"");
     assert_finding(&report, "manifest", "warn", "\"enabled\": false");
-    let (code, _) = check_json(&fixture("misnamed"), &["--strict"]);
+    let (code, _) = check_json(&fixture_path("check/misnamed"), &["--strict"]);
     assert_eq!(code, 1);
 }
 
 #[test]
 fn a_missing_interpreter_is_explained() {
-    let (code, report) = check_json(&fixture("bad-shebang"), &[]);
+    let (code, report) = check_json(&fixture_path("check/bad-shebang"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "spawn", "fail", "cannot start");
     let hint = first_check(&report, "spawn")["hint"].as_str().unwrap_or("");
@@ -258,7 +258,7 @@ fn a_missing_interpreter_is_explained() {
 
 #[test]
 fn registering_before_hello_fails_the_handshake() {
-    let (code, report) = check_json(&fixture("no-hello"), &[]);
+    let (code, report) = check_json(&fixture_path("check/no-hello"), &[]);
     assert_eq!(code, 1);
     assert_finding(
         &report,
@@ -274,7 +274,7 @@ fn registering_before_hello_fails_the_handshake() {
 
 #[test]
 fn a_malformed_hello_is_named() {
-    let (code, report) = check_json(&fixture("bad-hello"), &[]);
+    let (code, report) = check_json(&fixture_path("check/bad-hello"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "hello", "fail", "no valid hello");
     assert_finding(&report, "stdout", "fail", "field `name`");
@@ -289,12 +289,15 @@ fn a_malformed_hello_is_named() {
 
 #[test]
 fn an_exit_before_hello_shows_the_exit_status_and_stderr() {
-    let (code, report) = check_json(&fixture("crash-before-hello"), &[]);
+    let (code, report) = check_json(&fixture_path("check/crash-before-hello"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "hello", "fail", "exit code 3");
     let tail = report["stderr_tail"].to_string();
     assert!(tail.contains("cannot read config.toml"), "tail: {tail}");
-    let out = run_check(&[fixture("crash-before-hello").to_str().unwrap()], &[]);
+    let out = run_check(
+        &[fixture_path("check/crash-before-hello").to_str().unwrap()],
+        &[],
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("| crash-before-hello: cannot read config.toml"),
@@ -304,7 +307,7 @@ fn an_exit_before_hello_shows_the_exit_status_and_stderr() {
 
 #[test]
 fn an_extension_that_ignores_shutdown_fails_and_is_stopped() {
-    let (code, report) = check_json(&fixture("ignores-shutdown"), &[]);
+    let (code, report) = check_json(&fixture_path("check/ignores-shutdown"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "shutdown", "fail", "no shutdown_ack");
     // It ignores SIGTERM too; check kills it, so nothing is left.
@@ -315,7 +318,7 @@ fn an_extension_that_ignores_shutdown_fails_and_is_stopped() {
 fn a_surviving_grandchild_fails_and_is_killed() {
     let tmp = TempDir::new("check-gc");
     let pid_file = tmp.join("pid");
-    let dir = fixture("grandchild");
+    let dir = fixture_path("check/grandchild");
     let out = run_check(
         &[dir.to_str().unwrap(), "--json"],
         &[("PID_FILE", pid_file.as_os_str())],
@@ -335,7 +338,7 @@ fn a_surviving_grandchild_fails_and_is_killed() {
 
 #[test]
 fn broken_schemas_are_named() {
-    let (code, report) = check_json(&fixture("broken-schema"), &[]);
+    let (code, report) = check_json(&fixture_path("check/broken-schema"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "tool fine", "pass", "JSON Schema object");
     assert_finding(&report, "tool not_object", "fail", "not a JSON object");
@@ -351,7 +354,7 @@ fn broken_schemas_are_named() {
 
 #[test]
 fn bad_names_duplicates_descriptions_and_subscriptions() {
-    let (code, report) = check_json(&fixture("bad-names"), &[]);
+    let (code, report) = check_json(&fixture_path("check/bad-names"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "command /two words", "fail", "whitespace");
     assert_finding(&report, "command /twice", "fail", "registered twice");
@@ -373,7 +376,7 @@ fn bad_names_duplicates_descriptions_and_subscriptions() {
 fn an_intercept_without_answer_fails_after_the_limit() {
     // The host's intercept limit (5 s, SPEC 3.8) set to 1 s.
     let limit = [("ZOT_INTERCEPT_TIMEOUT", "1".as_ref())];
-    let (code, report) = check_json_with(&fixture("silent-guard"), &[], &limit);
+    let (code, report) = check_json_with(&fixture_path("check/silent-guard"), &[], &limit);
     assert_eq!(code, 1);
     assert_finding(
         &report,
@@ -385,7 +388,7 @@ fn an_intercept_without_answer_fails_after_the_limit() {
 
 #[test]
 fn a_missing_exec_and_a_missing_manifest() {
-    let (code, report) = check_json(&fixture("missing-exec"), &[]);
+    let (code, report) = check_json(&fixture_path("check/missing-exec"), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "exec", "fail", "no such file");
     assert!(findings(&report, "hello").is_empty(), "not started");
@@ -405,11 +408,10 @@ fn a_missing_exec_and_a_missing_manifest() {
 #[test]
 fn an_invalid_manifest_names_the_field() {
     let dir = TempDir::new("check-invalid");
-    std::fs::write(
-        dir.join("extension.json"),
+    write_manifest_text(
+        dir.path(),
         r#"{"name": "x", "exec": "./x", "enabled": "yes"}"#,
-    )
-    .unwrap();
+    );
     let (code, report) = check_json(dir.path(), &[]);
     assert_eq!(code, 1);
     assert_finding(&report, "manifest", "fail", "invalid type");
@@ -418,7 +420,7 @@ fn an_invalid_manifest_names_the_field() {
 #[test]
 fn call_and_command_run_and_their_answers_are_checked() {
     let (code, report) = check_json(
-        &fixture("probes"),
+        &fixture_path("check/probes"),
         &[
             "--call",
             "echo",
@@ -461,7 +463,7 @@ fn call_and_command_run_and_their_answers_are_checked() {
 
 #[test]
 fn usage_errors_exit_2() {
-    let clean = fixture("clean");
+    let clean = fixture_path("check/clean");
     let clean = clean.to_str().unwrap();
     for args in [
         vec![clean, "--call", "add", "not json"],
@@ -799,7 +801,7 @@ fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
 fn a_late_ready_is_not_reported_as_missing() {
     let t = TempDir::new("check-late");
     let dir = t.join("late");
-    let ext = fixture("no-ready").join("../../testext/ext.py");
+    let ext = fixture();
     let cfg = json!({"name": "late", "register_delay_ms": 800,
         "register": [{"type": "register_command", "name": "hi", "description": "hi command"}]});
     let manifest = json!({"name": "late", "exec": ext, "args": [cfg.to_string()]});

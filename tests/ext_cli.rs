@@ -5,7 +5,7 @@ mod common;
 
 use common::{
     append, assert_fails_naming, assert_ok, git, git_repo, installed, list_rows, manifest_text,
-    run_bounded, status_of, stderr_of, stdout_of, Project, TempDir, DEADLINE,
+    run_bounded, status_of, stderr_of, stdout_of, write_manifest_text, Project, TempDir, DEADLINE,
 };
 use serde_json::Value;
 use std::fs;
@@ -73,15 +73,10 @@ fn make_ext(dir: &Path, name: &str) {
     fs::create_dir_all(dir).unwrap();
     let manifest =
         format!(r#"{{"name":"{name}","version":"1.0.0","exec":"./run.sh","language":"sh"}}"#);
-    fs::write(dir.join("extension.json"), manifest).unwrap();
+    write_manifest_text(dir, &manifest);
     fs::write(dir.join("run.sh"), "#!/bin/sh\necho hi\n").unwrap();
     fs::set_permissions(dir.join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("run.sh", dir.join("start")).unwrap();
-}
-
-fn write_manifest(dir: &Path, text: &str) {
-    fs::create_dir_all(dir).unwrap();
-    fs::write(dir.join("extension.json"), text).unwrap();
 }
 
 fn mode(path: &Path) -> u32 {
@@ -235,7 +230,7 @@ fn git_repository_without_a_manifest_leaves_nothing_behind() {
 fn local_directory_with_a_broken_manifest_leaves_nothing_behind() {
     let w = World::new("broken-src");
     let src = w.root.join("src");
-    write_manifest(&src, r#"{"name":"no exec"}"#);
+    write_manifest_text(&src, r#"{"name":"no exec"}"#);
     let out = w.zot(&["install", src.to_str().unwrap()]);
     assert_fails(&out, &src.join("extension.json").display().to_string());
     assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
@@ -263,14 +258,14 @@ fn other_git_transports_are_refused_without_running_anything() {
 fn list_shows_invalid_disabled_and_shadowed_extensions() {
     let w = World::new("list");
     let g = w.global();
-    write_manifest(
+    write_manifest_text(
         &g.join("a"),
         r#"{"name":"a","exec":"./a","version":"1","description":"global a"}"#,
     );
-    write_manifest(&g.join("b"), r#"{"name":"b","exec":"./b","enabled":false}"#);
-    write_manifest(&g.join("broken"), "{ not json");
-    write_manifest(&g.join("noexec"), r#"{"name":"noexec","version":"0.1"}"#);
-    write_manifest(
+    write_manifest_text(&g.join("b"), r#"{"name":"b","exec":"./b","enabled":false}"#);
+    write_manifest_text(&g.join("broken"), "{ not json");
+    write_manifest_text(&g.join("noexec"), r#"{"name":"noexec","version":"0.1"}"#);
+    write_manifest_text(
         &w.project().join("a"),
         r#"{"name":"a","exec":"./a","language":"go"}"#,
     );
@@ -382,7 +377,7 @@ fn enable_and_disable_change_only_the_enabled_field() {
   ]
 }
 "#;
-    write_manifest(&dir, original);
+    write_manifest_text(&dir, original);
     let path = dir.join("extension.json");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
 
@@ -423,7 +418,7 @@ fn enable_and_disable_edit_the_text_in_place() {
         r#""list":[{"enabled":true},[1,{"enabled":true}]]},"#,
         r#""text":"\"enabled\": true,","enabled" :  true ,"args":["--x"]}"#
     );
-    write_manifest(&dir, original);
+    write_manifest_text(&dir, original);
     let path = dir.join("extension.json");
 
     assert_ok(&w.zot(&["disable", "keep"]));
@@ -441,7 +436,7 @@ fn disable_without_an_enabled_field_adds_it_and_finds_manifest_names() {
     let w = World::new("enable-append");
     let path = w.global().join("dir-name/extension.json");
     let compact = r#"{"name":"real","exec":"x","q":null,"o":{"enabled":true}}"#;
-    write_manifest(&w.global().join("dir-name"), compact);
+    write_manifest_text(&w.global().join("dir-name"), compact);
     // Already enabled by default: nothing to write.
     let out = w.zot(&["enable", "real"]);
     assert_ok(&out);
@@ -472,7 +467,7 @@ fn disable_without_an_enabled_field_adds_it_and_finds_manifest_names() {
 #[test]
 fn enable_uses_the_project_copy_when_there_is_no_global_one() {
     let w = World::new("enable-project");
-    write_manifest(
+    write_manifest_text(
         &w.project().join("p"),
         r#"{"name":"p","exec":"x","enabled":false}"#,
     );
@@ -738,15 +733,9 @@ fn stale_scratch_directories_of_dead_processes_are_cleaned_up() {
     scratch(".cache".into()); // not ours
                               // `install --force` killed after moving the old copy aside: it comes back.
     let old = root.join(format!(".old-{dead}-0-weather"));
-    fs::create_dir_all(&old).expect("old dir");
-    fs::write(old.join("extension.json"), manifest_text("weather")).expect("old manifest");
+    write_manifest_text(&old, &manifest_text("weather"));
     // Killed after the new copy went in: the old one is just deleted.
-    fs::create_dir_all(w.global_ext("sun")).expect("sun");
-    fs::write(
-        w.global_ext("sun").join("extension.json"),
-        manifest_text("sun"),
-    )
-    .expect("sun manifest");
+    write_manifest_text(&w.global_ext("sun"), &manifest_text("sun"));
     scratch(format!(".old-{dead}-1-sun"));
 
     let out = w.zot(&["ext", "list"]);
@@ -777,7 +766,7 @@ fn install_from_a_local_bare_repository_clones_it() {
     let w = Project::new("bare");
     let work = w.tmp.join("work");
     git_repo(&work, |d| {
-        fs::write(d.join("extension.json"), manifest_text("weather")).expect("manifest");
+        write_manifest_text(d, &manifest_text("weather"));
         fs::write(d.join("README"), "a weather extension\n").expect("readme");
     });
     let repos = w.tmp.join("repos");
@@ -834,7 +823,7 @@ fn an_install_killed_mid_copy_is_cleaned_up_by_the_next_command() {
     for files in [4_000, 20_000, 60_000] {
         let src = w.tmp.join(&format!("big-{files}"));
         fs::create_dir_all(src.join("data")).expect("src");
-        fs::write(src.join("extension.json"), manifest_text("big")).expect("manifest");
+        write_manifest_text(&src, &manifest_text("big"));
         for i in 0..files {
             fs::write(src.join("data").join(i.to_string()), "x").expect("file");
         }

@@ -605,10 +605,7 @@ fn a_late_extension_keeps_loading_and_announces_itself() {
 fn exec_is_resolved_without_a_shell_and_runs_in_its_directory() {
     let t = TempDir::new("exec");
     let manifest = |dir: &std::path::Path, name: &str, exec: &str, args: Vec<String>| {
-        std::fs::create_dir_all(dir).unwrap();
-        let m = json!({"name": name, "exec": exec, "args": args});
-        std::fs::write(dir.join("extension.json"), m.to_string()).unwrap();
-        dir.to_path_buf()
+        write_manifest(dir, &json!({"name": name, "exec": exec, "args": args}))
     };
     let cfg_arg = |name: &str| {
         json!({"name": name, "report_cwd": t.join(&format!("{name}.cwd"))}).to_string()
@@ -868,28 +865,6 @@ fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
 // startup to end (SPEC 3.14), but pending restarts end when it arrives,
 // and a crash after it is not restarted.
 
-/// `fixtures/supervision/ext.py` as extension `name` configured by `cfg`;
-/// its starts are counted in `t/name.starts`.
-fn ext(t: &TempDir, name: &str, cfg: Value) -> PathBuf {
-    let dir = t.join(name);
-    std::fs::create_dir_all(&dir).expect("create ext dir");
-    let mut cfg = cfg;
-    cfg["name"] = json!(name);
-    cfg["starts"] = json!(t.join(&format!("{name}.starts")));
-    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/supervision/ext.py");
-    let manifest = json!({"name": name, "exec": exec, "args": [cfg.to_string()]});
-    write_manifest(&dir, &manifest);
-    dir
-}
-
-fn starts(t: &TempDir, name: &str) -> Vec<u32> {
-    std::fs::read_to_string(t.join(&format!("{name}.starts")))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
 #[test]
 fn a_shutdown_during_startup_cancels_restarts_at_once() {
     let t = TempDir::new("life-shutdown");
@@ -897,10 +872,10 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
     // waits for it at any start but the first, and a line already in its
     // starts file makes its first start count as the second.
     let release = t.join("release");
-    std::fs::write(t.join("held.starts"), "0\n").expect("seed starts");
-    let held = ext(&t, "held", json!({"hold_restarts": release}));
-    let crasher = ext(&t, "a", json!({"crash_starts": 1}));
-    let victim = ext(&t, "b", json!({}));
+    std::fs::write(starts_file(&t, "held"), "0\n").expect("seed starts");
+    let held = supervised_ext(&t, "held", json!({"hold_restarts": release}), json!({}));
+    let crasher = supervised_ext(&t, "a", json!({"crash_starts": 1}), json!({}));
+    let victim = supervised_ext(&t, "b", json!({}), json!({}));
     let mut cfg = config(&t, &[held, crasher, victim]);
     // Far longer than the test: a restart only happens if nothing cancels
     // it, and the startup ends only when `held` is released.
@@ -958,7 +933,7 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
 /// with `grace`, every exit grace is that many seconds
 /// (`$ZOT_EXIT_GRACE`).
 fn start_burst(t: &TempDir, cfg: Value, grace: Option<&str>) -> Rpc {
-    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/exit-ordering/burst.py");
+    let exec = fixture_path("exit-ordering/burst.py");
     let dir = t.join("burst");
     let manifest = json!({"name": "burst", "exec": exec, "args": [cfg.to_string()],
                           "restart": "never"});
@@ -1137,7 +1112,7 @@ fn answers_to_other_requests_are_dropped_and_leave_them_pending() {
         json!({"record": rec, "register": [command("slow")], "commands": {"slow": {"hang": true}}}),
     );
     let thief = t.join("thief");
-    let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pending/thief.py");
+    let exe = fixture_path("pending/thief.py");
     let manifest = json!({"name": "thief", "exec": exe});
     write_manifest(&thief, &manifest);
     let mut cfg = config(&t, &[a, thief]);
@@ -1928,7 +1903,7 @@ fn the_session_cancels_a_request_pending_at_sigterm() {
 
 fn order_ext(t: &TempDir) -> PathBuf {
     let dir = t.join("order");
-    let exec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/order/after.py");
+    let exec = fixture_path("order/after.py");
     let manifest = json!({"name": "order", "version": "1.0.0", "exec": exec});
     write_manifest(&dir, &manifest);
     dir

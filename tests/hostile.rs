@@ -20,7 +20,7 @@ fn replay_ext(t: &TempDir, garbage: &[u8]) -> PathBuf {
     let dir = t.join("replay");
     std::fs::create_dir_all(&dir).expect("create ext dir");
     std::fs::write(dir.join("garbage"), garbage).expect("write garbage");
-    let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile/replay.py");
+    let exe = fixture_path("hostile/replay.py");
     let manifest = json!({"name": "replay", "exec": exe, "args": [dir.join("garbage")]});
     write_manifest(&dir, &manifest);
     dir
@@ -111,9 +111,7 @@ fn deep_rpc_requests_get_a_parse_error() {
 /// with `args`.
 fn script_ext(t: &TempDir, name: &str, script: &str, args: &[&Path]) -> PathBuf {
     let dir = t.join(name);
-    let exe = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/hostile")
-        .join(script);
+    let exe = fixture_path("hostile").join(script);
     let manifest = json!({"name": name, "exec": exe, "args": args});
     write_manifest(&dir, &manifest);
     dir
@@ -279,17 +277,9 @@ fn a_flooding_extension_keeps_its_logs_bounded() {
 /// An extension directory whose manifest runs `fixtures/hostile2/<script>`
 /// with `args`; `extra` fields are added to the manifest.
 fn hostile_ext(t: &TempDir, name: &str, script: &str, args: &[&str], extra: Value) -> PathBuf {
-    let dir = t.join(name);
-    std::fs::create_dir_all(&dir).expect("create ext dir");
-    let exe = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/hostile2")
-        .join(script);
-    let mut manifest = json!({"name": name, "exec": exe, "args": args});
-    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
-        m.extend(extra.clone());
-    }
-    write_manifest(&dir, &manifest);
-    dir
+    let exe = fixture_path("hostile2").join(script);
+    let manifest = json!({"name": name, "exec": exe, "args": args});
+    write_manifest(&t.join(name), &with_fields(manifest, &extra))
 }
 
 /// A host that, when dropped, stops without waiting for the requests
@@ -978,7 +968,7 @@ fn random_frames_never_stop_the_reader() {
     let dir = t.join("replay");
     std::fs::create_dir_all(&dir).expect("create ext dir");
     std::fs::write(dir.join("garbage"), &garbage).expect("write garbage");
-    let exe = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hostile/replay.py");
+    let exe = fixture_path("hostile/replay.py");
     let manifest = json!({"name": "replay", "exec": exe, "args": [dir.join("garbage")]});
     write_manifest(&dir, &manifest);
     let mut rpc = Rpc::start(&t, &[dir]);

@@ -21,10 +21,6 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-fn fixture(name: &str) -> PathBuf {
-    fixture_path("hostile-inputs").join(name)
-}
-
 /// `zot mcp --no-ext -e EXT...` over pipes, with its own ZOT_HOME.
 fn mcp(t: &TempDir, exts: &[PathBuf]) -> Rpc {
     Rpc::spawn(&mut Rpc::mcp_command(t, exts, 30))
@@ -58,7 +54,10 @@ fn mcp_drops_notes_for_a_client_that_stops_reading_and_memory_stays_bounded() {
     let t = TempDir::new("hostile-mcp-unread");
     let done = t.join("flood.done");
     // A client that really stops reading: 64 lines ahead at most.
-    let mut rpc = Rpc::spawn_within(&mut Rpc::mcp_command(&t, &[fixture("flood")], 30), Some(64));
+    let mut rpc = Rpc::spawn_within(
+        &mut Rpc::mcp_command(&t, &[fixture_path("hostile-inputs/flood")], 30),
+        Some(64),
+    );
     rpc.mcp_initialize("2025-06-18");
     // From here on nothing is read until the flood is written.
     let args = json!({"count": FLOOD_NOTES, "size": FLOOD_NOTE_BYTES, "done": done});
@@ -180,7 +179,7 @@ fn mcp_refuses_a_request_whose_id_is_already_in_flight() {
     // while the first is still running gets an error for the second,
     // not silence (its answer could not be told from the first's).
     let t = TempDir::new("hostile-mcp-dup-id");
-    let mut rpc = mcp(&t, &[fixture("flood")]);
+    let mut rpc = mcp(&t, &[fixture_path("hostile-inputs/flood")]);
     rpc.mcp_initialize("2025-06-18");
     call_tool(&mut rpc, 7, "slow", json!({"ms": 3000}));
     call_tool(&mut rpc, 7, "slow", json!({"ms": 0}));
@@ -228,7 +227,7 @@ fn gone_reader(args: &[&str], before: &str, seen: &str, after: &str) {
     let mut child = zot()
         .args(args)
         .args(["--no-ext", "-e"])
-        .arg(fixture("flood"))
+        .arg(fixture_path("hostile-inputs/flood"))
         .arg("--cwd")
         .arg(t.path())
         .env("ZOT_HOME", t.join("home"))
@@ -388,7 +387,7 @@ fn a_relative_zot_home_works_for_installed_extensions() {
     let t = TempDir::new("hostile-relative-home");
     let out = zot()
         .args(["ext", "install"])
-        .arg(fixture("flood"))
+        .arg(fixture_path("hostile-inputs/flood"))
         .current_dir(t.path())
         .env("ZOT_HOME", "state")
         .output()
@@ -465,7 +464,7 @@ fn a_zot_home_that_is_a_file_costs_the_logs_not_the_host() {
     // which log on stderr, writes its log lines there, and keeps working.
     let t = TempDir::new("hostile-home-file");
     std::fs::write(t.join("home"), "not a directory").expect("write the file");
-    let mut rpc = Rpc::start(&t, &[fixture("flood")]);
+    let mut rpc = Rpc::start(&t, &[fixture_path("hostile-inputs/flood")]);
     let r = rpc.call(
         "1",
         json!({"type": "tool_call", "name": "slow", "args": {}}),
@@ -634,8 +633,7 @@ fn text_from_extension_files_reaches_the_terminal_inert() {
     // before it ever runs. Every such text is shown in caret notation.
     let t = TempDir::new("hostile-escapes-in-files");
     let project = t.join(".zot/extensions").join(EVIL);
-    std::fs::create_dir_all(&project).expect("create the project extension");
-    std::fs::write(project.join("extension.json"), r#"{"name": "#).expect("write");
+    write_manifest_text(&project, r#"{"name": "#);
     let src = t.join("src");
     let manifest = json!({"name": "evil", "exec": "./missing", "version": EVIL,
                           "description": EVIL, "enabled": false});
@@ -687,7 +685,7 @@ fn zot_ext_says_plainly_that_a_zot_home_file_is_not_a_directory() {
     let home = t.join("home");
     std::fs::write(&home, "not a directory").expect("write the file");
     let want = format!("$ZOT_HOME ({}) is not a directory", home.display());
-    let flood = fixture("flood");
+    let flood = fixture_path("hostile-inputs/flood");
     let flood = flood.to_str().expect("utf-8 path");
     for args in [
         &["ext", "list"][..],
@@ -722,7 +720,11 @@ fn a_relative_ext_path_from_an_embedder_starts() {
     );
     let host = start_ready(config(&t, &[relative]));
     let list = host.list().expect("list");
-    assert_eq!(list.extensions[0].dir, fixture("flood"), "made absolute");
+    assert_eq!(
+        list.extensions[0].dir,
+        fixture_path("hostile-inputs/flood"),
+        "made absolute"
+    );
     let call = zot_host::ToolRequest {
         name: "slow".into(),
         args: json!({}),
@@ -778,17 +780,15 @@ fn hostile_project(w: &Project) {
     fs::create_dir_all(&fifo).expect("fifo dir");
     mkfifo(&fifo.join("extension.json"));
     let big = w.project_ext("big");
-    fs::create_dir_all(&big).expect("big dir");
     let padded = format!(
         "{}{}",
         manifest_text("big"),
         " ".repeat(2 << 20) // valid JSON, just too large
     );
-    fs::write(big.join("extension.json"), padded).expect("big manifest");
+    write_manifest_text(&big, &padded);
     let bom = w.project_ext("bom");
-    fs::create_dir_all(&bom).expect("bom dir");
     let with_bom = format!("\u{feff}{}", manifest_text("bom"));
-    fs::write(bom.join("extension.json"), with_bom).expect("bom manifest");
+    write_manifest_text(&bom, &with_bom);
 }
 
 #[test]
@@ -880,8 +880,7 @@ fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
     );
 
     let big = w.tmp.join("src-big");
-    fs::create_dir_all(&big).expect("src");
-    fs::write(big.join("extension.json"), " ".repeat(2 << 20)).expect("big");
+    write_manifest_text(&big, &" ".repeat(2 << 20));
     let out = w.zot(&["ext", "install", big.to_str().expect("utf-8 path")]);
     assert_fails_naming(&out, &["extension.json", "larger than 1048576 bytes"]);
 
@@ -893,9 +892,8 @@ fn ext_install_refuses_a_manifest_that_is_not_a_small_regular_file() {
     assert!(w.installed().is_empty(), "left behind: {:?}", w.installed());
 
     let bom = w.tmp.join("src-bom");
-    fs::create_dir_all(&bom).expect("src");
     let text = format!("\u{feff}{}", manifest_text("bommed"));
-    fs::write(bom.join("extension.json"), text).expect("bom manifest");
+    write_manifest_text(&bom, &text);
     assert_ok(&w.zot(&["ext", "install", bom.to_str().expect("utf-8 path")]));
     assert_eq!(w.installed(), ["bommed"]);
     // And disable keeps the mark while editing the field.

@@ -16,14 +16,10 @@ use std::process::Command;
 use std::time::Duration;
 use zot_host::HostEvent;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-servers")
-}
-
 /// The Python SDK 2.x server of fixtures/mcp-servers/py2.
 fn py2_server(dir: &Path) -> PathBuf {
     let python = mcp_deps().join("py2/bin/python");
-    let script = fixtures().join("py2/server.py");
+    let script = fixture_path("mcp-servers/py2/server.py");
     mcp_manifest(
         dir,
         "py2",
@@ -35,7 +31,7 @@ fn py2_server(dir: &Path) -> PathBuf {
 
 fn corners(dir: &Path, args: &[&str]) -> PathBuf {
     let python = which("python3");
-    let script = fixtures().join("corners.py");
+    let script = fixture_path("mcp-servers/corners.py");
     let mut argv = vec![script.to_str().expect("utf-8")];
     argv.extend(args);
     mcp_manifest(dir, "corners", &python, &argv, json!({}))
@@ -657,7 +653,7 @@ fn zot_ext_list_shows_protocol_and_prefix() {
 fn zot_mcp_serves_an_mcp_server_behind_zot_guards() {
     let t = TempDir::new("mcp-bridge");
     let ev = everything_server(&t.join("ev"));
-    let clients = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/mcp-clients");
+    let clients = fixture_path("mcp-clients");
     let guard = clients.join("exts/guard");
     let args = json!(["mcp", "--no-ext", "--cwd", t.path(), "-e", guard, "-e", ev]);
     let python = mcp_deps().join("py2/bin/python");
@@ -709,7 +705,7 @@ fn hostile_rpc(t: &TempDir, mode: &str, more: &[&Path]) -> Rpc {
 /// The command [`hostile_rpc`] runs.
 fn hostile_cmd(t: &TempDir, mode: &str, more: &[&Path]) -> Command {
     let python = which("python3");
-    let script = fixtures().join("hostile.py");
+    let script = fixture_path("mcp-servers/hostile.py");
     let mut args = vec![script.to_str().expect("utf-8"), mode];
     args.extend(more.iter().map(|p| p.to_str().expect("utf-8")));
     let restart = json!({"restart": "never"});

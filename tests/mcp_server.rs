@@ -15,14 +15,6 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn fixture_ext(name: &str) -> PathBuf {
-    repo().join("fixtures/mcp-clients/exts").join(name)
-}
-
 /// `pid ppid` pairs written by the fixture extensions.
 fn fixture_pids(dir: &Path) -> Vec<u32> {
     let mut pids = Vec::new();
@@ -49,7 +41,7 @@ fn run_script(
     args: &Value,
     t: &TempDir,
 ) -> (std::process::ExitStatus, std::process::Output) {
-    let script = repo().join("fixtures/mcp-clients").join(script);
+    let script = fixture_path("mcp-clients").join(script);
     run_client_script(cmd, &script, args, t)
 }
 
@@ -70,11 +62,11 @@ fn run_client(tag: &str, interpreter: PathBuf, script: &str) {
         "--cwd",
         t.path(),
         "-e",
-        fixture_ext("demo"),
+        fixture_path("mcp-clients/exts/demo"),
         "-e",
-        fixture_ext("guard"),
+        fixture_path("mcp-clients/exts/guard"),
         "-e",
-        fixture_ext("quitter"),
+        fixture_path("mcp-clients/exts/quitter"),
     ]);
     assert!(
         interpreter.exists() || interpreter.components().count() == 1,
@@ -179,9 +171,9 @@ impl Mcp {
         Mcp::start(
             tag,
             &[
-                fixture_ext("demo"),
-                fixture_ext("guard"),
-                fixture_ext("quitter"),
+                fixture_path("mcp-clients/exts/demo"),
+                fixture_path("mcp-clients/exts/guard"),
+                fixture_path("mcp-clients/exts/quitter"),
             ],
         )
     }

@@ -16,7 +16,7 @@ use zot_host::{ExtensionState, HostError};
 /// The panel extension, recording what it receives in `rec`.
 fn todo_ext(t: &TempDir, rec: &Path) -> PathBuf {
     let dir = t.join("todo");
-    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/panels/todo.py");
+    let exec = fixture_path("panels/todo.py");
     let manifest = json!({"name": "todo", "exec": exec, "args": [rec]});
     write_manifest(&dir, &manifest);
     dir
@@ -422,21 +422,19 @@ fn the_session_on_a_terminal_resizes_panels_and_runs_submits() {
         ["expect", "ran hello there"],
         ["send", "/quit"],
     ]);
-    let out = std::process::Command::new(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/frames/pty_drive.py"),
-    )
-    .arg(steps.to_string())
-    .arg("--")
-    .arg(env!("CARGO_BIN_EXE_zot"))
-    .args(["--no-ext", "--cwd"])
-    .arg(t.path())
-    .arg("-e")
-    .arg(&ext)
-    .env("ZOT_HOME", t.join("home"))
-    .env("ZOT_STARTUP_TIMEOUT", "20")
-    .env("NO_COLOR", "1")
-    .output()
-    .expect("run the pty driver");
+    let out = std::process::Command::new(fixture_path("frames/pty_drive.py"))
+        .arg(steps.to_string())
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_zot"))
+        .args(["--no-ext", "--cwd"])
+        .arg(t.path())
+        .arg("-e")
+        .arg(&ext)
+        .env("ZOT_HOME", t.join("home"))
+        .env("ZOT_STARTUP_TIMEOUT", "20")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run the pty driver");
     let stdout = stdout_of(&out);
     assert!(
         out.status.success() && stdout.trim_end().ends_with("ok"),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{assert_ok, run_bounded, Project, STARTUP};
+use common::{assert_ok, repo_path, run_bounded, Project, STARTUP};
 use serde_json::Value;
 use std::fs;
 use std::path::Path;
@@ -58,8 +58,7 @@ fn make_demo_runs_the_binary_cargo_built_wherever_that_is() {
 /// The `nth` fenced block after the first line of README.md containing
 /// `marker`, without its fences.
 fn readme_block(marker: &str, nth: usize) -> String {
-    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("read README.md");
+    let readme = fs::read_to_string(repo_path("README.md")).expect("read README.md");
     let at = readme
         .find(marker)
         .unwrap_or_else(|| panic!("README.md no longer contains {marker:?}"));
@@ -144,8 +143,7 @@ fn readme_examples_run_as_written() {
 
 #[test]
 fn the_readme_embedding_example_is_the_crate_doctest() {
-    let lib = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
-        .expect("read src/lib.rs");
+    let lib = fs::read_to_string(repo_path("src/lib.rs")).expect("read src/lib.rs");
     let doc: Vec<&str> = (lib.lines())
         .filter_map(|l| l.strip_prefix("//!"))
         .map(|l| l.strip_prefix(' ').unwrap_or(l))

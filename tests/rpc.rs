@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 fn demo(t: &TempDir, rec: &std::path::Path) -> std::path::PathBuf {
@@ -372,7 +372,7 @@ fn reload_does_not_wait_for_the_hello_deadline_of_a_silent_extension() {
 }
 
 fn identity_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/identity")
+    fixture_path("identity")
 }
 
 /// `hello_ack` as the echo extension reports it through `zot rpc`

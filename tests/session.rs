@@ -56,8 +56,7 @@ fn host_commands_list_commands_tools_and_extensions() {
         json!({"register": [command("greet"), tool("echo"), weather]}),
     );
     let bad = t.join("bad");
-    std::fs::create_dir_all(&bad).unwrap();
-    std::fs::write(bad.join("extension.json"), r#"{"name": "bad"}"#).unwrap();
+    write_manifest_text(&bad, r#"{"name": "bad"}"#);
     let mut z = Zot::start(&t, &[a, bad], &[]);
 
     let help = z.run("/help");
@@ -367,7 +366,7 @@ fn reload_picks_up_a_changed_extension() {
     assert_ne!(z.pid_of("a"), old_pid);
 
     // A broken manifest: the reload reports it.
-    std::fs::write(dir.join("extension.json"), r#"{"name": "a"}"#).unwrap();
+    write_manifest_text(&dir, r#"{"name": "a"}"#);
     let out = z.run("/reload-ext");
     assert_eq!(out.len(), 2, "{out:?}");
     assert_eq!(out[0], "reloaded: 1 stopped, 0 loaded (0 ready)");

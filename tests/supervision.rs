@@ -9,41 +9,8 @@ mod common;
 
 use common::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/supervision/ext.py")
-}
-
-/// Writes extension `name` in `t/name`: the fixture configured by `cfg`
-/// (its starts are counted in `t/name.starts`), plus `manifest` fields.
-fn ext(t: &TempDir, name: &str, cfg: Value, manifest: Value) -> PathBuf {
-    let dir = t.join(name);
-    std::fs::create_dir_all(&dir).expect("create ext dir");
-    let mut cfg = cfg;
-    cfg["name"] = json!(name);
-    cfg["starts"] = json!(starts_file(t, name));
-    let mut m = json!({"name": name, "exec": fixture(), "args": [cfg.to_string()]});
-    if let (Some(m), Some(extra)) = (m.as_object_mut(), manifest.as_object()) {
-        m.extend(extra.clone());
-    }
-    std::fs::write(dir.join("extension.json"), m.to_string()).expect("write manifest");
-    dir
-}
-
-fn starts_file(t: &TempDir, name: &str) -> PathBuf {
-    t.join(&format!("{name}.starts"))
-}
-
-/// The pids of every start of `name` so far.
-fn starts(t: &TempDir, name: &str) -> Vec<u32> {
-    std::fs::read_to_string(starts_file(t, name))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
 
 fn event(kind: &str, extension: &str) -> impl Fn(&Value) -> bool {
     let (kind, extension) = (kind.to_string(), extension.to_string());
@@ -108,7 +75,7 @@ fn sigkill(pid: u32) {
 fn a_crash_mid_command_fails_at_once_and_the_extension_comes_back() {
     let t = TempDir::new("sup-crash");
     let rec = t.join("a.rec");
-    let a = ext(
+    let a = supervised_ext(
         &t,
         "a",
         json!({"commands": ["hi", "boom"], "record": rec}),
@@ -161,13 +128,13 @@ fn a_crash_mid_command_fails_at_once_and_the_extension_comes_back() {
 fn a_crash_loop_stops_after_five_starts() {
     let t = TempDir::new("sup-loop");
     // Also a guard that fails closed: given up on, it keeps blocking.
-    let a = ext(
+    let a = supervised_ext(
         &t,
         "a",
         json!({"crash_starts": 1000, "guard": true}),
         json!({"guard_failure": "block"}),
     );
-    let tools = ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
+    let tools = supervised_ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
     // Backoffs of 0.1 s doubling to 0.8 s (a tenth of SPEC's), so the loop
     // is not waited out; `starts` counts, nothing is timed.
     let backoff = Duration::from_millis(100);
@@ -224,14 +191,14 @@ fn a_crash_loop_stops_after_five_starts() {
 #[test]
 fn exit_0_and_restart_never_are_not_restarted() {
     let t = TempDir::new("sup-norestart");
-    let zero = ext(&t, "zero", json!({"exit_after_ready": 0}), json!({}));
-    let never = ext(
+    let zero = supervised_ext(&t, "zero", json!({"exit_after_ready": 0}), json!({}));
+    let never = supervised_ext(
         &t,
         "never",
         json!({"exit_after_ready": 3}),
         json!({"restart": "never"}),
     );
-    let witness = ext(
+    let witness = supervised_ext(
         &t,
         "witness",
         json!({"commands": ["boom", "hi"]}),
@@ -283,12 +250,12 @@ fn exit_0_and_restart_never_are_not_restarted() {
 /// A tool extension and a guard `g` whose restarted runs wait for the
 /// file `t/release` before saying hello.
 fn guarded(t: &TempDir, guard_failure: Option<&str>) -> Rpc {
-    let tools = ext(t, "tools", json!({"tools": ["echo"]}), json!({}));
+    let tools = supervised_ext(t, "tools", json!({"tools": ["echo"]}), json!({}));
     let manifest = match guard_failure {
         Some(v) => json!({"guard_failure": v}),
         None => json!({}),
     };
-    let g = ext(
+    let g = supervised_ext(
         t,
         "g",
         json!({"guard": true, "hold_restarts": t.join("release")}),
@@ -297,7 +264,7 @@ fn guarded(t: &TempDir, guard_failure: Option<&str>) -> Rpc {
     // A disabled extension is no guard at all, whatever it says.
     let mut off = manifest;
     off["enabled"] = json!(false);
-    let off = ext(t, "off", json!({"guard": true}), off);
+    let off = supervised_ext(t, "off", json!({"guard": true}), off);
     let mut rpc = Rpc::start(t, &[tools, g, off]);
     all_ready(&mut rpc, &["tools", "g"]);
     let ok = tool_call(&mut rpc, "up-ok", json!({"x": 1}));
@@ -364,8 +331,8 @@ fn a_default_guard_allows_while_down() {
 #[test]
 fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
     let t = TempDir::new("sup-silent");
-    let tools = ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
-    let g = ext(
+    let tools = supervised_ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
+    let g = supervised_ext(
         &t,
         "g",
         json!({"guard": true, "guard_silent": true}),
@@ -388,7 +355,7 @@ fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
 /// An extension crashing at each of its first 4 starts, read up to its
 /// 4th exit: it is then in its longest backoff (2 s) before a 5th start.
 fn in_a_long_backoff(t: &TempDir) -> Rpc {
-    let a = ext(
+    let a = supervised_ext(
         t,
         "a",
         json!({"crash_starts": 4, "commands": ["hi"]}),
@@ -439,13 +406,13 @@ fn shutdown_during_a_backoff_cancels_the_restart() {
 #[test]
 fn a_crash_while_shutdown_waits_for_accepted_requests_is_not_restarted() {
     let t = TempDir::new("sup-drain");
-    let slow = ext(
+    let slow = supervised_ext(
         &t,
         "slow",
         json!({"tools": ["slow"], "slow_ms": 3000}),
         json!({}),
     );
-    let a = ext(&t, "a", json!({}), json!({}));
+    let a = supervised_ext(&t, "a", json!({}), json!({}));
     let mut rpc = Rpc::start(&t, &[slow, a]);
     all_ready(&mut rpc, &["slow", "a"]);
     // The shutdown waits for the slow tool (SPEC 3.14); a crash meanwhile
@@ -491,7 +458,7 @@ fn reload_during_a_backoff_cancels_the_restart_and_starts_afresh() {
 #[test]
 fn the_session_says_when_an_extension_restarts() {
     let t = TempDir::new("sup-session");
-    let a = ext(&t, "a", json!({"commands": ["boom", "hi"]}), json!({}));
+    let a = supervised_ext(&t, "a", json!({"commands": ["boom", "hi"]}), json!({}));
     let mut cmd = zot();
     cmd.arg("--no-ext")
         .arg("--cwd")
@@ -561,14 +528,8 @@ while read -r line; do
 done"#,
         starts = starts.display()
     );
-    let dir = t.join(name);
-    std::fs::create_dir_all(&dir).expect("create ext dir");
-    let mut m = json!({"name": name, "exec": "/bin/sh", "args": ["-c", script]});
-    if let (Some(m), Some(extra)) = (m.as_object_mut(), manifest.as_object()) {
-        m.extend(extra.clone());
-    }
-    std::fs::write(dir.join("extension.json"), m.to_string()).expect("write manifest");
-    dir
+    let base = json!({"name": name, "exec": "/bin/sh", "args": ["-c", script]});
+    write_manifest(&t.join(name), &with_fields(base, &manifest))
 }
 
 /// `zot rpc` with a 3 s hello limit and a 1 s startup grace.

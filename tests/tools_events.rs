@@ -1417,12 +1417,8 @@ fn ctrl_c_during_call_cancels_the_tool() {
 // The extension is fixtures/structured/weather (its docstring lists its
 // tools and commands); it speaks the frames as upstream's Go SDK does.
 
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn weather() -> PathBuf {
-    repo().join("fixtures/structured/weather")
+    fixture_path("structured/weather")
 }
 
 // ---- the library ----
@@ -1873,7 +1869,7 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
     ]);
     let mut cmd = Command::new(interpreter);
     cmd.env("ZOT_HELLO_TIMEOUT", "120");
-    let script_path = repo().join("fixtures/structured").join(script);
+    let script_path = fixture_path("structured").join(script);
     let (status, out) = run_client_script(cmd, &script_path, &args, &t);
     let steps = [
         "outputSchema listed, deferred tools hidden",
@@ -1908,7 +1904,7 @@ fn typescript_sdk_client_validates_structured_content() {
 fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_content() {
     let t = TempDir::new("structured-hosted");
     let dir = t.join("structured-mcp");
-    let script = repo().join("fixtures/structured/mcp_server.py");
+    let script = fixture_path("structured/mcp_server.py");
     let manifest = json!({"name": "structured-mcp", "protocol": "mcp",
                           "exec": mcp_deps().join("py1/bin/python"), "args": [script]});
     write_manifest(&dir, &manifest);

@@ -12,8 +12,9 @@
 mod common;
 
 use common::{
-    append, assert_fails_naming, assert_ok, command, dir_name, ext_dir, fixture, json_lines,
-    run_fed, start, statuses_by, stderr_of, stdout_of, tool, write_manifest, TempDir, DEADLINE,
+    append, assert_fails_naming, assert_ok, command, dir_name, ext_dir, fixture, fixture_path,
+    json_lines, run_fed, start, statuses_by, stderr_of, stdout_of, tool, write_manifest,
+    write_manifest_text, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -210,7 +211,7 @@ fn a_manifest_edited_after_trust_lapses_it() {
     // A `git pull` that changes one field, even an innocent one.
     let text = fs::read_to_string(a.join("extension.json")).expect("manifest");
     let edited = text.replacen('{', r#"{"description":"now with more features","#, 1);
-    fs::write(a.join("extension.json"), edited).expect("edit");
+    write_manifest_text(&a, &edited);
     assert_eq!(w.status("a"), "untrusted");
     let (list, stderr) = w.rpc_list(&[]);
     assert!(stderr.contains(&w.notice(&["a"])), "{stderr}");
@@ -585,7 +586,7 @@ fn the_library_lists_untrusted_project_extensions_until_told_to_trust_them() {
 fn a_project_bundle_hands_over_its_skills_only_while_trusted() {
     let w = World::new("bundle");
     fs::create_dir_all(w.proj.join(".zot/extensions")).expect("project dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bundles/writing-skills");
+    let src = fixture_path("bundles/writing-skills");
     let copied = Command::new("cp")
         .arg("-R")
         .arg(&src)

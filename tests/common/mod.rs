@@ -44,21 +44,39 @@ impl Drop for TempDir {
 
 /// The configurable Python extension.
 pub fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/testext/ext.py")
+    fixture_path("testext/ext.py")
+}
+
+/// A path under the repository (`README.md`, `src/lib.rs`, `.ci/...`).
+pub fn repo_path(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
 /// A path under the repository's `fixtures/`.
 pub fn fixture_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(rel)
+    repo_path("fixtures").join(rel)
 }
 
 /// Writes `manifest` as `dir/extension.json`, creating `dir`; returns `dir`.
 pub fn write_manifest(dir: &Path, manifest: &Value) -> PathBuf {
+    write_manifest_text(dir, &manifest.to_string())
+}
+
+/// Writes `text` (any text: a test may want it broken) as
+/// `dir/extension.json`, creating `dir`; returns `dir`.
+pub fn write_manifest_text(dir: &Path, text: &str) -> PathBuf {
     std::fs::create_dir_all(dir).expect("create ext dir");
-    std::fs::write(dir.join("extension.json"), manifest.to_string()).expect("write manifest");
+    std::fs::write(dir.join("extension.json"), text).expect("write manifest");
     dir.to_path_buf()
+}
+
+/// `manifest` with the fields of `extra` (an object) added, replacing
+/// any of the same name.
+pub fn with_fields(mut manifest: Value, extra: &Value) -> Value {
+    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
+        m.extend(extra.clone());
+    }
+    manifest
 }
 
 /// Writes an extension directory `dir` whose manifest is `name` and
@@ -80,6 +98,32 @@ pub fn configured_ext(dir: &Path, name: &str, exec: &Path, mut cfg: Value) -> Pa
         "args": [cfg.to_string()],
     });
     write_manifest(dir, &manifest)
+}
+
+/// Writes extension `name` in `t/name` for `fixtures/supervision/ext.py`
+/// configured by `cfg`, plus `manifest` fields; its starts are counted
+/// in [`starts_file`] (see [`starts`]).
+pub fn supervised_ext(t: &TempDir, name: &str, mut cfg: Value, manifest: Value) -> PathBuf {
+    cfg["name"] = json!(name);
+    cfg["starts"] = json!(starts_file(t, name));
+    let exec = fixture_path("supervision/ext.py");
+    let base = json!({"name": name, "exec": exec, "args": [cfg.to_string()]});
+    write_manifest(&t.join(name), &with_fields(base, &manifest))
+}
+
+/// Where extension `name` of [`supervised_ext`] (or any fixture told
+/// so) appends its pid at every start.
+pub fn starts_file(t: &TempDir, name: &str) -> PathBuf {
+    t.join(&format!("{name}.starts"))
+}
+
+/// The pids of every start of `name` so far ([`starts_file`]).
+pub fn starts(t: &TempDir, name: &str) -> Vec<u32> {
+    std::fs::read_to_string(starts_file(t, name))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
 }
 
 /// A frame registering command `name` with `description`.
@@ -517,7 +561,7 @@ impl Rpc {
 /// `fixtures/sdk-like/ext.py` (handlers on threads after a delay, exit
 /// at once on `shutdown`), configured by `cfg` (see its docstring).
 pub fn sdk_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
-    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/sdk-like/ext.py");
+    let exec = fixture_path("sdk-like/ext.py");
     configured_ext(dir, name, &exec, cfg)
 }
 
@@ -888,7 +932,7 @@ pub fn release_held(pid_file: &Path) {
 /// speaks upstream's newer tool frames like its Go SDK (SPEC 13),
 /// configured by `cfg` (see its docstring).
 pub fn tools_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
-    let exec = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/tools/ext.py");
+    let exec = fixture_path("tools/ext.py");
     configured_ext(dir, name, &exec, cfg)
 }
 
@@ -931,7 +975,7 @@ pub fn tool_call_intercept(args: Value) -> zot_host::InterceptRequest {
 
 /// The frames fixture, `fixtures/frames/ext.py`.
 pub fn frames_fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/frames/ext.py")
+    fixture_path("frames/ext.py")
 }
 
 /// An extension directory `t/name` running the frames fixture with `cfg`.
@@ -954,7 +998,7 @@ pub fn payload(fields: Value) -> zot_host::EventPayload {
 pub fn mcp_deps() -> &'static Path {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/mcp-deps");
+        let script = repo_path(".ci/mcp-deps");
         let out = Command::new(&script)
             .output()
             .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
@@ -979,12 +1023,8 @@ pub fn mcp_deps() -> &'static Path {
 
 /// Writes an MCP server manifest into `dir`.
 pub fn mcp_manifest(dir: &Path, name: &str, exec: &Path, args: &[&str], extra: Value) -> PathBuf {
-    let mut manifest = json!({"name": name, "protocol": "mcp", "exec": exec, "args": args});
-    if let (Some(m), Some(extra)) = (manifest.as_object_mut(), extra.as_object()) {
-        m.extend(extra.clone());
-    }
-    write_manifest(dir, &manifest);
-    dir.to_path_buf()
+    let manifest = json!({"name": name, "protocol": "mcp", "exec": exec, "args": args});
+    write_manifest(dir, &with_fields(manifest, &extra))
 }
 
 /// An extension directory `dir` for `@modelcontextprotocol/server-everything`
