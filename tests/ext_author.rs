@@ -319,13 +319,17 @@ fn a_surviving_grandchild_fails_and_is_killed() {
     let tmp = TempDir::new("check-gc");
     let pid_file = tmp.join("pid");
     let dir = fixture_path("check/grandchild");
+    // The check looks for the group until the shutdown grace ends (2 s);
+    // half a second is time enough for the shell fixture to ack and exit.
+    let grace = ("ZOT_SHUTDOWN_GRACE", "0.5".as_ref());
     let out = run_check(
         &[dir.to_str().unwrap(), "--json"],
-        &[("PID_FILE", pid_file.as_os_str())],
+        &[("PID_FILE", pid_file.as_os_str()), grace],
     );
     let report: Value = serde_json::from_slice(&out.stdout).expect("json report");
     assert_eq!(out.status.code(), Some(1), "{report:#}");
     assert_finding(&report, "shutdown", "pass", "shutdown_ack");
+    assert_finding(&report, "shutdown", "pass", "within the 500 ms grace");
     assert_finding(
         &report,
         "process group",
@@ -816,8 +820,9 @@ fn a_late_ready_is_not_reported_as_missing() {
 }
 
 /// The check judges against the limits `zot` would use here:
-/// `$ZOT_HELLO_TIMEOUT` and `$ZOT_STARTUP_TIMEOUT` as for the session
-/// and `zot rpc`, and a bad value is a usage error naming the variable.
+/// `$ZOT_HELLO_TIMEOUT`, `$ZOT_STARTUP_TIMEOUT` and `$ZOT_SHUTDOWN_GRACE`
+/// as for the session and `zot rpc`, and a bad value is a usage error
+/// naming the variable.
 #[test]
 fn the_limits_come_from_the_environment() {
     let t = TempDir::new("check-env");
@@ -834,6 +839,13 @@ fn the_limits_come_from_the_environment() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("ZOT_STARTUP_TIMEOUT"), "{stderr}");
+    let out = run_check(
+        &[dir.to_str().unwrap()],
+        &[("ZOT_SHUTDOWN_GRACE", "0".as_ref())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("ZOT_SHUTDOWN_GRACE"), "{stderr}");
 }
 
 /// An extension directory `dir/name` whose exec is `sh -c script`.

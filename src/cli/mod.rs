@@ -332,7 +332,11 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// (`Timeouts::mcp_probe`, 3 s); and, from `$ZOT_INTERCEPT_TIMEOUT`,
 /// how long guards get to answer an intercepted event
 /// (`Timeouts::intercept`, 5 s), which
-/// `zot ext check`'s silent-guard test would otherwise wait out.
+/// `zot ext check`'s silent-guard test would otherwise wait out; and,
+/// from `$ZOT_SHUTDOWN_GRACE`, both graces of a stop: from `shutdown` to
+/// SIGTERM (`Timeouts::shutdown_grace`, 2 s) and from SIGTERM to SIGKILL
+/// (`Timeouts::term_grace`, 1 s), which tests that end with an
+/// extension that ignores `shutdown` would otherwise wait out.
 pub fn apply_limits(
     config: &mut zot_host::HostConfig,
     startup: Option<std::time::Duration>,
@@ -372,6 +376,10 @@ pub fn apply_limits(
     }
     if let Some(limit) = option_or_env(None, "ZOT_INTERCEPT_TIMEOUT")? {
         config.timeouts.intercept = limit;
+    }
+    if let Some(grace) = option_or_env(None, "ZOT_SHUTDOWN_GRACE")? {
+        config.timeouts.shutdown_grace = grace;
+        config.timeouts.term_grace = grace;
     }
     Ok(())
 }

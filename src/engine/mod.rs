@@ -214,8 +214,10 @@
 //!   from `$ZOT_EXIT_GRACE` (seconds), so exit tests need not wait them out,
 //!   `restart_backoff` (500 ms) from `$ZOT_RESTART_BACKOFF`, and an MCP
 //!   server's `server/discover` limit `mcp_probe` (3 s) from
-//!   `$ZOT_MCP_PROBE_TIMEOUT`, and the guards' answer limit for an
-//!   intercepted event (SPEC 3.8) from `$ZOT_INTERCEPT_TIMEOUT`.
+//!   `$ZOT_MCP_PROBE_TIMEOUT`, the guards' answer limit for an
+//!   intercepted event (SPEC 3.8) from `$ZOT_INTERCEPT_TIMEOUT`, and both
+//!   graces of a stop (`shutdown_grace`, `term_grace`) from
+//!   `$ZOT_SHUTDOWN_GRACE`.
 //! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
 //!   end, Ctrl-C/SIGTERM): requests already accepted finish first, each
 //!   within its own timeout (an extension built on upstream's SDKs exits on
