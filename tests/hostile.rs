@@ -188,7 +188,12 @@ fn reloads_leak_no_fds_or_threads() {
         .arg(t.path())
         .arg("-e")
         .arg(&ext);
-    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    // Each stop ends once leaky's exit is handled, after the exit graces
+    // (its escaped grandchild holds the stdout): short ones, as leaks are
+    // the subject.
+    cmd.env("ZOT_HOME", t.join("home"))
+        .env("ZOT_EXIT_GRACE", "0.05");
+    let mut rpc = Rpc::spawn(&mut cmd);
     rpc.until("the ready event", |v| v["type"] == "ready");
     let zot = rpc.child.id();
     let mut reload = |n: usize| {

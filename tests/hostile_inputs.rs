@@ -493,7 +493,8 @@ fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
         "stuck",
         json!({"tools": {"t": {"hang": true}}, "ignore_shutdown": true, "grandchild": gc}),
     );
-    let mut rpc = Rpc::start(&t, &[ext]);
+    // The stop that follows is the graces' 2 s and 1 s, not the subject.
+    let mut rpc = Rpc::spawn(Rpc::command(&t, &[ext]).env("ZOT_SHUTDOWN_GRACE", SHORT_STOP));
     let list = rpc.call("l", json!({"type": "list"}));
     let pid = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
     let grandchild = read_pid(&gc);

@@ -115,7 +115,9 @@ fn first_text(response: &Value) -> String {
 fn everything_server_tools_prompts_and_notes_through_rpc() {
     let t = TempDir::new("mcp-everything");
     let ev = everything_server(&t.join("ev"));
-    let mut rpc = patient_rpc(&t, &[ev]);
+    // Its simulated logging keeps node running past `shutdown`: the end
+    // below would wait out the 2 s shutdown grace.
+    let mut rpc = Rpc::spawn(patient_cmd(&t, &[ev]).env("ZOT_SHUTDOWN_GRACE", SHORT_STOP));
     let list = until_ready(&mut rpc, "everything");
 
     // Tools arrive with their schemas and the prefix.

@@ -144,22 +144,19 @@ struct Mcp {
 
 impl Mcp {
     fn start(tag: &str, exts: &[PathBuf]) -> Mcp {
+        Mcp::start_with(tag, exts, &[])
+    }
+
+    /// [`Mcp::start`] with `env` set for `zot mcp`.
+    fn start_with(tag: &str, exts: &[PathBuf], env: &[(&str, &str)]) -> Mcp {
         let t = TempDir::new(tag);
         let fixture_dir = t.join("fixture");
         std::fs::create_dir_all(&fixture_dir).expect("fixture dir");
-        let mut cmd = zot();
         // Every extension in the first lists, however slow the machine:
-        // a late one would change them (list_changed) mid-test. Python
-        // fixtures start through the pyenv shim, which can outlast the
-        // 10 s default hello limit on a starved machine.
-        cmd.args(["mcp", "--no-ext", "--startup-timeout", "60", "--cwd"])
-            .arg(t.path());
-        for e in exts {
-            cmd.arg("-e").arg(e);
-        }
-        cmd.env("ZOT_HOME", t.join("home"))
-            .env("ZOT_HELLO_TIMEOUT", "60")
-            .env("MCP_FIXTURE_DIR", &fixture_dir);
+        // a late one would change them (list_changed) mid-test.
+        let mut cmd = Rpc::mcp_command(&t, exts, 60);
+        cmd.env("MCP_FIXTURE_DIR", &fixture_dir)
+            .envs(env.iter().copied());
         Mcp {
             rpc: Rpc::spawn(&mut cmd),
             _home: t,
@@ -168,14 +165,13 @@ impl Mcp {
     }
 
     fn demo(tag: &str) -> Mcp {
-        Mcp::start(
-            tag,
-            &[
-                fixture_path("mcp-clients/exts/demo"),
-                fixture_path("mcp-clients/exts/guard"),
-                fixture_path("mcp-clients/exts/quitter"),
-            ],
-        )
+        Mcp::demo_with(tag, &[])
+    }
+
+    /// [`Mcp::demo`] with `env` set for `zot mcp`.
+    fn demo_with(tag: &str, env: &[(&str, &str)]) -> Mcp {
+        let exts = ["demo", "guard", "quitter"].map(|e| fixture_path("mcp-clients/exts").join(e));
+        Mcp::start_with(tag, &exts, env)
     }
 
     fn send(&mut self, v: Value) {
@@ -415,15 +411,8 @@ fn raw_mcp(
     std::process::ChildStdin,
     crossbeam_channel::Receiver<String>,
 ) {
-    let mut cmd = zot();
-    cmd.args(["mcp", "--no-ext", "--startup-timeout", "60", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(ext)
-        .env("ZOT_HOME", t.join("home"))
-        .env("ZOT_HELLO_TIMEOUT", "60")
-        .stderr(Stdio::null());
-    let (child, stdin, lines) = spawn_piped(&mut cmd);
+    let mut cmd = Rpc::mcp_command(t, &[ext.to_path_buf()], 60);
+    let (child, stdin, lines) = spawn_piped(cmd.stderr(Stdio::null()));
     (child, stdin.expect("stdin"), lines)
 }
 
@@ -799,7 +788,9 @@ fn sigterm_lets_an_accepted_call_finish() {
 
 #[test]
 fn a_second_sigterm_stops_at_once() {
-    let mut mcp = Mcp::demo("mcp-sigterm-twice");
+    // The demo extension, busy with the call, outlasts `shutdown`: its
+    // stop's graces are not the subject.
+    let mut mcp = Mcp::demo_with("mcp-sigterm-twice", &[("ZOT_SHUTDOWN_GRACE", SHORT_STOP)]);
     // Longer than the test's deadline: only the second signal ends it in time.
     start_slow_call(&mut mcp, 50_000);
     // The first signal took effect once zot says so on stderr.

@@ -14,6 +14,12 @@ use zot_host::{ExtensionState, Host, HostConfig, ToolOutcome, ToolResult};
 /// Generous deadline for anything a loaded 2-core machine must finish.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
+/// `$ZOT_SHUTDOWN_GRACE` (both graces of a stop: `shutdown` to SIGTERM,
+/// 2 s, and SIGTERM to SIGKILL, 1 s) for a `zot` whose test ends with an
+/// extension that outlasts `shutdown`, where those graces are not what
+/// the test is about.
+pub const SHORT_STOP: &str = "0.1";
+
 /// A directory removed on drop.
 pub struct TempDir(pub PathBuf);
 
