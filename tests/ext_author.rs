@@ -8,8 +8,8 @@
 mod common;
 
 use common::{
-    fixture, fixture_path, process_gone, read_pid, wait_for, write_manifest, write_manifest_text,
-    zot, Rpc, TempDir,
+    fixture, fixture_path, group_gone, process_gone, read_pid, send_signal, wait_for,
+    wait_with_usage, write_manifest, write_manifest_text, zot, Rpc, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -735,15 +735,15 @@ fn new_refuses_to_overwrite_and_checks_its_arguments() {
 /// a killed one takes it along (PDEATHSIG and the watchdog).
 #[test]
 fn an_interrupted_check_leaves_nothing_running() {
-    interrupted_check_leaves_nothing("INT", Some(130));
+    interrupted_check_leaves_nothing("INT", libc::SIGINT, Some(130));
 }
 
 #[test]
 fn a_killed_check_leaves_nothing_running() {
-    interrupted_check_leaves_nothing("KILL", None);
+    interrupted_check_leaves_nothing("KILL", libc::SIGKILL, None);
 }
 
-fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
+fn interrupted_check_leaves_nothing(signal: &str, sig: libc::c_int, code: Option<i32>) {
     let t = TempDir::new("check-int");
     let pid_file = t.join("pid");
     // Never says hello, ignores SIGTERM and stdin EOF: only SIGKILL ends it.
@@ -764,11 +764,7 @@ fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
         .spawn()
         .expect("run zot ext check");
     let pid = read_pid(&pid_file);
-    let sent = Command::new("kill")
-        .args([&format!("-{signal}"), &check.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(sent.success(), "kill -{signal} zot failed");
+    assert!(send_signal(check.id(), sig), "kill -{signal} zot failed");
     let out = check.wait_with_output().expect("wait for the check");
     assert_eq!(out.status.code(), code, "exit status after SIG{signal}");
     if code.is_some() {
@@ -778,23 +774,9 @@ fn interrupted_check_leaves_nothing(signal: &str, code: Option<i32>) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    // A live (not zombie) process of the group, read from /proc: an
-    // unreaped zombie would still answer `kill -0`.
-    let group_alive = || {
-        let Ok(dir) = std::fs::read_dir("/proc") else {
-            return false;
-        };
-        dir.flatten().any(|e| {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let fields: Vec<&str> = stat
-                .rsplit_once(')')
-                .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-            fields.len() > 2 && fields[0] != "Z" && fields[2] == pid.to_string()
-        })
-    };
     wait_for(
         &format!("extension {pid} and its group to die with the check (SIG{signal})"),
-        || process_gone(pid) && !group_alive(),
+        || process_gone(pid) && group_gone(pid),
     );
 }
 
@@ -858,8 +840,6 @@ fn sh_ext(t: &TempDir, name: &str, script: &str) -> PathBuf {
 
 /// Runs `zot ext check --json DIR` and returns its report with the
 /// peak resident memory (kB) of the check process, from `wait4`.
-// `wait4` reaps the child, which clippy cannot see.
-#[allow(clippy::zombie_processes)]
 fn check_peak_rss(dir: &Path) -> (Value, i64) {
     let home = TempDir::new("check-rss-home");
     let mut child = zot()
@@ -874,17 +854,7 @@ fn check_peak_rss(dir: &Path) -> (Value, i64) {
     use std::io::Read;
     let mut pipe = child.stdout.take().expect("stdout");
     pipe.read_to_string(&mut stdout).expect("read report");
-    let pid = child.id() as libc::pid_t;
-    let (mut status, mut usage) = (0, unsafe { std::mem::zeroed::<libc::rusage>() });
-    // SAFETY: wait4 on our own child with valid out-pointers; std's
-    // Child does not expose the rusage of the wait.
-    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(
-        got,
-        pid,
-        "wait4 failed: {}",
-        std::io::Error::last_os_error()
-    );
+    let (_, usage) = wait_with_usage(child, "zot ext check", DEADLINE);
     let report = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("--json printed no JSON object ({e}): {stdout}"));
     (report, usage.ru_maxrss)

@@ -1790,10 +1790,6 @@ fn a_dead_extension_owns_no_name() {
 
 // ----- 10.1: signals: the first waits for accepted requests, the second does not
 
-fn signal(rpc: &Rpc, sig: i32) {
-    send_signal(rpc.child.id(), sig);
-}
-
 /// `zot rpc` with one command `x` answered after `delay_ms`, sent and
 /// seen by the extension.
 fn command_in_flight(t: &TempDir, delay_ms: u64) -> Rpc {
@@ -1817,7 +1813,7 @@ fn command_in_flight(t: &TempDir, delay_ms: u64) -> Rpc {
 fn sigterm_lets_an_accepted_request_finish() {
     let t = TempDir::new("fid-sigterm");
     let mut rpc = command_in_flight(&t, 1000);
-    signal(&rpc, libc::SIGTERM);
+    rpc.signal(libc::SIGTERM);
     let r = rpc.response("1");
     assert_eq!(r["data"]["display"], "x: ", "answered, not cut off: {r}");
     assert_eq!(rpc.wait(), Some(0));
@@ -1828,7 +1824,7 @@ fn a_second_ctrl_c_skips_the_wait() {
     let t = TempDir::new("fid-sigint2");
     // Far longer than the test's deadline: only skipping the wait ends it.
     let mut rpc = command_in_flight(&t, 120_000);
-    signal(&rpc, libc::SIGINT);
+    rpc.signal(libc::SIGINT);
     // Two signals sent at once may arrive as one: wait until the first
     // took effect (new requests are refused) before the second.
     // The signal is handled on its own thread: ask until it has been.
@@ -1837,7 +1833,7 @@ fn a_second_ctrl_c_skips_the_wait() {
         n += 1;
         rpc.call(&format!("l{n}"), json!({"type": "list"}))["success"] == false
     });
-    signal(&rpc, libc::SIGINT);
+    rpc.signal(libc::SIGINT);
     let r = rpc.response("1");
     assert_eq!(r["success"], false, "{r}");
     assert!(

@@ -183,15 +183,11 @@ fn reloads_leak_no_fds_or_threads() {
     // A reload reports the extensions ready when its startup grace ends:
     // a generous grace, so that a starved machine cannot end it before
     // leaky's `ready` (the subject is leaks, not the grace).
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--startup-timeout", "60", "--cwd"])
-        .arg(t.path())
-        .arg("-e")
-        .arg(&ext);
+    let mut cmd = Rpc::command(&t, &[ext]);
     // Each stop ends once leaky's exit is handled, after the exit graces
     // (its escaped grandchild holds the stdout): short ones, as leaks are
     // the subject.
-    cmd.env("ZOT_HOME", t.join("home"))
+    cmd.args(["--startup-timeout", "60"])
         .env("ZOT_EXIT_GRACE", "0.05");
     let mut rpc = Rpc::spawn(&mut cmd);
     rpc.until("the ready event", |v| v["type"] == "ready");

@@ -499,8 +499,7 @@ fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
     let pid = list["data"]["extensions"][0]["pid"].as_u64().expect("pid") as u32;
     let grandchild = read_pid(&gc);
     rpc.send(json!({"type": "tool_call", "id": "t", "name": "t"}));
-    let sigint = |rpc: &Rpc| send_signal(rpc.child.id(), libc::SIGINT);
-    sigint(&rpc);
+    rpc.signal(libc::SIGINT);
     // The first must have taken effect (new requests refused) before
     // the second, or the two may arrive as one.
     let mut n = 0;
@@ -508,7 +507,7 @@ fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
         n += 1;
         rpc.call(&format!("p{n}"), json!({"type": "list"}))["success"] == false
     });
-    sigint(&rpc);
+    rpc.signal(libc::SIGINT);
     let r = rpc.response("t");
     assert_eq!(r["success"], false, "the hung call fails at once: {r}");
     assert_eq!(rpc.wait(), Some(0), "zot rpc exit status");
@@ -860,7 +859,7 @@ fn rpc_list_reports_hostile_manifests_and_starts_the_rest() {
     }
     assert_eq!(find("bom")["state"], "ready", "{list}");
     // SIGTERM still works: the host was never stuck in discovery.
-    send_signal(rpc.child.id(), libc::SIGTERM);
+    rpc.signal(libc::SIGTERM);
     assert_eq!(rpc.wait(), Some(0), "zot rpc should stop on SIGTERM");
 }
 

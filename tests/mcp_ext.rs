@@ -56,15 +56,9 @@ fn patient_rpc(t: &TempDir, exts: &[PathBuf]) -> Rpc {
 
 /// The command [`patient_rpc`] runs.
 fn patient_cmd(t: &TempDir, exts: &[PathBuf]) -> Command {
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--hello-timeout"])
-        .arg(SDK_START.as_secs().to_string())
-        .arg("--cwd")
-        .arg(t.path());
-    for e in exts {
-        cmd.arg("-e").arg(e);
-    }
-    cmd.env("ZOT_HOME", t.join("home"));
+    let mut cmd = Rpc::command(t, exts);
+    cmd.arg("--hello-timeout")
+        .arg(SDK_START.as_secs().to_string());
     cmd
 }
 
@@ -331,12 +325,7 @@ fn a_response_that_is_not_one_fails_its_call_at_once() {
     let c = corners(&t.join("c"), &[]);
     // The tool timeout is far beyond the test's deadline: only the
     // broken response itself can end these calls in time.
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--tool-timeout", "600", "-e"])
-        .arg(&c)
-        .arg("--cwd")
-        .arg(t.path());
-    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    let mut rpc = Rpc::spawn(Rpc::command(&t, &[c]).args(["--tool-timeout", "600"]));
     until_ready(&mut rpc, "corners");
     for (id, respond, why) in [
         ("1", json!({}), "`result` or `error`"),
@@ -369,12 +358,7 @@ fn a_response_that_is_not_one_fails_its_call_at_once() {
 fn corners_pagination_refusals_log_levels_cancellation_and_removal() {
     let t = TempDir::new("mcp-corners");
     let c = corners(&t.join("c"), &[]);
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--tool-timeout", "2.5", "-e"])
-        .arg(&c)
-        .arg("--cwd")
-        .arg(t.path());
-    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    let mut rpc = Rpc::spawn(Rpc::command(&t, &[c]).args(["--tool-timeout", "2.5"]));
     let list = until_ready(&mut rpc, "corners");
     // Every page of both lists.
     let tools: Vec<&str> = list["tools"]
@@ -585,20 +569,21 @@ fn the_session_runs_mcp_prompts_and_tools() {
     let mut seen = String::new();
     let mut read_until =
         |want: &str, resend: Option<&str>, stdin: &mut std::process::ChildStdin| {
-            let end = std::time::Instant::now() + DEADLINE;
-            while !seen.contains(want) {
-                assert!(
-                    std::time::Instant::now() < end,
-                    "no {want:?} in session output: {seen}"
-                );
-                if let Some(line) = resend {
-                    writeln!(stdin, "{line}").expect("write");
+            poll_until(DEADLINE, || {
+                if !seen.contains(want) {
+                    if let Some(line) = resend {
+                        writeln!(stdin, "{line}").expect("write");
+                    }
+                    while let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
+                        seen.push_str(&line);
+                        seen.push('\n');
+                    }
                 }
-                while let Ok(line) = lines.recv_timeout(Duration::from_millis(200)) {
-                    seen.push_str(&line);
-                    seen.push('\n');
+                match seen.contains(want) {
+                    true => Ok(()),
+                    false => Err(format!("no {want:?} in session output: {seen}")),
                 }
-            }
+            })
         };
     // Ask until the server's tools are in (startup may outlast the grace).
     read_until("ev_echo", Some("/tools"), &mut stdin);
@@ -1040,12 +1025,7 @@ fn paged_tools_stop_at_the_byte_cap() {
 fn a_cancelled_call_reaches_a_hosted_server_as_notifications_cancelled() {
     let t = TempDir::new("mcp-hosted-cancel");
     let c = corners(&t.join("c"), &[]);
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "-e"])
-        .arg(&c)
-        .arg("--cwd")
-        .arg(t.path());
-    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    let mut rpc = Rpc::start(&t, &[c]);
     until_ready(&mut rpc, "corners");
     rpc.send(json!({"type": "tool_call", "id": "s", "name": "slow", "args": {}}));
     wait_for("the server to get the call", || {

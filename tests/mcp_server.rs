@@ -722,7 +722,7 @@ fn sigterm_shuts_down_gracefully() {
     mcp.request(json!(1), "tools/list", json!({})); // after startup readiness
     let pids = fixture_pids(&mcp.fixture_dir);
     assert!(!pids.is_empty(), "extensions recorded their pids");
-    assert!(send_signal(mcp.rpc.child.id(), libc::SIGTERM), "kill");
+    mcp.rpc.signal(libc::SIGTERM);
     mcp.finish();
 }
 
@@ -766,15 +766,11 @@ fn start_slow_call(mcp: &mut Mcp, ms: u64) {
     });
 }
 
-fn sigterm(mcp: &Mcp) {
-    assert!(send_signal(mcp.rpc.child.id(), libc::SIGTERM), "kill");
-}
-
 #[test]
 fn sigterm_lets_an_accepted_call_finish() {
     let mut mcp = Mcp::demo("mcp-sigterm-drain");
     start_slow_call(&mut mcp, 1500);
-    sigterm(&mcp);
+    mcp.rpc.signal(libc::SIGTERM);
     let seen = mcp.finish();
     let answer = seen
         .iter()
@@ -795,11 +791,11 @@ fn a_second_sigterm_stops_at_once() {
     start_slow_call(&mut mcp, 50_000);
     // The first signal took effect once zot says so on stderr.
     let mut stderr = std::io::BufReader::new(mcp.rpc.child.stderr.take().expect("stderr"));
-    sigterm(&mcp);
+    mcp.rpc.signal(libc::SIGTERM);
     let mut line = String::new();
     std::io::BufRead::read_line(&mut stderr, &mut line).expect("read stderr");
     assert!(line.contains("signal received"), "stderr: {line}");
-    sigterm(&mcp);
+    mcp.rpc.signal(libc::SIGTERM);
     let seen = mcp.finish();
     drop(stderr);
     let answer = seen

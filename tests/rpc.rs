@@ -207,9 +207,7 @@ fn eof_and_signals_shut_down_gracefully() {
         let pid = list["data"]["extensions"][0]["pid"].as_u64().unwrap() as u32;
         let grandchild = read_pid(&gc);
         match signal {
-            Some(sig) => {
-                send_signal(rpc.child.id(), sig);
-            }
+            Some(sig) => rpc.signal(sig),
             None => rpc.close_stdin(),
         }
         assert_eq!(rpc.wait(), Some(0), "signal {signal:?}");

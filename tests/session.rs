@@ -12,7 +12,7 @@ use common::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// `line` with runs of whitespace made one space.
@@ -605,7 +605,8 @@ fn eof_while_work_is_pending_does_not_spin() {
     let mut stdin = stdin.expect("stdin");
     writeln!(stdin, "/call slow {{}}").expect("write line");
     drop(stdin);
-    let (status, cpu) = wait_with_cpu(child);
+    let (status, usage) = wait_with_usage(child, "zot", DEADLINE);
+    let cpu = cpu_time_of(&usage);
     let wall = started.elapsed();
     let mut out = Vec::new();
     // zot has exited: its stdout reaches EOF once the reader is done.
@@ -624,33 +625,6 @@ fn eof_while_work_is_pending_does_not_spin() {
         cpu < Duration::from_millis(500),
         "zot used {cpu:?} of CPU in {wall:?} after stdin EOF"
     );
-}
-
-/// Reaps `child` with wait4(2): its exit code and the CPU time (user +
-/// system) it and the children it reaped used. Kills it at the deadline.
-fn wait_with_cpu(child: Child) -> (Option<i32>, Duration) {
-    let pid = i32::try_from(child.id()).expect("pid");
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let mut status = 0;
-        // SAFETY: rusage is plain data; wait4 on our own child, which
-        // `child` never waits for after this.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if got == pid {
-            let time = |t: libc::timeval| {
-                Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-            };
-            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-            return (code, time(usage.ru_utime) + time(usage.ru_stime));
-        }
-        assert_eq!(got, 0, "wait4: {}", std::io::Error::last_os_error());
-        if Instant::now() >= end {
-            send_signal(child.id(), libc::SIGKILL);
-            panic!("zot did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

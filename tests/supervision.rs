@@ -365,24 +365,13 @@ fn in_a_long_backoff(t: &TempDir) -> Rpc {
     // that a starved machine cannot end it before `a` is ready again. A
     // generous hello limit too: a start killed for a late hello would be
     // a fifth crash, and then no restart is pending.
-    let mut cmd = zot();
-    cmd.args([
-        "rpc",
-        "--no-ext",
-        "--startup-timeout",
-        "60",
-        "--hello-timeout",
-        "60",
-    ])
-    .arg("--cwd")
-    .arg(t.path())
-    .arg("-e")
-    .arg(&a);
+    let mut cmd = Rpc::command(t, &[a]);
+    cmd.args(["--startup-timeout", "60", "--hello-timeout", "60"]);
     // Backoffs of 0.25 s doubling (half of SPEC's): the three before the
     // 4th exit are waited out, the 2 s one after it is the window the
     // test's request must fall into.
     cmd.env("ZOT_RESTART_BACKOFF", "0.25");
-    let mut rpc = Rpc::spawn(cmd.env("ZOT_HOME", t.join("home")));
+    let mut rpc = Rpc::spawn(&mut cmd);
     rpc.until_nth("4 crashes", 4, event("extension_exited", "a"));
     rpc
 }
@@ -459,55 +448,22 @@ fn reload_during_a_backoff_cancels_the_restart_and_starts_afresh() {
 fn the_session_says_when_an_extension_restarts() {
     let t = TempDir::new("sup-session");
     let a = supervised_ext(&t, "a", json!({"commands": ["boom", "hi"]}), json!({}));
-    let mut cmd = zot();
-    cmd.arg("--no-ext")
-        .arg("--cwd")
-        .arg(t.path())
-        .arg("-e")
-        .arg(&a)
-        .env("ZOT_HOME", t.join("home"))
-        .stderr(std::process::Stdio::null());
-    let (mut child, stdin, lines) = spawn_piped(&mut cmd);
-    let mut stdin = stdin.expect("stdin");
-    use std::io::Write;
-    let mut seen = Vec::new();
-    if !line_with(&lines, &mut seen, "ready: ").contains("ready: a") {
-        line_with(&lines, &mut seen, "registered: a");
+    let mut z = Zot::start(&t, &[a], &[]);
+    if !z.seen.iter().any(|l| l.contains("ready: a")) {
+        z.saw("registered: a");
     }
-    writeln!(stdin, "/boom").expect("write");
-    line_with(&lines, &mut seen, "restarted: a (attempt 1: exit code 3)");
-    seen.clear(); // what follows the restart
-    line_with(&lines, &mut seen, "registered: a");
-    writeln!(stdin, "/ext").expect("write");
-    let row = line_with(&lines, &mut seen, "  a  ");
+    z.send("/boom");
+    z.saw("restarted: a (attempt 1: exit code 3)");
+    // Read from here on: what follows the restart.
+    z.expect("registered: a");
+    z.send("/ext");
+    let row = z.expect("  a  ");
     assert!(
         row.contains("ready  pid ") && row.contains("  restarts 1  "),
         "{row}"
     );
-    drop(stdin);
-    let _ = child.wait();
-}
-
-/// The first line (seen already, or read next) containing `want`.
-fn line_with(
-    lines: &crossbeam_channel::Receiver<String>,
-    seen: &mut Vec<String>,
-    want: &str,
-) -> String {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if let Some(line) = seen.iter().find(|l| l.contains(want)) {
-            return line.clone();
-        }
-        let left = end.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => seen.push(line),
-            Err(_) => panic!(
-                "no {want:?} before the deadline; output:\n{}",
-                seen.join("\n")
-            ),
-        }
-    }
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
 }
 
 /// A shell extension `name` that never says hello on its first start
@@ -534,14 +490,9 @@ done"#,
 
 /// `zot rpc` with a 3 s hello limit and a 1 s startup grace.
 fn rpc_with_short_hello(t: &TempDir, exts: &[PathBuf]) -> Rpc {
-    let mut cmd = zot();
-    cmd.args(["rpc", "--no-ext", "--startup-timeout", "1", "--cwd"])
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"))
+    let mut cmd = Rpc::command(t, exts);
+    cmd.args(["--startup-timeout", "1"])
         .env("ZOT_HELLO_TIMEOUT", "3");
-    for e in exts {
-        cmd.arg("-e").arg(e);
-    }
     Rpc::spawn(&mut cmd)
 }
 

@@ -294,6 +294,56 @@ pub fn process_gone(pid: u32) -> bool {
     }
 }
 
+/// Whether no live process is left in process group `pgid`, read from
+/// `/proc` (an unreaped zombie would still answer `kill -0`).
+pub fn group_gone(pgid: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    let pgid = pgid.to_string();
+    !dir.flatten().any(|e| {
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid
+    })
+}
+
+/// Reaps `child` (`what`) with wait4(2), which gives what std's `Child`
+/// does not: the resources it and the children it reaped used. Returns
+/// its exit code (`None` after a signal) and that usage; kills it and
+/// fails the test if it has not exited within `limit`.
+pub fn wait_with_usage(child: Child, what: &str, limit: Duration) -> (Option<i32>, libc::rusage) {
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid fits pid_t");
+    let end = Instant::now() + limit;
+    loop {
+        let mut status = 0;
+        // SAFETY: rusage is plain data; wait4 on our own child, which
+        // `child` never waits for after this.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if got == pid {
+            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+            return (code, usage);
+        }
+        assert_eq!(got, 0, "wait4: {}", std::io::Error::last_os_error());
+        if Instant::now() >= end {
+            send_signal(child.id(), libc::SIGKILL);
+            panic!("{what} did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The CPU time (user + system) in `usage`.
+pub fn cpu_time_of(usage: &libc::rusage) -> Duration {
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    time(usage.ru_utime) + time(usage.ru_stime)
+}
+
 /// Reads a pid written by the fixture.
 pub fn read_pid(path: &Path) -> u32 {
     wait_for("pid file", || {
@@ -485,6 +535,12 @@ impl Rpc {
         self.stdin = None;
     }
 
+    /// Sends `sig` to zot; fails the test if it could not be sent.
+    pub fn signal(&self, sig: libc::c_int) {
+        let pid = self.child.id();
+        assert!(send_signal(pid, sig), "kill -{sig} {pid} (zot) failed");
+    }
+
     /// Waits for the process to exit; returns its exit code.
     pub fn wait(&mut self) -> Option<i32> {
         let seen = &mut self.seen;
@@ -530,8 +586,7 @@ pub fn set_manifest_field(dir: &Path, key: &str, value: Value) {
 /// that is not ready, and why.
 pub fn start_ready(cfg: HostConfig) -> Host {
     let host = start(cfg);
-    let end = Instant::now() + DEADLINE;
-    loop {
+    poll_until(DEADLINE, || {
         let list = host.list().expect("list extensions");
         let waiting: Vec<String> = list
             .extensions
@@ -543,15 +598,16 @@ pub fn start_ready(cfg: HostConfig) -> Host {
             })
             .collect();
         if waiting.is_empty() {
-            return host;
+            return Ok(());
         }
         let settled = list
             .extensions
             .iter()
             .any(|e| e.state != ExtensionState::Ready && e.state != ExtensionState::Starting);
-        assert!(!settled && Instant::now() < end, "{}", waiting.join("; "));
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        assert!(!settled, "{}", waiting.join("; "));
+        Err(waiting.join("; "))
+    });
+    host
 }
 
 impl Rpc {
@@ -615,23 +671,19 @@ pub fn run_zot(home: &TempDir, args: &[&str], input: &str) -> (Option<i32>, Vec<
 /// tests where another extension is meant to fail, so `start_ready`
 /// does not fit, but this one must have registered first.
 pub fn wait_ext_ready(host: &Host, name: &str) {
-    let end = Instant::now() + DEADLINE;
-    loop {
+    poll_until(DEADLINE, || {
         let list = host.list().expect("list extensions");
         let ext = list
             .extension(name)
             .unwrap_or_else(|| panic!("no extension {name} in the list"));
         if ext.state == ExtensionState::Ready {
-            return;
+            return Ok(());
         }
         let why = ext.state.error().unwrap_or("");
-        assert!(
-            ext.state == ExtensionState::Starting && Instant::now() < end,
-            "extension {name} not ready ({} {why})",
-            ext.state
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        let seen = format!("extension {name} not ready ({} {why})", ext.state);
+        assert!(ext.state == ExtensionState::Starting, "{seen}");
+        Err(seen)
+    });
 }
 
 /// `wait_for` with its own limit, for work whose volume is the point of
@@ -762,8 +814,10 @@ impl Zot {
         );
     }
 
-    pub fn signal(&self, sig: i32) {
-        send_signal(self.child.id(), sig);
+    /// Sends `sig` to zot; fails the test if it could not be sent.
+    pub fn signal(&self, sig: libc::c_int) {
+        let pid = self.child.id();
+        assert!(send_signal(pid, sig), "kill -{sig} {pid} (zot) failed");
     }
 
     pub fn close_stdin(&mut self) {
