@@ -94,8 +94,8 @@ impl Doorbell {
         }
         let wake = self.wake.as_ref().map_or(-1, |(_, rx)| rx.as_raw_fd());
         fds.push(pollfd(wake, libc::POLLIN));
-        // Rounded up: woken before its deadline, the loop would only
-        // sleep again.
+        // Whole milliseconds, never fewer than left: woken before its
+        // deadline, the loop would only sleep again.
         let ms = left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         if !(left.is_zero() && fds.len() == 1) {
             poll(fds, ms);

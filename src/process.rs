@@ -38,11 +38,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-/// Longest wait for the reader to copy what is left of stderr (this
+/// Longest wait for the log thread to copy what is left of stderr (this
 /// long only on a CPU-starved machine).
 const LOG_FLUSH_WAIT: Duration = Duration::from_secs(2);
 
-/// The room of the reader's line buffer kept from one line to the next.
+/// The room of the stdout line buffer kept from one line to the next.
 const KEPT_LINE: usize = 64 * 1024;
 
 /// Most stdout lines read in one go: the loop then looks at the rest of
@@ -85,6 +85,19 @@ pub(crate) enum Reading {
     Lines { pause_over: usize },
 }
 
+impl Reading {
+    /// A line-read process's pause limit, when more than it waits for
+    /// its stdin (`unwritten` bytes): its stdout is not read meanwhile.
+    fn over_pause(self, unwritten: &AtomicUsize) -> Option<usize> {
+        match self {
+            Reading::Lines { pause_over } if unwritten.load(Ordering::Relaxed) > pause_over => {
+                Some(pause_over)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// An [`Inbound`] tagged with the extension's key (unique across reloads).
 #[derive(Debug)]
 pub(crate) struct InboundMsg {
@@ -115,7 +128,7 @@ pub(crate) struct ExtProcess {
     queued: Arc<AtomicUsize>,
     /// Dropping it tells the I/O threads to end.
     stop: Option<UnixStream>,
-    /// Disconnects when the reader thread (which copies stderr) ends.
+    /// Disconnects when the log thread (which copies stderr) ends.
     log_done: Option<Receiver<()>>,
     /// Tags what it reads.
     key: u64,
@@ -354,14 +367,12 @@ impl ExtProcess {
         let Some(stdout) = self.stdout.as_mut().filter(|s| !s.ended) else {
             return Watch::Ended;
         };
-        if let Reading::Lines { pause_over } = self.reading {
-            if self.queued.load(Ordering::Relaxed) > pause_over {
-                if !std::mem::replace(&mut stdout.pause_logged, true) {
-                    let limit = pause_over >> 20;
-                    self.log.line(&format!("not reading its stdin: its stdout is not read while more than {limit} MiB wait for it"));
-                }
-                return Watch::Paused;
+        if let Some(pause_over) = self.reading.over_pause(&self.queued) {
+            if !std::mem::replace(&mut stdout.pause_logged, true) {
+                let limit = pause_over >> 20;
+                self.log.line(&format!("not reading its stdin: its stdout is not read while more than {limit} MiB wait for it"));
             }
+            return Watch::Paused;
         }
         Watch::Fd(stdout.fd())
     }
@@ -398,10 +409,8 @@ impl ExtProcess {
                     if s.line.capacity() > KEPT_LINE {
                         s.line = Vec::new();
                     }
-                    if let Reading::Lines { pause_over } = reading {
-                        if self.queued.load(Ordering::Relaxed) > pause_over {
-                            return;
-                        }
+                    if reading.over_pause(&self.queued).is_some() {
+                        return;
                     }
                 }
                 // A frame too long to read: the request it answers fails at once.
@@ -452,7 +461,7 @@ impl ExtProcess {
         signal_group(self.pid, signal);
     }
 
-    /// Drops it, then gives the reader a bounded moment to copy what is
+    /// Drops it, then gives the log thread a bounded moment to copy what is
     /// left of stderr, so the log is complete for whoever reads it next.
     pub(crate) fn finish(mut self) {
         let log_done = self.log_done.take();
@@ -489,7 +498,7 @@ impl Io {
 
     /// Hands `msg` to the loop. While the loop's channel is full it looks
     /// at the stop now and then: a process done with (whose frames the
-    /// loop drops) must not keep its reader, nor `finish`, waiting.
+    /// loop drops) must not keep its writer thread, nor `finish`, waiting.
     fn report(&self, msg: Inbound) -> bool {
         let mut msg = InboundMsg { key: self.key, msg };
         loop {
@@ -662,7 +671,7 @@ pub fn read_lines(
 }
 
 /// The child's stderr (`None` once at end of file, or when inherited),
-/// copied into its log by the reader thread.
+/// copied into its log by the log thread.
 struct Stderr(Option<ChildStderr>);
 
 impl Stderr {

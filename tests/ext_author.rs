@@ -814,20 +814,12 @@ fn the_limits_come_from_the_environment() {
     let (code, report) = check_json_with(&dir, &[], &[("ZOT_HELLO_TIMEOUT", "1".as_ref())]);
     assert_eq!(code, 1, "{report:#}");
     assert_finding(&report, "hello", "fail", "no hello within 1 s");
-    let out = run_check(
-        &[dir.to_str().unwrap()],
-        &[("ZOT_STARTUP_TIMEOUT", "soon".as_ref())],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("ZOT_STARTUP_TIMEOUT"), "{stderr}");
-    let out = run_check(
-        &[dir.to_str().unwrap()],
-        &[("ZOT_SHUTDOWN_GRACE", "0".as_ref())],
-    );
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("ZOT_SHUTDOWN_GRACE"), "{stderr}");
+    for (var, bad) in [("ZOT_STARTUP_TIMEOUT", "soon"), ("ZOT_SHUTDOWN_GRACE", "0")] {
+        let out = run_check(&[dir.to_str().unwrap()], &[(var, bad.as_ref())]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={bad}: {stderr}");
+        assert!(stderr.contains(var), "{var}={bad}: {stderr}");
+    }
 }
 
 /// An extension directory `dir/name` whose exec is `sh -c script`.

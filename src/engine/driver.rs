@@ -83,9 +83,9 @@ pub(crate) struct Driver {
     fds: Vec<libc::pollfd>,
     watched: Vec<usize>,
     read: Vec<InboundMsg>,
-    /// Turns in a row that found a message waiting, and so did not look
-    /// at the stdouts: every other one looks, without waiting.
-    busy_turns: u32,
+    /// The last turn found a message waiting and did not look at the
+    /// stdouts: of such turns every other one looks, without waiting.
+    skipped_stdouts: bool,
     /// Starts extension processes. Last, so it is dropped after every
     /// process it started (its threads' end would kill them, SPEC 3.14).
     spawner: Spawner,
@@ -124,7 +124,7 @@ impl Driver {
             fds: Vec::new(),
             watched: Vec::new(),
             read: Vec::new(),
-            busy_turns: 0,
+            skipped_stdouts: false,
             spawner: Spawner::new(),
         };
         let now = Instant::now();
@@ -237,14 +237,14 @@ impl Driver {
         if ready() {
             // Handled first; the stdouts every other such turn, so a
             // stream of messages cannot starve them.
-            self.busy_turns += 1;
-            if self.busy_turns % 2 == 1 || self.fds.is_empty() {
+            self.skipped_stdouts = !self.skipped_stdouts;
+            if self.skipped_stdouts || self.fds.is_empty() {
                 return;
             }
             poll(&mut self.fds, 0);
             return;
         }
-        self.busy_turns = 0;
+        self.skipped_stdouts = false;
         // The next frame or request usually follows within
         // microseconds, and waking a sleeping loop costs more (tens
         // of µs across CPUs).
