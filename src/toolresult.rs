@@ -23,14 +23,18 @@ pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
 
 /// A text block with no text: the model is not shown it.
 pub fn is_empty_text(block: &Value) -> bool {
-    block["type"] == "text" && block["text"] == ""
+    match plain_text(block) {
+        Some(text) => text.is_empty(),
+        None => block["type"] == "text" && block["text"] == "",
+    }
 }
 
 /// Whether an image block is invalid (its `data` not base64, or fields
 /// missing): upstream then marks the whole result `is_error`.
 pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     blocks.iter().any(|b| {
-        b["type"] == "image"
+        plain_text(b).is_none()
+            && b["type"] == "image"
             && !matches!(
                 (b["mime_type"].as_str(), b["data"].as_str()),
                 (Some(m), Some(d)) if !m.is_empty() && valid_base64(d)
@@ -38,12 +42,20 @@ pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     })
 }
 
-/// A text block with a string `text` and no other field, keys in
-/// `text_block`'s order: kept as it came instead of built again.
-fn is_plain_text(block: &Value) -> bool {
-    block.as_object().is_some_and(|o| {
-        o.keys().eq(["type", "text"]) && o["type"] == "text" && o["text"].is_string()
-    })
+/// The text of a block with a string `text` and no other field, keys
+/// in `text_block`'s order: kept as it came instead of built again.
+/// Nearly every block is one, so its fields are walked, not looked up
+/// by hash.
+fn plain_text(block: &Value) -> Option<&str> {
+    let mut fields = block.as_object()?.iter();
+    match (fields.next(), fields.next(), fields.next()) {
+        (Some((ty, Value::String(kind))), Some((key, Value::String(text))), None)
+            if ty == "type" && kind == "text" && key == "text" =>
+        {
+            Some(text)
+        }
+        _ => None,
+    }
 }
 
 /// A text content block.
@@ -52,7 +64,7 @@ pub(crate) fn text_block(s: &str) -> Value {
 }
 
 fn map_block(block: Value) -> Value {
-    if is_plain_text(&block) {
+    if plain_text(&block).is_some() {
         return block; // already what text_block would build
     }
     match block["type"].as_str().unwrap_or("") {
@@ -148,8 +160,13 @@ mod tests {
         assert_eq!(mapped[0], text_block("hi"));
         let good = [json!({"type": "image", "mime_type": "image/png", "data": "aGk="})];
         assert!(!has_invalid_image(&good));
-        let empty = map_content(vec![json!({"type": "text", "text": ""})]);
+        let empty = map_content(vec![
+            json!({"type": "text", "text": ""}),
+            json!({"text": "", "type": "text"}),
+        ]);
         assert_eq!(empty, [text_block(NO_CONTENT)]);
+        let odd = [json!({"type": "text", "text": 7}), json!({"type": "image"})];
+        assert!(!is_empty_text(&odd[0]) && has_invalid_image(&odd));
     }
 
     #[test]

@@ -192,8 +192,10 @@ impl Driver {
         if own.is_none() {
             own = take_own(extra);
         }
-        self.take_stdouts();
-        self.take_waiting();
+        // One clock read for all that came in this wake-up.
+        let now = Instant::now();
+        self.take_stdouts(now);
+        self.take_waiting(now);
         (!self.engine.is_done(), own)
     }
 
@@ -265,7 +267,7 @@ impl Driver {
 
     /// Reads the stdouts the wait found readable, and those with lines
     /// still in their buffer, and hands the engine what they held.
-    fn take_stdouts(&mut self) {
+    fn take_stdouts(&mut self, now: Instant) {
         let mut read = std::mem::take(&mut self.read);
         for (fd, &idx) in self.fds.iter().zip(&self.watched) {
             if let Some(proc) = self.procs.get_mut(idx).and_then(Option::as_mut) {
@@ -276,7 +278,7 @@ impl Driver {
         }
         self.fds.clear();
         for msg in read.drain(..) {
-            self.take(Came::Inbound(msg));
+            self.take(Came::Inbound(msg), now);
         }
         self.read = read;
     }
@@ -284,14 +286,14 @@ impl Driver {
     /// Hands the engine what is waiting (up to [`BATCH`] messages) before
     /// handing frames to the writer threads, so a burst costs one wake-up
     /// per extension; then settles.
-    fn take_waiting(&mut self) {
+    fn take_waiting(&mut self, now: Instant) {
         for _ in 0..BATCH {
             let next = match self.inbound.try_recv() {
                 Ok(msg) => Came::Inbound(msg),
                 Err(_) => match self.requests.try_recv() {
                     Ok(req) => Came::Request(req),
                     Err(TryRecvError::Disconnected) => {
-                        self.all_handles_gone();
+                        self.all_handles_gone(now);
                         continue;
                     }
                     Err(TryRecvError::Empty) => match self.builtin_results.try_recv() {
@@ -300,23 +302,21 @@ impl Driver {
                     },
                 },
             };
-            self.take(next);
+            self.take(next, now);
         }
-        self.settle(Instant::now());
+        self.settle(now);
     }
 
     /// Every handle is gone: nobody can ask for anything again.
-    fn all_handles_gone(&mut self) {
+    fn all_handles_gone(&mut self, now: Instant) {
         self.requests = crossbeam_channel::never();
         let reply = Box::new(|_| {});
-        self.engine
-            .request(Request::Shutdown { reply }, Instant::now());
+        self.engine.request(Request::Shutdown { reply }, now);
     }
 
     /// Hands the engine what came; the end of an extension's stdout
     /// with what its process then looks like.
-    fn take(&mut self, came: Came) {
-        let now = Instant::now();
+    fn take(&mut self, came: Came, now: Instant) {
         match came {
             Came::Inbound(msg) => {
                 let eof = matches!(msg.msg, Inbound::Eof)
