@@ -53,6 +53,15 @@ impl Provides {
 /// theme of the extension in `dir`. The error is the reason alone, naming
 /// the entry.
 pub(crate) fn resolve(dir: &Path, skills: &[String]) -> Result<Provides, String> {
+    // Most extensions ship neither: no walk of the directory's path.
+    let no_theme = || {
+        THEME_FILES
+            .iter()
+            .all(|n| fs::symlink_metadata(dir.join(n)).is_err())
+    };
+    if skills.is_empty() && no_theme() {
+        return Ok(Provides::default());
+    }
     let root = fs::canonicalize(dir)
         .map_err(|e| format!("cannot read the extension directory {}: {e}", dir.display()))?;
     let mut found = Vec::new();

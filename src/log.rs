@@ -43,23 +43,34 @@ impl ExtLog {
     /// whenever a write would take it past `limit` bytes.
     pub(crate) fn open(logs_dir: &Path, name: &str, limit: u64) -> ExtLog {
         let path = log_path(logs_dir, name);
-        let opened = std::fs::create_dir_all(logs_dir).and_then(|()| {
+        let opened = (|| -> io::Result<LogFile> {
+            // The directory is made only when missing: a host starting
+            // many extensions opens their logs one after another.
+            let mut file = match append_to(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(logs_dir)?;
+                    append_to(&path)?
+                }
+                opened => opened?,
+            };
+            let mut len = file.metadata()?.len();
             // Rotated at start too (SPEC 3.4), not only at the first write:
             // a second handle on the same log (a shadowed copy's note)
             // could otherwise rotate first and its note be rotated over
             // the previous run's log.
-            if std::fs::metadata(&path).is_ok_and(|m| m.len() > limit) {
+            if len > limit {
+                drop(file);
                 rotate(&path)?;
+                file = append_to(&path)?;
+                len = file.metadata()?.len();
             }
-            let file = append_to(&path)?;
-            let len = file.metadata()?.len();
             Ok(LogFile {
                 path: path.clone(),
                 limit,
                 file,
                 len,
             })
-        });
+        })();
         let file = opened
             .inspect_err(|e| eprintln!("zot: cannot open log {}: {e}", path.display()))
             .ok();
@@ -207,6 +218,18 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_786), (2026, 11, 29));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    /// The logs directory is made when missing, parents included.
+    #[test]
+    fn a_missing_logs_directory_is_made() {
+        let root = std::env::temp_dir().join(format!("zot-logdir-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("home/logs");
+        ExtLog::open(&dir, "x", 1000).line("first");
+        let text = std::fs::read_to_string(log_path(&dir, "x")).unwrap();
+        assert!(text.ends_with(" first\n"), "{text}");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     /// A log over the limit rotates on the first line after it opens

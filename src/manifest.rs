@@ -411,7 +411,8 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>, String> {
     use std::io::Read;
     let cannot = |e: std::io::Error| format!("cannot read: {e}");
     let file = open_regular(path, MAX_MANIFEST_BYTES, false)?;
-    let mut text = Vec::new();
+    // Room for a usual manifest: one read, not a probe and several more.
+    let mut text = Vec::with_capacity(4096);
     file.take(MAX_MANIFEST_BYTES + 1)
         .read_to_end(&mut text)
         .map_err(cannot)?;
