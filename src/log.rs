@@ -43,34 +43,7 @@ impl ExtLog {
     /// whenever a write would take it past `limit` bytes.
     pub(crate) fn open(logs_dir: &Path, name: &str, limit: u64) -> ExtLog {
         let path = log_path(logs_dir, name);
-        let opened = (|| -> io::Result<LogFile> {
-            // The directory is made only when missing: a host starting
-            // many extensions opens their logs one after another.
-            let mut file = match append_to(&path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    std::fs::create_dir_all(logs_dir)?;
-                    append_to(&path)?
-                }
-                opened => opened?,
-            };
-            let mut len = file.metadata()?.len();
-            // Rotated at start too (SPEC 3.4), not only at the first write:
-            // a second handle on the same log (a shadowed copy's note)
-            // could otherwise rotate first and its note be rotated over
-            // the previous run's log.
-            if len > limit {
-                drop(file);
-                rotate(&path)?;
-                file = append_to(&path)?;
-                len = file.metadata()?.len();
-            }
-            Ok(LogFile {
-                path: path.clone(),
-                limit,
-                file,
-                len,
-            })
-        })();
+        let opened = LogFile::open(logs_dir, &path, limit);
         let file = opened
             .inspect_err(|e| eprintln!("zot: cannot open log {}: {e}", path.display()))
             .ok();
@@ -142,6 +115,37 @@ impl LogFile {
         self.file.write_all(bytes)?;
         self.len += bytes.len() as u64;
         Ok(())
+    }
+
+    /// Opens (making its directory when missing) the log at `path`,
+    /// rotated first when it is over `limit` already.
+    fn open(logs_dir: &Path, path: &Path, limit: u64) -> io::Result<LogFile> {
+        // The directory is made only when missing: a host starting
+        // many extensions opens their logs one after another.
+        let mut file = match append_to(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(logs_dir)?;
+                append_to(path)?
+            }
+            opened => opened?,
+        };
+        let mut len = file.metadata()?.len();
+        // Rotated at start too (SPEC 3.4), not only at the first write:
+        // a second handle on the same log (a shadowed copy's note)
+        // could otherwise rotate first and its note be rotated over
+        // the previous run's log.
+        if len > limit {
+            drop(file);
+            rotate(path)?;
+            file = append_to(path)?;
+            len = file.metadata()?.len();
+        }
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            limit,
+            file,
+            len,
+        })
     }
 }
 

@@ -23,18 +23,14 @@ pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
 
 /// A text block with no text: the model is not shown it.
 pub fn is_empty_text(block: &Value) -> bool {
-    match plain_text(block) {
-        Some(text) => text.is_empty(),
-        None => block["type"] == "text" && block["text"] == "",
-    }
+    block["type"] == "text" && block["text"] == ""
 }
 
 /// Whether an image block is invalid (its `data` not base64, or fields
 /// missing): upstream then marks the whole result `is_error`.
 pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     blocks.iter().any(|b| {
-        plain_text(b).is_none()
-            && b["type"] == "image"
+        b["type"] == "image"
             && !matches!(
                 (b["mime_type"].as_str(), b["data"].as_str()),
                 (Some(m), Some(d)) if !m.is_empty() && valid_base64(d)
@@ -42,20 +38,19 @@ pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     })
 }
 
-/// The text of a block with a string `text` and no other field, keys
-/// in `text_block`'s order: kept as it came instead of built again.
-/// Nearly every block is one, so its fields are walked, not looked up
-/// by hash.
-fn plain_text(block: &Value) -> Option<&str> {
-    let mut fields = block.as_object()?.iter();
-    match (fields.next(), fields.next(), fields.next()) {
-        (Some((ty, Value::String(kind))), Some((key, Value::String(text))), None)
-            if ty == "type" && kind == "text" && key == "text" =>
-        {
-            Some(text)
-        }
-        _ => None,
-    }
+/// A text block with a string `text` and no other field, keys in
+/// `text_block`'s order: kept as it came instead of built again. Its
+/// fields are walked in order, not looked up by hash.
+fn is_plain_text(block: &Value) -> bool {
+    let Some(object) = block.as_object() else {
+        return false;
+    };
+    let mut fields = object.iter();
+    matches!(
+        (fields.next(), fields.next(), fields.next()),
+        (Some((ty, Value::String(kind))), Some((key, Value::String(_))), None)
+            if ty == "type" && kind == "text" && key == "text"
+    )
 }
 
 /// A text content block.
@@ -64,7 +59,7 @@ pub(crate) fn text_block(s: &str) -> Value {
 }
 
 fn map_block(block: Value) -> Value {
-    if plain_text(&block).is_some() {
+    if is_plain_text(&block) {
         return block; // already what text_block would build
     }
     match block["type"].as_str().unwrap_or("") {
