@@ -54,6 +54,7 @@ mod intercept;
 #[cfg(feature = "mcp")]
 mod jsonrpc;
 mod log;
+mod logpump;
 mod manifest;
 pub mod order;
 // Without the `mcp` feature an empty stand-in: no extension can be an MCP server.

@@ -1,9 +1,11 @@
 //! One extension process in its own process group. Its stdout is read
 //! by the thread that runs the loop, when poll(2) says it has something
 //! (non-blocking, so a read never waits), and parsed there; its stdin is
-//! written there too while the pipe has room. Two named threads do what
-//! would make the loop wait: stderr -> its rotating log, and outbox ->
-//! stdin (started only when the loop's direct write finds the pipe full).
+//! written there too while the pipe has room. What would make the loop
+//! wait is done elsewhere: its stderr goes to its rotating log through
+//! the host's one log thread (`logpump.rs`), and a named writer thread
+//! takes its outbox to stdin (started only when the loop's direct write
+//! finds the pipe full).
 //!
 //! Why the loop reads stdout itself: a reader thread between the pipe and
 //! the loop is one more thread woken per frame. Pinned to one CPU a call
@@ -15,13 +17,15 @@
 //!
 //! The process and its group die with the host (`watchdog.rs`, or
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
-//! run). The threads wait on their pipe and on a stop socket at once,
-//! so they end when the process is done with even if an escaped
-//! (`setsid`) grandchild keeps the pipes open: nothing leaks per reload.
+//! run). The writer and the log thread wait on its pipe and on its stop
+//! socket at once, so they let go of it when the process is done with
+//! even if an escaped (`setsid`) grandchild keeps the pipes open:
+//! nothing leaks per reload.
 
 use crate::confine::{Confinement, PrivateTmp};
 use crate::doorbell::BellSender;
 use crate::log::ExtLog;
+use crate::logpump::{Pipe, Pumping};
 use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
 use crate::watchdog;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
@@ -32,7 +36,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -48,10 +52,6 @@ const KEPT_LINE: usize = 64 * 1024;
 /// Most stdout lines read in one go: the loop then looks at the rest of
 /// its inputs before it reads on.
 const LINES_PER_READ: usize = 256;
-
-/// Reads of stderr still done after the stop: an escaped grandchild
-/// may write forever.
-const DRAIN_READS: usize = 64;
 
 /// What an extension's stdout and its writer thread report to the host loop.
 // Nearly every message is a frame: boxing it would cost an allocation each.
@@ -128,7 +128,7 @@ pub(crate) struct ExtProcess {
     queued: Arc<AtomicUsize>,
     /// Dropping it tells the I/O threads to end.
     stop: Option<UnixStream>,
-    /// Disconnects when the log thread (which copies stderr) ends.
+    /// Disconnects when the log thread is done with its stderr.
     log_done: Option<Receiver<()>>,
     /// Tags what it reads.
     key: u64,
@@ -201,10 +201,12 @@ pub(crate) struct Spawn {
 
 impl ExtProcess {
     /// Starts the extension `s` as the leader of a new process group, its
-    /// stdout read as `s.reading` says. Call it from a thread that outlives
-    /// every extension it starts (see [`spawn_group`]): `spawner.rs` does.
-    /// A confined one's `TMPDIR` lives as long as the process.
-    pub(crate) fn spawn(s: Spawn) -> io::Result<ExtProcess> {
+    /// stdout read as `s.reading` says, its stderr copied to its log by
+    /// `logs` (without one, it is the host's stderr). Call it from a
+    /// thread that outlives every extension it starts (see
+    /// [`spawn_group`]): `spawner.rs` does. A confined one's `TMPDIR`
+    /// lives as long as the process.
+    pub(crate) fn spawn(s: Spawn, logs: Option<&Pumping>) -> io::Result<ExtProcess> {
         let Spawn {
             key,
             name,
@@ -222,7 +224,10 @@ impl ExtProcess {
             .current_dir(&dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(log.child_stderr());
+            .stderr(match logs {
+                Some(_) => log.child_stderr(),
+                None => Stdio::inherit(),
+            });
         if let Some(confine) = &confine {
             confine.apply_to(&mut command);
         }
@@ -242,7 +247,7 @@ impl ExtProcess {
             writer: Cell::new(None),
             _tmp: confine.map(|c| c.tmp),
         };
-        if let Err(e) = proc.start_io(&name, inbound) {
+        if let Err(e) = proc.start_io(&name, inbound, logs) {
             // Reaped here; dropping it then ends what is left of the group.
             let _ = proc.child.kill();
             let _ = proc.child.wait();
@@ -251,7 +256,12 @@ impl ExtProcess {
         Ok(proc)
     }
 
-    fn start_io(&mut self, name: &str, inbound: BellSender<InboundMsg>) -> io::Result<()> {
+    fn start_io(
+        &mut self,
+        name: &str,
+        inbound: BellSender<InboundMsg>,
+        logs: Option<&Pumping>,
+    ) -> io::Result<()> {
         let pipes = (self.child.stdin.take(), self.child.stdout.take());
         let (Some(stdin), Some(stdout)) = pipes else {
             return Err(io::Error::other("child pipes missing"));
@@ -285,13 +295,16 @@ impl ExtProcess {
             self.direct = stdin.try_clone().ok();
         }
         let queued = self.queued.clone();
-        let (done, log_done) = crossbeam_channel::bounded::<()>(0);
-        self.log_done = Some(log_done);
-        let mut stderr = Stderr(self.child.stderr.take());
-        if stderr.0.is_some() {
-            io.start("log", name, 64 * 1024, move |io| {
-                stderr.drain(io);
-                drop(done);
+        if let (Some(stderr), Some(logs)) = (self.child.stderr.take(), logs) {
+            let (done, log_done) = crossbeam_channel::bounded::<()>(0);
+            self.log_done = Some(log_done);
+            let stop = io.stop.clone();
+            let log = self.log.clone();
+            logs.add(Pipe {
+                stderr,
+                log,
+                stop,
+                _done: done,
             })?;
         }
         let name = name.to_owned();
@@ -507,28 +520,20 @@ impl Io {
                 Err(SendTimeoutError::Timeout(m)) => msg = m,
                 Err(SendTimeoutError::Disconnected(_)) => return false,
             }
-            if self.wait(-1, 0, -1, false).2 {
+            if self.stopped(-1, 0, false) {
                 return false;
             }
         }
     }
 
-    /// Waits until `fd` is ready for `events` (or has an error to
-    /// report), `also` (-1: none) for reading, or the stop socket is
-    /// closed: (ready, `also`'s poll(2) revents, stopped). Without
-    /// waiting when `block` is false.
-    fn wait(&self, fd: RawFd, events: i16, also: RawFd, block: bool) -> (bool, i16, bool) {
+    /// Waits until `fd` (-1: none) is ready for `events` (or has an error
+    /// to report), or the stop socket is closed: whether it was stopped.
+    /// Without waiting when `block` is false.
+    fn stopped(&self, fd: RawFd, events: i16, block: bool) -> bool {
         let stop = self.stop.as_raw_fd();
-        let mut fds = [
-            pollfd(fd, events),
-            pollfd(also, libc::POLLIN),
-            pollfd(stop, libc::POLLIN),
-        ];
-        if !poll(&mut fds, if block { -1 } else { 0 }) {
-            // Let the read or write itself meet and report the problem.
-            return (true, 0, false);
-        }
-        (fds[0].revents != 0, fds[1].revents, fds[2].revents != 0)
+        let mut fds = [pollfd(fd, events), pollfd(stop, libc::POLLIN)];
+        // A failed poll: let the read or write itself meet the problem.
+        poll(&mut fds, if block { -1 } else { 0 }) && fds[1].revents != 0
     }
 }
 
@@ -670,56 +675,6 @@ pub fn read_lines(
     }
 }
 
-/// The child's stderr (`None` once at end of file, or when inherited),
-/// copied into its log by the log thread.
-struct Stderr(Option<ChildStderr>);
-
-impl Stderr {
-    fn fd(&self) -> RawFd {
-        self.0.as_ref().map_or(-1, AsRawFd::as_raw_fd)
-    }
-
-    /// Copies what poll(2) says waits (`revents`) into the log.
-    fn copy(&mut self, io: &Io, revents: i16) {
-        let Some(pipe) = &mut self.0 else {
-            return;
-        };
-        if revents & libc::POLLIN == 0 {
-            if revents != 0 {
-                self.0 = None; // hung up with nothing left, or failed
-            }
-            return;
-        }
-        // On the stack, so only a stderr that is written to costs memory.
-        let mut buf = [0u8; 4096];
-        match pipe.read(&mut buf) {
-            Ok(0) => self.0 = None,
-            Ok(n) => io.log.append(&buf[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => self.0 = None,
-        }
-    }
-
-    /// Once stdout has ended: copies until EOF or the stop; after the
-    /// stop, only what is already in the pipe (bounded).
-    fn drain(&mut self, io: &Io) {
-        let mut drain_left: Option<usize> = None;
-        while self.0.is_some() {
-            let (_, revents, stopped) = io.wait(-1, 0, self.fd(), drain_left.is_none());
-            if stopped {
-                match drain_left.get_or_insert(DRAIN_READS) {
-                    0 => return,
-                    n => *n -= 1,
-                }
-            }
-            if revents == 0 {
-                return; // stopped, and nothing more waits in the pipe
-            }
-            self.copy(io, revents);
-        }
-    }
-}
-
 /// The writer thread. Chunks come batched by the host loop: one write
 /// each, no buffer. A closed outbox closes stdin; a stop ends the thread.
 fn write_lines(io: &Io, stdin: File, outbox: Receiver<OutChunk>, queued: &AtomicUsize) {
@@ -731,7 +686,7 @@ fn write_lines(io: &Io, stdin: File, outbox: Receiver<OutChunk>, queued: &Atomic
                 Err(e) => break Some(e),
             }
             // Done, or stopped: the process is done with.
-            if written == chunk.len() || io.wait(stdin.as_raw_fd(), libc::POLLOUT, -1, true).2 {
+            if written == chunk.len() || io.stopped(stdin.as_raw_fd(), libc::POLLOUT, true) {
                 break None;
             }
         };

@@ -15,7 +15,10 @@
 //!
 //! Results come back in the batch's order, whichever start finishes
 //! first: discovery order and registry precedence never depend on it.
+//! The spawner owns the host's log thread too (`logpump.rs`), which
+//! copies what the processes it started write to stderr.
 
+use crate::logpump::LogPump;
 use crate::process::{ExtProcess, Spawn};
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
@@ -39,6 +42,8 @@ pub(crate) struct Spawner {
     tasks: Option<Sender<Task>>,
     queue: Receiver<Task>,
     threads: Vec<JoinHandle<()>>,
+    /// Dropped after the threads, once every process is.
+    logs: LogPump,
 }
 
 impl Spawner {
@@ -56,6 +61,7 @@ impl Spawner {
             tasks: Some(tasks),
             queue,
             threads: Vec::new(),
+            logs: LogPump::new(),
         }
     }
 
@@ -63,13 +69,19 @@ impl Spawner {
     /// returns each result at its position in `batch`.
     pub fn spawn_all(&mut self, batch: Vec<Spawn>) -> Vec<io::Result<ExtProcess>> {
         self.grow(batch.len().min(self.limit));
+        let logs = (self.logs.pumping())
+            .inspect_err(|e| {
+                eprintln!("zot: cannot start the log thread ({e}): extensions' stderr goes here")
+            })
+            .ok();
         let n = batch.len();
         let (done_tx, done) = crossbeam_channel::unbounded();
         for (i, spawn) in batch.into_iter().enumerate() {
             let done_tx = done_tx.clone();
+            let logs = logs.clone();
             let task: Task = Box::new(move || {
                 // The receiver lives until every task has answered.
-                let _ = done_tx.send((i, ExtProcess::spawn(spawn)));
+                let _ = done_tx.send((i, ExtProcess::spawn(spawn, logs.as_ref())));
             });
             match (&self.tasks, self.threads.is_empty()) {
                 (Some(tasks), false) => {

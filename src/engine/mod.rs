@@ -14,7 +14,7 @@
 //!      │ direct, or outbox (counted)   │ read and parsed as poll(2) says, 256 lines at a time
 //!   writer thread ──► stdin   stdout ──┘                    (per extension)
 //!                      extension process (own process group)
-//!                      stderr ──► log thread ──► $ZOT_HOME/logs/ext-<name>.log (rotated)
+//!                      stderr ──► the log thread (one per host) ──► $ZOT_HOME/logs/ext-<name>.log
 //! ```
 //!
 //! The code has the same shape, and its imports run one way:
@@ -89,7 +89,7 @@
 //!   each extension's log (`ExtLog`, opened by the driver), which the
 //!   engine writes its `[zot]` lines to. They are diagnostics in no
 //!   order with anything else, one line of text each, written from the
-//!   log threads and the MCP client too; as actions they would cost
+//!   log thread and the MCP client too; as actions they would cost
 //!   an allocation and a hand-over per line for nothing a test asserts.
 //!   And it reads one counter the process layer updates: the bytes an
 //!   extension's writer thread has not written yet (`Backlog`), which
@@ -111,9 +111,10 @@
 //!   whole: `command_invoked` with `command_response`, `event_intercept`
 //!   with its response, and the timeouts; a tool call is a job of
 //!   `jobs.rs` from its `tool_call` event to its result.
-//! - Below the loop: `process.rs` (one extension process with its reader
-//!   and writer threads; it knows nothing of MCP: an MCP server's stdout
+//! - Below the loop: `process.rs` (one extension process with its
+//!   writer thread; it knows nothing of MCP: an MCP server's stdout
 //!   is handed over as lines), `spawner.rs` (starting a batch of them),
+//!   `logpump.rs` (the one thread that copies their stderr to their logs),
 //!   `protocol.rs` (frames), `mcp_client.rs` (the MCP client, SPEC 11,
 //!   no I/O: the loop hands it lines, frames and the time) and `jsonrpc.rs` (its messages, shared with `zot
 //!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
@@ -340,27 +341,17 @@
 //! little. Pinned, every hand-over is a context switch, and the figures
 //! show the shape's own cost.
 //!
-//! **Why a round trip costs about three floors pinned.** The floor is two
-//! processes ping-ponging over pipes: two context switches per
-//! round trip. The caller's own thread runs the loop (`Host::start`): it writes
-//! the frame into the extension's pipe and waits on the readers' channels,
-//! so a round trip is caller -> extension -> its reader thread -> caller,
-//! three switches at best. The caller parks at once when nothing is
-//! waiting (`doorbell.rs`: the readers, handles, built-in results and a
-//! CLI surface's own channel ring it after they send); crossbeam's blocking receive would first yield
-//! the CPU a few times, each yield a switch to a thread that then ran
-//! before the reader had handed over (5-6 switches per call pinned, spin
-//! 0, against 3.6 parked). Fewer would
-//! mean the caller reading the extension's stdout itself, which the
-//! design card gives to a reader thread per extension. The host's own
-//! work per round trip (one JSON pass over the frame, one pending entry,
-//! one channel hand-over) is a few microseconds of CPU: counted with
-//! callgrind and memcheck in the bench process (spin 0), about 24,000
-//! instructions and 16 allocations per command, 39,000 and 29 per tool
-//! call. Per call each side makes one write and one read, the reader one
-//! poll; the rest is futex calls of the channel hand-over when the caller
-//! sleeps (`strace -c -f`, spin 0: two per call, one park and one
-//! unpark, and no `sched_yield`).
+//! **What a round trip costs pinned.** The floor is two processes
+//! ping-ponging over pipes: two context switches per round trip. The
+//! caller's own thread runs the loop (`Host::start`): it writes the
+//! frame into the extension's pipe, waits in poll(2) on the stdouts and
+//! its doorbell (`doorbell.rs`), and reads and parses the answer itself,
+//! so a round trip is caller -> extension -> caller, two switches, as
+//! with a bare pipe. Per call the host makes one write, one poll and one
+//! read. The rest is its own work, counted with callgrind in the bench
+//! process (spin 0): about 18,000 instructions and 9 allocations per
+//! command, 24,000 and 14 per tool call (a tool's content blocks are
+//! `Value`s, which cost most of the difference), a few microseconds.
 //!
 //! **What startup20 times.** Mostly the extensions' own start. On the
 //! 2-vCPU VM, glibc's start-up runs dozens of CPUID instructions, each a
@@ -368,10 +359,11 @@
 //! not, spends about 1.5 ms of CPU before its `main`, so 20 kept both
 //! CPUs busy for about 15 ms. `make bench-ext` builds the bench
 //! extension static for musl (about 0.25 ms; a call costs the same
-//! instructions). The host's part is about 60 system calls per extension
-//! from start to shutdown (`strace -c -f`: three pipes, the stop socket
-//! pair, the reader thread, the spawn); `posix_spawn` holds its thread
-//! while the child execs (vfork), hence several spawning threads.
+//! instructions). The host's part per extension is three pipes, the stop
+//! socket pair, the spawn and its log's open; one log thread copies every
+//! extension's stderr (a thread each was about a tenth of startup20).
+//! `posix_spawn` holds its thread while the child execs (vfork), hence
+//! several spawning threads.
 //!
 //! **What keeps it fast.**
 //! - Frames are written to the extension's stdin by the driver itself through
@@ -473,8 +465,8 @@
 //!   host is then at most 64 deep, which the threads' stacks are sized for
 //!   (reader threads 512 KiB: a 64-level frame needs about 200 KiB in a
 //!   debug build).
-//! - **Disk.** The child's stderr reaches its log through the reader
-//!   thread (it waits on stdout and stderr at once), and the log rotates to `.log.1` before any
+//! - **Disk.** The child's stderr reaches its log through the host's log
+//!   thread (`logpump.rs`), and the log rotates to `.log.1` before any
 //!   write that would take it past the limit, also while the extension
 //!   runs: one extension's logs stay under 2 x 8 MiB however much it
 //!   writes (`HostConfig::log_rotate_bytes` sets the limit). The host's own
