@@ -341,12 +341,12 @@
 //! little. Pinned, every hand-over is a context switch, and the figures
 //! show the shape's own cost.
 //!
-//! **What a round trip costs pinned.** The floor is two processes
-//! ping-ponging over pipes: two context switches per round trip. The
+//! **What a call costs pinned.** The floor is two processes
+//! ping-ponging over pipes: two context switches per exchange. The
 //! caller's own thread runs the loop (`Host::start`): it writes the
 //! frame into the extension's pipe, waits in poll(2) on the stdouts and
 //! its doorbell (`doorbell.rs`), and reads and parses the answer itself,
-//! so a round trip is caller -> extension -> caller, two switches, as
+//! so a call is caller -> extension -> caller, two switches, as
 //! with a bare pipe. Per call the host makes one write, one poll and one
 //! read. The rest is its own work, counted with callgrind in the bench
 //! process (spin 0): about 18,000 instructions and 9 allocations per
