@@ -447,21 +447,13 @@ impl HostFrame<'_> {
             // in the derive's order: through the derive each took about
             // 2,000 instructions, a tenth of a call's.
             HostFrame::CommandInvoked { id, name, args } => {
-                out.extend_from_slice(br#"{"type":"command_invoked","id":"#);
-                push_json_str(out, id);
-                out.extend_from_slice(br#","name":"#);
-                push_json_str(out, name);
-                out.extend_from_slice(br#","args":"#);
+                start_call(out, "command_invoked", id, name);
                 push_json_str(out, args);
                 out.push(b'}');
                 Ok(())
             }
             HostFrame::ToolCall { id, name, args } => {
-                out.extend_from_slice(br#"{"type":"tool_call","id":"#);
-                push_json_str(out, id);
-                out.extend_from_slice(br#","name":"#);
-                push_json_str(out, name);
-                out.extend_from_slice(br#","args":"#);
+                start_call(out, "tool_call", id, name);
                 let args = serde_json::to_writer(&mut *out, args);
                 out.push(b'}');
                 args
@@ -473,6 +465,18 @@ impl HostFrame<'_> {
         }
         out.push(b'\n');
     }
+}
+
+/// Appends `{"type":kind,"id":id,"name":name,"args":`, the start the
+/// two call frames share.
+fn start_call(out: &mut Vec<u8>, kind: &str, id: &str, name: &str) {
+    out.extend_from_slice(br#"{"type":"#);
+    push_json_str(out, kind);
+    out.extend_from_slice(br#","id":"#);
+    push_json_str(out, id);
+    out.extend_from_slice(br#","name":"#);
+    push_json_str(out, name);
+    out.extend_from_slice(br#","args":"#);
 }
 
 /// Appends `s` as a JSON string, as serde_json writes it: in one copy
