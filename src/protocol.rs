@@ -447,13 +447,13 @@ impl HostFrame<'_> {
             // in the derive's order: through the derive each took about
             // 2,000 instructions, a tenth of a call's.
             HostFrame::CommandInvoked { id, name, args } => {
-                start_call(out, "command_invoked", id, name);
+                start_call(out, br#"{"type":"command_invoked","id":"#, id, name);
                 push_json_str(out, args);
                 out.push(b'}');
                 Ok(())
             }
             HostFrame::ToolCall { id, name, args } => {
-                start_call(out, "tool_call", id, name);
+                start_call(out, br#"{"type":"tool_call","id":"#, id, name);
                 let args = serde_json::to_writer(&mut *out, args);
                 out.push(b'}');
                 args
@@ -467,12 +467,10 @@ impl HostFrame<'_> {
     }
 }
 
-/// Appends `{"type":kind,"id":id,"name":name,"args":`, the start the
-/// two call frames share.
-fn start_call(out: &mut Vec<u8>, kind: &str, id: &str, name: &str) {
-    out.extend_from_slice(br#"{"type":"#);
-    push_json_str(out, kind);
-    out.extend_from_slice(br#","id":"#);
+/// Appends `head` (`{"type":...,"id":`), then `id` and `name` and the
+/// `"args":` key: the start the two call frames share.
+fn start_call(out: &mut Vec<u8>, head: &[u8], id: &str, name: &str) {
+    out.extend_from_slice(head);
     push_json_str(out, id);
     out.extend_from_slice(br#","name":"#);
     push_json_str(out, name);
