@@ -1,12 +1,11 @@
 //! Every extension's stderr into its log, on one thread per host.
 //!
-//! A thread per extension cost a thread start (stack, guard page, signal
-//! stack, a stop socket's poll) for each extension before it could say
-//! ready, on the path `make bench`'s startup20 measures: on 2 vCPUs 20 of
-//! them were about a tenth of starting 20 extensions. The pump waits on
-//! every pipe and on every extension's stop socket at once, and copies
-//! one read's worth from each pipe that has something per pass, so one
-//! chatty extension does not hold the others' logs back.
+//! One thread, so that starting an extension starts no thread for its
+//! stderr (a thread start, with its stack, guard page and signal stack,
+//! costs CPU on the path `make bench`'s startup20 measures). The pump
+//! waits on every pipe and on every extension's stop socket at once, and
+//! copies one read's worth from each pipe that has something per pass,
+//! so one chatty extension does not hold the others' logs back.
 //!
 //! A pipe is done with at its end of file, or when its process is (its
 //! stop socket closed: `process.rs`): then what is already in the pipe is

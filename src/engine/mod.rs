@@ -361,7 +361,7 @@
 //! extension static for musl (about 0.25 ms; a call costs the same
 //! instructions). The host's part per extension is three pipes, the stop
 //! socket pair, the spawn and its log's open; one log thread copies every
-//! extension's stderr (a thread each was about a tenth of startup20).
+//! extension's stderr, so an extension's start starts no thread.
 //! `posix_spawn` holds its thread while the child execs (vfork), hence
 //! several spawning threads.
 //!
