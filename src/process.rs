@@ -126,7 +126,8 @@ pub(crate) struct ExtProcess {
     direct: Option<File>,
     /// Bytes handed to the writer thread and not yet written.
     queued: Arc<AtomicUsize>,
-    /// Dropping it tells the I/O threads to end.
+    /// Dropping it tells the writer thread to end and the log thread to
+    /// let go of its stderr.
     stop: Option<UnixStream>,
     /// Disconnects when the log thread is done with its stderr.
     log_done: Option<Receiver<()>>,
@@ -298,12 +299,10 @@ impl ExtProcess {
         if let (Some(stderr), Some(logs)) = (self.child.stderr.take(), logs) {
             let (done, log_done) = crossbeam_channel::bounded::<()>(0);
             self.log_done = Some(log_done);
-            let stop = io.stop.clone();
-            let log = self.log.clone();
             logs.add(Pipe {
                 stderr,
-                log,
-                stop,
+                log: self.log.clone(),
+                stop: io.stop.clone(),
                 _done: done,
             })?;
         }
