@@ -23,14 +23,18 @@ pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
 
 /// A text block with no text: the model is not shown it.
 pub fn is_empty_text(block: &Value) -> bool {
-    block["type"] == "text" && block["text"] == ""
+    match plain_text(block) {
+        Some(text) => text.is_empty(),
+        None => block["type"] == "text" && block["text"] == "",
+    }
 }
 
 /// Whether an image block is invalid (its `data` not base64, or fields
 /// missing): upstream then marks the whole result `is_error`.
 pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     blocks.iter().any(|b| {
-        b["type"] == "image"
+        plain_text(b).is_none()
+            && b["type"] == "image"
             && !matches!(
                 (b["mime_type"].as_str(), b["data"].as_str()),
                 (Some(m), Some(d)) if !m.is_empty() && valid_base64(d)
@@ -38,19 +42,20 @@ pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
     })
 }
 
-/// A text block with a string `text` and no other field, keys in
-/// `text_block`'s order: kept as it came instead of built again. Its
-/// fields are walked in order, not looked up by hash.
-fn is_plain_text(block: &Value) -> bool {
-    let Some(object) = block.as_object() else {
-        return false;
-    };
-    let mut fields = object.iter();
-    matches!(
-        (fields.next(), fields.next(), fields.next()),
-        (Some((ty, Value::String(kind))), Some((key, Value::String(_))), None)
-            if ty == "type" && kind == "text" && key == "text"
-    )
+/// The text of a text block with a string `text` and no other field,
+/// keys in `text_block`'s order: the block most tools return, kept as it
+/// came instead of built again. Its fields are walked in order, not
+/// looked up by hash (each lookup hashes the key).
+fn plain_text(block: &Value) -> Option<&str> {
+    let mut fields = block.as_object()?.iter();
+    match (fields.next(), fields.next(), fields.next()) {
+        (Some((ty, Value::String(kind))), Some((key, Value::String(text))), None)
+            if ty == "type" && kind == "text" && key == "text" =>
+        {
+            Some(text)
+        }
+        _ => None,
+    }
 }
 
 /// A text content block.
@@ -59,7 +64,7 @@ pub(crate) fn text_block(s: &str) -> Value {
 }
 
 fn map_block(block: Value) -> Value {
-    if is_plain_text(&block) {
+    if plain_text(&block).is_some() {
         return block; // already what text_block would build
     }
     match block["type"].as_str().unwrap_or("") {
