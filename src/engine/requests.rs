@@ -80,7 +80,9 @@ impl Engine {
     /// name is unknown while an extension is still starting waits for it
     /// (SPEC 3.6), at most the hello timeout.
     pub(super) fn execute(&mut self, req: Request, lookup: Lookup, now: Instant) {
-        if lookup == Lookup::MayWait && self.unknown_name(&req) && self.names_may_come() {
+        // Whether any name may still come first: a walk over the
+        // extensions, cheaper than looking the name up.
+        if lookup == Lookup::MayWait && self.names_may_come() && self.unknown_name(&req) {
             let deadline = later(now, self.cfg.timeouts.hello);
             if let Some(parked) = self.state.parked_mut() {
                 return parked.push((deadline, req));
@@ -451,20 +453,22 @@ impl Engine {
         if builtin && !pipeline {
             return self.answer(reply, Err(HostError::BuiltInTool(name)));
         }
-        match self.tools.owner(&name) {
+        // Whether its owner activated it, and the owner if it is interactive.
+        let owner = (self.tools.owner(&name))
+            .map(|c| (c.info.active, c.info.interactive.then_some(c.rank)));
+        match owner {
             None if !builtin => return self.answer(reply, Err(HostError::UnknownTool(name))),
             // Upstream offers a deferred tool once it is activated only.
-            Some(c) if !builtin && !c.info.active => {
+            Some((false, _)) if !builtin => {
                 return self.answer(reply, Err(HostError::InactiveTool(name)))
             }
             _ => {}
         }
-        let owner = self.tools.owner(&name);
-        let interactive = owner.filter(|c| c.info.interactive);
-        if let Some(c) = interactive.filter(|_| !self.cfg.interactive_tools) {
+        let interactive = owner.and_then(|(_, rank)| rank);
+        if let Some(rank) = interactive.filter(|_| !self.cfg.interactive_tools) {
             let text = format!("tool {name} is interactive and needs an interactive host");
             let outcome = ToolOutcome::Ran(ToolResult {
-                extension: self.exts[c.rank].name.clone(),
+                extension: self.exts[rank].name.clone(),
                 content: vec![text_block(&text)],
                 is_error: true,
                 ..Default::default()
