@@ -109,18 +109,18 @@ impl Pending {
     /// else leaves the table as it was and says why not.
     pub(super) fn take(&mut self, ext: usize, id: &str, answer: &str) -> Result<Waiter, String> {
         let unknown = || format!("id {id:?} is unknown, expired or already answered");
-        // Checked before it is removed (no key allocated per answer).
-        match self.entries.get(id) {
-            Some(e) if e.ext != ext => return Err(unknown()),
-            Some(e) if e.waiter.answer() != answer => {
-                return Err(format!("id {id:?} expects a {}", e.waiter.answer()));
-            }
-            _ => {}
-        }
-        self.entries
-            .remove(id)
-            .map(|e| e.waiter)
-            .ok_or_else(unknown)
+        // One lookup for the answer expected; a wrong one goes back
+        // under the key it had (nothing allocated either way).
+        let (key, e) = self.entries.remove_entry(id).ok_or_else(unknown)?;
+        let wrong = if e.ext != ext {
+            unknown()
+        } else if e.waiter.answer() != answer {
+            format!("id {id:?} expects a {}", e.waiter.answer())
+        } else {
+            return Ok(e.waiter);
+        };
+        self.entries.insert(key, e);
+        Err(wrong)
     }
 
     /// Forgets request `id` without answering it: a guard asked again,
