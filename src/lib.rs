@@ -25,7 +25,7 @@
 //! let call = ToolRequest::new("weather", json!({"city": "Oslo"}));
 //! // The tool_call event, every guard, then the tool (a built-in tool gets a verdict).
 //! let ToolOutcome::Ran(result) = host.call_tool(call)? else { panic!("not an extension's") };
-//! assert!(!result.is_error && result.content[0]["text"].as_str().unwrap().contains("Oslo"));
+//! assert!(!result.is_error && result.content[0].text().is_some_and(|t| t.contains("Oslo")));
 //! host.shutdown(); // every extension gets `shutdown`; nothing is left running
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -76,10 +76,10 @@ pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
 pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
-    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
-    ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,
-    NameKind, ReadyVia, ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome,
-    ToolRequest, ToolResult,
+    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,
+    ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level,
+    NameConflict, NameKind, ReadyVia, ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo,
+    ToolOutcome, ToolRequest, ToolResult,
 };
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the
@@ -147,7 +147,7 @@ pub mod internal {
     }
     /// Tool result blocks.
     pub mod toolresult {
-        pub use crate::toolresult::{is_empty_text, map_content};
+        pub use crate::toolresult::{is_empty_text, map_content, Block};
     }
     /// Project trust (SPEC 15).
     pub mod trust {

@@ -82,7 +82,7 @@ use crate::protocol::{
     head_fields, snippet, CommandResponse, ExtFrame, HostFrame, ToolExtras, MAX_LINE,
 };
 use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
-use crate::toolresult::text_block;
+use crate::toolresult::Block;
 use crate::types::human;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -948,17 +948,22 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
 }
 
 /// A `tools/call` result as content blocks and `is_error` (SPEC 11).
-fn tool_content(result: Result<&Value, String>) -> (Vec<Value>, bool) {
+fn tool_content(result: Result<&Value, String>) -> (Vec<Block>, bool) {
     let result = match result {
         Ok(result) => result,
-        Err(e) => return (vec![text_block(&e)], true),
+        Err(e) => return (vec![text_value(&e).into()], true),
     };
     let blocks = result["content"].as_array().into_iter().flatten();
-    let mut content: Vec<Value> = blocks.map(zot_block).collect();
+    let mut content: Vec<Block> = blocks.map(|b| zot_block(b).into()).collect();
     if let (true, Some(structured)) = (content.is_empty(), result.get("structuredContent")) {
-        content.push(text_block(&structured.to_string()));
+        content.push(text_value(&structured.to_string()).into());
     }
     (content, result["isError"] == true)
+}
+
+/// A zot text block, as JSON.
+fn text_value(text: &str) -> Value {
+    json!({"type": "text", "text": text})
 }
 
 /// An MCP content block as zot's (SPEC 11).
@@ -970,11 +975,11 @@ fn zot_block(block: &Value) -> Value {
             "mime_type": field(block, "mimeType"),
             "data": field(block, "data"),
         }),
-        "audio" => text_block(&format!("[audio {}]", field(block, "mimeType"))),
-        "resource_link" => text_block(&format!("[resource {}]", field(block, "uri"))),
+        "audio" => text_value(&format!("[audio {}]", field(block, "mimeType"))),
+        "resource_link" => text_value(&format!("[resource {}]", field(block, "uri"))),
         "resource" => match block["resource"]["text"].as_str() {
-            Some(t) => text_block(t),
-            None => text_block(&format!("[resource {}]", field(&block["resource"], "uri"))),
+            Some(t) => text_value(t),
+            None => text_value(&format!("[resource {}]", field(&block["resource"], "uri"))),
         },
         // Text, and anything unknown: the host's own mapping reports it.
         _ => block.clone(),
@@ -1358,9 +1363,10 @@ mod tests {
             {"type": "resource", "resource": {"uri": "file:///b", "text": "inside"}},
             {"type": "resource", "resource": {"uri": "file:///c", "blob": "aGk="}},
         ], "isError": true})));
+        let text = |t: &str| Block::from(text_value(t));
         let texts = ["[audio audio/wav]", "[resource file:///a]", "inside"];
-        assert_eq!(content[..3], texts.map(text_block));
-        assert_eq!(content[3], text_block("[resource file:///c]"));
+        assert_eq!(content[..3], texts.map(text));
+        assert_eq!(content[3], text("[resource file:///c]"));
         assert!(is_error);
     }
 }

@@ -1,6 +1,8 @@
 //! Wire frames (SPEC section 2) and the line reader that turns an
 //! extension's stdout into frames.
 
+use crate::toolresult::Block;
+use crate::types::Content;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -116,7 +118,7 @@ pub enum ExtFrame {
     CommandResponse(CommandResponse),
     ToolResult {
         id: String,
-        content: Option<Vec<Value>>,
+        content: Option<Vec<Block>>,
         is_error: Option<bool>,
         /// Any JSON, for callers of a tool with an `output_schema`.
         structured_content: Option<Value>,
@@ -385,7 +387,7 @@ pub enum HostFrame<'a> {
     ToolResult {
         id: &'a str,
         name: &'a str,
-        content: &'a [Value],
+        content: &'a [Content],
         is_error: bool,
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         truncated: bool,

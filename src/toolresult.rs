@@ -1,16 +1,196 @@
-//! Mapping an extension's `tool_result.content` to the blocks the
-//! model sees (SPEC 3.12).
+//! Mapping a tool's result blocks, as an extension, the embedder or an
+//! MCP server sent them, to the blocks the model sees (SPEC 3.12).
 
-use serde_json::{json, Value};
+use crate::types::Content;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+use std::fmt;
 
 /// Text used when a tool returns no blocks at all.
 pub(crate) const NO_CONTENT: &str = "(extension returned no content)";
 
+/// A result block as it came: the fields a block may use, each as sent
+/// (`None` when absent). Other fields are not kept, nor is anything of a
+/// block that is no object. Read straight from a frame's text without
+/// building a map (a JSON object as a `Value` hashes each of its keys).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Block {
+    kind: Option<Part>,
+    text: Option<Part>,
+    mime_type: Option<Part>,
+    data: Option<Part>,
+}
+
+/// A field of a block: a string (what a valid block has), or any other
+/// value, kept to be quoted (boxed: a `Value` is several times larger).
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Str(String),
+    Other(Box<Value>),
+}
+
+impl From<Value> for Part {
+    fn from(value: Value) -> Part {
+        match value {
+            Value::String(s) => Part::Str(s),
+            other => Part::Other(Box::new(other)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Part {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Part, D::Error> {
+        Value::deserialize(d).map(Part::from)
+    }
+}
+
+/// The field's text, when it is a string.
+fn str_of(part: &Option<Part>) -> Option<&str> {
+    match part {
+        Some(Part::Str(s)) => Some(s),
+        _ => None,
+    }
+}
+
+impl Block {
+    /// Its `type`, or `""` when that is missing or not a string.
+    pub fn kind(&self) -> &str {
+        str_of(&self.kind).unwrap_or("")
+    }
+
+    /// Its `text`, when that is a string.
+    pub fn text(&self) -> Option<&str> {
+        str_of(&self.text)
+    }
+
+    fn mime_type(&self) -> Option<&str> {
+        str_of(&self.mime_type)
+    }
+
+    fn data(&self) -> Option<&str> {
+        str_of(&self.data)
+    }
+}
+
+/// A block given as JSON (by the embedder, or mapped from MCP).
+impl From<Value> for Block {
+    fn from(block: Value) -> Block {
+        let Value::Object(mut fields) = block else {
+            return Block::default();
+        };
+        let mut take = |key: &str| fields.remove(key).map(Part::from);
+        Block {
+            kind: take("type"),
+            text: take("text"),
+            mime_type: take("mime_type"),
+            data: take("data"),
+        }
+    }
+}
+
+/// The fields it kept, as JSON: what `zot ext check` quotes.
+impl fmt::Display for Block {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        let fields = [
+            ("type", &self.kind),
+            ("text", &self.text),
+            ("mime_type", &self.mime_type),
+            ("data", &self.data),
+        ];
+        let value = |part: &Part| match part {
+            Part::Str(s) => Value::String(s.clone()),
+            Part::Other(v) => (**v).clone(),
+        };
+        let kept =
+            (fields.into_iter()).filter_map(|(k, v)| Some((k.to_string(), value(v.as_ref()?))));
+        write!(f, "{}", Value::Object(kept.collect()))
+    }
+}
+
+/// The fields of a block, by name.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum Field {
+    Type,
+    Text,
+    MimeType,
+    Data,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Block {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Block, D::Error> {
+        d.deserialize_any(BlockVisitor)
+    }
+}
+
+/// Reads a block; anything that is no object is a block of no known
+/// type (mapped to an error text), not a broken frame.
+struct BlockVisitor;
+
+impl<'de> Visitor<'de> for BlockVisitor {
+    type Value = Block;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a content block")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Block, M::Error> {
+        let mut block = Block::default();
+        // A key given twice counts once, its last value (as in a `Value`).
+        while let Some(field) = map.next_key()? {
+            let slot = match field {
+                Field::Type => &mut block.kind,
+                Field::Text => &mut block.text,
+                Field::MimeType => &mut block.mime_type,
+                Field::Data => &mut block.data,
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value()?);
+        }
+        Ok(block)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Block, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Block::default())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Block, E> {
+        Ok(Block::default())
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Block, E> {
+        Ok(Block::default())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Block, E> {
+        Ok(Block::default())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Block, E> {
+        Ok(Block::default())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Block, E> {
+        Ok(Block::default())
+    }
+
+    fn visit_unit<E>(self) -> Result<Block, E> {
+        Ok(Block::default())
+    }
+}
+
 /// Keeps valid text and image blocks; an invalid image or unknown block
 /// becomes an error text block; empty text blocks are dropped, as
 /// upstream does; no blocks left become `NO_CONTENT`.
-pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
-    let kept: Vec<Value> = blocks
+pub fn map_content(blocks: Vec<Block>) -> Vec<Content> {
+    let kept: Vec<Content> = blocks
         .into_iter()
         .filter(|b| !is_empty_text(b))
         .map(map_block)
@@ -22,60 +202,44 @@ pub fn map_content(blocks: Vec<Value>) -> Vec<Value> {
 }
 
 /// A text block with no text: the model is not shown it.
-pub fn is_empty_text(block: &Value) -> bool {
-    match plain_text(block) {
-        Some(text) => text.is_empty(),
-        None => block["type"] == "text" && block["text"] == "",
-    }
+pub fn is_empty_text(block: &Block) -> bool {
+    block.kind() == "text" && block.text() == Some("")
 }
 
 /// Whether an image block is invalid (its `data` not base64, or fields
 /// missing): upstream then marks the whole result `is_error`.
-pub(crate) fn has_invalid_image(blocks: &[Value]) -> bool {
+pub(crate) fn has_invalid_image(blocks: &[Block]) -> bool {
     blocks.iter().any(|b| {
-        plain_text(b).is_none()
-            && b["type"] == "image"
+        b.kind() == "image"
             && !matches!(
-                (b["mime_type"].as_str(), b["data"].as_str()),
+                (b.mime_type(), b.data()),
                 (Some(m), Some(d)) if !m.is_empty() && valid_base64(d)
             )
     })
 }
 
-/// The text of a text block with a string `text` and no other field,
-/// keys in `text_block`'s order: the block most tools return, kept as it
-/// came instead of built again. Its fields are walked in order, not
-/// looked up by hash (each lookup hashes the key).
-fn plain_text(block: &Value) -> Option<&str> {
-    let mut fields = block.as_object()?.iter();
-    match (fields.next(), fields.next(), fields.next()) {
-        (Some((ty, Value::String(kind))), Some((key, Value::String(text))), None)
-            if ty == "type" && kind == "text" && key == "text" =>
-        {
-            Some(text)
-        }
-        _ => None,
-    }
-}
-
 /// A text content block.
-pub(crate) fn text_block(s: &str) -> Value {
-    json!({"type": "text", "text": s})
+pub(crate) fn text_block(s: &str) -> Content {
+    Content::Text(s.to_string())
 }
 
-fn map_block(block: Value) -> Value {
-    if plain_text(&block).is_some() {
-        return block; // already what text_block would build
+/// A string field's text, taken.
+fn string(field: Option<Part>) -> String {
+    match field {
+        Some(Part::Str(s)) => s,
+        _ => String::new(),
     }
-    match block["type"].as_str().unwrap_or("") {
-        "text" => match block["text"].as_str() {
-            Some(t) => text_block(t),
-            None => text_block("error: text block without a string `text`"),
-        },
-        "image" => match (block["mime_type"].as_str(), block["data"].as_str()) {
-            (Some(m), Some(d)) if !m.is_empty() && valid_base64(d) => {
-                json!({"type": "image", "mime_type": m, "data": d})
-            }
+}
+
+fn map_block(block: Block) -> Content {
+    match block.kind() {
+        "text" if block.text().is_some() => Content::Text(string(block.text)),
+        "text" => text_block("error: text block without a string `text`"),
+        "image" => match (block.mime_type(), block.data()) {
+            (Some(m), Some(d)) if !m.is_empty() && valid_base64(d) => Content::Image {
+                mime_type: string(block.mime_type),
+                data: string(block.data),
+            },
             (Some(m), Some(_)) if !m.is_empty() => {
                 text_block("error: image block `data` is not valid base64")
             }
@@ -96,27 +260,27 @@ pub(crate) const EVENT_BLOCKS: usize = 128;
 /// types, and at most `max_blocks` of them; true when anything was cut.
 /// The first text that does not fit is cut at a UTF-8 boundary, an image
 /// that does not fit is left out, and every block after is dropped.
-pub(crate) fn bounded(blocks: &[Value], budget: usize, max_blocks: usize) -> (Vec<Value>, bool) {
+pub(crate) fn bounded(
+    blocks: &[Content],
+    budget: usize,
+    max_blocks: usize,
+) -> (Vec<Content>, bool) {
     let mut left = budget;
     let mut kept = Vec::new();
     for block in blocks {
         if kept.len() == max_blocks || left == 0 {
             return (kept, true);
         }
-        let text = block["text"].as_str();
-        let size = match text {
-            Some(t) => t.len(),
-            None => {
-                let field = |k: &str| block[k].as_str().map_or(0, str::len);
-                field("data") + field("mime_type")
-            }
+        let size = match block {
+            Content::Text(t) => t.len(),
+            Content::Image { mime_type, data } => data.len() + mime_type.len(),
         };
         if size <= left {
             left -= size;
             kept.push(block.clone());
             continue;
         }
-        if let Some(t) = text.filter(|_| block["type"] == "text") {
+        if let Content::Text(t) = block {
             let mut end = left;
             while !t.is_char_boundary(end) {
                 end -= 1;
@@ -146,44 +310,75 @@ fn valid_base64(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn blocks(values: Vec<Value>) -> Vec<Block> {
+        values.into_iter().map(Block::from).collect()
+    }
 
     #[test]
     fn empty_text_is_dropped_and_a_bad_image_is_an_error() {
-        let blocks = vec![
+        let given = blocks(vec![
             json!({"type": "text", "text": ""}),
             json!({"type": "text", "text": "hi"}),
             json!({"type": "image", "mime_type": "image/png", "data": "not base64!"}),
-        ];
-        assert!(has_invalid_image(&blocks));
-        let mapped = map_content(blocks);
+        ]);
+        assert!(has_invalid_image(&given));
+        let mapped = map_content(given);
         assert_eq!(mapped.len(), 2, "{mapped:?}");
         assert_eq!(mapped[0], text_block("hi"));
-        let good = [json!({"type": "image", "mime_type": "image/png", "data": "aGk="})];
+        let good = blocks(vec![
+            json!({"type": "image", "mime_type": "image/png", "data": "aGk="}),
+        ]);
         assert!(!has_invalid_image(&good));
-        let empty = map_content(vec![
+        let image = Content::Image {
+            mime_type: "image/png".into(),
+            data: "aGk=".into(),
+        };
+        assert_eq!(map_content(good), [image]);
+        let empty = map_content(blocks(vec![
             json!({"type": "text", "text": ""}),
             json!({"text": "", "type": "text"}),
-        ]);
+        ]));
         assert_eq!(empty, [text_block(NO_CONTENT)]);
-        let odd = [json!({"type": "text", "text": 7}), json!({"type": "image"})];
+        let odd = blocks(vec![
+            json!({"type": "text", "text": 7}),
+            json!({"type": "image"}),
+        ]);
         assert!(!is_empty_text(&odd[0]) && has_invalid_image(&odd));
     }
 
     #[test]
-    fn a_text_block_comes_out_as_text_block_builds_it() {
-        let blocks = vec![
-            json!({"type": "text", "text": "plain"}),
-            json!({"text": "reordered", "type": "text"}),
-            json!({"type": "text", "text": "extra", "annotations": {"a": 1}}),
-        ];
-        let mapped = map_content(blocks);
-        let lines: Vec<String> = mapped.iter().map(Value::to_string).collect();
+    fn a_block_read_from_text_keeps_its_four_fields_and_anything_else_is_no_type() {
+        let line = r#"[{"text": "b", "type": "text", "annotations": {"a": [1]}, "text": "c"},
+            {"type": "text", "text": 7}, "hi", 5, null, [1, {"type": "text"}], {"type": 3}]"#;
+        let read: Vec<Block> = serde_json::from_str(line).expect("blocks parse");
+        assert_eq!(read[0].kind(), "text");
+        assert_eq!(
+            read[0].text(),
+            Some("c"),
+            "a key given twice: its last value"
+        );
+        assert_eq!(read[1].to_string(), r#"{"type":"text","text":7}"#);
+        for other in &read[2..6] {
+            assert_eq!(*other, Block::default(), "{other}");
+        }
+        assert_eq!(read[6].kind(), "", "a type that is no string");
+        let lines: Vec<String> = map_content(read)
+            .iter()
+            .map(|c| serde_json::to_string(c).expect("serializes"))
+            .collect();
+        let none = r#"{"type":"text","text":"error: unsupported content block type \"\""}"#;
         assert_eq!(
             lines,
             [
-                r#"{"type":"text","text":"plain"}"#,
-                r#"{"type":"text","text":"reordered"}"#,
-                r#"{"type":"text","text":"extra"}"#,
+                r#"{"type":"text","text":"c"}"#,
+                r#"{"type":"text","text":"error: text block without a string `text`"}"#,
+                none,
+                none,
+                none,
+                none,
+                none,
             ]
         );
     }
@@ -201,7 +396,10 @@ mod tests {
         let (kept, cut) = bounded(&blocks, 100, 1);
         assert!(cut);
         assert_eq!(kept.len(), 1);
-        let image = json!({"type": "image", "mime_type": "image/png", "data": "aGVsbG8h"});
+        let image = Content::Image {
+            mime_type: "image/png".into(),
+            data: "aGVsbG8h".into(),
+        };
         let (kept, cut) = bounded(&[image], 10, 10);
         assert!(
             cut && kept.is_empty(),

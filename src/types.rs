@@ -255,8 +255,8 @@ impl Serialize for ToolOutcome {
 pub struct ToolResult {
     /// The extension that owns the tool.
     pub extension: String,
-    /// Result blocks: `{"type":"text","text"}` or `{"type":"image","mime_type","data"}`.
-    pub content: Vec<Value>,
+    /// Result blocks, as the model is given them (never empty).
+    pub content: Vec<Content>,
     /// The call failed.
     pub is_error: bool,
     /// A guard refused the call; it never ran (the content is the reason).
@@ -271,6 +271,68 @@ pub struct ToolResult {
     /// `structured_content`).
     #[serde(skip)]
     pub declares_output: bool,
+}
+
+/// One block of a tool's result (SPEC 3.12). Serialized as the frames
+/// carry it: `{"type":"text","text":...}` or
+/// `{"type":"image","mime_type":...,"data":...}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// Text for the model.
+    Text(String),
+    /// An image: its MIME type and its bytes in standard base64.
+    Image {
+        /// E.g. `image/png`.
+        mime_type: String,
+        /// Standard base64, with padding.
+        data: String,
+    },
+}
+
+impl Content {
+    /// A text block's text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Content::Text(text) => Some(text),
+            Content::Image { .. } => None,
+        }
+    }
+
+    /// The block as JSON, as it is serialized.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Content::Text(text) => serde_json::json!({"type": "text", "text": text}),
+            Content::Image { mime_type, data } => {
+                serde_json::json!({"type": "image", "mime_type": mime_type, "data": data})
+            }
+        }
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        match self {
+            Content::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            Content::Image { mime_type, data } => {
+                map.serialize_entry("type", "image")?;
+                map.serialize_entry("mime_type", mime_type)?;
+                map.serialize_entry("data", data)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A block equals the JSON it serializes to.
+impl PartialEq<Value> for Content {
+    fn eq(&self, other: &Value) -> bool {
+        self.to_value() == *other
+    }
 }
 
 /// The pipeline's verdict on a built-in tool, which the embedder runs.

@@ -192,7 +192,7 @@ fn tcp_is_denied_unless_the_manifest_allows_network() {
             tool_id: None,
         };
         let out = host.call_tool(call).expect("probe answers").result();
-        let answer = out.content[0]["text"].as_str().unwrap_or_default();
+        let answer = out.content[0].text().unwrap_or_default();
         match allowed {
             true => assert_ok(answer, "TCP with \"network\": true"),
             false => assert_denied(answer, "TCP without \"network\": true"),

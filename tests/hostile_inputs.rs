@@ -731,7 +731,7 @@ fn a_relative_ext_path_from_an_embedder_starts() {
         tool_id: None,
     };
     let done = host.call_tool(call).expect("the tool answers").result();
-    assert_eq!(done.content[0]["text"], "slow done", "{done:?}");
+    assert_eq!(done.content[0].text(), Some("slow done"), "{done:?}");
     host.shutdown();
 }
 

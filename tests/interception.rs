@@ -201,7 +201,7 @@ fn a_rewrite_reaches_the_tool() {
         .call_tool(call("shell", json!({"command": "rm -rf /"})))
         .unwrap()
         .result();
-    assert_eq!(out.content[0]["text"], "{\"command\": \"echo safer\"}");
+    assert_eq!(out.content[0].text(), Some("{\"command\": \"echo safer\"}"));
     let verdict = host
         .intercept(tool_call_intercept(json!({"command": "x"})))
         .unwrap();

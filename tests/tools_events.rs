@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use zot_host::{
-    Action, BuiltinVerdict, EventPayload, Exposure, Host, HostError, HostEvent, ToolOutcome,
-    ToolRequest, ToolResult,
+    Action, BuiltinVerdict, Content, EventPayload, Exposure, Host, HostError, HostEvent,
+    ToolOutcome, ToolRequest, ToolResult,
 };
 
 #[test]
@@ -48,7 +48,11 @@ fn tool_results_are_mapped_and_attributed() {
     );
     assert!(!ok.is_error && !ok.blocked);
     let none = host.call_tool(call("echo", Value::Null)).unwrap().result();
-    assert_eq!(none.content[0]["text"], "{}", "missing args become {{}}");
+    assert_eq!(
+        none.content[0].text(),
+        Some("{}"),
+        "missing args become {{}}"
+    );
     let fails = host.call_tool(call("fails", json!({}))).unwrap().result();
     assert!(fails.is_error);
     let pic = host.call_tool(call("pic", json!({}))).unwrap().result();
@@ -540,10 +544,7 @@ fn zot_mcp_emits_session_end_at_its_end() {
 
 /// The text of a result's blocks.
 fn text(o: &ToolResult) -> String {
-    o.content
-        .iter()
-        .filter_map(|b| b["text"].as_str())
-        .collect()
+    o.content.iter().filter_map(Content::text).collect()
 }
 
 /// An extension `name` of the tools fixture recording to `<t>/<name>.rec`.
@@ -1539,7 +1540,7 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
         .call_tool(ToolRequest::new("forecast", json!({})))
         .expect("forecast once active")
         .result();
-    assert_eq!(o.content[0]["text"], "forecast ran");
+    assert_eq!(o.content[0].text(), Some("forecast ran"));
     let snap = host.list().expect("list");
     assert!(snap
         .tools
@@ -1580,7 +1581,7 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
         .expect("huge answers")
         .result();
     assert!(o.is_error, "{o:?}");
-    let text = o.content[0]["text"].as_str().unwrap_or_default();
+    let text = o.content[0].text().unwrap_or_default();
     assert!(
         text.starts_with("the result of tool huge from extension weather was ")
             && text.ends_with("bytes, over the 16 MiB frame limit: dropped"),
@@ -1939,7 +1940,7 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
         .expect("huge answers")
         .result();
     assert!(o.is_error, "{o:?}");
-    let text = o.content[0]["text"].as_str().unwrap_or_default();
+    let text = o.content[0].text().unwrap_or_default();
     assert!(
         text.contains("bytes, over the 16 MiB frame limit: dropped"),
         "{text}"

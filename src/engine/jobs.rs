@@ -10,10 +10,10 @@ use super::pending::Waiter;
 use super::{later, Engine};
 use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, HostFrame};
-use crate::toolresult::{bounded, map_content, text_block, EVENT_BLOCKS, RESULT_BUDGET};
+use crate::toolresult::{bounded, map_content, text_block, Block, EVENT_BLOCKS, RESULT_BUDGET};
 use crate::types::{
-    BuiltinReply, BuiltinVerdict, HostError, HostEvent, Reply, Request, Ticket, ToolOutcome,
-    ToolResult,
+    BuiltinReply, BuiltinVerdict, Content, HostError, HostEvent, Reply, Request, Ticket,
+    ToolOutcome, ToolResult,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -162,7 +162,7 @@ fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
 }
 
 /// A result's blocks and error flag, an error's as one text block.
-fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Value>, bool) {
+fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content>, bool) {
     match result {
         Ok(ToolOutcome::Ran(o)) => (o.content.clone(), o.is_error),
         Ok(ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, .. })) => {
@@ -371,7 +371,7 @@ impl Engine {
             false => ToolOutcome::Ran(ToolResult {
                 extension: (self.tools.owner(&name))
                     .map_or_else(String::new, |c| self.exts[c.rank].name.clone()),
-                content: vec![json!({"type": "text", "text": reason})],
+                content: vec![text_block(&reason)],
                 is_error: true,
                 blocked: true,
                 reason: Some(reason),
@@ -620,7 +620,7 @@ impl Engine {
             return false;
         };
         let outcome = ToolOutcome::Ran(ToolResult {
-            content: map_content(content),
+            content: map_content(content.into_iter().map(Block::from).collect()),
             is_error,
             ..Default::default()
         });
@@ -751,7 +751,7 @@ impl Engine {
             truncated: false,
         };
         if result.is_ok() {
-            let text = content.first().and_then(|b| b["text"].as_str());
+            let text = content.first().and_then(Content::text);
             let text = text.unwrap_or("");
             self.exts[idx].log.line(&format!("refused: {text}"));
         }

@@ -350,8 +350,10 @@
 //! with a bare pipe. Per call the host makes one write, one poll and one
 //! read. The rest is its own work, counted with callgrind in the bench
 //! process (spin 0): about 18,000 instructions and 9 allocations per
-//! command, 24,000 and 14 per tool call (a tool's content blocks are
-//! `Value`s, which cost most of the difference), a few microseconds.
+//! command, 21,000 and 10 per tool call, a few microseconds. A tool's
+//! content blocks are read into `toolresult::Block`s and handed over as
+//! [`crate::Content`], not as JSON objects (`Value`): an object hashes
+//! each key it holds and is looked up by hash.
 //!
 //! **What startup20 times.** Mostly the extensions' own start. On the
 //! 2-vCPU VM, glibc's start-up runs dozens of CPUID instructions, each a

@@ -11,7 +11,7 @@ use crate::intercept::{
 };
 use crate::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::tooldef;
-use crate::toolresult::{has_invalid_image, map_content, text_block};
+use crate::toolresult::{has_invalid_image, map_content, text_block, Block};
 use crate::types::{
     human, Action, CommandOutcome, HostError, Level, Reply, Request, Ticket, ToolOutcome,
     ToolRequest, ToolResult,
@@ -501,7 +501,7 @@ impl Engine {
         &mut self,
         idx: usize,
         id: &str,
-        (content, is_error, structured_content): (Option<Vec<Value>>, bool, Option<Value>),
+        (content, is_error, structured_content): (Option<Vec<Block>>, bool, Option<Value>),
         activate: Vec<String>,
         now: Instant,
     ) {

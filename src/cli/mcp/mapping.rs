@@ -3,7 +3,7 @@
 
 use super::jsonrpc::{RpcError, INTERNAL_ERROR};
 use serde_json::{json, Map, Value};
-use zot_host::{CommandOutcome, Snapshot, ToolResult};
+use zot_host::{CommandOutcome, Content, Snapshot, ToolResult};
 
 /// `tools/list` entries: every active extension tool (a deferred one
 /// once activated), with its `outputSchema` when it declares one that
@@ -106,17 +106,14 @@ pub fn tool_failure(error: &str) -> Map<String, Value> {
 }
 
 /// One zot result block as an MCP content block.
-fn block(b: Value) -> Value {
-    match b.get("type").and_then(Value::as_str) {
-        Some("image") => json!({
+fn block(b: Content) -> Value {
+    match b {
+        Content::Image { mime_type, data } => json!({
             "type": "image",
-            "data": b.get("data").cloned().unwrap_or_default(),
-            "mimeType": b.get("mime_type").cloned().unwrap_or_default(),
+            "data": data,
+            "mimeType": mime_type,
         }),
-        _ => json!({
-            "type": "text",
-            "text": b.get("text").and_then(Value::as_str).unwrap_or_default(),
-        }),
+        Content::Text(text) => json!({"type": "text", "text": text}),
     }
 }
 
@@ -171,8 +168,11 @@ mod tests {
             ToolResult {
                 extension: "e".into(),
                 content: vec![
-                    json!({"type": "text", "text": "hi"}),
-                    json!({"type": "image", "mime_type": "image/png", "data": "AAAA"}),
+                    Content::Text("hi".into()),
+                    Content::Image {
+                        mime_type: "image/png".into(),
+                        data: "AAAA".into(),
+                    },
                 ],
                 is_error: false,
                 blocked: false,

@@ -34,7 +34,7 @@ use crate::cli::stdout::Stdout;
 use serde_json::Value;
 use zot_host::internal::log::inert;
 use zot_host::Panel;
-use zot_host::{ExtensionInfo, Snapshot, ToolInfo, ToolResult};
+use zot_host::{Content, ExtensionInfo, Snapshot, ToolInfo, ToolResult};
 
 /// Colour of a prefix.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -244,23 +244,13 @@ impl Out {
             ("result: ", Tone::Green)
         };
         for block in &outcome.content {
-            match block.get("type").and_then(Value::as_str) {
-                Some("image") => {
-                    let mime = block.get("mime_type").and_then(Value::as_str).unwrap_or("");
-                    let len = block
-                        .get("data")
-                        .and_then(Value::as_str)
-                        .map_or(0, str::len);
-                    self.text(
-                        prefix,
-                        tone,
-                        &format!("[image {mime}, {len} bytes of base64]"),
-                    );
+            match block {
+                Content::Image { mime_type, data } => {
+                    let len = data.len();
+                    let text = format!("[image {mime_type}, {len} bytes of base64]");
+                    self.text(prefix, tone, &text);
                 }
-                _ => {
-                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
-                    self.text(prefix, tone, text);
-                }
+                Content::Text(text) => self.text(prefix, tone, text),
             }
         }
         if let Some(structured) = &outcome.structured_content {

@@ -8,7 +8,7 @@ use super::render::Tone;
 use super::{Job, Session};
 use serde_json::Value;
 use zot_host::{
-    BuiltinVerdict, EventPayload, HostError, InterceptEvent, InterceptOutcome, Request,
+    BuiltinVerdict, Content, EventPayload, HostError, InterceptEvent, InterceptOutcome, Request,
     ToolOutcome, ToolRequest,
 };
 
@@ -211,9 +211,9 @@ fn with_tool_result(
         Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. })) => {}
         Ok(ToolOutcome::Ran(o)) if o.blocked => text.push_str(o.reason.as_deref().unwrap_or("")),
         Ok(ToolOutcome::Ran(o)) => {
-            let blocks = o.content.iter().map(|b| match b["type"].as_str() {
-                Some("image") => format!("[image {}]", b["mime_type"].as_str().unwrap_or("")),
-                _ => b["text"].as_str().unwrap_or("").to_string(),
+            let blocks = o.content.iter().map(|b| match b {
+                Content::Image { mime_type, .. } => format!("[image {mime_type}]"),
+                Content::Text(text) => text.clone(),
             });
             text.push_str(&blocks.collect::<Vec<_>>().join("\n"));
             if let Some(structured) = &o.structured_content {

@@ -16,9 +16,9 @@ use zot_host::internal::process::{describe_status, group_alive};
 use zot_host::internal::protocol::{CommandResponse, ExtFrame, HostFrame, PROTOCOL_VERSION};
 use zot_host::internal::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
 use zot_host::internal::tooldef;
-use zot_host::internal::toolresult::{is_empty_text, map_content};
+use zot_host::internal::toolresult::{is_empty_text, map_content, Block};
+use zot_host::{Content, Exposure, HostConfig, Timeouts, ToolInfo};
 use zot_host::{EventPayload, InterceptEvent};
-use zot_host::{Exposure, HostConfig, Timeouts, ToolInfo};
 
 /// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
 use zot_host::internal::protocol::EVENT_NAMES as EVENTS;
@@ -767,7 +767,7 @@ impl Trial<'_> {
         };
         let took = t.elapsed();
         let content = content.map(|c| c.into_iter().filter(|b| !is_empty_text(b)).collect());
-        let Some(blocks) = content.filter(|c: &Vec<Value>| !c.is_empty()) else {
+        let Some(blocks) = content.filter(|c: &Vec<Block>| !c.is_empty()) else {
             let msg = "tool_result without content: the model sees \"(extension returned no \
                        content)\""
                 .to_string();
@@ -776,20 +776,23 @@ impl Trial<'_> {
         };
         let mut texts = Vec::new();
         for block in blocks {
-            let mapped = map_content(vec![block.clone()]).remove(0);
-            let text = mapped.get("text").and_then(Value::as_str).unwrap_or("");
-            let kept =
-                block.get("type") == mapped.get("type") && block.get("text") == mapped.get("text");
-            if !kept {
-                self.report
-                    .fail(&rule, took, format!("content block {block}: {text}"));
-                return;
+            // Kept when the model is given it as it came.
+            let kept = match map_content(vec![block.clone()]).remove(0) {
+                Content::Text(text) if block.kind() == "text" && block.text() == Some(&text) => {
+                    Ok(text)
+                }
+                Content::Image { .. } if block.kind() == "image" => Ok("[image]".to_string()),
+                Content::Text(text) => Err(text),
+                Content::Image { .. } => Err(String::new()),
+            };
+            match kept {
+                Ok(text) => texts.push(text),
+                Err(text) => {
+                    let why = format!("content block {block}: {text}");
+                    self.report.fail(&rule, took, why);
+                    return;
+                }
             }
-            texts.push(if mapped["type"] == "image" {
-                "[image]".to_string()
-            } else {
-                text.to_string()
-            });
         }
         let error = if is_error { " (is_error)" } else { "" };
         let msg = format!("tool_result{error}: {}", clip(&texts.join(" ")));
