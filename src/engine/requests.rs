@@ -80,9 +80,10 @@ impl Engine {
     /// name is unknown while an extension is still starting waits for it
     /// (SPEC 3.6), at most the hello timeout.
     pub(super) fn execute(&mut self, req: Request, lookup: Lookup, now: Instant) {
-        // Whether any name may still come first: a walk over the
-        // extensions, cheaper than looking the name up.
-        if lookup == Lookup::MayWait && self.names_may_come() && self.unknown_name(&req) {
+        // The name first: only a command or tool call can wait, and an
+        // event (most requests) is not one, while names_may_come walks
+        // every extension.
+        if lookup == Lookup::MayWait && self.unknown_name(&req) && self.names_may_come() {
             let deadline = later(now, self.cfg.timeouts.hello);
             if let Some(parked) = self.state.parked_mut() {
                 return parked.push((deadline, req));
