@@ -115,7 +115,7 @@ pub(crate) type OutChunk = Vec<u8>;
 /// it, calls `send`. The
 /// direct write is in order only because nobody else can write between
 /// its check that nothing is queued and the write itself. It pays: without
-/// it `make bench` measured 25 instead of 16 us per round trip, and 27
+/// it `make bench` measured 25 instead of 16 us per call, and 27
 /// instead of 17 us of CPU.
 pub(crate) struct ExtProcess {
     /// Process id, also the process group id.

@@ -409,7 +409,7 @@ fn enable_and_disable_change_only_the_enabled_field() {
 
 #[test]
 fn enable_and_disable_edit_the_text_in_place() {
-    // Compact, with values a JSON round trip would change (a big
+    // Compact, with values parsing and re-encoding JSON would change (a big
     // integer, `1.10`, a `\u00e9` escape), an `enabled` in nested
     // objects and inside a string, and odd spacing around the real one.
     let w = World::new("enable-in-place");

@@ -706,7 +706,7 @@ fn normal_completion_sends_no_tool_cancel() {
         assert_eq!(text(&o.result()), format!("echo: {{\"i\": {i}}}"));
     }
     host.command("answer", "")
-        .expect("a round trip after the calls");
+        .expect("a command answered after the calls");
     assert!(cancels(&t, "a").is_empty(), "{:?}", cancels(&t, "a"));
     settles(&host);
     host.shutdown();

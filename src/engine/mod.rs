@@ -207,7 +207,7 @@
 //!   `extension_exited`. A crash is then followed by a restart (see
 //!   Supervision).
 //! - **Timeouts** (all in `zot_host::Timeouts`): command 30 s, tool 60 s,
-//!   intercept round 5 s (timeout = allow), hello 10 s, startup 3 s,
+//!   each intercept 5 s (SPEC 8; timeout = allow), hello 10 s, startup 3 s,
 //!   shutdown grace 2 s, then SIGTERM to the process group, SIGKILL 1 s later;
 //!   and the graces of an exit (see Exits, a mute and a deaf extension):
 //!   `eof_before_hello` 100 ms, `eof_after_hello` 2 s, `exit_silence`
@@ -337,7 +337,7 @@
 //! extensions, floor) pinned to one CPU. On a 2-vCPU VM waking a thread
 //! that sleeps on the *other* CPU costs 30-90 us, so unpinned the floor's
 //! two processes, which sleep in `read`, pay that wake-up twice per
-//! round trip while the host's spin (below) avoids it: the unpinned ratios say
+//! exchange while the host's spin (below) avoids it: the unpinned ratios say
 //! little. Pinned, every hand-over is a context switch, and the figures
 //! show the shape's own cost.
 //!
@@ -372,12 +372,12 @@
 //!   a second, non-blocking handle while nothing is queued; the writer
 //!   thread takes only what a full pipe refuses (it keeps order and
 //!   backpressure). One hand-off less per request: without it a
-//!   round trip took about 25 instead of 16 us. Because it is only
+//!   call took about 25 instead of 16 us. Because it is only
 //!   in order with a single writer, `ExtProcess` is crate-private and only
 //!   the driver, which owns it, calls its `send`.
 //! - The loop drains everything already waiting (up to 256 messages) before
 //!   handing frames to writers, so bursts cost one write per extension.
-//!   `Host::emit_nowait` emits bursts without a round trip per event
+//!   `Host::emit_nowait` emits bursts without waiting for an answer per event
 //!   (events20 uses it; `emit` still answers with the recipients).
 //! - The loop (on whichever thread runs it) looks at its stdouts and
 //!   channels (poll(2) without waiting, then a yield) for up to 50 us
@@ -386,7 +386,7 @@
 //!   once a second for the liveness check. The budget is
 //!   `HostConfig::spin_before_sleep` (0 never spins); `bench cpu` prints
 //!   the CPU time (user + system, the bench process and the extension)
-//!   per command and tool round trip, and `ZOT_BENCH_SPIN_US=0 make bench`
+//!   per command and tool call, and `ZOT_BENCH_SPIN_US=0 make bench`
 //!   shows what the spin costs and buys. It stays: unpinned, with the
 //!   loop reading stdout itself, a command cost 70 us and 37 us of CPU
 //!   at spin 0 and 19 us and 20 us of CPU at 50 (the floor: 70 us, 45 us);

@@ -160,7 +160,7 @@ fn rewrite_enabled(dir: &Path, path: &Path, enabled: bool) -> Result<bool, CliEr
 }
 
 // The manifest is edited as text rather than parsed and re-encoded:
-// a round trip through serde_json reformats the file and changes values
+// parsing and re-encoding with serde_json reformats the file and changes values
 // (big integers become floats, `1.10` becomes `1.1`, `\u00e9` becomes
 // `é`), and SPEC 5 promises that only `enabled` changes.
 
