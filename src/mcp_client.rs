@@ -82,7 +82,7 @@ use crate::protocol::{
     head_fields, snippet, CommandResponse, ExtFrame, HostFrame, ToolExtras, MAX_LINE,
 };
 use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
-use crate::toolresult::Block;
+use crate::toolresult::{text_block, Block};
 use crate::types::human;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -961,9 +961,9 @@ fn tool_content(result: Result<&Value, String>) -> (Vec<Block>, bool) {
     (content, result["isError"] == true)
 }
 
-/// A zot text block, as JSON.
+/// A zot text block, as JSON (the shape of an MCP block mapped).
 fn text_value(text: &str) -> Value {
-    json!({"type": "text", "text": text})
+    text_block(text).to_value()
 }
 
 /// An MCP content block as zot's (SPEC 11).

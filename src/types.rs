@@ -300,12 +300,8 @@ impl Content {
 
     /// The block as JSON, as it is serialized.
     pub fn to_value(&self) -> Value {
-        match self {
-            Content::Text(text) => serde_json::json!({"type": "text", "text": text}),
-            Content::Image { mime_type, data } => {
-                serde_json::json!({"type": "image", "mime_type": mime_type, "data": data})
-            }
-        }
+        // Strings into a `Value`: this serialization cannot fail.
+        serde_json::to_value(self).unwrap_or_default()
     }
 }
 
