@@ -103,8 +103,14 @@ pub fn scan(root: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .filter(|e| !e.file_name().as_encoded_bytes().starts_with(b"."))
-        .map(|e| e.path())
-        .filter(|p| p.is_dir() || (p.is_symlink() && !p.exists()))
+        .filter_map(|e| {
+            // The entry's own type comes with the listing; only a
+            // symlink needs a look at what it points to.
+            let kind = e.file_type().ok()?;
+            let path = e.path();
+            let keep = kind.is_dir() || kind.is_symlink() && (path.is_dir() || !path.exists());
+            keep.then_some(path)
+        })
         .collect();
     dirs.sort();
     dirs
@@ -113,7 +119,8 @@ pub fn scan(root: &Path) -> Vec<PathBuf> {
 /// Reads the manifest of one directory (or of a manifest file itself,
 /// for `-e path/to/extension.json`), with its text when it is valid.
 fn load(scope: Scope, path: &Path) -> (Found, Option<Vec<u8>>) {
-    let (dir, manifest_path) = if path.is_file() {
+    // Only an explicit path can name a manifest; a scan finds directories.
+    let (dir, manifest_path) = if scope == Scope::Explicit && path.is_file() {
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
         (dir, path.to_path_buf())
     } else {
