@@ -120,11 +120,17 @@ impl Drop for LogPump {
 }
 
 impl Pumping {
-    /// Hands `pipe` to the pump's thread.
+    /// Hands `pipe` to the pump's thread, which takes it at the next
+    /// [`Pumping::ring`]: a batch of starts rings once, so the thread
+    /// wakes once for all of them, not once per start.
     pub fn add(&self, pipe: Pipe) -> io::Result<()> {
         self.pipes
             .send(pipe)
-            .map_err(|_| io::Error::other("the log pump has ended"))?;
+            .map_err(|_| io::Error::other("the log pump has ended"))
+    }
+
+    /// Wakes the thread to take the pipes added since it last woke.
+    pub fn ring(&self) -> io::Result<()> {
         match (&*self.bell).write(&[1]) {
             Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
             _ => Ok(()),
@@ -269,11 +275,13 @@ mod tests {
         let (mut flood, pipe, flood_stop, flood_done) =
             sh(&dir, "flood", "while :; do echo floodfloodflood >&2; done");
         pumping.add(pipe).unwrap();
+        pumping.ring().unwrap();
         within_a_minute("the flood in its log", || log_has(&dir, "flood", "flood"));
         // Its line reaches its log while the flood goes on; its end of
         // file lets its pipe go with no stop.
         let (mut quiet, pipe, _quiet_stop, quiet_done) = sh(&dir, "quiet", "echo quiet-line >&2");
         pumping.add(pipe).unwrap();
+        pumping.ring().unwrap();
         within_a_minute("the quiet line in its log", || {
             log_has(&dir, "quiet", "quiet-line\n")
         });

@@ -205,8 +205,9 @@ impl ExtProcess {
     /// stdout read as `s.reading` says, its stderr copied to its log by
     /// `logs` (without one, it is the host's stderr). Call it from a
     /// thread that outlives every extension it starts (see
-    /// [`spawn_group`]): `spawner.rs` does. A confined one's `TMPDIR`
-    /// lives as long as the process.
+    /// [`spawn_group`]), and hand its pid to [`watch_groups`] before
+    /// anything can end it: `spawner.rs` does both. A confined one's
+    /// `TMPDIR` lives as long as the process.
     pub(crate) fn spawn(s: Spawn, logs: Option<&Pumping>) -> io::Result<ExtProcess> {
         let Spawn {
             key,
@@ -232,7 +233,7 @@ impl ExtProcess {
         if let Some(confine) = &confine {
             confine.apply_to(&mut command);
         }
-        let child = spawn_group(&mut command).map_err(|e| explain_spawn_error(&exe, &dir, e))?;
+        let child = start_group(&mut command).map_err(|e| explain_spawn_error(&exe, &dir, e))?;
         let mut proc = ExtProcess {
             pid: child.id(),
             child,
@@ -567,6 +568,16 @@ pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
 /// on a busy machine. Linux sends that signal when the *thread* that
 /// forked ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
+    let child = start_group(command)?;
+    watch_groups([child.id()]);
+    Ok(child)
+}
+
+/// [`spawn_group`] without telling the watchdog: the caller hands the
+/// group to [`watch_groups`], a batch of starts at once, before anything
+/// can end it. Until then a host that dies leaves it to the extension to
+/// exit when its stdin closes.
+fn start_group(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
     #[cfg(target_os = "linux")]
     if !watchdog::running() {
@@ -590,9 +601,12 @@ pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
             });
         }
     }
-    let child = command.spawn()?;
-    watchdog::tell('+', child.id());
-    Ok(child)
+    command.spawn()
+}
+
+/// Has the watchdog kill the groups led by `pids` if the host dies.
+pub(crate) fn watch_groups(pids: impl IntoIterator<Item = u32>) {
+    watchdog::tell('+', pids);
 }
 
 /// Ends a group started by [`spawn_group`]: SIGKILLs what is left of
@@ -603,7 +617,7 @@ pub fn end_group(leader: &mut Child) {
         signal_group(pgid, libc::SIGKILL);
         let _ = leader.try_wait();
     }
-    watchdog::tell('-', pgid);
+    watchdog::tell('-', [pgid]);
 }
 
 /// exec(2)'s error in words: its errno is about the file even when the

@@ -15,11 +15,13 @@
 //!
 //! Results come back in the batch's order, whichever start finishes
 //! first: discovery order and registry precedence never depend on it.
+//! The log thread then takes the batch's stderr pipes and the watchdog
+//! its process groups, each woken once for the batch, not once per start.
 //! The spawner owns the host's log thread too (`logpump.rs`), which
 //! copies what the processes it started write to stderr.
 
-use crate::logpump::LogPump;
-use crate::process::{ExtProcess, Spawn};
+use crate::logpump::{LogPump, Pumping};
+use crate::process::{self, ExtProcess, Spawn};
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
@@ -98,6 +100,12 @@ impl Spawner {
         for (i, result) in done.iter() {
             out[i] = Some(result);
         }
+        // One wake-up each for the log thread and the watchdog, for the
+        // whole batch; nothing has ended its groups yet.
+        if let Some(Err(e)) = logs.as_ref().map(Pumping::ring) {
+            eprintln!("zot: cannot wake the log thread ({e}): extensions' stderr may wait unread");
+        }
+        process::watch_groups(out.iter().flatten().flatten().map(|p| p.pid));
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(io::Error::other("the spawning thread panicked"))))
             .collect()

@@ -5,6 +5,11 @@
 //! closes that end, and the watchdog sends SIGKILL to every group still
 //! listed, leaders included. Without `sh`, `PR_SET_PDEATHSIG` covers the
 //! extensions themselves, not what they started.
+//!
+//! A batch of starts is told in one line per group but one write, once
+//! every start of the batch is done (`spawner.rs`): if the host dies
+//! while the batch starts (a few milliseconds for 20 extensions), those
+//! extensions are left to exit when their stdin closes.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -34,13 +39,23 @@ pub fn running() -> bool {
     watchdog.get_or_insert_with(start).is_some()
 }
 
-/// `+`: kill process group `pgid` if the host dies; `-`: the group is
-/// gone, forget it (so a later group that reuses the id is never touched).
-pub fn tell(op: char, pgid: u32) {
+/// `+`: kill process groups `pgids` if the host dies; `-`: the groups
+/// are gone, forget them (so a later group that reuses an id is never
+/// touched). One write for all of them: each write wakes the watchdog,
+/// which then reads its line a byte at a time, and on two CPUs one
+/// wake-up per extension slowed starting 20 of them by about a tenth.
+pub fn tell(op: char, pgids: impl IntoIterator<Item = u32>) {
+    let lines: String = pgids
+        .into_iter()
+        .map(|pgid| format!("{op} {pgid}\n"))
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
     let mut watchdog = WATCHDOG.lock().unwrap_or_else(|p| p.into_inner());
     let stdin = watchdog.get_or_insert_with(start);
     if let Some(pipe) = stdin {
-        if pipe.write_all(format!("{op} {pgid}\n").as_bytes()).is_err() {
+        if pipe.write_all(lines.as_bytes()).is_err() {
             eprintln!("zot: the extension watchdog has gone away");
             *stdin = None;
         }

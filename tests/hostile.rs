@@ -138,17 +138,25 @@ impl Drop for KillListed {
     }
 }
 
+/// Two extensions, started in one batch, so the watchdog learns of
+/// both groups from one notice.
 #[test]
 fn extensions_and_their_groups_die_with_the_host() {
     for (signal, sig) in [("KILL", libc::SIGKILL), ("ABRT", libc::SIGABRT)] {
         let t = TempDir::new("orphan");
-        let pid_file = t.join("pids");
-        let _cleanup = KillListed(pid_file.clone());
-        let ext = script_ext(&t, "orphan", "orphan.sh", &[&pid_file]);
-        let mut rpc = Rpc::start(&t, &[ext]);
+        let names = ["orphan-a", "orphan-b"];
+        let pid_files = names.map(|name| t.join(&format!("{name}.pids")));
+        let _cleanup = pid_files.clone().map(KillListed);
+        let exts = [0, 1].map(|i| {
+            let name = Path::new(names[i]);
+            script_ext(&t, names[i], "orphan.sh", &[&pid_files[i], name])
+        });
+        let mut rpc = Rpc::start(&t, &exts);
         rpc.until("the ready event", |v| v["type"] == "ready");
-        wait_for("the fixture's pid file", || pids_in(&pid_file).len() == 2);
-        let pids = pids_in(&pid_file);
+        wait_for("both fixtures' pid files", || {
+            pid_files.iter().all(|f| pids_in(f).len() == 2)
+        });
+        let pids: Vec<u32> = pid_files.iter().flat_map(|f| pids_in(f)).collect();
         assert!(
             send_signal(rpc.child.id(), sig),
             "kill -{signal} zot failed"
@@ -156,8 +164,7 @@ fn extensions_and_their_groups_die_with_the_host() {
         let _ = rpc.child.wait();
         wait_for(
             &format!(
-                "extension {} and grandchild {} to die with zot (SIG{signal})",
-                pids[0], pids[1]
+                "both extensions and their grandchildren {pids:?} to die with zot (SIG{signal})"
             ),
             || pids.iter().all(|&p| process_gone(p)),
         );
