@@ -15,10 +15,10 @@
 //!
 //! Results come back in the batch's order, whichever start finishes
 //! first: discovery order and registry precedence never depend on it.
-//! The log thread then takes the batch's stderr pipes and the watchdog
-//! its process groups, each woken once for the batch, not once per start.
 //! The spawner owns the host's log thread too (`logpump.rs`), which
-//! copies what the processes it started write to stderr.
+//! copies what the processes it started write to stderr. Once a batch
+//! is started, that thread takes its stderr pipes and the watchdog its
+//! process groups, each woken once for the batch, not once per start.
 
 use crate::logpump::{LogPump, Pumping};
 use crate::process::{self, ExtProcess, Spawn};
