@@ -127,7 +127,7 @@ pub mod internal {
     /// Extension processes: spawning, groups, signals.
     pub mod process {
         pub use crate::process::{
-            describe_status, end_group, group_alive, read_lines, signal_group, spawn_group,
+            describe_status, end_group, exit, group_alive, read_lines, signal_group, spawn_group,
         };
     }
     /// Frames and lines of the wire protocol (SPEC 6-7, 13-14).

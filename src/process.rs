@@ -38,7 +38,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::thread;
 use std::time::Duration;
 
@@ -205,9 +205,9 @@ impl ExtProcess {
     /// stdout read as `s.reading` says, its stderr copied to its log by
     /// `logs` (without one, it is the host's stderr). Call it from a
     /// thread that outlives every extension it starts (see
-    /// [`spawn_group`]), and hand its pid to [`watch_groups`] before
-    /// anything can end it: `spawner.rs` does both. A confined one's
-    /// `TMPDIR` lives as long as the process.
+    /// [`spawn_group`]), holding [`untold_groups`], and hand its pid to
+    /// [`watch_groups`] before anything can end it: `spawner.rs` does.
+    /// A confined one's `TMPDIR` lives as long as the process.
     pub(crate) fn spawn(s: Spawn, logs: Option<&Pumping>) -> io::Result<ExtProcess> {
         let Spawn {
             key,
@@ -568,15 +568,36 @@ pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> bool {
 /// on a busy machine. Linux sends that signal when the *thread* that
 /// forked ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
+    let _untold = untold_groups();
     let child = start_group(command)?;
     watch_groups([child.id()]);
     Ok(child)
 }
 
-/// [`spawn_group`] without telling the watchdog: the caller hands the
-/// group to [`watch_groups`], a batch of starts at once, before anything
-/// can end it. Until then a host that dies leaves it to the extension to
-/// exit when its stdin closes.
+/// Read-held from the first start of a spawn or a batch until the
+/// watchdog has been told its groups (several hosts' batches at once),
+/// so that [`exit`], which write-locks it, never ends the process in
+/// between (an extension that ignores its stdin closing would outlive
+/// it). Only a SIGKILL can still land there.
+static UNTOLD: RwLock<()> = RwLock::new(());
+
+/// Holds off [`exit`] until the guard is dropped: take it before the
+/// first start of a batch, drop it after [`watch_groups`].
+pub(crate) fn untold_groups() -> RwLockReadGuard<'static, ()> {
+    UNTOLD.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Ends this process with `code` once every group started so far is
+/// known to the watchdog: the exit of a signal handler, which may run
+/// while a spawn or a batch is under way on another thread.
+pub fn exit(code: i32) -> ! {
+    let _told = UNTOLD.write().unwrap_or_else(PoisonError::into_inner);
+    std::process::exit(code)
+}
+
+/// [`spawn_group`] without telling the watchdog: the caller holds
+/// [`untold_groups`] and hands the group to [`watch_groups`], a batch of
+/// starts at once, before anything can end it.
 fn start_group(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
     #[cfg(target_os = "linux")]

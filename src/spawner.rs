@@ -70,6 +70,8 @@ impl Spawner {
     /// Starts every process of `batch`, up to the limit at a time, and
     /// returns each result at its position in `batch`.
     pub fn spawn_all(&mut self, batch: Vec<Spawn>) -> Vec<io::Result<ExtProcess>> {
+        // Until the watchdog's notice below, a signal handler's exit waits.
+        let _untold = process::untold_groups();
         self.grow(batch.len().min(self.limit));
         let logs = (self.logs.pumping())
             .inspect_err(|e| {

@@ -7,9 +7,10 @@
 //! extensions themselves, not what they started.
 //!
 //! A batch of starts is told in one line per group but one write, once
-//! every start of the batch is done (`spawner.rs`): if the host dies
-//! while the batch starts (a few milliseconds for 20 extensions), those
-//! extensions are left to exit when their stdin closes.
+//! every start of the batch is done (`spawner.rs`). An exit through
+//! `process::exit` (a signal handler's) waits for that write; a host
+//! killed outright while a batch starts (a few milliseconds for 20
+//! extensions) leaves those extensions to exit when their stdin closes.
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;

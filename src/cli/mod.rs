@@ -224,7 +224,7 @@ pub fn stop_on_signal(
                     reply: Box::new(|_| {}),
                 });
             }
-            _ => std::process::exit(1),
+            _ => zot_host::internal::process::exit(1),
         }
     })
 }

@@ -79,10 +79,10 @@ pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliE
         return Ok(0);
     };
     // Ctrl-C or kill: the extension's group dies with this process
-    // (`spawn_group`), so exiting is enough.
+    // (`spawn_group`), so exiting is enough once the watchdog knows it.
     crate::cli::on_signal(|| {
         let _ = writeln!(std::io::stderr(), "zot ext check: interrupted");
-        std::process::exit(130);
+        zot_host::internal::process::exit(130);
     })?;
     let report = check(&opts);
     if opts.json {
