@@ -447,3 +447,165 @@ fn the_session_on_a_terminal_resizes_panels_and_runs_submits() {
         .collect();
     assert_eq!(sizes, [(json!(80), json!(24)), (json!(132), json!(40))]);
 }
+
+// ----- a waiting line still gets keys; the panels of one extension ----
+
+/// The picker fixture (`fixtures/panels/picker.py`: an interactive tool
+/// `pick` with a panel, an interactive tool `wait` without one), with
+/// `cfg` and a record of what it receives at `rec`.
+fn picker(t: &TempDir, rec: &Path, cfg: Value) -> PathBuf {
+    let dir = t.join("picker");
+    let mut cfg = cfg;
+    cfg["record"] = json!(rec);
+    let exec = fixture_path("panels/picker.py");
+    let manifest = json!({"name": "picker", "exec": exec, "args": [cfg.to_string()]});
+    write_manifest(&dir, &manifest);
+    dir
+}
+
+#[test]
+fn keys_reach_an_interactive_tool_that_waits_in_a_piped_session() {
+    let t = TempDir::new("panel-pick");
+    let rec = t.join("rec");
+    let mut z = Zot::start(&t, &[picker(&t, &rec, json!({}))], &[]);
+    // One script: the keys come in behind the call that waits for them.
+    z.send("/call pick");
+    z.send("/key down");
+    z.send("/key enter");
+    z.send("/ext");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0), "{:#?}", z.seen);
+    let at = |needle: &str| z.seen.iter().position(|l| l.contains(needle));
+    let (Some(shown), Some(result), Some(ext)) = (
+        at("┌─ Pick one [picker/pick]"),
+        at("result: picked green"),
+        at("extensions:"),
+    ) else {
+        panic!("no panel, result or /ext: {:#?}", z.seen);
+    };
+    // The line queued behind the call runs after its answer.
+    assert!(shown < result && result < ext, "{:#?}", z.seen);
+    assert!(z.seen.contains(&"panel closed: picker/pick".to_string()));
+    let keys: Vec<Value> = frames(&rec, "panel_key")
+        .iter()
+        .map(|f| f["key"].clone())
+        .collect();
+    assert_eq!(keys, [json!("down"), json!("enter")]);
+    assert!(frames(&rec, "tool_cancel").is_empty());
+}
+
+#[test]
+fn keys_reach_the_tool_of_a_tool_prompt_and_ctrl_c_cancels_it() {
+    let t = TempDir::new("panel-choose");
+    let rec = t.join("rec");
+    let mut z = Zot::start(&t, &[picker(&t, &rec, json!({}))], &[]);
+    z.send("/choose");
+    z.send("/key enter");
+    z.expect("result: picked red");
+    z.expect("would submit: Tool pick {} returned:");
+    z.expect("go on");
+    // Ctrl-C while the tool waits cancels the call itself: the
+    // extension is told, and the session goes on.
+    z.send("/choose");
+    z.expect("┌─ Pick one [picker/pick]");
+    z.signal(libc::SIGINT);
+    z.expect("cancelled");
+    wait_for("tool_cancel", || frames(&rec, "tool_cancel").len() == 1);
+    let call = frames(&rec, "tool_call").pop().expect("tool_call");
+    assert_eq!(frames(&rec, "tool_cancel")[0]["id"], call["id"]);
+    z.send("/ext");
+    z.expect("extensions:");
+    assert_eq!(
+        (z.seen.iter())
+            .filter(|l| l.contains("result: picked"))
+            .count(),
+        1,
+        "{:#?}",
+        z.seen
+    );
+}
+
+#[test]
+fn eof_ends_an_interactive_tool_call_nobody_can_answer() {
+    // No panel, no key: cancelled at once.
+    let t = TempDir::new("panel-eof-wait");
+    let rec = t.join("rec");
+    let mut z = Zot::start(&t, &[picker(&t, &rec, json!({}))], &[]);
+    z.send("/call wait");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0), "{:#?}", z.seen);
+    assert!(
+        z.seen.contains(
+            &"error: input ended while /call wait waited for an answer: cancelled".into()
+        ),
+        "{:#?}",
+        z.seen
+    );
+    assert_eq!(frames(&rec, "tool_cancel").len(), 1);
+
+    // A panel open: it is closed, and the tool answers that.
+    let t = TempDir::new("panel-eof-pick");
+    let rec = t.join("rec");
+    let mut z = Zot::start(&t, &[picker(&t, &rec, json!({}))], &[]);
+    z.send("/call pick");
+    z.expect("┌─ Pick one [picker/pick]");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0), "{:#?}", z.seen);
+    let tail: Vec<&str> = z
+        .seen
+        .iter()
+        .rev()
+        .take(2)
+        .rev()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(tail, ["panel closed: picker/pick", "result: pick closed"]);
+    let closed = frames(&rec, "panel_close");
+    assert_eq!(closed.len(), 1, "{closed:?}");
+    assert!(frames(&rec, "tool_cancel").is_empty());
+}
+
+#[test]
+fn an_extension_has_at_most_16_panels_open() {
+    let t = TempDir::new("panel-many");
+    let rec = t.join("rec");
+    let mut z = Zot::start(&t, &[picker(&t, &rec, json!({}))], &[]);
+    z.send("/many 40");
+    z.expect("[picker] info: opened 40");
+    let closed: Vec<String> = (z.seen.iter())
+        .filter_map(|l| l.strip_prefix("panel closed: picker/"))
+        .map(String::from)
+        .collect();
+    let first: Vec<String> = (0..24).map(|i| format!("p{i}")).collect();
+    assert_eq!(closed, first);
+    // The extension was sent panel_close for each, oldest first.
+    z.send("/closes");
+    let closes = z.expect("[picker] info: closes:");
+    assert_eq!(
+        closes,
+        format!("[picker] info: closes: {}", first.join(" "))
+    );
+    // The 16 newest are open, and only those.
+    let open = z.run("/key picker nothere down");
+    let names: Vec<String> = (24..40).map(|i| format!("picker p{i}")).collect();
+    assert_eq!(
+        open,
+        [format!(
+            "error: no open panel \"picker nothere\"; open panels: {} \
+             (usage: /key [EXT PANEL] KEY [TEXT])",
+            names.join(", ")
+        )]
+    );
+    let old = z.run("/key picker p0 down");
+    assert!(
+        old[0].starts_with("error: no open panel \"picker p0\""),
+        "{old:?}"
+    );
+    z.send("/quit");
+    assert_eq!(z.wait(), Some(0));
+    let resizes = frames(&rec, "panel_resize").len();
+    assert_eq!(resizes, 40, "one panel_resize per open");
+    wait_for("the eviction in the log", || {
+        log_of(&t, "picker").contains("panels (or 1048576 bytes of ids and titles) open")
+    });
+}

@@ -906,3 +906,93 @@ fn help_names_the_session_commands_zot_home_and_the_logs() {
     let rpc = String::from_utf8_lossy(&rpc.stdout);
     assert!(rpc.contains("[--provider NAME] [--model NAME]"), "{rpc}");
 }
+
+#[test]
+fn after_eof_what_extensions_submit_is_not_run() {
+    // An extension that asks for a reload twice at every start: with
+    // the input at its end, the session runs what was typed and leaves.
+    let t = TempDir::new("sess-eof-submit");
+    let starts = t.join("starts");
+    let cfg = json!({"starts": starts, "submit_at_ready": ["/reload-ext", "/reload-ext"]});
+    let dir = t.join("reloader");
+    let exec = fixture_path("panels/picker.py");
+    let manifest = json!({"name": "reloader", "exec": exec, "args": [cfg.to_string()]});
+    write_manifest(&dir, &manifest);
+    let mut z = Zot::start(&t, &[dir], &[]);
+    // While input is open, its submissions run as typed lines.
+    z.expect("submit_slash [reloader]: /reload-ext");
+    z.send("/tools");
+    z.close_stdin();
+    // The exit deadline only guards against a session that never ends.
+    assert_eq!(z.wait(), Some(0), "{:#?}", z.seen);
+    assert!(
+        z.seen.iter().any(|l| l.starts_with("tools:")),
+        "what was typed still runs: {:#?}",
+        z.seen
+    );
+    assert!(
+        (z.seen.iter())
+            .any(|l| l.starts_with("error: input ended: what extensions submit is not run")),
+        "{:#?}",
+        z.seen
+    );
+    let n = std::fs::read_to_string(&starts)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    assert!(n < 20, "the extension was started {n} times");
+}
+
+/// `zot` with `input` on stdin and stdout `out` (None: a pipe whose
+/// reader is gone at once); its exit code and stderr.
+fn zot_writing_to(t: &TempDir, input: &str, out: Option<Stdio>) -> (Option<i32>, String) {
+    let gone = out.is_none();
+    let mut child = zot()
+        .args(["--no-ext", "--cwd"])
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"))
+        .stdin(Stdio::piped())
+        .stdout(out.unwrap_or_else(Stdio::piped))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn zot");
+    if gone {
+        drop(child.stdout.take());
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    // zot may be gone before it reads all: a failed write is no failure.
+    let _ = stdin.write_all(input.as_bytes());
+    drop(stdin);
+    let mut stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        let _ = tx.send(text);
+    });
+    let (status, ended) = exit_within(&mut child, DEADLINE);
+    assert!(ended, "zot did not exit");
+    let stderr = rx.recv_timeout(DEADLINE).unwrap_or_default();
+    (status.code(), stderr)
+}
+
+#[test]
+fn a_full_disk_is_an_error_and_a_departed_reader_a_quiet_end() {
+    let t = TempDir::new("sess-full");
+    let input = "/help\n/tools\n/ext\n".repeat(200);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let (code, stderr) = zot_writing_to(&t, &input, Some(Stdio::from(full)));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("zot: cannot write to stdout: No space left on device"),
+        "{stderr}"
+    );
+
+    // A pipe whose reader is gone: EPIPE.
+    let (code, stderr) = zot_writing_to(&t, &input, None);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("cannot write"), "{stderr}");
+}

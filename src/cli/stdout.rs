@@ -4,12 +4,14 @@
 //! lines over and stops taking host events while more than [`ROOM`]
 //! bytes wait (the host then drops notes beyond its event budget, SPEC
 //! 9 "Bounds"); the writer calls `wake` when there is room again, and
-//! when stdout turns out to be closed.
+//! when stdout turns out to be closed. The first write error is kept
+//! ([`Stdout::take_error`]): a departed reader (EPIPE) is a quiet end,
+//! anything else (a full disk) is for the surface to report.
 
 use crossbeam_channel::Sender;
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Bytes handed to the writer and not yet written beyond which the main
@@ -30,6 +32,18 @@ struct Shared {
     starved: AtomicBool,
     /// A write failed: nobody reads stdout any more.
     broken: AtomicBool,
+    /// The first write error.
+    error: Mutex<Option<io::Error>>,
+}
+
+impl Shared {
+    /// A write failed with `e`: nothing more is written.
+    fn fail(&self, e: io::Error) {
+        if let Ok(mut first) = self.error.lock() {
+            first.get_or_insert(e);
+        }
+        self.broken.store(true, Ordering::SeqCst);
+    }
 }
 
 impl Stdout {
@@ -40,6 +54,7 @@ impl Stdout {
             backlog: AtomicUsize::new(0),
             starved: AtomicBool::new(false),
             broken: AtomicBool::new(false),
+            error: Mutex::new(None),
         });
         let (tx, rx) = crossbeam_channel::unbounded::<Vec<u8>>();
         let s = shared.clone();
@@ -49,13 +64,13 @@ impl Stdout {
                 let mut out = io::stdout().lock();
                 while let Ok(bytes) = rx.recv() {
                     if !s.broken.load(Ordering::SeqCst) {
-                        let mut ok = out.write_all(&bytes).is_ok();
+                        let mut written = out.write_all(&bytes);
                         // A burst is flushed once, at its end.
-                        if ok && rx.is_empty() {
-                            ok = out.flush().is_ok();
+                        if written.is_ok() && rx.is_empty() {
+                            written = out.flush();
                         }
-                        if !ok {
-                            s.broken.store(true, Ordering::SeqCst);
+                        if let Err(e) = written {
+                            s.fail(e);
                             wake();
                         }
                     }
@@ -66,7 +81,11 @@ impl Stdout {
                         wake();
                     }
                 }
-                let _ = out.flush();
+                if !s.broken.load(Ordering::SeqCst) {
+                    if let Err(e) = out.flush() {
+                        s.fail(e);
+                    }
+                }
             })?;
         Ok(Stdout {
             tx: Some(tx),
@@ -103,6 +122,11 @@ impl Stdout {
     /// Whether a write failed: the client closed stdout.
     pub fn broken(&self) -> bool {
         self.shared.broken.load(Ordering::SeqCst)
+    }
+
+    /// The first write error, if any (taken: asked once).
+    pub fn take_error(&self) -> Option<io::Error> {
+        self.shared.error.lock().ok().and_then(|mut e| e.take())
     }
 
     /// Waits until everything handed over is written (or stdout broke).

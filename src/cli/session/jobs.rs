@@ -5,6 +5,8 @@
 //! typed for it, so an answer can only reach the code written for that
 //! request. Replies come back on one channel tagged with their job id;
 //! one whose job is no longer current (cancelled meanwhile) is dropped.
+//! A side request (a panel key sent while a job waits) is no job: its
+//! reply always runs, and the current job stays current.
 //! The table keeps only what the rest of the session must know about
 //! the current job: what cancelling it undoes, and whether it is a
 //! reload.
@@ -17,15 +19,22 @@ use crossbeam_channel::{Receiver, Sender};
 pub enum Job {
     /// A request: cancelling it undoes nothing.
     Request,
-    /// `/call`: cancelling it cancels the tool call under this ticket,
-    /// so its extension gets `tool_cancel` (SPEC 13.2).
-    Tool(zot_host::Ticket),
+    /// `/call` (or a `tool_prompt`'s tool) of `name`: cancelling it
+    /// cancels the tool call under `ticket`, so its extension gets
+    /// `tool_cancel` (SPEC 13.2).
+    Tool {
+        ticket: zot_host::Ticket,
+        name: String,
+    },
     /// `/reload-ext`: its report lists what registers or fails meanwhile.
     Reload,
     /// A step of a turn whose `turn_start` went out: cancelling it ends
     /// the turn, and kills the agent command when that is the step.
     Turn(Option<Agent>),
 }
+
+/// The job id of side requests' replies.
+const SIDE: u64 = 0;
 
 /// What a reply does on the loop, with the answer inside.
 pub type Then = Box<dyn FnOnce(&mut Session) + Send>;
@@ -92,6 +101,16 @@ impl Jobs {
         (self.last, back)
     }
 
+    /// The way back for a side request's reply, which runs whatever
+    /// job is current (id 0 is never a job's: ids start at 1).
+    pub fn side(&self) -> Back {
+        Back {
+            job: SIDE,
+            tx: self.tx.clone(),
+            bell: self.bell.clone(),
+        }
+    }
+
     /// Job `id` is the one the session now waits for.
     pub fn begin(&mut self, id: u64, job: Job) {
         self.current = Some((id, job));
@@ -99,6 +118,11 @@ impl Jobs {
 
     pub fn current(&self) -> Option<&Job> {
         self.current.as_ref().map(|(_, job)| job)
+    }
+
+    /// The id of the current job.
+    pub fn current_id(&self) -> Option<u64> {
+        self.current.as_ref().map(|(id, _)| *id)
     }
 
     pub fn busy(&self) -> bool {
@@ -113,6 +137,9 @@ impl Jobs {
     /// What `reply` does, if its job is the current one (which it then
     /// no longer is); None for a job cancelled meanwhile.
     pub fn finish(&mut self, reply: Reply) -> Option<Then> {
+        if reply.job == SIDE {
+            return Some(reply.then);
+        }
         match self.current {
             Some((id, _)) if id == reply.job => {
                 self.current = None;

@@ -8,7 +8,12 @@
 //! also rings a [`Bell`] the host loop waits on. At most one piece of
 //! work (a command, a tool call, a turn...) is pending at a time; lines
 //! typed meanwhile wait in a queue and run in order, which makes a piped
-//! script behave like the same lines typed one by one.
+//! script behave like the same lines typed one by one. Two things reach
+//! the pending work all the same: a `/key` line goes to the open panel
+//! at once (the work may be an interactive tool waiting for that key),
+//! and EOF ends an interactive tool call that only input could answer
+//! (see [`Session::settle_after_eof`]). After EOF, what extensions
+//! submit is not run: the session runs what the user queued and leaves.
 //!
 //! Signals come through `ctrlc`, which does not say which one arrived,
 //! so SIGINT (Ctrl-C), SIGTERM and SIGHUP mean the same: the first
@@ -43,7 +48,7 @@ use zot_host::order::{InOrder, Ordered};
 use zot_host::Panel;
 use zot_host::{
     BuiltinVerdict, CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
-    InterceptOutcome, InterceptRequest, ReloadReport, Request, ToolOutcome, ToolRequest,
+    InterceptOutcome, InterceptRequest, ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
 };
 
 /// The session's own commands: names, arguments, what they do. `/help`
@@ -85,6 +90,11 @@ pub const HOST_COMMANDS: [(&[&str], &str, &str); 10] = [
 /// How soon a second signal must follow the first to leave at once.
 pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
 
+/// After EOF, how long an interactive tool call that was sent keys (or
+/// has a panel open, or keys waiting for one) may take to answer before
+/// it is cancelled.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs the session until `/quit`, EOF, or a signal while idle.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let doorbell = Arc::default();
@@ -124,8 +134,13 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         size: None,
         step: 0,
         notes: HashMap::new(),
-        panels: Vec::new(),
+        panels: panel::Panels::default(),
+        keyed: None,
+        eof_checked: None,
+        stranded: None,
+        after_eof: 0,
         submits_dropped: HashMap::new(),
+        panels_evicted: HashMap::new(),
         unshown: HashMap::new(),
         insert: None,
     };
@@ -172,7 +187,11 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             },
             // Nothing waits: run the host loop until something comes.
             default => {
-                let due = (!s.panels.is_empty()).then_some(size_due);
+                let sizing = (!s.panels.is_empty()).then_some(size_due);
+                let due = match (sizing, s.stranded.map(|(_, at)| at)) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 let before = host.events_sent();
                 let rang = surface::poll_with(&host, &rung, due).is_some();
                 let stuck = !rang && due.is_none() && host.events_sent() == before;
@@ -199,7 +218,14 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         s.take_event(event);
     }
     s.out.finish();
-    Ok(0)
+    // A reader that left (EPIPE) is a quiet end; any other failure to
+    // write (a full disk...) lost output the user expected.
+    match s.out.write_error() {
+        Some(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            Err(CliError::Failed(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(0),
+    }
 }
 
 impl Session {
@@ -316,6 +342,18 @@ impl Work {
             Work::Submitted { text, .. } => text.len(),
         }
     }
+
+    /// A `/key` line the user typed.
+    fn is_key(&self) -> bool {
+        let Work::Typed(line) = self else {
+            return false;
+        };
+        let Some(rest) = line.trim_start().strip_prefix('/') else {
+            return false;
+        };
+        let name = rest.split(char::is_whitespace).next().unwrap_or("");
+        name.eq_ignore_ascii_case("key")
+    }
 }
 
 impl Lines {
@@ -336,6 +374,30 @@ impl Lines {
         let work = self.lines.pop_front()?;
         self.bytes -= work.len();
         Some(work)
+    }
+
+    /// Takes out the first `/key` line typed, wherever it waits.
+    fn take_key(&mut self) -> Option<String> {
+        let at = self.lines.iter().position(Work::is_key)?;
+        let work = self.lines.remove(at)?;
+        self.bytes -= work.len();
+        match work {
+            Work::Typed(line) => Some(line),
+            Work::Submitted { .. } => None,
+        }
+    }
+
+    /// Whether a `/key` line typed waits.
+    fn has_key(&self) -> bool {
+        self.lines.iter().any(Work::is_key)
+    }
+
+    /// Drops what extensions submitted; what was typed stays.
+    fn drop_submitted(&mut self) -> usize {
+        let before = self.lines.len();
+        self.lines.retain(|w| matches!(w, Work::Typed(_)));
+        self.bytes = self.lines.iter().map(Work::len).sum();
+        before - self.lines.len()
     }
 
     /// What `extension` submitted and still waits.
@@ -446,11 +508,23 @@ struct Session {
     /// Notes shown and not retracted, counted per extension (`clear_notes`
     /// and `/clear` retract them): a count, so a flood costs no memory.
     notes: HashMap<String, u64>,
-    /// Open panels: (extension, panel), most recent last.
-    panels: Vec<(String, Panel)>,
+    /// Open panels, at most [`panel::MAX_PANELS`] per extension.
+    panels: panel::Panels,
+    /// The job during which a `/key` line went ahead of the queue.
+    keyed: Option<u64>,
+    /// The job whose tool was looked up after EOF (interactive or not).
+    eof_checked: Option<u64>,
+    /// After EOF: the interactive tool call nothing typed can answer any
+    /// more (its job), and when it is cancelled unless answered.
+    stranded: Option<(u64, Instant)>,
+    /// Submissions dropped because input had ended: said at 1, 10, 100...
+    after_eof: u64,
     /// Submissions dropped per extension (its queue was full): said at
     /// the 1st, 10th, 100th...
     submits_dropped: HashMap<String, u64>,
+    /// Panels closed per extension to make room for newer ones: logged
+    /// at the 1st, 10th, 100th...
+    panels_evicted: HashMap<String, u64>,
     /// Renders of panels that were not open, per extension: logged at
     /// 1, 10, 100... (this log is not rotated by the host).
     unshown: HashMap<String, u64>,
@@ -481,7 +555,13 @@ impl Session {
                 self.queue.push_back(Work::Typed(line));
             }
             Input::TooLong(n) => self.out.error(&format!("input line of {n} bytes ignored")),
-            Input::Eof => self.eof = true,
+            Input::Eof => {
+                self.eof = true;
+                // The user is gone: nothing an extension submits runs any
+                // more (it could keep the session busy for ever).
+                let n = self.queue.drop_submitted();
+                self.dropped_after_eof(n);
+            }
         }
     }
 
@@ -496,6 +576,82 @@ impl Session {
                 }) => self.run_submitted(&extension, text, slash),
                 None => break,
             }
+        }
+        self.run_keys();
+        self.settle_after_eof();
+    }
+
+    /// While a job waits, the user's `/key` lines go to the open panel
+    /// at once instead of waiting behind it: the job may be an
+    /// interactive tool waiting for that very key. Without an open panel
+    /// they keep their place (the job may be what opens one).
+    fn run_keys(&mut self) {
+        if !self.ready || self.leave.is_some() {
+            return;
+        }
+        while let Some(job) = self.jobs.current_id() {
+            if self.panels.is_empty() {
+                break;
+            }
+            let Some(line) = self.queue.take_key() else {
+                break;
+            };
+            self.keyed = Some(job);
+            self.line(line);
+        }
+    }
+
+    /// After EOF, a `/call` (or `tool_prompt`) of an interactive tool
+    /// waits for input that will not come: once the tool is known to be
+    /// interactive, the keys still queued go to its panel, then the open
+    /// panels are closed (the extension is told, and may answer), and
+    /// the call is cancelled unless answered within [`ANSWER_GRACE`], at
+    /// once when it was neither sent a key nor has a panel to get one.
+    fn settle_after_eof(&mut self) {
+        let Some(id) = self.jobs.current_id() else {
+            self.stranded = None;
+            return;
+        };
+        let Some(Job::Tool { name, .. }) = self.jobs.current() else {
+            return;
+        };
+        if !self.eof || self.leave.is_some() {
+            return;
+        }
+        let name = name.clone();
+        if self.eof_checked != Some(id) {
+            self.eof_checked = Some(id);
+            let request = |reply| Request::List { reply };
+            return self.submit_side(request, move |s, r: Result<Snapshot, HostError>| {
+                let interactive = r.ok().is_some_and(|snap| {
+                    (snap.tools.iter()).any(|t| t.name == name && t.interactive)
+                });
+                if interactive && s.jobs.current_id() == Some(id) {
+                    let hope = s.queue.has_key() || s.keyed == Some(id) || !s.panels.is_empty();
+                    let grace = if hope { ANSWER_GRACE } else { Duration::ZERO };
+                    s.stranded = Some((id, Instant::now() + grace));
+                    s.settle_after_eof();
+                }
+            });
+        }
+        let Some((stranded, at)) = self.stranded else {
+            return;
+        };
+        if stranded != id {
+            self.stranded = None;
+            return;
+        }
+        if !self.queue.has_key() && !self.panels.is_empty() {
+            for (extension, panel_id) in self.panels.take_all() {
+                self.panel_closed(&extension, &panel_id);
+            }
+        }
+        if Instant::now() >= at {
+            self.stranded = None;
+            self.out.error(&format!(
+                "input ended while /call {name} waited for an answer: cancelled"
+            ));
+            self.cancel(false);
         }
     }
 
@@ -590,10 +746,12 @@ impl Session {
                 reply,
             }),
         };
+        let job = Job::Tool {
+            ticket,
+            name: name.to_string(),
+        };
         let name = name.to_string();
-        self.submit(Job::Tool(ticket), request, move |s, r| {
-            s.tool_done(&name, &r)
-        });
+        self.submit(job, request, move |s, r| s.tool_done(&name, &r));
     }
 
     // ----- requests and replies -------------------------------------
@@ -614,6 +772,21 @@ impl Session {
             back.send(host.events_sent(), move |s| then(s, result));
         });
         self.jobs.begin(id, job);
+        self.host.submit(make(reply));
+    }
+
+    /// Sends a request that is no job, while one may be pending: `then`
+    /// gets its answer whatever the session waits for meanwhile.
+    fn submit_side<T: Send + 'static>(
+        &mut self,
+        make: impl FnOnce(zot_host::Reply<T>) -> Request,
+        then: impl FnOnce(&mut Session, Result<T, HostError>) + Send + 'static,
+    ) {
+        let back = self.jobs.side();
+        let host = self.host.clone();
+        let reply: zot_host::Reply<T> = Box::new(move |result| {
+            back.send(host.events_sent(), move |s| then(s, result));
+        });
         self.host.submit(make(reply));
     }
 
@@ -778,7 +951,7 @@ impl Session {
                 }
                 self.end_turn("cancelled", None);
             }
-            Job::Tool(ticket) => self.host.submit(Request::Cancel {
+            Job::Tool { ticket, .. } => self.host.submit(Request::Cancel {
                 ticket,
                 reply: Box::new(|_| {}),
             }),
@@ -846,12 +1019,12 @@ impl Session {
                 names.join(", ")
             )),
             HostEvent::ExtensionExited { extension, status } => {
-                self.panels.retain(|(e, _)| *e != extension);
+                self.panels.forget(&extension);
                 self.out
                     .error(&format!("extension {extension} exited ({status})"));
             }
             HostEvent::ExtensionFailed { extension, error } => {
-                self.panels.retain(|(e, _)| *e != extension);
+                self.panels.forget(&extension);
                 if matches!(self.jobs.current(), Some(Job::Reload)) {
                     return; // the reload's report lists it
                 }

@@ -2,6 +2,13 @@
 //! by the extension's `panel_render` while open, shown as boxed blocks,
 //! driven with `/key`. Esc closes the panel, as in upstream's UI.
 //!
+//! One extension has at most [`MAX_PANELS`] panels open, whose ids and
+//! titles hold at most [`MAX_PANEL_BYTES`]: opening another closes its
+//! oldest (the extension is sent `panel_close`). Only what a render may
+//! leave out is kept (the title); lines and footer are shown and
+//! dropped. So an extension that opens panels without end costs the
+//! session a bounded memory and a bounded work per frame.
+//!
 //! Each open panel is told the terminal's size (`panel_resize`, SPEC
 //! 14.1) when it opens and when the size changes, which is looked for
 //! every [`SIZE_POLL`] while a panel is open: SIGWINCH would need a
@@ -12,17 +19,112 @@ use std::io::{self, Write};
 use std::time::Duration;
 use zot_host::{Panel, PanelKey, Request};
 
+/// Panels one extension may have open; opening another closes its oldest.
+pub const MAX_PANELS: usize = 16;
+
+/// Bytes of ids and titles one extension's open panels may hold; past
+/// them its oldest panels close too (the newest always stays).
+pub const MAX_PANEL_BYTES: usize = 1 << 20;
+
+/// An open panel: what a `panel_render` needs that it may leave out.
+pub struct Open {
+    pub extension: String,
+    pub id: String,
+    pub title: Option<String>,
+}
+
+impl Open {
+    fn bytes(&self) -> usize {
+        self.id.len() + self.title.as_ref().map_or(0, String::len)
+    }
+}
+
+/// The open panels, oldest first; at most [`MAX_PANELS`] per extension,
+/// so every walk over them is bounded by the extensions loaded.
+#[derive(Default)]
+pub struct Panels {
+    open: Vec<Open>,
+}
+
+impl Panels {
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Open> {
+        self.open.iter()
+    }
+
+    /// The most recent: the default `/key` target.
+    pub fn last(&self) -> Option<&Open> {
+        self.open.last()
+    }
+
+    fn find_mut(&mut self, extension: &str, id: &str) -> Option<&mut Open> {
+        (self.open.iter_mut()).find(|p| p.extension == extension && p.id == id)
+    }
+
+    /// Takes the panel out; whether it was open.
+    pub fn remove(&mut self, extension: &str, id: &str) -> bool {
+        let at = (self.open.iter()).position(|p| p.extension == extension && p.id == id);
+        at.map(|at| self.open.remove(at)).is_some()
+    }
+
+    /// Opens (or re-opens, as the most recent) a panel; returns the ids
+    /// of the extension's panels closed to make room for it.
+    pub fn open(&mut self, extension: &str, id: &str, title: Option<String>) -> Vec<String> {
+        self.remove(extension, id);
+        self.open.push(Open {
+            extension: extension.to_string(),
+            id: id.to_string(),
+            title,
+        });
+        self.bound(extension)
+    }
+
+    /// Closes the extension's oldest panels while it has too many (by
+    /// count or bytes), keeping its newest; returns their ids.
+    fn bound(&mut self, extension: &str) -> Vec<String> {
+        let mine = |p: &&Open| p.extension == extension;
+        let mut count = self.open.iter().filter(mine).count();
+        let mut bytes: usize = self.open.iter().filter(mine).map(Open::bytes).sum();
+        let mut closed = Vec::new();
+        while count > 1 && (count > MAX_PANELS || bytes > MAX_PANEL_BYTES) {
+            let Some(at) = self.open.iter().position(|p| p.extension == extension) else {
+                break;
+            };
+            let oldest = self.open.remove(at);
+            count -= 1;
+            bytes -= oldest.bytes();
+            closed.push(oldest.id);
+        }
+        closed
+    }
+
+    /// Forgets the panels of an extension that is gone.
+    pub fn forget(&mut self, extension: &str) {
+        self.open.retain(|p| p.extension != extension);
+    }
+
+    pub fn clear(&mut self) {
+        self.open.clear();
+    }
+
+    /// Takes every panel out: (extension, id), oldest first.
+    pub fn take_all(&mut self) -> Vec<(String, String)> {
+        let all = self.open.drain(..);
+        all.map(|p| (p.extension, p.id)).collect()
+    }
+}
+
 impl Session {
     /// `/key [EXT PANEL] KEY [TEXT]`; `KEY` may be one character (a rune),
     /// `close`, or `esc` (which closes the panel too).
     pub(super) fn key(&mut self, args: &str) {
         let words: Vec<&str> = args.split_whitespace().collect();
         let explicit = words.len() >= 3
-            && self
-                .panels
-                .iter()
-                .any(|(e, p)| e == words[0] && p.panel_id == words[1]);
-        let names_ext = words.len() >= 3 && self.panels.iter().any(|(e, _)| e == words[0]);
+            && (self.panels.iter()).any(|p| p.extension == words[0] && p.id == words[1]);
+        let names_ext = words.len() >= 3 && self.panels.iter().any(|p| p.extension == words[0]);
         if !explicit && words.len() >= 2 && (names_ext || !is_key(words[0])) {
             // `/key EXT PANEL KEY` (or `/key PANEL KEY`) naming no open panel.
             let named = if is_key(words[1]) && !names_ext {
@@ -40,7 +142,7 @@ impl Session {
                 let rest = rest[words[1].len()..].trim_start();
                 (words[0].to_string(), words[1].to_string(), rest)
             }
-            (false, Some((e, p))) => (e.clone(), p.panel_id.clone(), args),
+            (false, Some(p)) => (p.extension.clone(), p.id.clone(), args),
             (false, None) => {
                 return self
                     .out
@@ -65,7 +167,7 @@ impl Session {
                     panel_id: panel,
                     reply,
                 };
-                return self.submit(Job::Request, request, Session::done);
+                return self.key_request(request);
             }
             k => match PanelKey::parse(k) {
                 Some(key) => (key, (!text.is_empty()).then(|| text.to_string())),
@@ -85,7 +187,18 @@ impl Session {
             text,
             reply,
         };
-        self.submit(Job::Request, request, Session::done);
+        self.key_request(request);
+    }
+
+    /// Sends a `/key` request: a job when nothing waits, else a side
+    /// request, so a key reaches a panel while a job waits (for it,
+    /// maybe: an interactive tool that waits for its user).
+    fn key_request(&mut self, request: impl FnOnce(zot_host::Reply<()>) -> Request) {
+        if self.jobs.busy() {
+            self.submit_side(request, Session::done);
+        } else {
+            self.submit(Job::Request, request, Session::done);
+        }
     }
 
     /// `open panels: EXT PANEL, ...`, or that there are none.
@@ -93,10 +206,8 @@ impl Session {
         if self.panels.is_empty() {
             return "no panel is open".into();
         }
-        let open: Vec<String> = self
-            .panels
-            .iter()
-            .map(|(e, p)| format!("{e} {}", p.panel_id))
+        let open: Vec<String> = (self.panels.iter())
+            .map(|p| format!("{} {}", p.extension, p.id))
             .collect();
         format!(
             "open panels: {} (usage: /key [EXT PANEL] KEY [TEXT])",
@@ -107,8 +218,10 @@ impl Session {
     /// A command's `open_panel`: shows the panel and makes it the
     /// default `/key` target (re-opening one that is open replaces it).
     pub(super) fn open_panel(&mut self, extension: String, panel: Panel) {
-        self.panels
-            .retain(|(e, p)| !(*e == extension && p.panel_id == panel.panel_id));
+        let closed = self
+            .panels
+            .open(&extension, &panel.panel_id, panel.title.clone());
+        self.closed_for_room(&extension, closed);
         self.out.panel(&extension, &panel);
         self.out.hint(
             "keys: /key up|down|left|right|enter|tab|... [TEXT], one character types it, \
@@ -117,7 +230,39 @@ impl Session {
         let size = terminal_size();
         self.size = Some(size);
         self.resize(&extension, &panel.panel_id, size);
-        self.panels.push((extension, panel));
+    }
+
+    /// Panels of `extension` closed to make room for a newer one: said,
+    /// and sent `panel_close`; logged at the 1st, 10th, 100th...
+    fn closed_for_room(&mut self, extension: &str, closed: Vec<String>) {
+        for id in closed {
+            self.panel_closed(extension, &id);
+            let n = self
+                .panels_evicted
+                .entry(extension.to_string())
+                .or_default();
+            *n += 1;
+            if power_of_ten(*n) {
+                let why = format!(
+                    "over {MAX_PANELS} panels (or {MAX_PANEL_BYTES} bytes of ids and titles) open: \
+                     the oldest closed ({n} so far)"
+                );
+                log_line(extension, &why);
+            }
+        }
+    }
+
+    /// A panel the session closed (not the user, not the extension):
+    /// said, and the extension is sent `panel_close`. Not a job: nothing
+    /// waits for it, and an extension that is gone is no news.
+    pub(super) fn panel_closed(&mut self, extension: &str, panel_id: &str) {
+        self.out
+            .line(&format!("panel closed: {extension}/{panel_id}"));
+        self.host.submit(Request::PanelClose {
+            extension: extension.to_string(),
+            panel_id: panel_id.to_string(),
+            reply: Box::new(|_| {}),
+        });
     }
 
     /// Every [`SIZE_POLL`] while a panel is open: a new terminal size is
@@ -128,8 +273,8 @@ impl Session {
             return;
         }
         self.size = Some(size);
-        for (extension, panel) in &self.panels {
-            self.resize(extension, &panel.panel_id, size);
+        for p in self.panels.iter() {
+            self.resize(&p.extension, &p.id, size);
         }
     }
 
@@ -150,11 +295,7 @@ impl Session {
     /// opened) is not shown, and is logged (the 1st, 10th, 100th...): it
     /// must not bring a closed panel back.
     pub(super) fn render_panel(&mut self, extension: String, panel: Panel) {
-        let open = self
-            .panels
-            .iter_mut()
-            .find(|(e, p)| *e == extension && p.panel_id == panel.panel_id);
-        let Some((_, old)) = open else {
+        let Some(old) = self.panels.find_mut(&extension, &panel.panel_id) else {
             let n = self.unshown.entry(extension.clone()).or_default();
             *n += 1;
             if power_of_ten(*n) {
@@ -166,20 +307,19 @@ impl Session {
         };
         // As upstream: lines and footer are what the render says (left
         // out: cleared); a title left out is kept.
-        if panel.title.is_some() {
-            old.title = panel.title;
+        let mut shown = panel;
+        if let Some(title) = shown.title.take() {
+            old.title = Some(title);
         }
-        old.lines = panel.lines;
-        old.footer = panel.footer;
-        let shown = old.clone();
+        shown.title = old.title.clone();
+        // A longer title may put the extension over its bytes.
+        let closed = self.panels.bound(&extension);
         self.out.panel(&extension, &shown);
+        self.closed_for_room(&extension, closed);
     }
 
     pub(super) fn close_panel(&mut self, extension: &str, panel_id: &str) {
-        let before = self.panels.len();
-        self.panels
-            .retain(|(e, p)| !(e == extension && p.panel_id == panel_id));
-        if self.panels.len() < before {
+        if self.panels.remove(extension, panel_id) {
             self.out
                 .line(&format!("panel closed: {extension}/{panel_id}"));
         }
@@ -210,7 +350,8 @@ pub(super) fn log_line(extension: &str, msg: &str) {
         .open(&path)
         .and_then(|mut f| f.write_all(line.as_bytes()));
     if written.is_err() {
-        eprintln!("[zot] ext-{extension}: {msg}");
+        // stderr may be gone or full too: nothing more to do then.
+        let _ = writeln!(io::stderr(), "[zot] ext-{extension}: {msg}");
     }
 }
 

@@ -116,8 +116,9 @@ impl Out {
         format!("\x1b[{}m{s}\x1b[0m", tone.code())
     }
 
-    /// Writes raw text. An error means nobody reads our stdout any
-    /// more: there is nobody to tell, and the session ends (`closed`).
+    /// Writes raw text. An error ends the session (`closed`): nobody
+    /// reads stdout any more (EPIPE), or it cannot take what is shown
+    /// (a full disk), which `run` reports on stderr.
     fn write(&mut self, s: &str) {
         self.out.write(s.as_bytes().to_vec());
     }
@@ -125,6 +126,12 @@ impl Out {
     /// Whether stdout could not be written.
     pub fn closed(&self) -> bool {
         self.out.broken()
+    }
+
+    /// Why stdout could not be written, once everything was handed over
+    /// ([`Out::finish`]).
+    pub fn write_error(&self) -> Option<std::io::Error> {
+        self.out.take_error()
     }
 
     /// Takes the prompt off the screen before other output.

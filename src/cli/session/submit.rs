@@ -1,6 +1,6 @@
 //! What extensions submit (SPEC 14.2): `submit` runs a turn, and
 //! `submit_slash` a line as if typed, queued behind the work under way,
-//! at most [`MAX_QUEUED`] per extension.
+//! at most [`MAX_QUEUED`] per extension; after EOF, none.
 
 use super::panel::{log_line, power_of_ten};
 use super::render::Tone;
@@ -15,6 +15,9 @@ const RESERVED: [&str; 2] = ["quit", "exit"];
 impl Session {
     /// A `submit` (or with `slash` a `submit_slash`) from `extension`.
     pub(super) fn submitted(&mut self, extension: String, text: String, slash: bool) {
+        if self.eof {
+            return self.dropped_after_eof(1);
+        }
         if self.queue.submitted_by(&extension) >= MAX_QUEUED {
             let n = self.submits_dropped.entry(extension.clone()).or_default();
             *n += 1;
@@ -32,6 +35,22 @@ impl Session {
             text,
             slash,
         });
+    }
+
+    /// `n` more submissions dropped because input had ended: the
+    /// session runs what the user queued and leaves, and an extension
+    /// that submits at every start (a `/reload-ext`...) would keep it
+    /// running for ever. Said at the 1st, 10th, 100th...
+    pub(super) fn dropped_after_eof(&mut self, n: usize) {
+        for _ in 0..n {
+            self.after_eof += 1;
+            if power_of_ten(self.after_eof) {
+                let n = self.after_eof;
+                self.out.error(&format!(
+                    "input ended: what extensions submit is not run ({n} dropped so far)"
+                ));
+            }
+        }
     }
 
     /// Runs a submission whose turn has come.

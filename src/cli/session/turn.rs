@@ -28,12 +28,22 @@ impl Session {
             args: args.clone(),
             tool_id: None,
         };
-        let request = |reply| Request::Tool {
-            call,
-            pipeline: true,
-            reply,
+        // Cancellable, as `/call`: Ctrl-C (or EOF, for an interactive
+        // tool) cancels the call itself, not only the wait for it.
+        let ticket = self.host.ticket();
+        let request = |reply| Request::Cancellable {
+            ticket,
+            request: Box::new(Request::Tool {
+                call,
+                pipeline: true,
+                reply,
+            }),
         };
-        self.submit(Job::Request, request, move |s, r| {
+        let job = Job::Tool {
+            ticket,
+            name: tool.clone(),
+        };
+        self.submit(job, request, move |s, r| {
             s.tool_done(&tool, &r);
             s.out.text("prompt: ", Tone::Cyan, &prompt);
             s.start_turn(with_tool_result(&tool, &args, &r, &prompt));
