@@ -617,6 +617,70 @@ fn logs_prints_the_log_file() {
     assert_fails(&w.zot(&["logs", "missing"]), "ext-missing.log");
 }
 
+/// Runs `cmd` on a new pseudo-terminal (its stdin, stdout and stderr):
+/// the bytes it wrote there, and its exit code.
+fn on_a_terminal(cmd: &Command) -> (Vec<u8>, Option<i32>) {
+    const DRIVE: &str = "import os, pty, sys\n\
+        pid, fd = pty.fork()\n\
+        if pid == 0:\n    os.execvp(sys.argv[1], sys.argv[1:])\n\
+        out = b''\n\
+        while True:\n\
+        \x20   try:\n        chunk = os.read(fd, 65536)\n\
+        \x20   except OSError:\n        break\n\
+        \x20   if not chunk:\n        break\n\
+        \x20   out += chunk\n\
+        _, status = os.waitpid(pid, 0)\n\
+        sys.stdout.buffer.write(out)\n\
+        sys.exit(os.waitstatus_to_exitcode(status))\n";
+    let mut driver = Command::new("python3");
+    driver
+        .arg("-c")
+        .arg(DRIVE)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        driver.current_dir(dir);
+    }
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => driver.env(key, value),
+            None => driver.env_remove(key),
+        };
+    }
+    let out = driver.output().expect("run the pty driver");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.stdout, out.status.code())
+}
+
+#[test]
+fn logs_on_a_terminal_show_escape_sequences_inert_and_piped_copy_them_raw() {
+    let w = World::new("logs-tty");
+    fs::create_dir_all(w.home.join("logs")).unwrap();
+    let raw =
+        "clean line\nretitled \x1b]0;pwned\x07 cleared \x1b[2J\x1b[H done\rover\n\u{9b}31mred\n";
+    fs::write(w.home.join("logs/ext-x.log"), raw).unwrap();
+    let piped = w.zot(&["logs", "x"]);
+    assert_ok(&piped);
+    assert_eq!(
+        stdout_of(&piped),
+        raw,
+        "piped output must be the log as it is"
+    );
+
+    let (shown, code) = on_a_terminal(&w.command(&w.proj, &["logs", "x"]));
+    assert_eq!(code, Some(0), "{shown:?}");
+    // The terminal turns "\n" into "\r\n" on output.
+    let shown = String::from_utf8_lossy(&shown).replace("\r\n", "\n");
+    assert_eq!(
+        shown,
+        "clean line\nretitled ^[]0;pwned^G cleared ^[[2J^[[H done^Mover\n\\u{9b}31mred\n"
+    );
+}
+
 /// Kills the follower even when an assertion fails.
 struct Follower(Child);
 
