@@ -681,6 +681,52 @@ fn logs_on_a_terminal_show_escape_sequences_inert_and_piped_copy_them_raw() {
     );
 }
 
+#[test]
+fn help_and_version_on_a_closed_pipe_or_a_full_disk_exit_cleanly() {
+    let runs: &[&[&str]] = &[
+        &["--help"],
+        &["--version"],
+        &["rpc", "--help"],
+        #[cfg(feature = "mcp")]
+        &["mcp", "--help"],
+        &["ext", "--help"],
+    ];
+    for args in runs {
+        let zot = || {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
+            cmd.args(*args).stdin(Stdio::null());
+            cmd
+        };
+        // The reader has gone: a quiet end.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = zot().stdout(writer).output().expect("run zot");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "zot {args:?} on a closed pipe: {stderr}"
+        );
+        assert!(stderr.is_empty(), "zot {args:?} on a closed pipe: {stderr}");
+        // A full disk: said, exit 1.
+        let full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = zot().stdout(full).output().expect("run zot");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "zot {args:?} on /dev/full: {stderr}"
+        );
+        assert!(
+            stderr.contains("zot: cannot write to stdout: No space left on device"),
+            "zot {args:?} on /dev/full: {stderr}"
+        );
+    }
+}
+
 /// Kills the follower even when an assertion fails.
 struct Follower(Child);
 
