@@ -213,6 +213,45 @@ fn install_from_a_file_git_url() {
 }
 
 #[test]
+fn a_git_install_runs_no_hook_from_the_users_template_or_hooks_path() {
+    let w = World::new("git-hooks");
+    let url = git_repo(&w.root.join("repo-dir"), |d| make_ext(d, "hooked"));
+    // A post-checkout hook that would run in the unvalidated checkout.
+    let hook_in = |dir: &Path, marker: &Path| {
+        fs::create_dir_all(dir).unwrap();
+        let hook = dir.join("post-checkout");
+        let script = format!("#!/bin/sh\necho ran > '{}'\n", marker.display());
+        fs::write(&hook, script).unwrap();
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // The hook in DIR/hooks: DIR as the template, DIR/hooks as the hooks path.
+    let settings = [
+        ("template", "[init]\n\ttemplateDir = {}\n"),
+        ("hooks-path", "[core]\n\thooksPath = {}/hooks\n"),
+    ];
+    for (tag, config) in settings {
+        let marker = w.root.join(&format!("{tag}-hook-ran"));
+        let dir = w.root.join(tag);
+        hook_in(&dir.join("hooks"), &marker);
+        let global = w.root.join(&format!("{tag}.gitconfig"));
+        fs::write(&global, config.replace("{}", &dir.to_string_lossy())).unwrap();
+        let out = w
+            .command(&w.proj, &["install", "--force", &url])
+            .env("GIT_CONFIG_GLOBAL", &global)
+            .output()
+            .expect("run zot");
+        assert_ok(&out);
+        assert_eq!(w.installed(), ["hooked"]);
+        assert!(!marker.exists(), "{tag}: the user's post-checkout hook ran");
+        let hooks = w.global().join("hooked/.git/hooks");
+        assert!(
+            !hooks.join("post-checkout").exists(),
+            "{tag}: a hook was copied in"
+        );
+    }
+}
+
+#[test]
 fn git_repository_without_a_manifest_leaves_nothing_behind() {
     let w = World::new("git-nomanifest");
     let url = git_repo(&w.root.join("repo"), |d| {
