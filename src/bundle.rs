@@ -8,7 +8,7 @@
 //! `~/.ssh` as "skills". Only file types are looked at, no file is read,
 //! and a scan is bounded, so a hostile tree cannot hang discovery.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
@@ -18,8 +18,12 @@ pub(crate) const SKILL_FILE: &str = "SKILL.md";
 /// Where a theme is looked for, in order, relative to the extension directory.
 pub(crate) const THEME_FILES: [&str; 2] = ["theme.json", "themes/theme.json"];
 
-/// Most directory entries one `skills` entry may make the scan look at.
-const MAX_SCANNED: usize = 10_000;
+/// Most `skills` entries and directory entries the scan of one
+/// manifest's skills looks at; the rest is skipped, and said.
+const MAX_LOOKED_AT: usize = 10_000;
+
+/// Most skill files one manifest provides; the rest is skipped, and said.
+const MAX_SKILLS: usize = 1_000;
 
 /// Deepest directory level scanned below a `skills` entry.
 const MAX_DEPTH: usize = 16;
@@ -31,16 +35,25 @@ pub struct Provides {
     pub skills: Vec<PathBuf>,
     /// Absolute path of its theme file.
     pub theme: Option<PathBuf>,
+    /// The scan of its skills stopped at its bound: more may be there.
+    pub skipped: bool,
 }
 
 impl Provides {
-    /// `2 skills, theme`, or `` when it provides neither.
+    /// `2 skills, theme`, or `` when it provides neither; a scan that
+    /// stopped at its bound says so.
     pub fn summary(&self) -> String {
         let mut parts = Vec::new();
         match self.skills.len() {
             0 => {}
             1 => parts.push("1 skill".to_string()),
             n => parts.push(format!("{n} skills")),
+        }
+        if self.skipped {
+            parts.push(format!(
+                "the rest skipped (at most {MAX_SKILLS} skills and {MAX_LOOKED_AT} entries \
+                 looked at)"
+            ));
         }
         if self.theme.is_some() {
             parts.push("theme".into());
@@ -51,7 +64,9 @@ impl Provides {
 
 /// Resolves `skills` entries (as written in the manifest) and finds the
 /// theme of the extension in `dir`. The error is the reason alone, naming
-/// the entry.
+/// the entry. An entry that resolves to one already scanned counts once;
+/// past [`MAX_LOOKED_AT`] entries looked at or [`MAX_SKILLS`] skills the
+/// rest is skipped ([`Provides::skipped`]).
 pub(crate) fn resolve(dir: &Path, skills: &[String]) -> Result<Provides, String> {
     // Most extensions ship neither: no walk of the directory's path.
     let no_theme = || {
@@ -64,71 +79,103 @@ pub(crate) fn resolve(dir: &Path, skills: &[String]) -> Result<Provides, String>
     }
     let root = fs::canonicalize(dir)
         .map_err(|e| format!("cannot read the extension directory {}: {e}", dir.display()))?;
-    let mut found = Vec::new();
+    let mut scan = Scan {
+        root: &root,
+        entry: "",
+        seen: HashSet::new(),
+        looked_at: 0,
+        found: BTreeSet::new(),
+        skipped: false,
+    };
     for entry in skills {
-        skill_entry(&root, entry, &mut found)?;
+        if !scan.look() {
+            break;
+        }
+        scan.entry = entry;
+        scan.skill_entry(entry)?;
     }
-    found.sort();
-    found.dedup();
     Ok(Provides {
-        skills: found,
+        skills: scan.found.into_iter().collect(),
         theme: theme(&root)?,
+        skipped: scan.skipped,
     })
 }
 
-/// Adds the skill files of one `skills` entry.
-fn skill_entry(root: &Path, entry: &str, found: &mut Vec<PathBuf>) -> Result<(), String> {
-    let named = |why: String| format!("`skills` entry {entry:?} {why}");
-    if entry.trim().is_empty() || entry.contains('\0') {
-        return Err(named("is empty or holds a NUL byte".into()));
-    }
-    let path = Path::new(entry);
-    if path.components().any(|c| c == Component::ParentDir) {
-        return Err(named(
-            "contains `..`: skills must be inside the extension directory".into(),
-        ));
-    }
-    let joined = root.join(path);
-    let real = fs::canonicalize(&joined)
-        .map_err(|e| named(format!("cannot be read ({}: {e})", joined.display())))?;
-    if !real.starts_with(root) {
-        return Err(named(format!(
-            "is outside the extension directory {} (it is {})",
-            root.display(),
-            real.display()
-        )));
-    }
-    let meta = fs::metadata(&real).map_err(|e| named(format!("cannot be read: {e}")))?;
-    if meta.is_dir() {
-        let mut scan = Scan {
-            root,
-            entry,
-            seen: HashSet::new(),
-            looked_at: 0,
-            found,
-        };
-        return scan.dir(&real, 0);
-    }
-    if meta.is_file() && real.file_name().is_some_and(|n| n == SKILL_FILE) {
-        found.push(real);
-        return Ok(());
-    }
-    Err(named(format!(
-        "is neither a directory nor a {SKILL_FILE} file"
-    )))
-}
-
-/// A recursive scan of one `skills` directory.
+/// The scan of one manifest's `skills`, bounded in total.
 struct Scan<'a> {
     root: &'a Path,
+    /// The entry being scanned, as written.
     entry: &'a str,
-    /// Directories already scanned (canonical): a symlink loop ends here.
+    /// Entries and directories already scanned (canonical): a duplicate
+    /// entry, an entry inside another and a symlink loop end here.
     seen: HashSet<PathBuf>,
     looked_at: usize,
-    found: &'a mut Vec<PathBuf>,
+    found: BTreeSet<PathBuf>,
+    /// A bound was reached: the rest is skipped.
+    skipped: bool,
 }
 
 impl Scan<'_> {
+    /// Counts one more entry looked at: false (and skipped set) once
+    /// [`MAX_LOOKED_AT`] were.
+    fn look(&mut self) -> bool {
+        if self.skipped || self.looked_at >= MAX_LOOKED_AT {
+            self.skipped = true;
+            return false;
+        }
+        self.looked_at += 1;
+        true
+    }
+
+    /// Whether [`MAX_SKILLS`] were found: what is left is skipped.
+    fn full(&mut self) -> bool {
+        if self.found.len() >= MAX_SKILLS {
+            self.skipped = true;
+        }
+        self.skipped
+    }
+
+    /// Adds the skill files of one `skills` entry.
+    fn skill_entry(&mut self, entry: &str) -> Result<(), String> {
+        let named = |why: String| format!("`skills` entry {entry:?} {why}");
+        if entry.trim().is_empty() || entry.contains('\0') {
+            return Err(named("is empty or holds a NUL byte".into()));
+        }
+        let path = Path::new(entry);
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(named(
+                "contains `..`: skills must be inside the extension directory".into(),
+            ));
+        }
+        let joined = self.root.join(path);
+        let real = fs::canonicalize(&joined)
+            .map_err(|e| named(format!("cannot be read ({}: {e})", joined.display())))?;
+        if !real.starts_with(self.root) {
+            return Err(named(format!(
+                "is outside the extension directory {} (it is {})",
+                self.root.display(),
+                real.display()
+            )));
+        }
+        let meta = fs::metadata(&real).map_err(|e| named(format!("cannot be read: {e}")))?;
+        // The same path listed again (or inside one scanned) counts once.
+        if self.seen.contains(&real) || self.found.contains(&real) {
+            return Ok(());
+        }
+        if meta.is_dir() {
+            return self.dir(&real, 0);
+        }
+        if meta.is_file() && real.file_name().is_some_and(|n| n == SKILL_FILE) {
+            if !self.full() {
+                self.found.insert(real);
+            }
+            return Ok(());
+        }
+        Err(named(format!(
+            "is neither a directory nor a {SKILL_FILE} file"
+        )))
+    }
+
     fn dir(&mut self, dir: &Path, depth: usize) -> Result<(), String> {
         if depth > MAX_DEPTH || !self.seen.insert(dir.to_path_buf()) {
             return Ok(());
@@ -140,15 +187,17 @@ impl Scan<'_> {
                 dir.display()
             )
         })?;
-        let mut children: Vec<PathBuf> = read.filter_map(Result::ok).map(|e| e.path()).collect();
+        // No more of a huge directory is listed than may be looked at.
+        let room = MAX_LOOKED_AT.saturating_sub(self.looked_at) + 1;
+        let mut children: Vec<PathBuf> = read
+            .take(room)
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
         children.sort();
         for child in children {
-            self.looked_at += 1;
-            if self.looked_at > MAX_SCANNED {
-                return Err(format!(
-                    "`skills` entry {entry:?} holds more than {MAX_SCANNED} files and \
-                     directories; refusing to scan it"
-                ));
+            if self.full() || !self.look() {
+                return Ok(());
             }
             // Hidden entries (`.git`, editor files) hold no skills.
             if child
@@ -175,7 +224,7 @@ impl Scan<'_> {
             if meta.is_dir() {
                 self.dir(&real, depth + 1)?;
             } else if meta.is_file() && child.file_name().is_some_and(|n| n == SKILL_FILE) {
-                self.found.push(real);
+                self.found.insert(real);
             }
         }
         Ok(())

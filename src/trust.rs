@@ -4,8 +4,12 @@
 //!
 //! Trust is recorded per project directory and per extension directory
 //! in `$ZOT_HOME/trust.json`. It binds the directory the extension
-//! resolves to and the resolved path and contents of its manifest and of
-//! every file its `exec` and `args` name inside that directory. Contents
+//! resolves to and the resolved path and contents of its manifest, of
+//! the program its `exec` resolves to and of every file its `args` name,
+//! wherever they lie in the project or the extension directory; one
+//! elsewhere (and not in a `$PATH` directory) cannot be trusted. It is
+//! checked at discovery and again at every start ([`check_start`]), so a
+//! program changed under a running host is not restarted. Contents
 //! are compared byte for byte with copies taken when it was trusted
 //! (`$ZOT_HOME/trust/<id>/<n>`, `n` the file's place in the entry), so no
 //! hash function is involved. Every file is read with the manifest's
@@ -18,7 +22,7 @@ use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// The record, in `$ZOT_HOME`.
 pub(crate) const RECORD_FILE: &str = "trust.json";
@@ -42,6 +46,9 @@ pub enum Untrusted {
     /// The record cannot be used, so nothing is trusted: why (the same
     /// for every extension).
     Record(String),
+    /// What it would run cannot be bound: a program or file outside the
+    /// project (and not in a `$PATH` directory). Trusting it is refused too.
+    Unbindable(String),
 }
 
 impl fmt::Display for Untrusted {
@@ -50,6 +57,7 @@ impl fmt::Display for Untrusted {
             Untrusted::New => write!(f, "not trusted"),
             Untrusted::Changed(what) => write!(f, "trust lapsed: {what}"),
             Untrusted::Record(_) => write!(f, "not trusted: the trust record is unusable"),
+            Untrusted::Unbindable(why) => write!(f, "cannot be trusted: {why}"),
         }
     }
 }
@@ -65,30 +73,37 @@ pub struct Binding {
 }
 
 impl Binding {
-    /// The binding of the extension in `dir` with `manifest`, as the files are now.
-    pub(crate) fn of(dir: &Path, manifest: &Manifest) -> Result<Binding, String> {
+    /// The binding of the extension in `dir` of the project `project`
+    /// with `manifest`, as the files are now; an error names the program
+    /// or file it cannot bind.
+    pub(crate) fn of(project: &Path, dir: &Path, manifest: &Manifest) -> Result<Binding, String> {
         let resolve = |p: &Path| {
             p.canonicalize()
                 .map_err(|e| format!("cannot resolve {}: {e}", p.display()))
         };
         let real = resolve(dir)?;
+        let places = Places {
+            dir: real.clone(),
+            project: resolve(project)?,
+        };
         let mut files = vec![resolve(&dir.join(MANIFEST_FILE))?];
         let mut bind = |file: Option<PathBuf>| match file {
             Some(file) if !files.contains(&file) => files.push(file),
             _ => {}
         };
-        // A bare `exec` is looked up in $PATH, never in the directory.
-        let exec = manifest.exec.as_deref().filter(|e| e.contains('/'));
-        for name in exec
-            .into_iter()
-            .chain(manifest.args.iter().map(String::as_str))
-        {
-            bind(named_file(dir, &real, name));
+        // The program as a start resolves it: a bare name on $PATH too.
+        if let Ok(exec) = manifest.resolve_exec(dir) {
+            let named = manifest.exec.as_deref().unwrap_or_default();
+            bind(places.bound("`exec`", named, &dir.join(exec))?);
         }
-        // What a bundle hands the embedder to load counts as what it runs.
+        for arg in &manifest.args {
+            bind(places.bound("`args` entry", arg, &dir.join(arg))?);
+        }
+        // What a bundle hands the embedder to load counts as what it runs
+        // (always inside the directory: `bundle.rs` refuses the rest).
         let provides = &manifest.provides;
         for file in provides.skills.iter().chain(&provides.theme) {
-            bind(named_file(dir, &real, &file.to_string_lossy()));
+            bind(places.bound("skill or theme", &file.to_string_lossy(), file)?);
         }
         Ok(Binding { dir: real, files })
     }
@@ -102,17 +117,52 @@ impl Binding {
     }
 }
 
-/// The regular file `name` (an `exec` or an argument, relative to the
-/// extension's directory, where it runs) refers to, resolved, when it is
-/// inside the directory: named inside it (no `..`; it may be a symlink to
-/// elsewhere, bound by what it resolves to) or resolving into it.
-fn named_file(dir: &Path, real: &Path, name: &str) -> Option<PathBuf> {
-    let path = Path::new(name);
-    let named_inside = !path.components().any(|c| c == Component::ParentDir)
-        && (path.is_relative() || path.starts_with(dir) || path.starts_with(real));
-    let resolved = dir.join(path).canonicalize().ok()?;
-    let inside = named_inside || resolved.starts_with(real);
-    (inside && resolved.is_file()).then_some(resolved)
+/// Where bound files may lie: the extension's directory and its project,
+/// both resolved.
+struct Places {
+    dir: PathBuf,
+    project: PathBuf,
+}
+
+impl Places {
+    /// The regular file at `path` (what `named`, the manifest's `what`,
+    /// refers to) resolved, to be bound when it is in the extension's
+    /// directory or its project; `None` when it is no regular file (an
+    /// option, a directory, a device: nothing to bind) or lies in a
+    /// `$PATH` directory (the user's own programs). Anywhere else it is
+    /// an error: a stranger's program outside the project cannot be
+    /// bound by what the project holds.
+    fn bound(&self, what: &str, named: &str, path: &Path) -> Result<Option<PathBuf>, String> {
+        let Ok(resolved) = path.canonicalize() else {
+            return Ok(None);
+        };
+        if !resolved.is_file() {
+            return Ok(None);
+        }
+        if resolved.starts_with(&self.dir) || resolved.starts_with(&self.project) {
+            return Ok(Some(resolved));
+        }
+        if in_path_dir(path) || in_path_dir(&resolved) {
+            return Ok(None);
+        }
+        Err(format!(
+            "{what} {named:?} is {}, outside the project {} and not in a $PATH directory",
+            resolved.display(),
+            self.project.display()
+        ))
+    }
+}
+
+/// Whether `file` is directly in one of `$PATH`'s absolute directories
+/// (compared resolved).
+fn in_path_dir(file: &Path) -> bool {
+    let Some(parent) = file.parent().and_then(|p| p.canonicalize().ok()) else {
+        return false;
+    };
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .filter(|p| p.is_absolute())
+        .any(|p| p.canonicalize().is_ok_and(|p| p == parent))
 }
 
 /// One trusted extension in the record.
@@ -220,11 +270,12 @@ impl Record {
         text: &[u8],
         manifest: &Manifest,
     ) -> Result<(), Untrusted> {
+        // What cannot be bound is said first: trusting it would not help.
+        let now = Binding::of(cwd, dir, manifest).map_err(Untrusted::Unbindable)?;
         let entry = project_key(cwd)
             .and_then(|key| self.file.projects.get(&key))
             .and_then(|p| p.get(&entry_key(dir)))
             .ok_or(Untrusted::New)?;
-        let now = Binding::of(dir, manifest).map_err(Untrusted::Changed)?;
         if now.dir != entry.dir {
             return Err(Untrusted::Changed(format!(
                 "its directory now resolves to {} (trusted: {})",
@@ -359,6 +410,34 @@ pub fn update<T>(
     Ok(done)
 }
 
+/// Whether the project extension in `dir` of the project `project`,
+/// about to start with `manifest` (as discovered), may start now: its
+/// manifest on disk is still that one and the record of `home` trusts it
+/// as its files are now. Called for every start of a project extension
+/// (the first, after a reload, and each restart by supervision), so a
+/// program changed under a running host never starts untrusted. The
+/// error says why and how to trust it.
+pub(crate) fn check_start(
+    home: &Path,
+    project: &Path,
+    dir: &Path,
+    manifest: &Manifest,
+) -> Result<(), String> {
+    let name = &manifest.name;
+    let refused =
+        |why: String| format!("untrusted ({why}); review it, then run 'zot ext trust {name}'");
+    let (now, text) = Manifest::load_with_text(&dir.join(MANIFEST_FILE))
+        .map_err(|e| refused(format!("its manifest cannot be used now: {e}")))?;
+    if now != *manifest {
+        let why = format!("trust lapsed: {MANIFEST_FILE} changed since it was loaded");
+        return Err(refused(why));
+    }
+    let record = Record::load(home).map_err(|why| refused(why.to_string()))?;
+    record
+        .check(project, dir, &text, &now)
+        .map_err(|why| refused(why.to_string()))
+}
+
 /// An exclusive lock (`File::lock`, flock(2) here), released when dropped.
 struct Lock(#[allow(dead_code)] File);
 
@@ -466,11 +545,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Copies what trust in the extension in `dir` binds into `home`.
-    pub fn take(home: &Path, dir: &Path) -> Result<Snapshot, String> {
+    /// Copies what trust in the extension in `dir` of the project
+    /// `project` binds into `home`.
+    pub fn take(home: &Path, project: &Path, dir: &Path) -> Result<Snapshot, String> {
         let (manifest, text) = Manifest::load_with_text(&dir.join(MANIFEST_FILE))
             .map_err(|e| format!("invalid manifest: {e}"))?;
-        let binding = Binding::of(dir, &manifest)?;
+        let binding = Binding::of(project, dir, &manifest)?;
         let root = home.join(COPIES_DIR);
         make_private_dir(&root)?;
         let copies = unique_name();

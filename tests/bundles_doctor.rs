@@ -10,8 +10,8 @@
 mod common;
 
 use common::{
-    assert_fails_naming, assert_ok, fixture_path, stderr_of, stdout_of, write_manifest,
-    write_manifest_text, zot, Rpc, TempDir,
+    assert_fails_naming, assert_ok, fixture_path, run_fed, stderr_of, stdout_of, write_manifest,
+    write_manifest_text, zot, Rpc, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::fs;
@@ -504,4 +504,81 @@ fn doctor_passes_when_nothing_failed_and_names_a_late_starter() {
         "{}",
         stdout_of(&out)
     );
+}
+
+/// A project bundle `name` (untrusted: a stranger's clone) whose `skills` directory holds `count` skills
+/// (`skills/sNNNN/SKILL.md`); returns its directory.
+fn many_skills(t: &TempDir, name: &str, count: usize) -> PathBuf {
+    let dir = t.join("proj/.zot/extensions").join(name);
+    for n in 0..count {
+        let skill = dir.join(format!("skills/s{n:04}"));
+        fs::create_dir_all(&skill).expect("skill dir");
+        fs::write(skill.join("SKILL.md"), "# a skill\n").expect("skill");
+    }
+    dir
+}
+
+/// `zot ext list --json` within the harness's deadline: its rows.
+fn list_json_within(t: &TempDir) -> Vec<Value> {
+    let out = run_fed(
+        &mut ext_cmd(t, &["list", "--json"]),
+        None,
+        DEADLINE * 3,
+        "ext list",
+    );
+    assert_ok(&out);
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("list --json is JSON");
+    rows.as_array().expect("an array").clone()
+}
+
+#[test]
+fn a_skills_directory_listed_thousands_of_times_is_scanned_once() {
+    let t = TempDir::new("bundle-dup");
+    let dir = many_skills(&t, "dup", 1000);
+    // 4,000 spellings of the same directory, and of a skill inside it.
+    let spellings = ["skills", "./skills", "skills/", "./skills/."];
+    let mut skills: Vec<String> = (0..4000).map(|n| spellings[n % 4].to_string()).collect();
+    skills.push("skills/s0007/SKILL.md".into());
+    skills.push("skills/s0007".into());
+    write_manifest(&dir, &json!({"name": "dup", "skills": skills}));
+    let rows = list_json_within(&t);
+    let r = row(&rows, "dup");
+    assert_eq!(r["status"], "untrusted", "{}", r["status"]);
+    assert_eq!(r["provides"], "1000 skills", "{}", r["provides"]);
+    let listed = paths(&r["skills"]);
+    let mut once = listed.clone();
+    once.dedup();
+    assert_eq!(listed.len(), 1000);
+    assert_eq!(once, listed, "a skill listed twice");
+}
+
+#[test]
+fn a_skills_scan_past_its_bound_skips_the_rest_and_says_so() {
+    let t = TempDir::new("bundle-bound");
+    // More skill files than one manifest may provide.
+    let many = many_skills(&t, "many", 1200);
+    write_manifest(&many, &json!({"name": "many", "skills": ["skills"]}));
+    // More entries than a scan looks at, after a few skills.
+    let wide = many_skills(&t, "wide", 3);
+    fs::create_dir_all(wide.join("junk")).expect("junk");
+    for n in 0..10_001 {
+        fs::write(wide.join(format!("junk/f{n}")), "").expect("junk file");
+    }
+    write_manifest(
+        &wide,
+        &json!({"name": "wide", "skills": ["skills", "junk"]}),
+    );
+    let rows = list_json_within(&t);
+    let note = "the rest skipped (at most 1000 skills and 10000 entries looked at)";
+    let r = row(&rows, "many");
+    assert_eq!(r["status"], "untrusted", "{}", r["status"]);
+    assert_eq!(r["provides"], format!("1000 skills, {note}"));
+    assert_eq!(paths(&r["skills"]).len(), 1000);
+    let r = row(&rows, "wide");
+    assert_eq!(r["status"], "untrusted", "{}", r["status"]);
+    assert_eq!(r["provides"], format!("3 skills, {note}"));
+    // The human list says it too.
+    let out = ext(&t, &["list"]);
+    assert_ok(&out);
+    assert!(stdout_of(&out).contains(note), "{}", stdout_of(&out));
 }

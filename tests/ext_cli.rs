@@ -213,6 +213,45 @@ fn install_from_a_file_git_url() {
 }
 
 #[test]
+fn a_git_install_runs_no_hook_from_the_users_template_or_hooks_path() {
+    let w = World::new("git-hooks");
+    let url = git_repo(&w.root.join("repo-dir"), |d| make_ext(d, "hooked"));
+    // A post-checkout hook that would run in the unvalidated checkout.
+    let hook_in = |dir: &Path, marker: &Path| {
+        fs::create_dir_all(dir).unwrap();
+        let hook = dir.join("post-checkout");
+        let script = format!("#!/bin/sh\necho ran > '{}'\n", marker.display());
+        fs::write(&hook, script).unwrap();
+        fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // The hook in DIR/hooks: DIR as the template, DIR/hooks as the hooks path.
+    let settings = [
+        ("template", "[init]\n\ttemplateDir = {}\n"),
+        ("hooks-path", "[core]\n\thooksPath = {}/hooks\n"),
+    ];
+    for (tag, config) in settings {
+        let marker = w.root.join(&format!("{tag}-hook-ran"));
+        let dir = w.root.join(tag);
+        hook_in(&dir.join("hooks"), &marker);
+        let global = w.root.join(&format!("{tag}.gitconfig"));
+        fs::write(&global, config.replace("{}", &dir.to_string_lossy())).unwrap();
+        let out = w
+            .command(&w.proj, &["install", "--force", &url])
+            .env("GIT_CONFIG_GLOBAL", &global)
+            .output()
+            .expect("run zot");
+        assert_ok(&out);
+        assert_eq!(w.installed(), ["hooked"]);
+        assert!(!marker.exists(), "{tag}: the user's post-checkout hook ran");
+        let hooks = w.global().join("hooked/.git/hooks");
+        assert!(
+            !hooks.join("post-checkout").exists(),
+            "{tag}: a hook was copied in"
+        );
+    }
+}
+
+#[test]
 fn git_repository_without_a_manifest_leaves_nothing_behind() {
     let w = World::new("git-nomanifest");
     let url = git_repo(&w.root.join("repo"), |d| {
@@ -615,6 +654,116 @@ fn logs_prints_the_log_file() {
     assert_ok(&out);
     assert_eq!(stdout_of(&out), "line one\n[zot] line two\n");
     assert_fails(&w.zot(&["logs", "missing"]), "ext-missing.log");
+}
+
+/// Runs `cmd` on a new pseudo-terminal (its stdin, stdout and stderr):
+/// the bytes it wrote there, and its exit code.
+fn on_a_terminal(cmd: &Command) -> (Vec<u8>, Option<i32>) {
+    const DRIVE: &str = "import os, pty, sys\n\
+        pid, fd = pty.fork()\n\
+        if pid == 0:\n    os.execvp(sys.argv[1], sys.argv[1:])\n\
+        out = b''\n\
+        while True:\n\
+        \x20   try:\n        chunk = os.read(fd, 65536)\n\
+        \x20   except OSError:\n        break\n\
+        \x20   if not chunk:\n        break\n\
+        \x20   out += chunk\n\
+        _, status = os.waitpid(pid, 0)\n\
+        sys.stdout.buffer.write(out)\n\
+        sys.exit(os.waitstatus_to_exitcode(status))\n";
+    let mut driver = Command::new("python3");
+    driver
+        .arg("-c")
+        .arg(DRIVE)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        driver.current_dir(dir);
+    }
+    for (key, value) in cmd.get_envs() {
+        match value {
+            Some(value) => driver.env(key, value),
+            None => driver.env_remove(key),
+        };
+    }
+    let out = driver.output().expect("run the pty driver");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.stdout, out.status.code())
+}
+
+#[test]
+fn logs_on_a_terminal_show_escape_sequences_inert_and_piped_copy_them_raw() {
+    let w = World::new("logs-tty");
+    fs::create_dir_all(w.home.join("logs")).unwrap();
+    let raw =
+        "clean line\nretitled \x1b]0;pwned\x07 cleared \x1b[2J\x1b[H done\rover\n\u{9b}31mred\n";
+    fs::write(w.home.join("logs/ext-x.log"), raw).unwrap();
+    let piped = w.zot(&["logs", "x"]);
+    assert_ok(&piped);
+    assert_eq!(
+        stdout_of(&piped),
+        raw,
+        "piped output must be the log as it is"
+    );
+
+    let (shown, code) = on_a_terminal(&w.command(&w.proj, &["logs", "x"]));
+    assert_eq!(code, Some(0), "{shown:?}");
+    // The terminal turns "\n" into "\r\n" on output.
+    let shown = String::from_utf8_lossy(&shown).replace("\r\n", "\n");
+    assert_eq!(
+        shown,
+        "clean line\nretitled ^[]0;pwned^G cleared ^[[2J^[[H done^Mover\n\\u{9b}31mred\n"
+    );
+}
+
+#[test]
+fn help_and_version_on_a_closed_pipe_or_a_full_disk_exit_cleanly() {
+    let runs: &[&[&str]] = &[
+        &["--help"],
+        &["--version"],
+        &["rpc", "--help"],
+        #[cfg(feature = "mcp")]
+        &["mcp", "--help"],
+        &["ext", "--help"],
+    ];
+    for args in runs {
+        let zot = || {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_zot"));
+            cmd.args(*args).stdin(Stdio::null());
+            cmd
+        };
+        // The reader has gone: a quiet end.
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = zot().stdout(writer).output().expect("run zot");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "zot {args:?} on a closed pipe: {stderr}"
+        );
+        assert!(stderr.is_empty(), "zot {args:?} on a closed pipe: {stderr}");
+        // A full disk: said, exit 1.
+        let full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let out = zot().stdout(full).output().expect("run zot");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "zot {args:?} on /dev/full: {stderr}"
+        );
+        assert!(
+            stderr.contains("zot: cannot write to stdout: No space left on device"),
+            "zot {args:?} on /dev/full: {stderr}"
+        );
+    }
 }
 
 /// Kills the follower even when an assertion fails.

@@ -14,7 +14,7 @@ mod common;
 use common::{
     append, assert_fails_naming, assert_ok, command, dir_name, ext_dir, fixture, fixture_path,
     json_lines, run_fed, start, statuses_by, stderr_of, stdout_of, tool, write_manifest,
-    write_manifest_text, TempDir, DEADLINE,
+    write_manifest_text, zot, Rpc, TempDir, DEADLINE,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -671,4 +671,148 @@ fn trust_whose_copies_are_gone_has_lapsed_and_says_why() {
     );
     w.trust(&["a"]);
     assert_eq!(w.status("a"), "ok");
+}
+
+/// `zot rpc` in the project of `w`, its first restart after a short backoff.
+fn rpc_in(w: &World) -> Rpc {
+    let mut cmd = zot();
+    cmd.arg("rpc")
+        .current_dir(&w.proj)
+        .env("ZOT_HOME", &w.home)
+        .env("ZOT_HELLO_TIMEOUT", "60")
+        .env("ZOT_STARTUP_TIMEOUT", "20")
+        .env("ZOT_RESTART_BACKOFF", "0.1");
+    Rpc::spawn(&mut cmd)
+}
+
+#[test]
+fn a_program_changed_under_a_running_host_is_not_restarted_untrusted() {
+    let w = World::new("restart");
+    let a = w.ext("a");
+    fs::create_dir_all(&a).expect("ext dir");
+    fs::copy(fixture(), a.join("ext.py")).expect("copy the fixture");
+    let cfg = json!({"name": "a", "register": [command("boom")],
+                     "commands": {"boom": {"crash": 3}}});
+    let manifest = json!({"name": "a", "exec": "python3", "args": ["ext.py", cfg.to_string()]});
+    write_manifest(&a, &manifest);
+    w.trust(&["a"]);
+    let mut rpc = rpc_in(&w);
+    rpc.wait_ready(1);
+
+    // A `git pull` under the running host: the new program would leave a mark.
+    let marker = w.t.join("new program ran");
+    let old = fs::read_to_string(a.join("ext.py")).expect("script");
+    let planted = format!(
+        "open({:?}, 'w').write('ran')\n{old}",
+        marker.to_string_lossy()
+    );
+    fs::write(a.join("ext.py"), planted).expect("change the script");
+    // The old program crashes: supervision would start the new one.
+    rpc.send(json!({"type": "command", "name": "boom", "id": "1"}));
+    let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+    let error = failed["error"].as_str().unwrap_or_default().to_string();
+    assert!(
+        error.contains("untrusted (trust lapsed: ext.py changed)"),
+        "{failed}"
+    );
+    assert!(error.contains("zot ext trust a"), "{failed}");
+    assert!(!marker.exists(), "the changed program ran untrusted");
+    let list = rpc.call("2", json!({"type": "list"}));
+    let listed = &list["data"]["extensions"][0];
+    assert_eq!(listed["state"], "failed", "{list}");
+    assert!(listed.get("pid").is_none(), "{list}");
+    // A reload finds it untrusted too, and starts nothing.
+    rpc.call("3", json!({"type": "reload"}));
+    let list = rpc.call("4", json!({"type": "list"}));
+    assert_eq!(
+        list["data"]["extensions"][0]["state"], "untrusted",
+        "{list}"
+    );
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    assert!(!marker.exists(), "the changed program ran untrusted");
+    let log = fs::read_to_string(w.home.join("logs/ext-a.log")).expect("log");
+    assert!(
+        log.contains("not restarted: untrusted (trust lapsed: ext.py changed)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_program_elsewhere_in_the_project_is_bound_and_one_outside_refused() {
+    let w = World::new("elsewhere");
+    // `exec` names the project's own tool, three levels up.
+    let tools = w.proj.join("tools");
+    fs::create_dir_all(&tools).expect("tools");
+    let run = tools.join("run.py");
+    fs::copy(fixture(), &run).expect("copy the fixture");
+    fs::set_permissions(&run, fs::Permissions::from_mode(0o755)).expect("chmod");
+    let a = w.ext("a");
+    let cfg = json!({"name": "a", "register": [command("a_hi")],
+                     "commands": {"a_hi": {"action": "display", "display": "hi from a"}}});
+    write_manifest(
+        &a,
+        &json!({"name": "a", "exec": "../../../tools/run.py",
+                               "args": [cfg.to_string()]}),
+    );
+    // `b` runs a script outside the project through an interpreter on $PATH.
+    let outside = w.t.join("elsewhere/run.py");
+    fs::create_dir_all(outside.parent().expect("parent")).expect("elsewhere");
+    fs::copy(fixture(), &outside).expect("copy the fixture");
+    let b = w.ext("b");
+    write_manifest(
+        &b,
+        &json!({"name": "b", "exec": "python3",
+                               "args": [outside.to_string_lossy(), "{}"]}),
+    );
+    // `c`'s exec is a symlink in its directory to that same script.
+    let c = w.ext("c");
+    fs::create_dir_all(&c).expect("c");
+    std::os::unix::fs::symlink(&outside, c.join("run.py")).expect("symlink");
+    write_manifest(
+        &c,
+        &json!({"name": "c", "exec": "./run.py", "args": ["{}"]}),
+    );
+
+    let out = w.zot(&["ext", "trust", "--yes"], "");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let (stdout, stderr) = (stdout_of(&out), stderr_of(&out));
+    let bound = format!(
+        "bound:     extension.json, {}\n",
+        run.canonicalize().expect("run").display()
+    );
+    assert!(stdout.contains(&bound), "{stdout}");
+    for name in ["b", "c"] {
+        assert!(
+            stderr.contains(&format!("skipped {name}: cannot be trusted: ")),
+            "{stderr}"
+        );
+    }
+    assert!(stderr.contains("outside the project"), "{stderr}");
+    assert!(stdout.contains("trusted a in"), "{stdout}");
+    let named = w.zot(&["ext", "trust", "--yes", "b"], "");
+    assert_fails_naming(
+        &named,
+        &[
+            "cannot trust b",
+            &*outside.to_string_lossy(),
+            "outside the project",
+        ],
+    );
+
+    let statuses = w.statuses();
+    assert_eq!(statuses["project:a"], "ok", "{statuses:?}");
+    assert_eq!(statuses["project:b"], "untrusted", "{statuses:?}");
+    assert_eq!(statuses["project:c"], "untrusted", "{statuses:?}");
+    let (list, _) = w.rpc_list(&[]);
+    assert_eq!(list["a"]["state"], "ready", "{list:?}");
+    let why = list["b"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("outside the project"), "{list:?}");
+
+    // The tool changes upstream: `a` is no longer trusted.
+    append(&run, "\n# changed upstream\n");
+    assert_eq!(w.status("a"), "untrusted");
+    let (list, _) = w.rpc_list(&[]);
+    let why = list["a"]["error"].as_str().unwrap_or_default();
+    assert!(why.contains("run.py changed"), "{list:?}");
 }

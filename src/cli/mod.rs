@@ -457,21 +457,16 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         }
         match arg {
             Short('h') | Long("help") => {
-                print!(
-                    "{}",
-                    if rpc {
-                        rpc::HELP
-                    } else if mcp {
-                        mcp_help()
-                    } else {
-                        HELP
-                    }
-                );
-                return Ok(0);
+                return print_out(if rpc {
+                    rpc::HELP
+                } else if mcp {
+                    mcp_help()
+                } else {
+                    HELP
+                });
             }
             Short('V') | Long("version") if !rpc && !mcp => {
-                println!("zot {}", env!("CARGO_PKG_VERSION"));
-                return Ok(0);
+                return print_out(&format!("zot {}\n", env!("CARGO_PKG_VERSION")));
             }
             Value(sub) if sub == "ext" && !rpc && !mcp => {
                 // `zot --cwd DIR ext ...` means the same as `zot ext --cwd DIR ...`.
@@ -496,6 +491,22 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         return run_mcp(opts);
     }
     session::run(opts)
+}
+
+/// Writes `text` to stdout: exit 0, also when the reader has gone (a
+/// closed pipe: `zot --help | head -1`); any other failure (a full
+/// disk) is an error naming it, never a panic.
+pub(crate) fn print_out(text: &str) -> Result<i32, CliError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Failed(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(0),
+    }
 }
 
 #[cfg(feature = "mcp")]

@@ -78,6 +78,9 @@ pub(super) struct Launch {
     pub(super) reading: Reading,
     /// Confined (SPEC 16), `$CWD` being this directory.
     pub(super) confine_in: Option<PathBuf>,
+    /// A project extension of this project directory: trust is checked
+    /// before it starts (`trust::check_start`).
+    pub(super) trust_in: Option<PathBuf>,
 }
 
 /// What a batch of starts was for.

@@ -23,6 +23,7 @@ use crate::doorbell::{self, BellSender, Doorbell};
 use crate::log::ExtLog;
 use crate::process::{poll, pollfd, ExtProcess, Inbound, InboundMsg, Spawn, Watch};
 use crate::spawner::Spawner;
+use crate::trust;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{Receiver, RecvError, Sender, TryRecvError};
 use std::io;
@@ -513,7 +514,13 @@ impl Driver {
             log,
             reading,
             confine_in,
+            trust_in,
         } = launch;
+        // Every start of a project extension, restarts included, is
+        // decided here: what runs is what was trusted.
+        if let Some(project) = &trust_in {
+            trust::check_start(&self.engine.cfg.zot_home, project, &dir, &m)?;
+        }
         let exe = m.resolve_exec(&dir)?;
         let confine = match confine_in {
             Some(cwd) => Some(Confinement::new(&m, &exe, &Places::new(&dir, &cwd), key)?),

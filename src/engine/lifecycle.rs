@@ -6,7 +6,7 @@ use super::pending::Owed;
 use super::requests::Then;
 use super::state::{HostState, Startup};
 use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
-use crate::discovery::Status;
+use crate::discovery::{Scope, Status};
 use crate::manifest::Protocol;
 use crate::mcp_client::{McpClient, McpOptions};
 use crate::process::{describe_status, Reading};
@@ -182,6 +182,8 @@ impl Engine {
             log: ext.log.clone(),
             reading,
             confine_in: self.cfg.confine.then(|| self.cfg.cwd.clone()),
+            trust_in: (ext.scope == Scope::Project && !self.cfg.trust_project)
+                .then(|| self.cfg.cwd.clone()),
         };
         Ok((job, Starting { key, mcp }))
     }

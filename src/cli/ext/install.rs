@@ -254,7 +254,10 @@ fn copy_mode(from: &Path, to: &Path) -> Result<(), String> {
 
 /// `git clone --depth 1` into the (empty) scratch directory. The URL
 /// was checked by [`classify`]; git is told the same allow-list so not
-/// even a redirect or a submodule can use another transport.
+/// even a redirect or a submodule can use another transport. Nothing
+/// runs in the checkout, which is not validated yet: no template
+/// (`--template=` wins over `init.templateDir` and `$GIT_TEMPLATE_DIR`,
+/// so no hook is copied in), no hooks path, no fsmonitor.
 fn clone(source: &OsStr, dst: &Path) -> Result<(), CliError> {
     let url = source.to_string_lossy();
     let status = Command::new("git")
@@ -263,10 +266,22 @@ fn clone(source: &OsStr, dst: &Path) -> Result<(), CliError> {
             "protocol.ext.allow=never",
             "-c",
             "protocol.fd.allow=never",
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
         ])
         // --no-local: a local path is fetched like a remote, so --depth
         // holds and nothing is hard-linked to the user's repository.
-        .args(["clone", "--no-local", "--depth", "1", "--quiet", "--"])
+        .args([
+            "clone",
+            "--no-local",
+            "--depth",
+            "1",
+            "--quiet",
+            "--template=",
+        ])
+        .arg("--")
         .arg(source)
         .arg(dst)
         .env("GIT_ALLOW_PROTOCOL", GIT_SCHEMES.join(":"))

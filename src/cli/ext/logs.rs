@@ -4,19 +4,27 @@
 //! path names a different file (the host rotated it to `.log.1` and
 //! started a new one) or a shorter one (truncated), finish the old file
 //! and continue with the new one from its start.
+//!
+//! The log holds what extensions wrote to stderr: on a terminal each
+//! line is shown [`inert`], as the session and `doctor` show it; piped,
+//! the bytes are copied as they are.
 
 use super::{check_name, failed, CliError, Ctx};
 use std::fs::{self, File};
-use std::io::{self, Seek, SeekFrom};
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::thread;
 use std::time::Duration;
 use zot_host::internal::discovery::logs_dir;
-use zot_host::internal::log::log_path;
+use zot_host::internal::log::{inert, log_path};
 
 /// How often `-f` looks for new bytes.
 const POLL: Duration = Duration::from_millis(200);
+
+/// Longest piece of a line made inert at once (a longer line goes on in
+/// the next piece).
+const PIECE: u64 = 64 * 1024;
 
 /// Runs `zot ext logs <name> [-f]`.
 pub(super) fn run(ctx: &Ctx, name: &str, follow: bool) -> Result<i32, CliError> {
@@ -36,16 +44,40 @@ pub(super) fn run(ctx: &Ctx, name: &str, follow: bool) -> Result<i32, CliError> 
     Ok(0)
 }
 
-/// Copies what `file` has left to stdout; false once stdout is closed.
+/// Copies what `file` has left to stdout, made inert on a terminal;
+/// false once stdout is closed.
 fn copy_out(file: &mut File, path: &Path) -> Result<bool, CliError> {
     let mut stdout = io::stdout().lock();
-    match io::copy(file, &mut stdout).and_then(|_| io::Write::flush(&mut stdout)) {
+    let copied = if stdout.is_terminal() {
+        copy_inert(file, &mut stdout)
+    } else {
+        io::copy(file, &mut stdout).map(drop)
+    };
+    match copied.and_then(|()| stdout.flush()) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(failed(format!(
             "cannot copy {} to stdout: {e}",
             path.display()
         ))),
+    }
+}
+
+/// Copies `from` to `to` line by line, each [`inert`] (its newline kept).
+fn copy_inert(from: &mut impl Read, to: &mut impl Write) -> io::Result<()> {
+    let mut from = BufReader::new(from);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if from.by_ref().take(PIECE).read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        let (text, end) = match line.strip_suffix(b"\n") {
+            Some(text) => (text, &b"\n"[..]),
+            None => (&line[..], &b""[..]),
+        };
+        to.write_all(inert(&String::from_utf8_lossy(text)).as_bytes())?;
+        to.write_all(end)?;
     }
 }
 

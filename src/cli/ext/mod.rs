@@ -412,16 +412,7 @@ fn say(text: &str) -> Result<(), CliError> {
 
 /// Writes to stdout; a closed stdout (`| head`) is not an error.
 fn out(text: &str) -> Result<(), CliError> {
-    let mut stdout = io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
-            Err(failed(format!("cannot write to stdout: {e}")))
-        }
-        _ => Ok(()),
-    }
+    super::print_out(text).map(drop)
 }
 
 /// Asks `question` on the terminal (`[y/N]`); without a terminal,

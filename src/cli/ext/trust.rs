@@ -106,6 +106,9 @@ fn trust(ctx: &Ctx, names: &[String], yes: bool) -> Result<i32, CliError> {
     }
     let chosen = choose(&candidates, names, &project)?;
     if chosen.is_empty() {
+        if (candidates.iter()).any(|c| matches!(c.verdict, Err(Untrusted::Unbindable(_)))) {
+            return Err(failed("nothing was trusted (see above)".into()));
+        }
         say(&format!(
             "every project extension in {} is trusted already",
             project.display()
@@ -115,7 +118,10 @@ fn trust(ctx: &Ctx, names: &[String], yes: bool) -> Result<i32, CliError> {
     // Copied before they are shown: what is trusted is what was shown.
     let mut snapshots = Vec::new();
     for c in &chosen {
-        let snapshot = Snapshot::take(&ctx.home, &c.found.dir).map_err(failed)?;
+        let snapshot = Snapshot::take(&ctx.home, &ctx.cwd, &c.found.dir).map_err(|e| {
+            let name = c.found.manifest.as_ref().map_or(&c.key, |m| &m.name);
+            failed(format!("cannot trust {name}: {e}"))
+        })?;
         say(&describe(&snapshot, &c.verdict))?;
         snapshots.push(snapshot);
     }
@@ -163,10 +169,14 @@ fn choose<'a, 'f>(
                     inert(&format!("skipped (invalid manifest): {e}"))
                 );
             }
+            if let (Some(name), Err(why @ Untrusted::Unbindable(_))) = (name_of(c), &c.verdict) {
+                eprintln!("zot: {}", inert(&format!("skipped {name}: {why}")));
+            }
         }
+        let unbindable = |c: &Candidate| matches!(c.verdict, Err(Untrusted::Unbindable(_)));
         return Ok(candidates
             .iter()
-            .filter(|c| c.found.manifest.is_some() && !c.trusted())
+            .filter(|c| c.found.manifest.is_some() && !c.trusted() && !unbindable(c))
             .collect());
     }
     let mut chosen: Vec<&Candidate> = Vec::new();

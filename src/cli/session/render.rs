@@ -410,6 +410,7 @@ fn ext_row(e: &ExtensionInfo) -> (String, String) {
     let provides = zot_host::internal::bundle::Provides {
         skills: e.skills.clone(),
         theme: e.theme.clone(),
+        ..Default::default()
     };
     if !provides.skills.is_empty() || provides.theme.is_some() {
         right.push_str(&format!("  {}", provides.summary()));
