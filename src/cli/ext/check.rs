@@ -133,6 +133,10 @@ fn parse(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<Option<Opts>, CliE
     let mut config = crate::cli::host_config(PathBuf::new(), cwd.clone());
     crate::cli::apply_limits(&mut config, None, None)?;
     config.confine = crate::cli::confine_wanted(confine)?;
+    if config.confine {
+        // Where its data directory is, as in the host.
+        config.zot_home = crate::cli::zot_home()?;
+    }
     Ok(Some(Opts {
         path: absolute(path.unwrap_or_else(|| PathBuf::from(".")))?,
         cwd,

@@ -43,7 +43,7 @@ pub(super) fn prepare(
         return Ok(None);
     }
     let t = Instant::now();
-    let places = Places::new(dir, &opts.cwd);
+    let places = Places::new(dir, &opts.cwd, &opts.config.zot_home);
     match Confinement::new(manifest, exe, &places, 0) {
         Ok(c) => {
             report.pass(
