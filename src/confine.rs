@@ -126,14 +126,14 @@ pub(crate) fn refusal(perms: &Permissions) -> Option<String> {
     })
 }
 
-/// The data directory of the extension in `ext`: `$ZOT_HOME/data`
-/// followed by the resolved path of `ext`, with `~` after its last
-/// component (and `%`, `~` in any component written `%25`, `%7E`).
-/// So every extension directory has its own, and none lies inside
-/// another's: a non-last component never ends in a bare `~`.
-pub fn data_dir(zot_home: &Path, ext: &Path) -> PathBuf {
+/// The data directory of the extension in `ext`: `root` (the host's is
+/// `$ZOT_HOME/data`) followed by the resolved path of `ext`, with `~`
+/// after its last component (and `%`, `~` in any component written
+/// `%25`, `%7E`). So every extension directory has its own, and none
+/// lies inside another's: a non-last component never ends in a bare `~`.
+pub fn data_dir(root: &Path, ext: &Path) -> PathBuf {
     let real = real(ext);
-    let mut dir = zot_home.join(DATA_DIR);
+    let mut dir = root.to_path_buf();
     let mut names = real
         .components()
         .filter_map(|c| match c {
@@ -174,8 +174,11 @@ pub struct Places {
     pub home: Option<PathBuf>,
     /// `$TMP`: the host's temporary directory (not the extension's own).
     pub tmp: PathBuf,
-    /// `$ZOT_HOME`: never writable, and where the data directory is.
+    /// `$ZOT_HOME`: never writable.
     pub zot_home: PathBuf,
+    /// Where the data directories are: `$ZOT_HOME/data` (a scratch
+    /// directory for `zot ext check`).
+    pub data: PathBuf,
 }
 
 impl Places {
@@ -187,6 +190,7 @@ impl Places {
             home: dirs::home_dir(),
             tmp: std::env::temp_dir(),
             zot_home: zot_home.to_path_buf(),
+            data: zot_home.join(DATA_DIR),
         }
     }
 
@@ -264,23 +268,32 @@ impl Shielded {
         })
     }
 
-    /// Whether the root of the toolchain whose `bin` is in `dir` may be
-    /// read: outside `$HOME` when `dir` is a `$PATH` entry; for the
-    /// interpreter a program resolves to, also two levels or more below
-    /// `$HOME` (`~/.pyenv/versions/3.12`), never a directory right in it
-    /// (`~/.local`, `~/.cargo`); never one that holds `$HOME` or
-    /// `$ZOT_HOME`.
+    /// The root of the toolchain whose `bin`, `sbin` or `shims` is `dir`,
+    /// when it may be read: outside `$HOME`. Under `$HOME`: a version
+    /// manager's root beside its `shims` (it has `versions` or
+    /// `installs`: `~/.pyenv`, `~/.asdf`), what its shims run; and for
+    /// the interpreter a program resolves to, its installation two levels
+    /// or more down (`~/.pyenv/versions/3.12`). Never a `bin`'s parent
+    /// right in `$HOME` (`~/.local`, `~/.cargo`), nor one that holds
+    /// `$HOME` or `$ZOT_HOME`.
     fn toolchain_root(&self, dir: &Path, interpreter: bool) -> Option<PathBuf> {
-        let toolchain = dir
-            .file_name()
-            .is_some_and(|n| n == "bin" || n == "sbin" || n == "shims");
-        let parent = dir.parent().filter(|_| toolchain)?;
+        let name = dir.file_name()?;
+        let shims = name == "shims";
+        let parent = dir
+            .parent()
+            .filter(|_| shims || name == "bin" || name == "sbin")?;
         if self.holds_private(parent) {
             return None;
         }
+        let manager = || {
+            ["versions", "installs"]
+                .iter()
+                .any(|d| parent.join(d).is_dir())
+        };
         match self.depth_in_home(parent) {
             None => Some(parent.to_path_buf()),
             Some(depth) if interpreter && depth >= 2 => Some(parent.to_path_buf()),
+            Some(_) if shims && manager() => Some(parent.to_path_buf()),
             Some(_) => None,
         }
     }
@@ -389,7 +402,7 @@ struct Resolved {
 
 impl Resolved {
     fn new(perms: &Permissions, places: &Places) -> Result<Resolved, String> {
-        if !places.zot_home.is_absolute() {
+        if !places.zot_home.is_absolute() || !places.data.is_absolute() {
             let home = places.zot_home.display();
             return Err(format!(
                 "cannot confine: $ZOT_HOME {home:?} is not an absolute path"
@@ -398,7 +411,7 @@ impl Resolved {
         let ext = real(&places.ext);
         let manifest = [places.ext.join(MANIFEST_FILE), ext.join(MANIFEST_FILE)];
         let shielded = places.shielded();
-        let data_dir = data_dir(&places.zot_home, &ext);
+        let data_dir = data_dir(&places.data, &ext);
         let mut missing = Vec::new();
         let mut write = vec![make_data_dir(&data_dir)?];
         for path in &perms.write {
@@ -497,7 +510,7 @@ impl Resolved {
             None => text.push_str("; read all"),
             Some(list) => {
                 text.push_str("; read $EXT");
-                for p in list {
+                for p in list.iter().filter(|p| *p != "$EXT") {
                     text.push_str(", ");
                     text.push_str(p);
                 }
@@ -849,6 +862,7 @@ mod tests {
             home: Some("/h".into()),
             tmp: "/t".into(),
             zot_home: "/h/.local/state/zot".into(),
+            data: "/h/.local/state/zot/data".into(),
         }
     }
 
@@ -889,9 +903,25 @@ mod tests {
     }
 
     #[test]
+    fn a_version_managers_shims_in_home_bring_its_root() {
+        let home = std::env::temp_dir().join(format!("zot-shims-{}", std::process::id()));
+        for dir in [".pyenv/shims", ".pyenv/versions", ".tool/shims"] {
+            std::fs::create_dir_all(home.join(dir)).expect("create dir");
+        }
+        let mut places = places();
+        places.home = Some(home.clone());
+        let s = places.shielded();
+        let pyenv = s.toolchain_root(&home.join(".pyenv/shims"), false);
+        let other = s.toolchain_root(&home.join(".tool/shims"), false);
+        let _ = std::fs::remove_dir_all(&home);
+        assert_eq!(pyenv, Some(home.join(".pyenv")));
+        assert_eq!(other, None, "shims without versions are no manager's");
+    }
+
+    #[test]
     fn data_dirs_are_distinct_and_never_nested() {
-        let home = Path::new("/z");
-        let d = |ext: &str| data_dir(home, Path::new(ext));
+        let root = Path::new("/z/data");
+        let d = |ext: &str| data_dir(root, Path::new(ext));
         assert_eq!(d("/nowhere/a"), PathBuf::from("/z/data/nowhere/a~"));
         assert_eq!(
             d("/nowhere/a~b%"),

@@ -309,7 +309,7 @@ impl Permissions {
             None => "everything".to_string(),
             Some(list) => {
                 let mut read = vec!["$EXT", "what it needs to start", "what it may write"];
-                read.extend(list.iter().map(String::as_str));
+                read.extend(list.iter().map(String::as_str).filter(|p| *p != "$EXT"));
                 read.join(", ")
             }
         };

@@ -3,6 +3,7 @@
 //! connect and signal, through `zot rpc`, the session, `zot mcp`,
 //! `zot ext check` and the library.
 
+#![cfg(feature = "confine")]
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.
 #![cfg_attr(
     not(all(feature = "mcp", feature = "author")),

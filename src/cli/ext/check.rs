@@ -157,7 +157,8 @@ fn check(opts: &Opts) -> Report {
         let log = zot_host::internal::log::log_path(&logs, &manifest.name);
         let _ = std::fs::create_dir_all(&logs);
         // Refused: reported, and it is not run unconfined instead.
-        if let Ok(confined) = confine::prepare(opts, &manifest, &dir, &exe, &mut report) {
+        let prepared = confine::prepare(opts, &manifest, (&dir, &exe), &logs, &mut report);
+        if let Ok(confined) = prepared {
             trial::run(
                 opts,
                 &manifest,
