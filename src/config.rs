@@ -117,9 +117,10 @@ pub struct HostConfig {
     /// `Duration::ZERO` never spins (battery). 50 µs.
     pub spin_before_sleep: Duration,
     /// Start every extension confined by Landlock to what its manifest's
-    /// `permissions` allow (SPEC 16); one the kernel cannot confine fails
-    /// to start. The ruleset is applied between fork and exec by a
-    /// pre-exec hook, so confined extensions are forked, not posix_spawned.
+    /// `permissions` allow; one the kernel cannot confine fails to start.
+    /// The ruleset is applied between fork and exec by a pre-exec hook,
+    /// so confined extensions are forked, not posix_spawned. A build
+    /// without the `confine` feature refuses to start a host with it.
     pub confine: bool,
     /// The embedder runs built-in tools for extensions' `call_tool`
     /// ([`crate::HostEvent::BuiltinCall`]); false: such calls get an
@@ -143,6 +144,17 @@ impl HostConfig {
         absolute(&mut self.zot_home);
         absolute(&mut self.cwd);
         self.ext_paths.iter_mut().for_each(absolute);
+    }
+
+    /// What this build cannot do of what the config asks: confinement
+    /// without the `confine` feature (never an unconfined run instead).
+    pub(crate) fn check_build(&self) -> std::io::Result<()> {
+        #[cfg(not(feature = "confine"))]
+        if self.confine {
+            let no = crate::confine::NO_CONFINE;
+            return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, no));
+        }
+        Ok(())
     }
 
     /// Defaults: discovery on, SPEC timeouts, [`BUILTIN_TOOLS`].

@@ -495,6 +495,7 @@ impl Host {
         owner: Option<ThreadId>,
         bell: Arc<Doorbell>,
     ) -> io::Result<Host> {
+        config.check_build()?;
         config.make_paths_absolute();
         let spin = config.spin_before_sleep;
         let (host, requests, event_tx) = Host::new(spin, false, owner, bell);
@@ -515,6 +516,7 @@ impl Host {
     /// at once. Calls only wait, from any thread, and the loop runs
     /// whether or not anybody calls (notes, restarts, timeouts).
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
+        config.check_build()?;
         config.make_paths_absolute();
         let spin = config.spin_before_sleep;
         let (mut host, requests, event_tx) = Host::new(spin, true, None, Arc::default());

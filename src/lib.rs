@@ -44,6 +44,8 @@
 mod closed_set;
 mod bundle;
 mod config;
+// Without the `confine` feature a stand-in that refuses to confine.
+#[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
 mod confine;
 mod discovery;
 mod doorbell;
@@ -93,7 +95,7 @@ pub mod internal {
     pub mod bundle {
         pub use crate::bundle::Provides;
     }
-    /// Landlock confinement (SPEC 16).
+    /// Landlock confinement (without the `confine` feature: refused).
     pub mod confine {
         pub use crate::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }

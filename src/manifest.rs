@@ -300,16 +300,16 @@ impl Manifest {
 }
 
 impl Permissions {
-    /// What they allow a confined extension, in one line: `write $EXT,
-    /// its TMPDIR, ...; read everything; use no TCP`.
+    /// What they allow a confined extension, in one line: `write its
+    /// data directory, its TMPDIR, ...; read everything; use no TCP`.
     pub fn describe(&self) -> String {
-        let mut write = vec!["$EXT", "its TMPDIR"];
+        let mut write = vec!["its data directory", "its TMPDIR"];
         write.extend(self.write.iter().map(String::as_str));
         let read = match &self.read {
             None => "everything".to_string(),
             Some(list) => {
-                let mut read = vec!["what it needs to start", "what it may write"];
-                read.extend(list.iter().map(String::as_str));
+                let mut read = vec!["$EXT", "what it needs to start", "what it may write"];
+                read.extend(list.iter().map(String::as_str).filter(|p| *p != "$EXT"));
                 read.join(", ")
             }
         };
@@ -377,6 +377,9 @@ fn paths(field: &str, value: &serde_json::Value) -> Result<Vec<String>, String> 
 fn check_permission_path(path: &str) -> Result<(), String> {
     if path.contains('\0') {
         return Err("contains a NUL byte".into());
+    }
+    if path.split('/').any(|part| part == "..") {
+        return Err("has a `..` component: name the directory itself".into());
     }
     if path.starts_with('/') {
         return Ok(());
@@ -528,6 +531,10 @@ mod tests {
             (
                 fields(r#""permissions":{"read":["$EXT","$EXTRA/x"]}"#),
                 "field `permissions.read[1]` \"$EXTRA/x\" uses an unknown variable",
+            ),
+            (
+                fields(r#""permissions":{"write":["$EXT/../.."]}"#),
+                "field `permissions.write[0]` \"$EXT/../..\" has a `..` component",
             ),
             (
                 fields(r#""permissions":{"write":["$PWD"]}"#),

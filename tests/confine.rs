@@ -1,8 +1,9 @@
-//! Confinement with Landlock (SPEC 16), on this machine's kernel: real
+//! Confinement with Landlock, on this machine's kernel: real
 //! extension processes (fixtures/confine/probe.py) try to write, read,
 //! connect and signal, through `zot rpc`, the session, `zot mcp`,
 //! `zot ext check` and the library.
 
+#![cfg(feature = "confine")]
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.
 #![cfg_attr(
     not(all(feature = "mcp", feature = "author")),
@@ -114,10 +115,11 @@ fn assert_ok(answer: &str, what: &str) {
 
 /// The one extension of a `list` response, once it has settled.
 fn settled(rpc: &mut Rpc, name: &str) -> Value {
-    let mut n = 0;
+    // Ids unique in the test: a response seen before is never taken again.
+    static LISTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let mut last = Value::Null;
     wait_for(&format!("{name} to settle"), || {
-        n += 1;
+        let n = LISTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         last = rpc.call(&format!("list-{n}"), json!({"type": "list"}))["data"].clone();
         let state = last["extensions"][0]["state"].clone();
         state != "starting"
@@ -127,9 +129,10 @@ fn settled(rpc: &mut Rpc, name: &str) -> Value {
 }
 
 #[test]
-fn confined_writes_only_its_directory_and_its_tmpdir() {
+fn confined_writes_its_data_dir_and_tmpdir_never_its_own_directory() {
     let w = World::new("confine-write");
     let ext = w.probe("probe", None);
+    let manifest = std::fs::read(ext.join("extension.json")).expect("read manifest");
     let mut rpc = w.rpc(&[&ext], &["--confine"], &[]);
     assert_eq!(settled(&mut rpc, "probe")["state"], "ready");
 
@@ -145,15 +148,44 @@ fn confined_writes_only_its_directory_and_its_tmpdir() {
     );
     assert_denied(&answer, "writing into the project");
 
+    // $EXT is read only: no new file, and above all not its manifest.
     let own = ext.join("state.txt");
     let answer = probe(
         &mut rpc,
         "3",
         json!({"op": "write", "path": path_str(&own)}),
     );
-    assert_ok(&answer, "writing into $EXT");
-    assert!(own.is_file());
-    let answer = probe(&mut rpc, "4", json!({"op": "tmp"}));
+    assert_denied(&answer, "writing into $EXT");
+    assert!(!own.exists());
+    let widened = json!({"name": "probe", "exec": "python3", "args": ["./probe.py"],
+        "permissions": {"write": ["/"], "network": true}});
+    let answer = probe(
+        &mut rpc,
+        "4",
+        json!({"op": "write", "path": path_str(&ext.join("extension.json")),
+               "text": widened.to_string()}),
+    );
+    assert_denied(&answer, "rewriting its own manifest");
+    let now = std::fs::read(ext.join("extension.json")).expect("read manifest");
+    assert_eq!(now, manifest, "the manifest changed");
+
+    // Its data directory (hello_ack.data_dir) is outside $EXT and its own.
+    let data = probe(&mut rpc, "5", json!({"op": "data_dir"}));
+    let data = PathBuf::from(data.strip_prefix("ok ").expect("a data_dir"));
+    assert!(
+        data.starts_with(w.t.join("home/data")) && !data.starts_with(&ext),
+        "data_dir {} should be under $ZOT_HOME/data",
+        data.display()
+    );
+    let kept = data.join("state.txt");
+    let answer = probe(
+        &mut rpc,
+        "6",
+        json!({"op": "write", "path": path_str(&kept)}),
+    );
+    assert_ok(&answer, "writing into its data directory");
+
+    let answer = probe(&mut rpc, "7", json!({"op": "tmp"}));
     assert_ok(&answer, "writing into its TMPDIR");
     let scratch = PathBuf::from(answer.trim_start_matches("ok "));
     assert!(scratch.is_file(), "{answer}");
@@ -162,8 +194,17 @@ fn confined_writes_only_its_directory_and_its_tmpdir() {
         tmpdir.starts_with(std::env::temp_dir()) && tmpdir != std::env::temp_dir(),
         "TMPDIR should be a private directory under the temporary directory: {answer}"
     );
+    // Reading everything, it still opens none of the host's pipes.
+    let host = rpc.child.id();
+    assert_grabs_nothing(&mut rpc, host);
     let log = log_of(&w.t, "probe");
-    assert!(log.contains("confined: write $EXT, its TMPDIR"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "confined: write its data directory ({}), its TMPDIR",
+            data.display()
+        )),
+        "{log}"
+    );
 
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0));
@@ -172,6 +213,7 @@ fn confined_writes_only_its_directory_and_its_tmpdir() {
         "the private TMPDIR {} outlived the extension",
         tmpdir.display()
     );
+    assert!(kept.is_file(), "its data directory is kept");
 }
 
 #[test]
@@ -297,6 +339,11 @@ fn unconfined_runs_as_before() {
     assert_ok(&answer, "TCP unconfined");
     let answer = probe(&mut rpc, "4", json!({"op": "tmp"}));
     assert_ok(&answer, "writing a temporary file unconfined");
+    // What the confined tests check it cannot: unconfined it opens the
+    // host's pipes through /proc.
+    let host = rpc.child.id();
+    let grabbed = probe(&mut rpc, "5", json!({"op": "grab", "pid": host}));
+    assert!(!grabbed.starts_with("ok opened 0 "), "{grabbed}");
     let _ = std::fs::remove_file(answer.trim_start_matches("ok "));
     assert!(
         !answer.contains("zot-free-"),
@@ -527,7 +574,7 @@ fn ext_check_reports_permissions_and_denials_when_confined() {
     assert!(
         declared
             .iter()
-            .any(|(s, m)| s == "pass" && m.contains("write $EXT, its TMPDIR, $CWD")),
+            .any(|(s, m)| s == "pass" && m.contains("write its data directory, its TMPDIR, $CWD")),
         "{declared:?}"
     );
     let confine = findings(&report, "confine");
@@ -614,9 +661,342 @@ fn trust_shows_the_declared_permissions() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     let shown = format!("{}{}", stdout_of(&out), stderr_of(&out));
     for want in [
-        "permissions: write $EXT, its TMPDIR, $CWD/out; read everything; use TCP",
-        "permissions: none declared (write $EXT, its TMPDIR; read everything; use no TCP when confined)",
+        "permissions: write its data directory, its TMPDIR, $CWD/out; read everything; use TCP",
+        "permissions: none declared (write its data directory, its TMPDIR; read everything; use no TCP when confined)",
     ] {
         assert!(shown.contains(want), "zot ext trust should show {want:?}:\n{shown}");
     }
+}
+
+/// The lines of the probe's log that report a write it tried at a start.
+fn start_attempts(w: &World, name: &str, path: &Path) -> Vec<String> {
+    let needle = format!("[probe] at start: write {}: ", path.display());
+    let log = log_of(&w.t, name);
+    log.lines()
+        .filter(|l| l.starts_with(&needle))
+        .map(|l| l[needle.len()..].to_string())
+        .collect()
+}
+
+/// The session's `/reload-ext`, sent by the extension itself with
+/// `submit_slash`: its manifest stayed as it was, and the new process
+/// is as confined as the first.
+#[test]
+fn a_reload_the_extension_asks_for_cannot_widen_it() {
+    let w = World::new("confine-slash");
+    let ext = w.probe("probe", None);
+    let manifest = std::fs::read(ext.join("extension.json")).expect("read manifest");
+    let outside = w.home().join("pwned");
+    let attempts = format!(
+        "{}\n{}\n",
+        outside.display(),
+        ext.join("extension.json").display()
+    );
+    std::fs::write(ext.join("attempts.txt"), attempts).expect("write attempts.txt");
+    let mut z = Zot::start(&w.t, std::slice::from_ref(&ext), &["--confine"]);
+    let widened = json!({"name": "probe", "exec": "python3", "args": ["./probe.py"],
+        "permissions": {"write": ["/"], "network": true}});
+    let rewrite = json!({"op": "write", "path": path_str(&ext.join("extension.json")),
+        "text": widened.to_string()});
+    z.send(&format!("/call probe {rewrite}"));
+    z.expect("denied E");
+    z.send(r#"/call probe {"op": "slash", "text": "/reload-ext"}"#);
+    z.expect("reloaded: 1 stopped, 1 loaded (1 ready)");
+    let write = json!({"op": "write", "path": path_str(&outside)});
+    z.send(&format!("/call probe {write}"));
+    z.expect("denied E");
+    z.close_stdin();
+    assert_eq!(z.wait(), Some(0));
+
+    assert_eq!(
+        std::fs::read(ext.join("extension.json")).expect("read manifest"),
+        manifest,
+        "the manifest changed"
+    );
+    assert!(!outside.exists(), "{} was written", outside.display());
+    // Both starts tried, and both were denied.
+    for path in [&outside, &ext.join("extension.json")] {
+        let tried = start_attempts(&w, "probe", path);
+        assert_eq!(
+            tried.len(),
+            2,
+            "two starts should have tried {path:?}: {tried:?}"
+        );
+        for answer in tried {
+            assert_denied(&answer, "a write at start");
+        }
+    }
+}
+
+/// Restarts reuse what the first start resolved: a declared directory
+/// the extension swaps for a link to elsewhere is denied afterwards.
+/// A manifest whose permissions change waits for a new host.
+#[test]
+fn permissions_are_resolved_once_per_host() {
+    let w = World::new("confine-once");
+    let ext = w.probe(
+        "probe",
+        Some(json!({"write": ["$EXT/data", "$EXT/data/out"]})),
+    );
+    std::fs::create_dir_all(ext.join("data/out")).expect("create data/out");
+    let out = ext.join("data/out");
+    let mut rpc = w.rpc(&[&ext], &["--confine"], &[]);
+    let first = settled(&mut rpc, "probe");
+    assert_eq!(first["state"], "ready", "{first}");
+    let answer = probe(
+        &mut rpc,
+        "1",
+        json!({"op": "write", "path": path_str(&out.join("a.txt"))}),
+    );
+    assert_ok(&answer, "writing a declared directory");
+    // It cannot replace $EXT/data ($EXT is read only) ...
+    let answer = probe(
+        &mut rpc,
+        "2",
+        json!({"op": "replace", "path": path_str(&ext.join("data")), "target": "/"}),
+    );
+    assert_denied(&answer, "replacing $EXT/data");
+    // ... but it can replace data/out, inside data, then crash.
+    let target = path_str(&w.home()).to_string();
+    let answer = probe(
+        &mut rpc,
+        "3",
+        json!({"op": "replace", "path": path_str(&out), "target": target}),
+    );
+    assert_ok(&answer, "replacing a directory inside a writable one");
+    rpc.send(json!({"type": "tool_call", "id": "4", "name": "probe",
+        "args": {"op": "exit", "code": 3}}));
+    rpc.until("the restart", |v| v["type"] == "extension_restarted");
+    let mut n = 0;
+    wait_for("the restarted probe to be ready", || {
+        n += 1;
+        let list = rpc.call(&format!("l{n}"), json!({"type": "list"}));
+        let e = &list["data"]["extensions"][0];
+        e["state"] == "ready" && e["pid"] != first["pid"]
+    });
+    let pwned = out.join("pwned");
+    let answer = probe(
+        &mut rpc,
+        "5",
+        json!({"op": "write", "path": path_str(&pwned)}),
+    );
+    assert_denied(&answer, "writing through the swapped directory");
+    assert!(!w.home().join("pwned").exists(), "it wrote into $HOME");
+    let log = log_of(&w.t, "probe");
+    let denied = format!(
+        "changed since its first start, so denied: {}",
+        out.display()
+    );
+    assert!(log.contains(&denied), "{log}");
+
+    // The permissions change on disk: a reload does not start it ...
+    set_manifest_field(
+        &ext,
+        "permissions",
+        json!({"write": ["$EXT/data", "$EXT/data/out"], "network": true}),
+    );
+    let reload = rpc.call("6", json!({"type": "reload"}));
+    assert_eq!(reload["type"], "response", "{reload}");
+    let state = settled(&mut rpc, "probe");
+    assert_eq!(state["state"], "failed", "{state}");
+    let error = state["error"].as_str().unwrap_or_default();
+    let changed = "its permissions changed since this host first started it";
+    assert!(error.contains(changed), "{state}");
+    assert_eq!(state.get("pid"), None, "it must not run: {state}");
+    assert!(log_of(&w.t, "probe").contains(changed));
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+
+    // ... a new host resolves them again, and refuses the link it finds.
+    let mut rpc = w.rpc(&[&ext], &["--confine"], &[]);
+    let state = settled(&mut rpc, "probe");
+    let error = state["error"].as_str().unwrap_or_default();
+    let link = format!("permissions.write \"$EXT/data/out\" is a symbolic link (to {target})");
+    assert!(error.contains(&link), "{state}");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    std::fs::remove_file(&out).expect("remove the link");
+    let mut rpc = w.rpc(&[&ext], &["--confine"], &[]);
+    assert_eq!(settled(&mut rpc, "probe")["state"], "ready");
+}
+
+/// What a repository ships cannot point a declared path elsewhere.
+#[test]
+fn a_declared_path_that_is_or_passes_a_symlink_is_refused() {
+    let w = World::new("confine-link");
+    let shipped = w.probe("shipped", Some(json!({"write": ["$EXT/data"]})));
+    std::os::unix::fs::symlink("/", shipped.join("data")).expect("symlink data -> /");
+    let through = w.probe("through", Some(json!({"read": ["$EXT/d/.ssh"]})));
+    std::fs::create_dir_all(w.home().join(".ssh")).expect("create .ssh");
+    std::os::unix::fs::symlink(w.home(), through.join("d")).expect("symlink d -> home");
+    let cases = [
+        (
+            &shipped,
+            "permissions.write \"$EXT/data\" is a symbolic link (to /)".to_string(),
+        ),
+        (
+            &through,
+            format!(
+                "permissions.read \"$EXT/d/.ssh\" passes through the symbolic link {} (to {})",
+                through.join("d").display(),
+                w.home().display()
+            ),
+        ),
+    ];
+    for (ext, want) in cases {
+        let name = ext.file_name().and_then(|n| n.to_str()).expect("name");
+        let mut rpc = w.rpc(&[ext], &["--confine"], &[]);
+        let state = settled(&mut rpc, name);
+        assert_eq!(state["state"], "failed", "{state}");
+        let error = state["error"].as_str().unwrap_or_default();
+        assert!(error.contains(&want), "{error:?} should say {want:?}");
+        assert!(log_of(&w.t, name).contains(&want));
+    }
+}
+
+/// A declared write path may not hold the manifest or touch $ZOT_HOME.
+#[test]
+fn write_paths_over_its_manifest_or_zot_home_are_refused() {
+    let w = World::new("confine-over");
+    let zot_home = w.t.join("home");
+    let cases = [
+        (
+            json!(["$EXT"]),
+            "permissions.write \"$EXT\" holds the extension's own manifest",
+        ),
+        (
+            json!([path_str(w.t.path())]),
+            "holds the extension's own manifest",
+        ),
+        (json!([path_str(&zot_home)]), "overlaps $ZOT_HOME"),
+        (
+            json!([path_str(&zot_home.join("logs"))]),
+            "overlaps $ZOT_HOME",
+        ),
+    ];
+    std::fs::create_dir_all(zot_home.join("logs")).expect("create logs");
+    for (i, (write, want)) in cases.into_iter().enumerate() {
+        let name = format!("over{i}");
+        let ext = w.probe(&name, Some(json!({"write": write})));
+        let mut rpc = w.rpc(&[&ext], &["--confine"], &[]);
+        let state = settled(&mut rpc, &name);
+        assert_eq!(state["state"], "failed", "{state}");
+        let error = state["error"].as_str().unwrap_or_default();
+        assert!(error.contains(want), "{error:?} should say {want:?}");
+    }
+}
+
+/// `$HOME/bin` and `~/.local/bin` on `PATH` grant themselves, never
+/// `$HOME` or `~/.local`.
+#[test]
+fn path_entries_in_home_never_expose_home() {
+    let w = World::new("confine-path");
+    let home = w.home();
+    for dir in [".ssh", "bin", ".local/bin", ".local/share"] {
+        std::fs::create_dir_all(home.join(dir)).expect("create dir");
+    }
+    let key = home.join(".ssh/id_rsa");
+    std::fs::write(&key, "-----BEGIN PRIVATE KEY-----\n").expect("write key");
+    let local = home.join(".local/share/history");
+    std::fs::write(&local, "secret\n").expect("write history");
+    let tool = home.join("bin/tool");
+    std::fs::write(&tool, "a tool\n").expect("write tool");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        [home.join("bin"), home.join(".local/bin")]
+            .into_iter()
+            .chain(std::env::split_paths(&path)),
+    )
+    .expect("PATH");
+    let ext = w.probe("reader", Some(json!({"read": []})));
+    let path = path.to_str().expect("utf-8 PATH");
+    let mut rpc = w.rpc(&[&ext], &["--confine"], &[("PATH", path)]);
+    let state = settled(&mut rpc, "reader");
+    assert_eq!(state["state"], "ready", "{state}");
+    for (i, secret) in [&key, &local].into_iter().enumerate() {
+        let answer = probe(
+            &mut rpc,
+            &format!("s{i}"),
+            json!({"op": "read", "path": path_str(secret)}),
+        );
+        assert_denied(&answer, &format!("reading {}", secret.display()));
+    }
+    let answer = probe(
+        &mut rpc,
+        "t",
+        json!({"op": "read", "path": path_str(&tool)}),
+    );
+    assert_eq!(answer, "ok read a tool", "a PATH entry is readable");
+}
+
+/// Asserts the probe opens none of the pipes and sockets of `pid`.
+fn assert_grabs_nothing(rpc: &mut Rpc, pid: u32) {
+    let grabbed = probe(rpc, "grab", json!({"op": "grab", "pid": pid}));
+    let tried = grabbed
+        .strip_prefix("ok opened 0 of ")
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse::<u32>().ok());
+    assert!(tried.is_some_and(|n| n > 0), "{grabbed}");
+}
+
+/// What else a confined extension could reach: the host's memory and
+/// pipes through /proc, its own log, the trust record, another
+/// extension's manifest, data directory and TMPDIR.
+#[test]
+fn the_host_and_other_extensions_stay_out_of_reach() {
+    let w = World::new("confine-reach");
+    let a = w.probe("a", Some(json!({"read": ["$EXT"]})));
+    let b = w.probe("b", None);
+    let zot_home = w.t.join("home");
+    std::fs::write(zot_home.join("trust.json"), "{}").expect("write trust.json");
+    let mut rpc = w.rpc(&[&a, &b], &["--confine"], &[]);
+    rpc.wait_ready(2);
+    // Both register `probe`: a's is the one called; b has a data
+    // directory and a TMPDIR of its own, which a tries to reach.
+    let data = probe(&mut rpc, "0", json!({"op": "data_dir"}));
+    let b_real = std::fs::canonicalize(&b).expect("resolve b");
+    let b_name = b_real.file_name().and_then(|n| n.to_str()).expect("b");
+    let b_data = Path::new(data.trim_start_matches("ok ")).with_file_name(format!("{b_name}~"));
+    assert!(b_data.is_dir(), "b's data directory {}", b_data.display());
+    let host = rpc.child.id();
+    let b_tmp = std::fs::read_dir(std::env::temp_dir())
+        .expect("read the temporary directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&format!("zot-b-{host}-")))
+        })
+        .expect("b's TMPDIR");
+    let denied = [
+        ("read", format!("/proc/{host}/mem")),
+        ("read", path_str(&zot_home.join("trust.json")).to_string()),
+        ("list", path_str(&b_tmp).to_string()),
+        ("list", path_str(&b_data).to_string()),
+        ("write", path_str(&zot_home.join("trust.json")).to_string()),
+        (
+            "write",
+            path_str(&zot_home.join("logs/ext-a.log")).to_string(),
+        ),
+        (
+            "write",
+            path_str(&zot_home.join("logs/ext-b.log")).to_string(),
+        ),
+        ("write", path_str(&b_data.join("planted")).to_string()),
+        ("write", path_str(&b_tmp.join("planted")).to_string()),
+        ("write", path_str(&b.join("extension.json")).to_string()),
+    ];
+    for (i, (op, path)) in denied.iter().enumerate() {
+        let answer = probe(&mut rpc, &format!("r{i}"), json!({"op": op, "path": path}));
+        assert_denied(&answer, &format!("{op} {path}"));
+    }
+    // The host's pipes to and from the other extension, through
+    // /proc/PID/fd: none opens, for reading or writing.
+    assert_grabs_nothing(&mut rpc, host);
+    assert_eq!(
+        std::fs::read_to_string(zot_home.join("trust.json")).expect("trust.json"),
+        "{}"
+    );
+    assert!(!b_data.join("planted").exists());
 }

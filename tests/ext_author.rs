@@ -645,7 +645,12 @@ fn template_round_trip(lang: &str) {
     );
     assert_finding(&report, &format!("run /{name}"), "pass", "hello, you!");
     // Confined by the permissions it declares, nothing it does is denied.
-    assert_finding(&report, "permissions", "pass", "declared: write $EXT");
+    assert_finding(
+        &report,
+        "permissions",
+        "pass",
+        "declared: write its data directory",
+    );
     assert_finding(&report, "confine", "pass", "no denied operation");
 
     // It works in `zot rpc`: its tool answers, its argument checking too.

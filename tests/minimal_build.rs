@@ -1,9 +1,10 @@
-//! The build without the `mcp` and `author` features (`cargo test
-//! --no-default-features`): an MCP server's manifest is invalid with a
-//! reason that says why, and the subcommands left out say which feature
-//! has them and how to build it.
+//! The build without the `mcp`, `author` and `confine` features (`cargo
+//! test --no-default-features`): an MCP server's manifest is invalid with
+//! a reason that says why, the subcommands and options left out say which
+//! feature has them and how to build it, and confinement asked of a build
+//! without it is refused, never run unconfined.
 
-#![cfg(not(all(feature = "mcp", feature = "author")))]
+#![cfg(not(all(feature = "mcp", feature = "author", feature = "confine")))]
 
 mod common;
 
@@ -99,4 +100,65 @@ fn ext_check_and_new_name_their_feature() {
     assert_not_built(&["ext", "check", "."], "zot ext check", "author");
     assert_not_built(&["ext", "new", "x"], "zot ext new", "author");
     assert_not_built(&["ext", "--cwd", ".", "check"], "zot ext check", "author");
+}
+
+#[cfg(not(feature = "confine"))]
+mod without_confine {
+    use super::*;
+    use common::{config, write_manifest};
+    use serde_json::json;
+
+    #[test]
+    fn confine_options_name_their_feature() {
+        assert_not_built(&["--confine"], "--confine", "confine");
+        assert_not_built(&["rpc", "--confine"], "--confine", "confine");
+        assert_not_built(&["ext", "doctor", "--confine"], "--confine", "confine");
+        #[cfg(feature = "author")]
+        assert_not_built(&["ext", "check", "--confine", "."], "--confine", "confine");
+    }
+
+    #[test]
+    fn zot_confine_1_names_its_feature() {
+        for args in [&["rpc"][..], &["ext", "doctor"]] {
+            let t = TempDir::new("minimal-confine-env");
+            let out = zot()
+                .args(args)
+                .env("ZOT_HOME", t.join("home"))
+                .env("ZOT_CONFINE", "1")
+                .current_dir(t.path())
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("run zot");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "zot {args:?}: {stderr}");
+            assert!(
+                out.stdout.is_empty(),
+                "zot {args:?} printed {:?}",
+                out.stdout
+            );
+            let want = "`ZOT_CONFINE=1` is not in this build: it needs the `confine` feature";
+            assert!(stderr.contains(want), "zot {args:?}: {stderr}");
+        }
+    }
+
+    #[test]
+    fn a_host_config_asking_for_confinement_does_not_start() {
+        let t = TempDir::new("minimal-confine-lib");
+        let dir = t.join("ext");
+        write_manifest(&dir, &json!({"name": "ext", "exec": "./never-run.sh"}));
+        let mut cfg = config(&t, &[dir]);
+        cfg.confine = true;
+        let want = "confinement is not in this build: it needs the `confine` feature";
+        for threaded in [false, true] {
+            let started = match threaded {
+                false => zot_host::Host::start(cfg.clone()),
+                true => zot_host::Host::start_threaded(cfg.clone()),
+            };
+            let error = started.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(error.contains(want), "threaded {threaded}: {error:?}");
+        }
+        // Without it, the same config starts (unconfined, as asked).
+        cfg.confine = false;
+        assert!(zot_host::Host::start(cfg).is_ok());
+    }
 }

@@ -385,10 +385,15 @@ pub fn apply_limits(
 }
 
 /// Whether extensions run confined: `--confine` given, or `$ZOT_CONFINE`
-/// is `1`. On a system without Landlock that is an error, not a silent
-/// unconfined run.
+/// is `1`. On a system without Landlock, or in a build without the
+/// `confine` feature, that is an error, not a silent unconfined run.
 pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
     let wanted = flag || std::env::var_os("ZOT_CONFINE").is_some_and(|v| v == "1");
+    #[cfg(not(feature = "confine"))]
+    if wanted {
+        let what = if flag { "--confine" } else { "ZOT_CONFINE=1" };
+        return Err(not_built(what, "confine"));
+    }
     if wanted && !cfg!(target_os = "linux") {
         return Err(CliError::Failed(
             "--confine needs Linux Landlock, which this system does not have".into(),
@@ -532,7 +537,7 @@ fn run_mcp(_opts: HostOpts) -> Result<i32, CliError> {
 
 /// The error of a subcommand this build left out: which feature has it
 /// and how to build with it (README: Install).
-#[cfg(not(all(feature = "mcp", feature = "author")))]
+#[cfg(not(all(feature = "mcp", feature = "author", feature = "confine")))]
 pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
     CliError::Failed(format!(
         "`{what}` is not in this build: it needs the `{feature}` feature \

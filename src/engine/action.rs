@@ -101,10 +101,18 @@ pub(super) enum AfterSpawn {
 /// A process the driver started for the engine.
 pub(super) struct Attached {
     pub(super) pid: u32,
-    /// What its confinement allows, for its log (SPEC 16).
-    pub(super) confined: Option<String>,
+    /// Confined: what that allows, for its log, and its data directory.
+    pub(super) confined: Option<Confined>,
     /// Bytes handed to its writer thread and not written yet.
     pub(super) backlog: Backlog,
+}
+
+/// What a confined start was given.
+pub(super) struct Confined {
+    /// What it may do, in one line.
+    pub(super) summary: String,
+    /// Its data directory (its `hello_ack`'s `data_dir`).
+    pub(super) data_dir: PathBuf,
 }
 
 /// Bytes waiting in a process's writer queue: the one thing the engine

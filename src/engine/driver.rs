@@ -14,10 +14,10 @@
 //! extensions' log files opened, `exec` resolved on `$PATH` and the
 //! confinement's paths.
 
-use super::action::{Action, Attached, Backlog, Discovered, Launch, Probe, Probes};
+use super::action::{Action, Attached, Backlog, Confined, Discovered, Launch, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::confine::{Confinement, Places};
+use crate::confine::{Confiner, Places};
 use crate::discovery::{self, Status};
 use crate::doorbell::{self, BellSender, Doorbell};
 use crate::log::ExtLog;
@@ -87,6 +87,8 @@ pub(crate) struct Driver {
     /// The last turn found a message waiting and did not look at the
     /// stdouts: of such turns every other one looks, without waiting.
     skipped_stdouts: bool,
+    /// Each confined extension's permissions, resolved at its first start.
+    confiner: Confiner,
     /// Starts extension processes. Last, so it is dropped after every
     /// process it started (its threads' end would kill them, SPEC 3.14).
     spawner: Spawner,
@@ -126,6 +128,7 @@ impl Driver {
             watched: Vec::new(),
             read: Vec::new(),
             skipped_stdouts: false,
+            confiner: Confiner::default(),
             spawner: Spawner::new(),
         };
         let now = Instant::now();
@@ -506,7 +509,7 @@ impl Driver {
     /// What starts `launch`: its `exec` resolved and its confinement
     /// built, with the program as its start's error names it and what
     /// the confinement allows; else why it cannot start.
-    fn prepare(&self, launch: Launch) -> Result<(Spawn, (String, Option<String>)), String> {
+    fn prepare(&self, launch: Launch) -> Result<(Spawn, (String, Option<Confined>)), String> {
         let Launch {
             key,
             manifest: m,
@@ -523,12 +526,18 @@ impl Driver {
         }
         let exe = m.resolve_exec(&dir)?;
         let confine = match confine_in {
-            Some(cwd) => Some(Confinement::new(&m, &exe, &Places::new(&dir, &cwd), key)?),
+            Some(cwd) => {
+                let places = Places::new(&dir, &cwd, &self.engine.cfg.zot_home);
+                Some(self.confiner.confinement(&m, &exe, &places, key)?)
+            }
             None => None,
         };
         let shown = (
             exe.display().to_string(),
-            (confine.as_ref()).map(|c| c.summary.clone()),
+            (confine.as_ref()).map(|c| Confined {
+                summary: c.summary.clone(),
+                data_dir: c.data_dir.clone(),
+            }),
         );
         let spawn = Spawn {
             key,

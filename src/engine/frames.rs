@@ -264,14 +264,21 @@ impl Engine {
                 ext.name
             ));
         }
+        let mut data_dir = None;
         if let Phase::Running(run) = &mut ext.phase {
             let ready_at = later(now, self.cfg.timeouts.ready_idle);
             run.stage = Stage::Registering { ready_at };
+            data_dir = run
+                .data_dir
+                .as_ref()
+                .map(|d| d.to_string_lossy().into_owned());
         }
         if ext.version.is_none() {
             ext.version = version;
         }
         let dir = ext.dir.to_string_lossy().into_owned();
+        // Confined, its data directory is its own, outside `dir`.
+        let data_dir = data_dir.unwrap_or_else(|| dir.clone());
         let frame = HostFrame::HelloAck {
             protocol_version: PROTOCOL_VERSION,
             zot_version: &self.cfg.zot_version,
@@ -279,7 +286,7 @@ impl Engine {
             model: &self.cfg.model,
             cwd: &self.cwd,
             extension_dir: &dir,
-            data_dir: &dir,
+            data_dir: &data_dir,
             capabilities: &HOST_CAPABILITIES,
         };
         ext.send(&frame, now);

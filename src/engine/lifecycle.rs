@@ -203,9 +203,10 @@ impl Engine {
         let pid = proc.pid;
         ext.log
             .line(&format!("started {} (pid {pid})", exec.unwrap_or_default()));
-        if let Some(summary) = proc.confined {
-            ext.log.line(&format!("confined: {summary}"));
-        }
+        let data_dir = proc.confined.map(|c| {
+            ext.log.line(&format!("confined: {}", c.summary));
+            c.data_dir
+        });
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.ready_via = None;
         ext.lost_to_builtin.clear();
@@ -217,6 +218,7 @@ impl Engine {
             // Its first line, the probe, is written with this iteration's frames.
             mcp: mcp.map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
             exit: ExitWatch::default(),
+            data_dir,
             stage: Stage::AwaitingHello { deadline },
         });
         self.by_key.retain(|_, i| *i != idx);

@@ -646,6 +646,8 @@ struct Run {
     mcp: Option<Box<McpClient>>,
     /// The deadlines that find its exit.
     exit: ExitWatch,
+    /// Confined, its data directory (else `data_dir` is its directory).
+    data_dir: Option<PathBuf>,
     stage: Stage,
 }
 

@@ -133,6 +133,10 @@ fn parse(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<Option<Opts>, CliE
     let mut config = crate::cli::host_config(PathBuf::new(), cwd.clone());
     crate::cli::apply_limits(&mut config, None, None)?;
     config.confine = crate::cli::confine_wanted(confine)?;
+    if config.confine {
+        // Where its data directory is, as in the host.
+        config.zot_home = crate::cli::zot_home()?;
+    }
     Ok(Some(Opts {
         path: absolute(path.unwrap_or_else(|| PathBuf::from(".")))?,
         cwd,
@@ -153,7 +157,8 @@ fn check(opts: &Opts) -> Report {
         let log = zot_host::internal::log::log_path(&logs, &manifest.name);
         let _ = std::fs::create_dir_all(&logs);
         // Refused: reported, and it is not run unconfined instead.
-        if let Ok(confined) = confine::prepare(opts, &manifest, &dir, &exe, &mut report) {
+        let prepared = confine::prepare(opts, &manifest, (&dir, &exe), &logs, &mut report);
+        if let Ok(confined) = prepared {
             trial::run(
                 opts,
                 &manifest,

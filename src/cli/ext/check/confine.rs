@@ -22,13 +22,14 @@ const DENIAL_WORDS: [&str; 4] = [
 ];
 
 /// Reports the declared permissions and, when the check confines, builds
-/// the confinement; `Err` when this kernel cannot confine it (reported
-/// as a failure: it is not run unconfined instead).
+/// the confinement, its data directory in `scratch` (a check leaves
+/// `$ZOT_HOME` as it was); `Err` when this kernel cannot confine it
+/// (reported as a failure: it is not run unconfined instead).
 pub(super) fn prepare(
     opts: &Opts,
     manifest: &Manifest,
-    dir: &Path,
-    exe: &Path,
+    (dir, exe): (&Path, &Path),
+    scratch: &Path,
     report: &mut Report,
 ) -> Result<Option<Confinement>, ()> {
     let declared = match &manifest.permissions {
@@ -43,7 +44,8 @@ pub(super) fn prepare(
         return Ok(None);
     }
     let t = Instant::now();
-    let places = Places::new(dir, &opts.cwd);
+    let mut places = Places::new(dir, &opts.cwd, &opts.config.zot_home);
+    places.data = scratch.join("data");
     match Confinement::new(manifest, exe, &places, 0) {
         Ok(c) => {
             report.pass(

@@ -75,7 +75,10 @@ pub(super) fn run(
         ready: false,
     };
     let dir = dir.to_string_lossy();
-    if trial.handshake(&opts.cwd.to_string_lossy(), &dir) {
+    // Confined, it has a data directory of its own, as in the host.
+    let data_dir = confine.map(|c| c.data_dir.to_string_lossy());
+    let data_dir = data_dir.as_deref().unwrap_or(&dir);
+    if trial.handshake(&opts.cwd.to_string_lossy(), &dir, data_dir) {
         trial.registration();
         trial.events();
         trial.intercepts();
@@ -212,7 +215,7 @@ impl Trial<'_> {
     }
 
     /// `hello` first, then `hello_ack`. False when the host would fail it.
-    fn handshake(&mut self, cwd: &str, dir: &str) -> bool {
+    fn handshake(&mut self, cwd: &str, dir: &str, data_dir: &str) -> bool {
         let mut deadline = self.spawned + self.limits().hello;
         let frame = loop {
             match self.next(deadline) {
@@ -289,7 +292,7 @@ impl Trial<'_> {
             model: &cfg.model,
             cwd,
             extension_dir: dir,
-            data_dir: dir,
+            data_dir,
             capabilities: &zot_host::internal::protocol::HOST_CAPABILITIES,
         }
         .to_line();

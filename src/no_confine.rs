@@ -1,0 +1,93 @@
+//! Confinement in a build without the `confine` feature: nothing can be
+//! confined. Asking for it is an error that names the feature, for the
+//! host ([`crate::HostConfig::confine`]) and for each extension alike; no
+//! extension is ever started unconfined in its place. The types are
+//! uninhabited, so no value of them exists; they keep the code that
+//! starts extensions the same in both builds.
+
+use crate::manifest::Manifest;
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Why nothing is confined in this build, and how to build it with confinement.
+pub(crate) const NO_CONFINE: &str = "confinement is not in this build: it needs the \
+     `confine` feature (cargo build --release --features confine)";
+
+/// Landlock ABI that can deny TCP connect and bind.
+pub const NET_ABI: u32 = 4;
+
+/// The Landlock ABI this build can use: none.
+pub fn kernel_abi() -> u32 {
+    0
+}
+
+/// What a `$VAR` in a permission path stands for.
+#[derive(Debug, Clone)]
+pub struct Places {
+    /// `$EXT`: the extension's directory.
+    pub ext: PathBuf,
+    /// `$CWD`: the project directory.
+    pub cwd: PathBuf,
+    /// `$ZOT_HOME`.
+    pub zot_home: PathBuf,
+    /// Where the data directories are.
+    pub data: PathBuf,
+}
+
+impl Places {
+    /// `$EXT` is `ext`, `$CWD` is `cwd`.
+    pub fn new(ext: &Path, cwd: &Path, zot_home: &Path) -> Places {
+        Places {
+            ext: ext.to_path_buf(),
+            cwd: cwd.to_path_buf(),
+            zot_home: zot_home.to_path_buf(),
+            data: zot_home.join("data"),
+        }
+    }
+}
+
+/// A private `TMPDIR`: never made in this build.
+#[derive(Debug)]
+pub(crate) struct PrivateTmp(Infallible);
+
+/// Refuses every confinement in this build.
+#[derive(Debug, Default)]
+pub struct Confiner {
+    _nothing: (),
+}
+
+impl Confiner {
+    /// Always the error that names the feature.
+    pub fn confinement(
+        &self,
+        _m: &Manifest,
+        _exe: &Path,
+        _places: &Places,
+        _key: u64,
+    ) -> Result<Confinement, String> {
+        Err(NO_CONFINE.into())
+    }
+}
+
+/// A confinement: never constructed in this build.
+#[derive(Debug)]
+pub struct Confinement {
+    pub(crate) tmp: PrivateTmp,
+    /// What it may do, in one line.
+    pub summary: String,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+}
+
+impl Confinement {
+    /// Always the error that names the feature.
+    pub fn new(m: &Manifest, exe: &Path, places: &Places, key: u64) -> Result<Confinement, String> {
+        Confiner::default().confinement(m, exe, places, key)
+    }
+
+    /// Unreachable: no confinement exists.
+    pub fn apply_to(&self, _command: &mut Command) {
+        match self.tmp.0 {}
+    }
+}
