@@ -1,7 +1,8 @@
 //! The build without the `mcp` and `author` features (`cargo test
 //! --no-default-features`): an MCP server's manifest is invalid with a
-//! reason that says why, and the subcommands left out say which feature
-//! has them and how to build it.
+//! reason that says why, and the subcommands left out (`zot mcp`, `zot
+//! ext check`, `doctor` and `new`) say which feature has them and how to
+//! build it.
 
 #![cfg(not(all(feature = "mcp", feature = "author")))]
 
@@ -95,8 +96,11 @@ mod without_mcp {
 
 #[cfg(not(feature = "author"))]
 #[test]
-fn ext_check_and_new_name_their_feature() {
+fn ext_check_doctor_and_new_name_their_feature() {
     assert_not_built(&["ext", "check", "."], "zot ext check", "author");
     assert_not_built(&["ext", "new", "x"], "zot ext new", "author");
     assert_not_built(&["ext", "--cwd", ".", "check"], "zot ext check", "author");
+    assert_not_built(&["ext", "doctor"], "zot ext doctor", "author");
+    assert_not_built(&["ext", "doctor", "--json"], "zot ext doctor", "author");
+    assert_not_built(&["ext", "--cwd", ".", "doctor"], "zot ext doctor", "author");
 }
