@@ -429,7 +429,10 @@ pub(crate) fn check_start(
     let (now, text) = Manifest::load_with_text(&dir.join(MANIFEST_FILE))
         .map_err(|e| refused(format!("its manifest cannot be used now: {e}")))?;
     if now != *manifest {
-        let why = format!("trust lapsed: {MANIFEST_FILE} changed since it was loaded");
+        let why = format!(
+            "trust lapsed: {MANIFEST_FILE} or the skills and theme it provides changed \
+             since it was loaded"
+        );
         return Err(refused(why));
     }
     let record = Record::load(home).map_err(|why| refused(why.to_string()))?;

@@ -335,6 +335,7 @@ fn entry<'a>(report: &'a Value, name: &str, scope: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {scope} {name} in {report:#}"))
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn doctor_reports_every_extension_as_the_host_started_it() {
     let t = TempDir::new("doctor");
@@ -455,6 +456,7 @@ fn doctor_reports_every_extension_as_the_host_started_it() {
     }
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn doctor_passes_when_nothing_failed_and_names_a_late_starter() {
     let t = TempDir::new("doctor-ok");

@@ -614,6 +614,7 @@ fn ext_check_reports_permissions_and_denials_when_confined() {
     assert!(findings(&report, "hello").is_empty(), "it ran: {report:#}");
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn doctor_shows_why_an_extension_cannot_be_confined() {
     let w = World::new("confine-doctor");

@@ -1,8 +1,9 @@
 //! The build without the `mcp`, `author` and `confine` features (`cargo
 //! test --no-default-features`): an MCP server's manifest is invalid with
-//! a reason that says why, the subcommands and options left out say which
-//! feature has them and how to build it, and confinement asked of a build
-//! without it is refused, never run unconfined.
+//! a reason that says why, the subcommands and options left out (`zot
+//! mcp`, `zot ext check`, `doctor`, `new`, `--confine`) say which feature
+//! has them and how to build it, and confinement asked of a build without
+//! it is refused, never run unconfined.
 
 #![cfg(not(all(feature = "mcp", feature = "author", feature = "confine")))]
 
@@ -96,10 +97,13 @@ mod without_mcp {
 
 #[cfg(not(feature = "author"))]
 #[test]
-fn ext_check_and_new_name_their_feature() {
+fn ext_check_doctor_and_new_name_their_feature() {
     assert_not_built(&["ext", "check", "."], "zot ext check", "author");
     assert_not_built(&["ext", "new", "x"], "zot ext new", "author");
     assert_not_built(&["ext", "--cwd", ".", "check"], "zot ext check", "author");
+    assert_not_built(&["ext", "doctor"], "zot ext doctor", "author");
+    assert_not_built(&["ext", "doctor", "--json"], "zot ext doctor", "author");
+    assert_not_built(&["ext", "--cwd", ".", "doctor"], "zot ext doctor", "author");
 }
 
 #[cfg(not(feature = "confine"))]

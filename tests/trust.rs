@@ -635,6 +635,7 @@ fn a_project_bundle_hands_over_its_skills_only_while_trusted() {
     );
 }
 
+#[cfg(feature = "author")]
 #[test]
 fn zot_ext_doctor_says_how_to_trust_an_untrusted_extension() {
     let w = World::new("doctor");

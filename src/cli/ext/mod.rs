@@ -7,6 +7,7 @@
 
 #[cfg(feature = "author")]
 mod check;
+#[cfg(feature = "author")]
 mod doctor;
 mod install;
 mod list;
@@ -168,11 +169,12 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         Some("check") => return check::run(cwd, args[at + 1..].to_vec()),
         #[cfg(feature = "author")]
         Some("new") => return new::run(args[at + 1..].to_vec()),
+        #[cfg(feature = "author")]
+        Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
         #[cfg(not(feature = "author"))]
-        Some(sub @ ("check" | "new")) => {
+        Some(sub @ ("check" | "new" | "doctor")) => {
             return Err(super::not_built(&format!("zot ext {sub}"), "author"))
         }
-        Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
         Some(sub @ ("trust" | "untrust")) => {
             return trust::run(cwd, args[at + 1..].to_vec(), sub == "trust")
         }
