@@ -644,6 +644,7 @@ fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
 
 /// The start and the end of a discarded line, as
 /// `LineReader::discarded_head` keeps them.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn split_ends(kept: &[u8]) -> (&[u8], &[u8]) {
     match kept.iter().position(|&b| b == b'\n') {
         Some(at) => (&kept[..at], &kept[at + 1..]),
@@ -1001,6 +1002,7 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
 /// an integer, found by one pass that steps over nested values without
 /// reading them: what is known of a message too deep or too big to
 /// parse, wherever its `id` is.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
     let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
     if text[start] != b'{' {
@@ -1031,6 +1033,7 @@ pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
 
 /// Where the JSON string starting at `text[at]` (a `"`) ends: just past
 /// its closing quote.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 fn string_end(text: &[u8], at: usize) -> Option<usize> {
     let mut escaped = false;
     let len = text[at + 1..].iter().position(|&b| {
@@ -1044,6 +1047,7 @@ fn string_end(text: &[u8], at: usize) -> Option<usize> {
 /// The top-level `"id"` at the end of the last bytes of an object's
 /// text (`tail`), as JSON-RPC libraries that write it last leave it:
 /// `..."id":7}` or `..."id":7,"jsonrpc":"2.0"}`.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn tail_id(tail: &[u8]) -> Option<Value> {
     let mut rest = tail.trim_ascii_end().strip_suffix(b"}")?.trim_ascii_end();
     for member in [&br#""jsonrpc":"2.0""#[..], br#""jsonrpc": "2.0""#] {
@@ -1225,7 +1229,7 @@ mod tests {
         let mut lines = LineReader::new(&b"{\"id\":\"a\",\"x\":1}\n"[..], 10);
         assert!(matches!(lines.next_line(), Ok(Some(Line::TooLong(16)))));
         let (head, tail) = split_ends(lines.discarded_head());
-        assert_eq!((head, tail), (&b"{\"id\":\"a\",\"x\":1}"[..], &head[..]));
+        assert_eq!((head, tail), (&b"{\"id\":\"a\",\"x\":1}"[..], head));
     }
 
     #[test]

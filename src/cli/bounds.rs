@@ -147,6 +147,7 @@ impl<T> Slots<T> {
     }
 
     /// Whether a waiting request is named `key`.
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
     pub fn waits(&self, key: &str) -> bool {
         self.keyed.contains_key(key)
     }
