@@ -16,6 +16,9 @@ pub(crate) const NO_MCP: &str = "this zot was built without MCP support";
 /// Largest manifest read: a real one is a few hundred bytes.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 
+/// Longest `prefix`: it is prepended to every one of up to 10,000 names.
+pub(crate) const MAX_PREFIX: usize = 64;
+
 /// A validated manifest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Manifest {
@@ -237,6 +240,12 @@ impl Manifest {
             Some(other) => return Err(not_one_of("protocol", ["zot", "mcp"], other)),
         };
         if let Some(prefix) = &raw.prefix {
+            if prefix.len() > MAX_PREFIX {
+                return Err(format!(
+                    "field `prefix` is {} bytes, longer than the {MAX_PREFIX} allowed",
+                    prefix.len()
+                ));
+            }
             if prefix.chars().any(char::is_whitespace) {
                 return Err(format!(
                     "field `prefix` {prefix:?} contains whitespace (tool and command names cannot)"
@@ -516,6 +525,17 @@ mod tests {
             (
                 fields(r#""prefix":"gh_""#),
                 r#"only with "protocol": "mcp""#,
+            ),
+            (
+                fields(&format!(
+                    r#""protocol":"mcp","prefix":"{}""#,
+                    "p".repeat(65)
+                )),
+                if cfg!(feature = "mcp") {
+                    "field `prefix` is 65 bytes, longer than the 64 allowed"
+                } else {
+                    NO_MCP
+                },
             ),
             (fields(r#""restart":"always""#), "`restart`"),
             (fields(r#""guard_failure":"deny""#), "`guard_failure`"),

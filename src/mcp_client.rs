@@ -79,7 +79,8 @@
 use crate::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
 use crate::log::ExtLog;
 use crate::protocol::{
-    head_fields, snippet, CommandResponse, ExtFrame, HostFrame, ToolExtras, MAX_LINE,
+    head_fields, snippet, split_ends, tail_id, top_level_id, CommandResponse, ExtFrame, HostFrame,
+    ToolExtras, MAX_LINE,
 };
 use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
 use crate::toolresult::{text_block, Block};
@@ -92,6 +93,9 @@ use std::time::{Duration, Instant};
 /// The revision probed first, and the legacy fallback's.
 const MODERN_VERSION: &str = "2026-07-28";
 const LEGACY_VERSION: &str = "2025-11-25";
+/// The versions an `initialize` answer may name: a client disconnects
+/// from one it does not speak (MCP lifecycle, version negotiation).
+const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", LEGACY_VERSION];
 /// The probe is the first request.
 const PROBE_ID: u64 = 1;
 /// Notes held during the handshake; older ones are dropped and counted.
@@ -353,6 +357,12 @@ impl McpClient {
                 params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
             }
         }
+        // A listing is not waited for forever: a re-list that never
+        // ends would keep every later one from starting.
+        if matches!(waiting, Waiting::Page(_)) {
+            let (at, limit) = (self.made_at, self.opts.tool_timeout);
+            self.after(at, limit, self.next_id);
+        }
         self.waiting.insert(self.next_id, waiting);
         self.write(&Message::<_, ()>::request(
             Id::from(self.next_id),
@@ -377,6 +387,12 @@ impl McpClient {
                 let [.., method] = kind.names();
                 log!(self, "{method} request {id} {reason}: cancelled");
                 self.write(&cancelled(id, &reason));
+            }
+            Some(&Waiting::Page(kind)) => {
+                self.forget(id);
+                let reason = format!("no answer within {}", human(self.opts.tool_timeout));
+                self.write(&cancelled(id, &reason));
+                self.page(kind, Err(reason));
             }
             _ => {}
         }
@@ -416,32 +432,47 @@ impl McpClient {
                 log!(self, "{why}");
                 return self.settle(&id, Err(why), now);
             }
-            Err(invalid) if invalid.code == PARSE_ERROR => invalid.why,
+            // Too deep or too big to read: its id, when a bounded scan
+            // finds it at the top level, fails the request it answers.
+            Err(invalid) if invalid.code == PARSE_ERROR => {
+                let id = top_level_id(line).and_then(|id| id.as_u64());
+                if let Some(id) = id.filter(|id| self.waiting.contains_key(id)) {
+                    let why = format!(
+                        "the MCP server's answer to request {id} could not be read ({}): dropped",
+                        invalid.why
+                    );
+                    log!(self, "{why}: {}", snippet(line));
+                    return self.settle(&Id::from(id), Err(why), now);
+                }
+                invalid.why
+            }
             Err(_) if !line.trim_ascii_start().starts_with(b"{") => "not a JSON object".into(),
             Err(invalid) => invalid.why,
         };
         self.dropped(line, &why);
     }
 
-    /// A message over the frame limit was dropped: when its start names
-    /// the id of a call, that call fails at once (its content is lost).
-    pub fn on_too_long(&mut self, len: usize, head: &[u8], now: Instant) {
+    /// A message over the frame limit was dropped: when its start (or,
+    /// as some libraries write it last, its end) names the id of a
+    /// request of ours, that request fails at once (its content is lost).
+    pub fn on_too_long(&mut self, len: usize, ends: &[u8], now: Instant) {
         self.made_at = now;
+        let (head, tail) = split_ends(ends);
         let fields = head_fields(head);
         let id = fields
             .iter()
             .find(|(k, _)| k == "id")
-            .and_then(|(_, v)| v.as_u64());
-        // Only a call: the handshake and the lists have their own deadlines.
-        let id = id.filter(|id| matches!(self.waiting.get(id), Some(Waiting::Call(..))));
-        let Some(Waiting::Call(kind, host_id)) = id.and_then(|id| self.forget(id)) else {
-            return; // an answer nobody waits for, or one without its id up front
+            .map(|(_, v)| v.clone());
+        let id = id.or_else(|| tail_id(tail)).and_then(|id| id.as_u64());
+        let Some(id) = id.filter(|id| self.waiting.contains_key(id)) else {
+            return; // an answer nobody waits for, or one whose id is not at either end
         };
         let why = format!(
             "the MCP server's answer was {len} bytes, over the {} MiB frame limit: dropped",
             MAX_LINE >> 20
         );
-        self.emit(answer(kind, host_id, Err(why)));
+        log!(self, "{why} (request {id})");
+        self.settle(&Id::from(id), Err(why), now);
     }
 
     fn message(&mut self, msg: Message, now: Instant) {
@@ -557,6 +588,17 @@ impl McpClient {
     }
 
     fn initialized(&mut self, result: Result<&Value, String>, now: Instant) {
+        let result = result.and_then(|r| {
+            let version = r.get("protocolVersion");
+            match version.and_then(Value::as_str) {
+                Some(v) if LEGACY_VERSIONS.contains(&v) => Ok(r),
+                _ => Err(format!(
+                    "the server answered with protocolVersion {}, which zot does not speak ({})",
+                    version.map_or_else(|| "(none)".into(), Value::to_string),
+                    LEGACY_VERSIONS.join(", ")
+                )),
+            }
+        });
         let result = match result {
             Ok(r) => r,
             Err(e) => {
@@ -570,8 +612,7 @@ impl McpClient {
                 return self.after(now, self.opts.probe_timeout, PROBE_ID);
             }
         };
-        let version = result["protocolVersion"].as_str();
-        let version = version.unwrap_or("of unknown version");
+        let version = result["protocolVersion"].as_str().unwrap_or_default();
         log!(self, "speaking MCP {version} (initialize)");
         let initialized = "notifications/initialized";
         self.write(&Message::<(), ()>::notification(initialized, None));
@@ -650,8 +691,10 @@ impl McpClient {
                 for item in page.map(|item| kept_fields(kind, item)) {
                     let text = |k: &str| item[k].as_str().unwrap_or("");
                     let details = item.get(["inputSchema", "arguments"][kind as usize]);
+                    // Counted as registered: with its prefix.
                     let size = footprint(text("name"), text("description"), &details.cloned())
-                        + footprint("", "", &item.get("outputSchema").cloned());
+                        + footprint("", "", &item.get("outputSchema").cloned())
+                        + self.opts.prefix.len();
                     if items.len() >= MAX_NAMES || *bytes + size > MAX_NAME_BYTES {
                         capped = true;
                         break;
@@ -713,16 +756,25 @@ impl McpClient {
         }
     }
 
-    /// Registers a whole list, and unregisters what left it.
+    /// Registers a whole list, and unregisters what left it: first, so a
+    /// command that comes back spelled another way (command names ignore
+    /// case) is not taken away with the spelling that left.
     fn register(&mut self, kind: Kind, items: Vec<Value>) {
+        let [what, _, method, _] = kind.names();
         let mut now = BTreeMap::new();
+        let mut frames = Vec::new();
+        // Command names ignore case: of `Report` and `report`, the first listed is kept.
+        let mut folded = BTreeSet::new();
         for item in items {
             let Some(server_name) = item["name"].as_str() else {
-                let [what, _, method, _] = kind.names();
                 log!(self, "{method}: skipped a {what} without a name");
                 continue;
             };
             let name = format!("{}{server_name}", self.opts.prefix);
+            if kind == Kind::Prompt && !folded.insert(name.to_lowercase()) {
+                log!(self, "{method}: skipped {what} {server_name:?}: commands ignore case and another spelling of it is listed first");
+                continue;
+            }
             let text = |key: &str| item[key].as_str().filter(|s| !s.is_empty());
             let description = text("description")
                 .or_else(|| text("title"))
@@ -744,7 +796,7 @@ impl McpClient {
                     description,
                 },
             };
-            self.emit(frame);
+            frames.push(frame);
             let args = item["arguments"].as_array().into_iter().flatten();
             let args =
                 args.filter_map(|a| Some((a["name"].as_str()?.to_string(), a["required"] == true)));
@@ -759,6 +811,9 @@ impl McpClient {
                 };
                 self.emit(frame);
             }
+        }
+        for frame in frames {
+            self.emit(frame);
         }
     }
 

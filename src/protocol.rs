@@ -511,18 +511,22 @@ pub(crate) enum Filled {
 }
 
 /// Reads `\n`-terminated lines with a length cap, discarding over-long
-/// lines instead of buffering them (all but their first `HEAD` bytes).
+/// lines instead of buffering them (all but their first and last `HEAD`
+/// bytes).
 pub struct LineReader<R> {
     inner: R,
     max: usize,
     head: Vec<u8>,
+    /// The last `HEAD` bytes of the line being discarded.
+    tail: Vec<u8>,
     /// The bytes of the line being read so far, while a non-blocking
     /// `inner` has no more: the next read goes on with that line.
     partial: Option<usize>,
 }
 
-/// How much of a discarded line is kept: enough for the `type` and `id`
-/// that upstream's SDK writes first (see `frame_head`).
+/// How much of each end of a discarded line is kept: enough for the
+/// `type` and `id` that upstream's SDK writes first (see `frame_head`),
+/// or the `id` a JSON-RPC library writes last (see `tail_id`).
 pub(crate) const HEAD: usize = 4096;
 
 impl<R: BufRead> LineReader<R> {
@@ -532,6 +536,7 @@ impl<R: BufRead> LineReader<R> {
             inner,
             max,
             head: Vec::new(),
+            tail: Vec::new(),
             partial: None,
         }
     }
@@ -541,7 +546,9 @@ impl<R: BufRead> LineReader<R> {
         &self.inner
     }
 
-    /// The first `HEAD` bytes of the line last returned as too long.
+    /// The first `HEAD` bytes of the line last returned as too long,
+    /// then `\n` and its last `HEAD` bytes (a line holds no `\n`, so
+    /// the two ends cannot run together; see [`split_ends`]).
     pub(crate) fn discarded_head(&self) -> &[u8] {
         &self.head
     }
@@ -586,12 +593,20 @@ impl<R: BufRead> LineReader<R> {
             seen += chunk.len();
             if seen <= self.max {
                 line.extend_from_slice(chunk);
-            } else if !line.is_empty() || seen == chunk.len() {
-                // Over the limit now: keep its start, drop the rest.
-                let mut head = std::mem::take(line);
-                head.extend_from_slice(&chunk[..chunk.len().min(HEAD)]);
-                head.truncate(HEAD);
-                self.head = head;
+            } else {
+                if !line.is_empty() || seen == chunk.len() {
+                    // Over the limit now: keep its start, drop the rest.
+                    self.tail.clear();
+                    keep_tail(&mut self.tail, line);
+                    let mut head = std::mem::take(line);
+                    head.extend_from_slice(&chunk[..chunk.len().min(HEAD)]);
+                    head.truncate(HEAD);
+                    self.head = head;
+                } else if self.head.len() < HEAD {
+                    let room = HEAD - self.head.len();
+                    self.head.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                }
+                keep_tail(&mut self.tail, chunk);
             }
             let used = newline.map_or(buf.len(), |i| i + 1);
             self.inner.consume(used);
@@ -600,6 +615,8 @@ impl<R: BufRead> LineReader<R> {
             }
         }
         if seen > self.max {
+            self.head.push(b'\n');
+            self.head.append(&mut self.tail);
             return Ok(Some(Filled::TooLong(seen)));
         }
         if line.last() == Some(&b'\r') {
@@ -609,6 +626,29 @@ impl<R: BufRead> LineReader<R> {
             line.drain(..3);
         }
         Ok(Some(Filled::Line))
+    }
+}
+
+/// Appends `bytes` to `tail`, keeping its last `HEAD` bytes.
+fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
+    if bytes.len() >= HEAD {
+        tail.clear();
+        tail.extend_from_slice(&bytes[bytes.len() - HEAD..]);
+        return;
+    }
+    tail.extend_from_slice(bytes);
+    if tail.len() > HEAD {
+        tail.drain(..tail.len() - HEAD);
+    }
+}
+
+/// The start and the end of a discarded line, as
+/// `LineReader::discarded_head` keeps them.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn split_ends(kept: &[u8]) -> (&[u8], &[u8]) {
+    match kept.iter().position(|&b| b == b'\n') {
+        Some(at) => (&kept[..at], &kept[at + 1..]),
+        None => (kept, &[]),
     }
 }
 
@@ -827,22 +867,43 @@ fn typed<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, String> {
 }
 
 /// Parses one JSON text (frame, rpc or MCP message, manifest), refusing
-/// nesting deeper than `MAX_DEPTH` before serde recurses into it.
+/// nesting deeper than `MAX_DEPTH` before serde recurses into it, and a
+/// text whose parse would take more than `PARSE_BUDGET` bytes. A lone
+/// UTF-16 surrogate escape (what Python's `json.dumps` writes for a file
+/// name that is not UTF-8) reads as U+FFFD.
 pub fn parse_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> {
     check_depth(json)?;
-    serde_json::from_slice(json).map_err(|e| e.to_string())
+    match serde_json::from_slice(json) {
+        Err(e) if lone_surrogate(&e.to_string()) => {
+            serde_json::from_slice(&replace_lone_surrogates(json)).map_err(|e| e.to_string())
+        }
+        parsed => parsed.map_err(|e| e.to_string()),
+    }
 }
 
-/// Checks without recursion that `json` nests at most `MAX_DEPTH` deep.
-/// Brackets inside strings do not count; malformed text is left for the parser.
+/// Most bytes the parse of one JSON text may take, estimated before it
+/// starts: a line of 16 MiB of `{"a":0},` would take over 1 GB as values.
+pub(crate) const PARSE_BUDGET: usize = 256 << 20;
+
+/// What a parsed object costs at least (its map's two allocations and
+/// its first entry), and each further value (an element or a member).
+const OBJECT_COST: usize = 400;
+const VALUE_COST: usize = 80;
+
+/// Checks without recursion that `json` nests at most `MAX_DEPTH` deep
+/// and that its parse stays within `PARSE_BUDGET`. Brackets and commas
+/// inside strings do not count; malformed text is left for the parser.
 fn check_depth(json: &[u8]) -> Result<(), String> {
     // No deeper than it has brackets: most frames have a few, and
-    // counting them costs a fraction of the walk below.
+    // counting them costs a fraction of the walk below. A text this
+    // short cannot reach the budget (each byte costs at most 161).
     let opening = json.iter().filter(|&&b| b == b'[' || b == b'{').count();
-    if opening <= MAX_DEPTH {
+    let short = json.len() <= PARSE_BUDGET / 256;
+    if opening <= MAX_DEPTH && short {
         return Ok(());
     }
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let (mut objects, mut values) = (0usize, 1usize);
     for &b in json {
         if in_string {
             match b {
@@ -856,24 +917,148 @@ fn check_depth(json: &[u8]) -> Result<(), String> {
         match b {
             b'"' => in_string = true,
             b'[' | b'{' => {
+                objects += usize::from(b == b'{');
                 depth += 1;
                 if depth > MAX_DEPTH {
                     return Err(format!("nested deeper than {MAX_DEPTH} levels"));
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' | b':' => values += 1,
             _ => {}
         }
+    }
+    let cost = json.len() + objects * OBJECT_COST + values * VALUE_COST;
+    if cost > PARSE_BUDGET {
+        return Err(format!(
+            "{objects} objects and {values} values would take about {} MiB to read, \
+             over the {} MiB limit",
+            cost >> 20,
+            PARSE_BUDGET >> 20
+        ));
     }
     Ok(())
 }
 
+/// Whether serde_json refused a text for a UTF-16 surrogate escape
+/// without its pair.
+fn lone_surrogate(error: &str) -> bool {
+    error.contains("lone leading surrogate") || error.contains("unexpected end of hex escape")
+}
+
+/// `json` with every `\uXXXX` escape of a lone UTF-16 surrogate (one
+/// not part of a high-low pair) replaced by `\ufffd`, the same length.
+fn replace_lone_surrogates(json: &[u8]) -> Vec<u8> {
+    let mut out = json.to_vec();
+    let unit = |at: usize| -> Option<u16> {
+        let escape = json.get(at..at + 6)?;
+        let hex = escape.strip_prefix(b"\\u")?;
+        u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()
+    };
+    let (mut i, mut in_string) = (0, false);
+    while i < json.len() {
+        match json[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => {
+                let Some(n) = unit(i) else {
+                    i += 2; // another escape: its second byte is not special
+                    continue;
+                };
+                let high = (0xD800..=0xDBFF).contains(&n);
+                let paired = high && unit(i + 6).is_some_and(|m| (0xDC00..=0xDFFF).contains(&m));
+                if paired {
+                    i += 12;
+                    continue;
+                }
+                if (0xD800..=0xDFFF).contains(&n) {
+                    out[i..i + 6].copy_from_slice(b"\\ufffd");
+                }
+                i += 6;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Parses one line into a frame, or says in one line why it cannot.
+/// Lone surrogate escapes read as U+FFFD, as in [`parse_json`].
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    check_depth(line)
-        .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
-        .and_then(Fields::into_frame)
-        .map_err(|e| format!("dropped frame ({e}): {}", snippet(line)))
+    let frame = |line: &[u8]| {
+        check_depth(line)
+            .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
+            .and_then(Fields::into_frame)
+    };
+    match frame(line) {
+        Err(e) if lone_surrogate(&e) => frame(&replace_lone_surrogates(line)),
+        parsed => parsed,
+    }
+    .map_err(|e| format!("dropped frame ({e}): {}", snippet(line)))
+}
+
+/// The top-level `"id"` of a JSON object's text when it is a string or
+/// an integer, found by one pass that steps over nested values without
+/// reading them: what is known of a message too deep or too big to
+/// parse, wherever its `id` is.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
+    let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
+    if text[start] != b'{' {
+        return None;
+    }
+    let (mut depth, mut i) = (0usize, start);
+    while i < text.len() {
+        match text[i] {
+            b'"' => {
+                let end = string_end(text, i)?;
+                if depth == 1 && &text[i..end] == b"\"id\"" {
+                    let after = text[end..].trim_ascii_start();
+                    if let Some(value) = after.strip_prefix(b":") {
+                        return json_scalar(value.trim_ascii_start()).map(|(v, _)| v);
+                    }
+                }
+                i = end;
+                continue;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Where the JSON string starting at `text[at]` (a `"`) ends: just past
+/// its closing quote.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+fn string_end(text: &[u8], at: usize) -> Option<usize> {
+    let mut escaped = false;
+    let len = text[at + 1..].iter().position(|&b| {
+        let end = b == b'"' && !escaped;
+        escaped = b == b'\\' && !escaped;
+        end
+    })?;
+    Some(at + len + 2)
+}
+
+/// The top-level `"id"` at the end of the last bytes of an object's
+/// text (`tail`), as JSON-RPC libraries that write it last leave it:
+/// `..."id":7}` or `..."id":7,"jsonrpc":"2.0"}`.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+pub(crate) fn tail_id(tail: &[u8]) -> Option<Value> {
+    let mut rest = tail.trim_ascii_end().strip_suffix(b"}")?.trim_ascii_end();
+    for member in [&br#""jsonrpc":"2.0""#[..], br#""jsonrpc": "2.0""#] {
+        if let Some(before) = rest.strip_suffix(member) {
+            rest = before.trim_ascii_end().strip_suffix(b",")?.trim_ascii_end();
+        }
+    }
+    let at = rest.windows(4).rposition(|w| w == b"\"id\"")?;
+    let value = rest[at + 4..].trim_ascii_start().strip_prefix(b":")?;
+    let value: Value = serde_json::from_slice(value).ok()?;
+    (value.is_string() || value.is_i64() || value.is_u64()).then_some(value)
 }
 
 /// The `type` and `id` of a frame from the start of its line (`head`),
@@ -1027,12 +1212,88 @@ mod tests {
         let mut text = b"{\"type\":\"x\",".to_vec();
         text.extend(std::iter::repeat_n(b'a', 10_000));
         let len = text.len();
+        text.extend(b"\"id\":7}");
+        let len = len + 7;
         text.extend(b"\nnext\n");
-        let mut lines = LineReader::new(&text[..], 100);
+        // Read in small pieces: the ends are kept across them.
+        let reader = BufReader::with_capacity(64, &text[..]);
+        let mut lines = LineReader::new(reader, 100);
         assert!(matches!(lines.next_line(), Ok(Some(Line::TooLong(n))) if n == len));
-        assert_eq!(lines.discarded_head().len(), HEAD);
-        assert!(lines.discarded_head().starts_with(b"{\"type\":\"x\",aaa"));
+        let (head, tail) = split_ends(lines.discarded_head());
+        assert_eq!((head.len(), tail.len()), (HEAD, HEAD));
+        assert!(head.starts_with(b"{\"type\":\"x\",aaa"));
+        assert!(tail.ends_with(b"aaa\"id\":7}"));
+        assert_eq!(tail_id(tail), Some(Value::from(7)));
         assert!(matches!(lines.next_line(), Ok(Some(Line::Text(t))) if t == b"next"));
+        // A short line over the limit: its ends overlap.
+        let mut lines = LineReader::new(&b"{\"id\":\"a\",\"x\":1}\n"[..], 10);
+        assert!(matches!(lines.next_line(), Ok(Some(Line::TooLong(16)))));
+        let (head, tail) = split_ends(lines.discarded_head());
+        assert_eq!((head, tail), (&b"{\"id\":\"a\",\"x\":1}"[..], head));
+    }
+
+    #[test]
+    fn the_id_of_a_message_too_deep_or_too_long_to_read() {
+        let deep = format!(
+            r#"{{"result":{{"x":{}"id":1{}}},"jsonrpc":"2.0", "id" : 42}}"#,
+            "[".repeat(100),
+            "]".repeat(100)
+        );
+        assert!(parse_json::<Value>(deep.as_bytes()).is_err());
+        assert_eq!(top_level_id(deep.as_bytes()), Some(Value::from(42)));
+        let quoted = br#"{"result":"\"id\":5","id":"k\"q"}"#;
+        assert_eq!(top_level_id(quoted), Some(Value::from("k\"q")));
+        for none in [
+            &br#"{"result":{"id":5}}"#[..],
+            br#"[{"id":5}]"#,
+            br#"{"id":{}}"#,
+        ] {
+            assert_eq!(top_level_id(none), None, "{}", snippet(none));
+        }
+        for (tail, id) in [
+            (&br#"aa"}]},"jsonrpc":"2.0","id":9}"#[..], Some(9)),
+            (br#"aa"}]},"id":9,"jsonrpc":"2.0"}"#, Some(9)),
+            (br#"aa"}]}, "id": 9 }"#, Some(9)),
+            (br#"aa","id":9}]}}"#, None),
+            (br#"aa"}]},"id":9,"x":1}"#, None),
+        ] {
+            assert_eq!(tail_id(tail), id.map(Value::from), "{}", snippet(tail));
+        }
+    }
+
+    #[test]
+    fn lone_surrogate_escapes_read_as_the_replacement_character() {
+        let line =
+            br#"{"a":"caf\udce9","b":"\ud83d","c":"\ud83d\ude00","d":"\\udce9","e":"\ud83d\n"}"#;
+        let v: Value = parse_json(line).unwrap();
+        assert_eq!(v["a"], "caf\u{fffd}");
+        assert_eq!(v["b"], "\u{fffd}");
+        assert_eq!(v["c"], "\u{1f600}", "a pair is kept");
+        assert_eq!(v["d"], "\\udce9", "an escaped backslash is not an escape");
+        assert_eq!(v["e"], "\u{fffd}\n");
+        let frame = br#"{"type":"notify","message":"f\udce9.txt"}"#;
+        let Ok(ExtFrame::Notify { message, .. }) = parse_ext_frame(frame) else {
+            panic!("not read: {:?}", parse_ext_frame(frame));
+        };
+        assert_eq!(message, "f\u{fffd}.txt");
+        assert!(parse_json::<Value>(br#"{"a":"\u12"}"#).is_err());
+    }
+
+    #[test]
+    fn a_text_too_costly_to_parse_is_refused_before_parsing() {
+        // 16 MiB of small objects: about 1 GB as values.
+        let mut objects = b"[".to_vec();
+        while objects.len() < MAX_LINE - 16 {
+            objects.extend_from_slice(br#"{"a":0},"#);
+        }
+        objects.extend_from_slice(b"{}]");
+        let error = parse_json::<Value>(&objects).unwrap_err();
+        assert!(error.contains("over the 256 MiB limit"), "{error}");
+        // As much text in one string is cheap to parse.
+        let text = format!(r#"{{"text":"{}"}}"#, "{\\\"a\\\":0},".repeat(1 << 20));
+        assert!(check_depth(text.as_bytes()).is_ok());
+        let numbers = format!("[{}0]", "0,".repeat(1 << 20));
+        assert!(check_depth(numbers.as_bytes()).is_ok(), "a million numbers");
     }
 
     #[test]

@@ -150,38 +150,52 @@ fn rpc_answers_of_every_kind_wait_in_bounded_memory_for_a_client_not_reading() {
     flood_until_it_stops_reading(child, stderr, &lines);
 }
 
+/// `n` requests made by `line(i)`, one per line.
+fn burst(n: std::ops::Range<usize>, line: impl Fn(usize) -> Value) -> String {
+    n.map(|i| format!("{}\n", line(i))).collect()
+}
+
 #[test]
-fn rpc_at_the_in_flight_limit_refuses_at_once_and_keeps_reading() {
-    let t = TempDir::new("bounds-rpc-in-flight");
+fn rpc_requests_beyond_the_in_flight_limit_wait_and_are_all_served() {
+    let t = TempDir::new("bounds-rpc-queue");
     let (ext, pid_file) = held_tool(&t);
     let mut rpc = Rpc::start(&t, &[ext]);
     rpc.until("ready", |v| v["type"] == "ready");
-    let mut burst = String::new();
-    for i in 0..300 {
-        let call = json!({"type": "tool_call", "id": format!("t{i}"), "name": "held"});
-        burst.push_str(&format!("{call}\n"));
-    }
-    burst.push_str("{\"type\":\"ping\",\"id\":\"ping\"}\n");
-    rpc.send_bytes(burst.as_bytes());
+    // Every slot taken by a call that waits, then 3,000 events, a call
+    // cancelled while it waits, and a ping, all without waiting.
+    let mut requests = burst(
+        0..256,
+        |i| json!({"type": "tool_call", "id": format!("t{i}"), "name": "held"}),
+    );
+    requests += &burst(
+        0..3000,
+        |i| json!({"type": "event", "id": format!("e{i}"), "event": "custom_thing", "n": i}),
+    );
+    requests += &format!(
+        "{}\n{}\n{}\n",
+        json!({"type": "tool_call", "id": "late", "name": "held"}),
+        json!({"type": "cancel", "id": "c", "target": "late"}),
+        json!({"type": "ping", "id": "ping"}),
+    );
+    rpc.send_bytes(requests.as_bytes());
 
     let pong = rpc.response("ping");
     assert_eq!(pong["data"], json!({"pong": true}), "{pong}");
-    for i in 256..300 {
-        let refused = rpc.response(&format!("t{i}"));
-        let error = refused["error"].as_str().unwrap_or("");
-        assert!(
-            refused["success"] == false && error.contains("too many requests in flight"),
-            "request {i}, beyond 256 in flight: {refused}"
-        );
-    }
-    let early = rpc
-        .seen
-        .iter()
-        .filter(|v| v["success"] == true && v["command"] == "tool_call");
+    let cancel = rpc.response("c");
+    assert_eq!(cancel["data"], json!({"cancelled": true}), "{cancel}");
+    let late = rpc.response("late");
     assert_eq!(
-        early.count(),
-        0,
-        "a held call was answered before its release"
+        (&late["success"], &late["error"]),
+        (&json!(false), &json!("cancelled")),
+        "{late}"
+    );
+    let early: Vec<&Value> = (rpc.seen.iter())
+        .filter(|v| v["type"] == "response" && v["command"] != "ping" && v["command"] != "cancel")
+        .filter(|v| v["id"] != "late")
+        .collect();
+    assert!(
+        early.is_empty(),
+        "answered while every slot was held: {early:?}"
     );
 
     release_held(&pid_file);
@@ -189,14 +203,85 @@ fn rpc_at_the_in_flight_limit_refuses_at_once_and_keeps_reading() {
         let answer = rpc.response(&format!("t{i}"));
         assert_eq!(answer["success"], true, "held call {i}: {answer}");
     }
+    for i in 0..3000 {
+        let answer = rpc.response(&format!("e{i}"));
+        assert_eq!(answer["success"], true, "event {i}: {answer}");
+    }
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+    let late = rpc.seen.iter().filter(|v| v["id"] == "late").count();
+    assert_eq!(late, 1, "the cancelled call is answered once, as cancelled");
+}
+
+#[test]
+fn rpc_answers_a_request_that_would_overflow_the_queue_at_once() {
+    let t = TempDir::new("bounds-rpc-queue-full");
+    let (ext, pid_file) = held_tool(&t);
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.until("ready", |v| v["type"] == "ready");
+    let mut requests = burst(
+        0..256,
+        |i| json!({"type": "tool_call", "id": format!("t{i}"), "name": "held"}),
+    );
+    // 20 events of a little over 1 MiB each: 15 fit the 16 MiB queue.
+    let pad = "x".repeat(1 << 20);
+    requests += &burst(
+        0..20,
+        |i| json!({"type": "event", "id": format!("e{i}"), "event": "big", "pad": pad}),
+    );
+    rpc.send_bytes(requests.as_bytes());
+    let refused = rpc.response("e19");
+    let error = refused["error"].as_str().unwrap_or("");
+    assert!(
+        refused["success"] == false && error.contains("too many requests waiting"),
+        "{refused}"
+    );
+    let first = rpc.seen.iter().find(|v| v["type"] == "response");
+    assert_eq!(
+        first.map(|v| &v["id"]),
+        Some(&json!("e15")),
+        "the first refusal: the 16th event"
+    );
+    release_held(&pid_file);
+    for i in 0..15 {
+        let answer = rpc.response(&format!("e{i}"));
+        assert_eq!(answer["success"], true, "queued event {i}: {answer}");
+    }
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0));
 }
 
+#[test]
+fn rpc_shutdown_is_answered_after_the_waiting_requests() {
+    let t = TempDir::new("bounds-rpc-queue-shutdown");
+    let (ext, pid_file) = held_tool(&t);
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.until("ready", |v| v["type"] == "ready");
+    let mut requests = burst(
+        0..300,
+        |i| json!({"type": "tool_call", "id": format!("t{i}"), "name": "held"}),
+    );
+    requests += &format!("{}\n", json!({"type": "shutdown", "id": "bye"}));
+    rpc.send_bytes(requests.as_bytes());
+    rpc.send(json!({"type": "ping", "id": "ping"}));
+    let pong = rpc.response("ping");
+    assert_eq!(pong["success"], false, "a request after shutdown: {pong}");
+    release_held(&pid_file);
+    assert_eq!(rpc.wait(), Some(0));
+    let ids: Vec<&Value> = (rpc.seen.iter())
+        .filter(|v| v["command"] == "tool_call" || v["command"] == "shutdown")
+        .map(|v| &v["id"])
+        .collect();
+    assert_eq!(ids.len(), 301, "every call, then shutdown: {ids:?}");
+    assert_eq!(ids.last(), Some(&&json!("bye")), "shutdown last");
+    let served = (rpc.seen.iter()).filter(|v| v["command"] == "tool_call" && v["success"] == true);
+    assert_eq!(served.count(), 300, "every queued call ran before the stop");
+}
+
 #[cfg(feature = "mcp")]
 #[test]
-fn mcp_at_the_in_flight_limit_handles_cancellations_and_ping_at_once() {
-    let t = TempDir::new("bounds-mcp-in-flight");
+fn mcp_requests_beyond_the_in_flight_limit_wait_and_cancellations_drop_them() {
+    let t = TempDir::new("bounds-mcp-queue");
     let (ext, pid_file) = held_tool(&t);
     let mut mcp = Rpc::spawn(&mut Rpc::mcp_command(&t, &[ext], 60));
     let response = |id: Value| move |v: &Value| v["id"] == id && v.get("method").is_none();
@@ -204,40 +289,94 @@ fn mcp_at_the_in_flight_limit_handles_cancellations_and_ping_at_once() {
     let list = mcp.until("the tool list", response(json!("list")));
     assert_eq!(list["result"]["tools"][0]["name"], "held", "{list}");
 
-    let mut burst = String::new();
-    for id in 1..=300 {
-        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": "held", "arguments": {}}});
-        burst.push_str(&format!("{call}\n"));
-    }
-    for id in 1..=300 {
-        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                            "params": {"requestId": id}});
-        burst.push_str(&format!("{cancel}\n"));
-    }
-    burst.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"ping\",\"method\":\"ping\"}\n");
-    mcp.send_bytes(burst.as_bytes());
+    let call = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "held", "arguments": {}}})
+    };
+    let cancel = |id: usize| {
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+               "params": {"requestId": id}})
+    };
+    // 256 take every slot, 1,000 more wait; 10 of each are cancelled.
+    let mut requests = burst(1..1257, call);
+    requests += &burst(1..11, cancel);
+    requests += &burst(1001..1011, cancel);
+    // An id that waits is in use.
+    requests += &format!("{}\n", call(1100));
+    requests += "{\"jsonrpc\":\"2.0\",\"id\":\"ping\",\"method\":\"ping\"}\n";
+    mcp.send_bytes(requests.as_bytes());
 
     let pong = mcp.until("the ping's answer", response(json!("ping")));
     assert_eq!(pong["result"], json!({}), "{pong}");
-    for id in 257..=300 {
-        let refused = mcp.until("a refusal", response(json!(id)));
-        let message = refused["error"]["message"].as_str().unwrap_or("");
-        assert!(
-            refused["error"]["code"] == -32000 && message.contains("too many requests in flight"),
-            "request {id}, beyond 256 in flight: {refused}"
-        );
-    }
+    let reused = mcp.until("the reused id's refusal", response(json!(1100)));
+    assert_eq!(reused["error"]["code"], -32600, "{reused}");
+    let early: Vec<&Value> = (mcp.seen.iter())
+        .filter(|v| v["id"].as_u64().is_some() && v["error"]["code"] != -32600)
+        .collect();
+    assert!(
+        early.is_empty(),
+        "answered while every slot was held: {early:?}"
+    );
 
-    // Released, the cancelled calls finish; none is answered.
     release_held(&pid_file);
+    let cancelled = |id: u64| (1..11).contains(&id) || (1001..1011).contains(&id);
+    for id in (1..1257).filter(|&id| !cancelled(id)) {
+        let answer = mcp.until("a call's answer", |v| {
+            v["id"] == id && v.get("result").is_some()
+        });
+        assert_eq!(answer["result"]["isError"], false, "call {id}: {answer}");
+    }
     mcp.close_stdin();
     assert_eq!(mcp.wait(), Some(0));
     let answered: Vec<&Value> = (mcp.seen.iter())
-        .filter(|v| v["id"].as_u64().is_some_and(|id| id <= 256))
+        .filter(|v| v["id"].as_u64().is_some_and(cancelled))
         .collect();
     assert!(
         answered.is_empty(),
         "cancelled calls were answered: {answered:?}"
     );
+    let tool_calls = (mcp.seen.iter()).filter(|v| v["result"]["isError"] == false);
+    assert_eq!(tool_calls.count(), 1236, "each call answered once");
+}
+
+#[cfg(feature = "mcp")]
+#[test]
+fn mcp_answers_a_request_that_would_overflow_the_queue_at_once() {
+    let t = TempDir::new("bounds-mcp-queue-full");
+    let (ext, pid_file) = held_tool(&t);
+    let mut mcp = Rpc::spawn(&mut Rpc::mcp_command(&t, &[ext], 60));
+    let response = |id: Value| move |v: &Value| v["id"] == id && v.get("method").is_none();
+    mcp.send(json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}));
+    mcp.until("the tool list", response(json!("list")));
+    let pad = "x".repeat(1 << 20);
+    let call = |id: usize| {
+        let arguments = if id > 256 {
+            json!({"pad": pad})
+        } else {
+            json!({})
+        };
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "held", "arguments": arguments}})
+    };
+    // 256 in flight, then 20 calls of a little over 1 MiB: 15 fit the queue.
+    mcp.send_bytes(burst(1..277, call).as_bytes());
+    let refused = mcp.until("a refusal", response(json!(276)));
+    let message = refused["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        refused["error"]["code"] == -32000 && message.contains("too many requests waiting"),
+        "{refused}"
+    );
+    let first = mcp.seen.iter().find(|v| v["id"].as_u64().is_some());
+    assert_eq!(
+        first.map(|v| &v["id"]),
+        Some(&json!(272)),
+        "the first refusal: the 16th waiting call"
+    );
+    release_held(&pid_file);
+    for id in 257..272 {
+        let answer = mcp.until("a queued call's answer", response(json!(id)));
+        assert_eq!(answer["result"]["isError"], false, "call {id}: {answer}");
+    }
+    mcp.close_stdin();
+    assert_eq!(mcp.wait(), Some(0));
 }

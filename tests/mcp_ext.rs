@@ -1041,3 +1041,178 @@ fn a_cancelled_call_reaches_a_hosted_server_as_notifications_cancelled() {
         serde_json::from_str(&first_text(&tool_call(&mut rpc, "w", "whoami", json!({})))).unwrap();
     assert_eq!(who["cancelled"].as_array().map(Vec::len), Some(1), "{who}");
 }
+
+/// An extension directory `dir` for fixtures/mcp-servers/unreadable.py,
+/// its `initialize` answered as `mode` says.
+fn unreadable(dir: &Path, mode: &str) -> PathBuf {
+    let python = which("python3");
+    let script = fixture_path("mcp-servers/unreadable.py");
+    let args = [script.to_str().expect("utf-8"), mode];
+    mcp_manifest(
+        dir,
+        "unreadable",
+        &python,
+        &args,
+        json!({"restart": "never"}),
+    )
+}
+
+/// `zot rpc` with the unreadable server, once it is ready, with
+/// `--tool-timeout SECS`; and that first list.
+fn unreadable_rpc(t: &TempDir, timeout: &str) -> (Rpc, Value) {
+    let u = unreadable(&t.join("u"), "");
+    let mut rpc = Rpc::spawn(patient_cmd(t, &[u]).args(["--tool-timeout", timeout]));
+    let list = until_ready(&mut rpc, "unreadable");
+    (rpc, list)
+}
+
+#[test]
+fn lone_surrogate_escapes_in_answers_read_as_the_replacement_character() {
+    let t = TempDir::new("mcp-surrogates");
+    let (mut rpc, list) = unreadable_rpc(&t, "600");
+    let fname = tool_info(&list, "fname");
+    assert_eq!(fname["description"], "file caf\u{fffd}.txt", "{fname}");
+    let r = tool_call(&mut rpc, "1", "fname", json!({}));
+    assert_eq!(r["data"]["is_error"], false, "{r}");
+    assert_eq!(first_text(&r), "caf\u{fffd}.txt", "{r}");
+}
+
+#[test]
+fn an_answer_too_deep_or_too_long_to_read_fails_its_call_at_once() {
+    let t = TempDir::new("mcp-unreadable-answers");
+    // Far beyond the test's deadline: only the dropped answer itself
+    // can end these calls in time.
+    let (mut rpc, _) = unreadable_rpc(&t, "600");
+    let deep = tool_call(&mut rpc, "deep", "deep", json!({}));
+    assert_eq!(deep["data"]["is_error"], true, "{deep}");
+    let text = first_text(&deep);
+    assert!(
+        text.contains("could not be read") && text.contains("nested deeper than 64 levels"),
+        "{deep}"
+    );
+    // Its `id` comes last, after 17 MiB.
+    let huge = tool_call(&mut rpc, "huge", "huge", json!({}));
+    assert_eq!(huge["data"]["is_error"], true, "{huge}");
+    assert!(
+        first_text(&huge).contains("over the 16 MiB frame limit"),
+        "{huge}"
+    );
+    let ok = tool_call(&mut rpc, "ok", "ok", json!({}));
+    assert_eq!(first_text(&ok), "ok", "the server is still served: {ok}");
+}
+
+#[test]
+fn an_answer_too_costly_to_parse_fails_its_call_within_a_memory_limit() {
+    let t = TempDir::new("mcp-costly-answer");
+    let u = unreadable(&t.join("u"), "");
+    // Its 16 MiB line of small objects would take over 1 GB to parse.
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={}", 1u64 << 30))
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_zot"));
+    let patient = patient_cmd(&t, &[u]);
+    cmd.args(patient.get_args())
+        .args(["--tool-timeout", "600"])
+        .envs(patient.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        // One malloc arena: a thread's own arena reserves 64 MiB of
+        // address space, which is not what this limit is about.
+        .env("MALLOC_ARENA_MAX", "1");
+    let mut rpc = Rpc::spawn(&mut cmd);
+    until_ready(&mut rpc, "unreadable");
+    let costly = tool_call(&mut rpc, "costly", "costly", json!({}));
+    assert_eq!(costly["data"]["is_error"], true, "{costly}");
+    let text = first_text(&costly);
+    assert!(
+        text.contains("could not be read") && text.contains("over the 256 MiB limit"),
+        "{costly}"
+    );
+    let ok = tool_call(&mut rpc, "ok", "ok", json!({}));
+    assert_eq!(first_text(&ok), "ok", "{ok}");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0), "the host lived through it");
+}
+
+#[test]
+fn a_relist_left_unanswered_gives_way_to_the_next_one() {
+    let t = TempDir::new("mcp-relist-deadline");
+    let (mut rpc, _) = unreadable_rpc(&t, "2");
+    let grow = tool_call(&mut rpc, "grow", "grow", json!({}));
+    assert_eq!(first_text(&grow), "growing", "{grow}");
+    // The first re-list is never answered; the second change waits for
+    // it, and so does `grown`, until the first one's deadline.
+    let mut n = 0;
+    poll_until(DEADLINE, || {
+        n += 1;
+        let list = rpc.call(&format!("l{n}"), json!({"type": "list"}))["data"].clone();
+        let tools = names(&list, "tools");
+        match tools.iter().any(|t| t == "grown") {
+            true => Ok(()),
+            false => Err(format!("no `grown` yet: {tools:?}")),
+        }
+    });
+    let log = log_of(&t, "unreadable");
+    assert!(log.contains("no answer within 2 s"), "{log}");
+}
+
+#[test]
+fn commands_that_differ_only_in_case_follow_the_server_list() {
+    let t = TempDir::new("mcp-prompt-case");
+    let (mut rpc, list) = unreadable_rpc(&t, "600");
+    let commands = names(&list, "commands");
+    assert_eq!(commands, ["Report"], "the first spelling is kept: {list}");
+    let r = run_command(&mut rpc, "c0", "report", "");
+    assert_eq!(r["data"]["prompt"], "ran Report", "{r}");
+    let shrink = tool_call(&mut rpc, "shrink", "shrink", json!({}));
+    assert_eq!(first_text(&shrink), "shrunk", "{shrink}");
+    // Now the server lists `report` alone: it is registered.
+    let mut n = 0;
+    poll_until(DEADLINE, || {
+        n += 1;
+        let r = run_command(&mut rpc, &format!("c{n}"), "report", "");
+        match r["data"]["prompt"] == "ran report" {
+            true => Ok(()),
+            false => Err(format!("not yet the new spelling: {r}")),
+        }
+    });
+    let list = rpc.call("last", json!({"type": "list"}))["data"].clone();
+    assert_eq!(names(&list, "commands"), ["report"], "{list}");
+}
+
+#[test]
+fn a_server_answering_initialize_with_a_version_zot_does_not_speak_fails() {
+    for (mode, named) in [("old-version", "\"1999-01-01\""), ("no-version", "(none)")] {
+        let t = TempDir::new(&format!("mcp-{mode}"));
+        let u = unreadable(&t.join("u"), mode);
+        let mut rpc = Rpc::spawn(&mut patient_cmd(&t, &[u]));
+        let failed = rpc.until("extension_failed", |v| v["type"] == "extension_failed");
+        let error = failed["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(&format!("protocolVersion {named}"))
+                && error.contains("which zot does not speak"),
+            "{mode}: {failed}"
+        );
+    }
+}
+
+#[test]
+fn a_prefix_longer_than_64_bytes_makes_the_manifest_invalid() {
+    let t = TempDir::new("mcp-long-prefix");
+    let python = which("python3");
+    let script = fixture_path("mcp-servers/unreadable.py");
+    let prefix = "p".repeat(40 << 10);
+    let args = [script.to_str().expect("utf-8")];
+    let u = mcp_manifest(
+        &t.join("u"),
+        "unreadable",
+        &python,
+        &args,
+        json!({"prefix": prefix}),
+    );
+    let (code, lines) = run_zot(&t, &["ext", "check", u.to_str().expect("utf-8")], "");
+    let said = lines.join("\n");
+    assert_ne!(code, Some(0), "{said}");
+    assert!(
+        said.contains("field `prefix` is 40960 bytes, longer than the 64 allowed"),
+        "{said}"
+    );
+}

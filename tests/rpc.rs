@@ -432,3 +432,27 @@ fn provider_and_model_reach_hello_ack() {
     let out = w.zot(&["rpc", "--model"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
 }
+
+#[test]
+fn a_frame_with_a_lone_surrogate_escape_is_read_with_the_replacement_character() {
+    let t = TempDir::new("rpc-surrogate-frame");
+    // Python's json.dumps writes a str holding a lone surrogate (a file
+    // name that is not UTF-8) as `\udce9`; the fixture echoes this text
+    // in its tool result and a note.
+    let cfg = json!({
+        "name": "fnames",
+        "register": [tool("fname")],
+        "tools": {"fname": {"content": [{"type": "text", "text": "cafSURROGATE.txt"}]}},
+    });
+    let arg = cfg.to_string().replace("SURROGATE", "\\udce9");
+    let manifest = json!({"name": "fnames", "exec": fixture(), "args": [arg]});
+    let dir = write_manifest(&t.join("fnames"), &manifest);
+    let mut rpc = Rpc::start(&t, &[dir]);
+    rpc.wait_ready(1);
+    let r = rpc.call("1", json!({"type": "tool_call", "name": "fname"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(
+        r["data"]["content"][0]["text"], "caf\u{fffd}.txt",
+        "answered at once, not after the tool timeout: {r}"
+    );
+}

@@ -14,19 +14,23 @@
 //!
 //! Memory stays bounded whoever stops reading (SPEC 9 "Bounds", see
 //! [`super::bounds`]): answers wait for stdout up to a byte bound (over
-//! it stdin is not read), at most [`MAX_IN_FLIGHT`] requests are served
-//! at once (beyond it a request is answered at once with an error), and
-//! events wait within the host's event budget (beyond it they are
-//! dropped and counted).
+//! it stdin is not read), at most `MAX_IN_FLIGHT` requests are served
+//! at once (beyond it a request waits in a queue bounded in bytes and
+//! starts when an earlier one is answered; only one that would overflow
+//! the queue is answered at once with an error), and events wait within
+//! the host's event budget (beyond it they are dropped and counted).
+//!
+//! Answers the host waits for (`builtin_result`, the panel requests an
+//! interactive tool waits for) have slots and a queue of their own: the
+//! tool calls in flight cannot keep out what they wait for.
 
-use super::bounds::{self, Unwritten, MAX_IN_FLIGHT};
+use super::bounds::{self, Admit, Slots, Unwritten};
 use super::stdout::Stdout;
 use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use zot_host::internal::protocol::{event_payload, Line, LineReader, MAX_LINE};
 use zot_host::internal::surface::{self, BellReceiver, BellSender};
@@ -55,13 +59,44 @@ gracefully: requests already read are answered first (a second Ctrl-C
 skips that wait).
 ";
 
-/// Requests never refused for the in-flight bound: a `ping` is answered
-/// here, a `cancel` is a cancellation (`shutdown` is handled apart).
+/// Requests served at once, never queued: a `ping` is answered here, a
+/// `cancel` is a cancellation (`shutdown` is handled apart).
 const ALWAYS_SERVED: [&str; 2] = ["ping", "cancel"];
 
-/// Whether a request of type `kind` takes an in-flight slot.
-fn counted(kind: &str) -> bool {
-    !ALWAYS_SERVED.contains(&kind)
+/// Requests that answer what the host waits for: a tool call in flight
+/// may wait for one, so they have slots of their own.
+const ANSWERS: [&str; 4] = ["builtin_result", "panel_key", "panel_resize", "panel_close"];
+
+/// The slots a request of type `kind` takes, if any.
+fn class_of(kind: &str) -> Option<Class> {
+    match kind {
+        _ if ALWAYS_SERVED.contains(&kind) => None,
+        _ if ANSWERS.contains(&kind) => Some(Class::Answer),
+        _ => Some(Class::Work),
+    }
+}
+
+/// Which [`Slots`] a request takes.
+#[derive(Clone, Copy)]
+enum Class {
+    Work = 0,
+    Answer = 1,
+}
+
+/// The two classes' slots, and the stop that waits for their queues.
+#[derive(Default)]
+struct Waiting {
+    /// Indexed by [`Class`]; a waiting request is its line as read.
+    slots: [Slots<Vec<u8>>; 2],
+    /// A graceful stop held until no request waits: it is answered
+    /// after every request read before it.
+    stop: Option<Request>,
+}
+
+impl Waiting {
+    fn nothing_waits(&self) -> bool {
+        self.slots.iter().all(Slots::nothing_waits)
+    }
 }
 
 /// A line for stdout from a reply.
@@ -80,8 +115,12 @@ struct Output {
     bell: BellSender<()>,
     /// Bytes of responses sent to the writer and not yet written.
     unwritten: Arc<Unwritten>,
-    /// Requests submitted to the host and not yet answered by it.
-    in_flight: Arc<AtomicUsize>,
+    /// Requests submitted to the host and not yet answered by it, and
+    /// those waiting for a slot.
+    waiting: Arc<Mutex<Waiting>>,
+    /// What `cancel` finds tool calls in flight by.
+    tickets: Tickets,
+    host: HostHandle,
 }
 
 impl Output {
@@ -97,19 +136,49 @@ impl Output {
         let _ = self.bell.try_send(());
     }
 
-    /// Takes an in-flight slot; false at [`MAX_IN_FLIGHT`]. Only the
-    /// stdin reader takes them, so the check and the take cannot race.
-    fn take_slot(&self) -> bool {
-        if self.in_flight.load(Ordering::Acquire) >= MAX_IN_FLIGHT {
-            return false;
-        }
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        true
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn free_slot(&self) {
-        let less = |n: usize| n.checked_sub(1);
-        let _ = (self.in_flight).fetch_update(Ordering::AcqRel, Ordering::Acquire, less);
+    /// A request of `class` was answered: the next one waiting for its
+    /// slot starts, and once none waits a held stop is submitted.
+    fn release(&self, class: Class) {
+        loop {
+            let Some(line) = self.waiting().slots[class as usize].release() else {
+                break;
+            };
+            // It was read whole before: it parses again the same way.
+            let started = match parse_request(&line) {
+                Ok((id, kind, obj)) => start(&self.host, self, id, kind, obj),
+                Err((id, why)) => {
+                    respond(&self.host, self, id.as_deref(), "parse", Err(why));
+                    false
+                }
+            };
+            if started {
+                break;
+            }
+        }
+        let stop = {
+            let mut waiting = self.waiting();
+            match waiting.nothing_waits() {
+                true => waiting.stop.take(),
+                false => None,
+            }
+        };
+        if let Some(stop) = stop {
+            self.host.submit(stop);
+        }
+    }
+
+    /// Submits a graceful stop once no request waits for a slot.
+    fn stop_after_waiting(&self, stop: Request) {
+        let mut waiting = self.waiting();
+        if waiting.nothing_waits() {
+            drop(waiting);
+            return self.host.submit(stop);
+        }
+        waiting.stop = Some(stop);
     }
 }
 
@@ -126,12 +195,19 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         tx: out_tx,
         bell: bell.clone(),
         unwritten: Arc::default(),
-        in_flight: Arc::default(),
+        waiting: Arc::default(),
+        tickets: Tickets::default(),
+        host: host.handle(),
     };
     let unwritten = out.unwritten.clone();
 
-    let graceful = host.handle();
-    super::stop_on_signal("zot", move |r| graceful.submit(r), host.handle())?;
+    // Behind the requests waiting for a slot: they are answered first.
+    let graceful = out.clone();
+    super::stop_on_signal(
+        "zot",
+        move |r| graceful.stop_after_waiting(r),
+        host.handle(),
+    )?;
 
     let stdout = Stdout::start(move || {
         let _ = bell.try_send(());
@@ -306,7 +382,6 @@ fn respond(
 fn read_requests(host: &HostHandle, out: &Output) {
     let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
     let mut after_shutdown = false;
-    let tickets = Tickets::default();
     loop {
         // A client that does not read stdout is not read either.
         out.unwritten.wait_for_room(|| {
@@ -334,20 +409,20 @@ fn read_requests(host: &HostHandle, out: &Output) {
                 after_shutdown = true;
                 // Answered once every earlier request is answered and
                 // the extensions have stopped: the last line.
-                let out = out.clone();
-                host.submit(Request::Shutdown {
+                let answer = out.clone();
+                out.stop_after_waiting(Request::Shutdown {
                     reply: Box::new(move |_| {
                         let line = response(id.as_deref(), "shutdown", Ok(b"{}".to_vec()));
-                        out.send(Out::Last(line));
+                        answer.send(Out::Last(line));
                     }),
                 });
             }
-            Ok((id, kind, obj)) => dispatch(host, out, &tickets, id, kind, obj),
+            Ok((id, kind, obj)) => dispatch(host, out, id, kind, obj, line),
             Err((id, why)) => respond(host, out, id.as_deref(), "parse", Err(why)),
         }
     }
     if !after_shutdown {
-        host.submit(Request::Shutdown {
+        out.stop_after_waiting(Request::Shutdown {
             reply: Box::new(|_| {}),
         });
     }
@@ -406,8 +481,8 @@ fn reply<T: serde::Serialize + 'static>(
         // Runs on the host loop: the count `respond` takes is exact.
         let result = result.map(shape).map_err(|e| e.to_string());
         respond(&host, &out, id.as_deref(), &command, result);
-        if counted(&command) {
-            out.free_slot();
+        if let Some(class) = class_of(&command) {
+            out.release(class);
         }
     })
 }
@@ -417,39 +492,64 @@ fn as_is<T: serde::Serialize>(reply: T) -> Vec<u8> {
     json(&reply)
 }
 
-/// Serves a request; one the host answers takes an in-flight slot,
-/// which its reply frees (SPEC 9 "Bounds").
+/// Serves a request read as `line`: one the host answers takes an
+/// in-flight slot, which its reply frees, or waits for one in order
+/// (SPEC 9 "Bounds").
 fn dispatch(
     host: &HostHandle,
     out: &Output,
-    tickets: &Tickets,
     id: Option<String>,
     kind: String,
     obj: Map<String, Value>,
+    line: Vec<u8>,
 ) {
-    let counted = counted(&kind);
-    if counted && !out.take_slot() {
-        return respond(host, out, id.as_deref(), &kind, Err(bounds::too_many()));
+    let Some(class) = class_of(&kind) else {
+        match build(host, out, id.clone(), &kind, obj) {
+            Ok(Some(request)) => host.submit(request),
+            Ok(None) => {}
+            Err(why) => respond(host, out, id.as_deref(), &kind, Err(why)),
+        }
+        return;
+    };
+    // A waiting tool call can be cancelled by its id.
+    let key = id.clone().filter(|_| kind == "tool_call");
+    let admitted = out.waiting().slots[class as usize].admit(key, line.len(), line);
+    match admitted {
+        Admit::Now(_) => {
+            if !start(host, out, id, kind, obj) {
+                out.release(class);
+            }
+        }
+        Admit::Queued => {}
+        Admit::Full(_) => respond(host, out, id.as_deref(), &kind, Err(bounds::queue_full())),
     }
-    let request = match build(host, out, tickets, id.clone(), &kind, obj) {
-        Ok(Some(request)) => Some(request),
-        Ok(None) => None,
+}
+
+/// Submits a request that holds a slot; false when it was answered at
+/// once instead (the caller frees its slot).
+fn start(
+    host: &HostHandle,
+    out: &Output,
+    id: Option<String>,
+    kind: String,
+    obj: Map<String, Value>,
+) -> bool {
+    match build(host, out, id.clone(), &kind, obj) {
+        Ok(Some(request)) => {
+            host.submit(request);
+            true
+        }
+        Ok(None) => false,
         Err(why) => {
             respond(host, out, id.as_deref(), &kind, Err(why));
-            None
+            false
         }
-    };
-    match request {
-        Some(request) => host.submit(request),
-        None if counted => out.free_slot(),
-        None => {}
     }
 }
 
 fn build(
     host: &HostHandle,
     out: &Output,
-    tickets: &Tickets,
     id: Option<String>,
     kind: &str,
     obj: Map<String, Value>,
@@ -494,9 +594,9 @@ fn build(
                 }));
             };
             let ticket = host.ticket();
-            lock(tickets).insert(key.clone(), ticket);
+            lock(&out.tickets).insert(key.clone(), ticket);
             let answer = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);
-            let tickets = tickets.clone();
+            let tickets = out.tickets.clone();
             let reply: zot_host::Reply<_> = Box::new(move |result| {
                 let mut held = lock(&tickets);
                 if held.get(&key) == Some(&ticket) {
@@ -520,8 +620,15 @@ fn build(
             // Taken out of the table: a second cancel of the same call is
             // answered here, so cancels the host must serve are at most
             // one per tool call in flight, however many a client sends.
-            let Some(ticket) = lock(tickets).remove(&target) else {
-                respond(host, out, id.as_deref(), kind, Ok(shape(false)));
+            let Some(ticket) = lock(&out.tickets).remove(&target) else {
+                // A call still waiting for a slot leaves the queue and is
+                // answered as cancelled; it never reaches an extension.
+                let waiting = out.waiting().slots[Class::Work as usize].cancel(&target);
+                if waiting.is_some() {
+                    let cancelled = Err("cancelled".to_string());
+                    respond(host, out, Some(&target), "tool_call", cancelled);
+                }
+                respond(host, out, id.as_deref(), kind, Ok(shape(waiting.is_some())));
                 return Ok(None);
             };
             // Not counted against the in-flight bound: no slot to free.
@@ -560,7 +667,7 @@ fn build(
                         Err(e) => Err(e.to_string()),
                     };
                     respond(&host, &out, id.as_deref(), "builtin_result", result);
-                    out.free_slot();
+                    out.release(Class::Answer);
                 }),
             }
         }

@@ -7,9 +7,19 @@ use super::server::Server;
 use serde_json::{json, Map, Value};
 use zot_host::{EventPayload, Request, ToolOutcome, ToolRequest};
 
+/// Whether a request of `method` is served by the host, and so takes an
+/// in-flight slot ([`Server::admit`]).
+pub fn takes_slot(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list" | "prompts/list" | "tools/call" | "prompts/get"
+    )
+}
+
 /// Serves the request `id`. Host-bound requests answer later, from the
-/// host loop, through [`Server::finish`].
-pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>) {
+/// host loop, through [`Server::finish`]: then it returns true (the
+/// request is in flight); false when it was answered at once.
+pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>) -> bool {
     if server.start_session() {
         server.submit(Request::Emit {
             event: "session_start".into(),
@@ -25,7 +35,10 @@ pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>
     };
     let era = match era {
         Ok(era) => era,
-        Err(e) => return server.respond(&id, Err(e)),
+        Err(e) => {
+            server.respond(&id, Err(e));
+            return false;
+        }
     };
     if let Era::Modern(_) = era {
         server.modern();
@@ -70,18 +83,17 @@ pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>
         "subscriptions/listen" => {
             let filter = params.get("notifications").and_then(Value::as_object);
             let Some(filter) = filter else {
-                return server
-                    .respond(&id, Err(RpcError::params("missing object `notifications`")));
+                server.respond(&id, Err(RpcError::params("missing object `notifications`")));
+                return false;
             };
             let wants = |key: &str| filter.get(key).and_then(Value::as_bool) == Some(true);
             server.listen(&id, wants("toolsListChanged"), wants("promptsListChanged"));
         }
         "tools/list" | "prompts/list" => {
             if params.get("cursor").is_some_and(|c| !c.is_null()) {
-                return server.respond(
-                    &id,
-                    Err(RpcError::params("invalid cursor: lists have one page")),
-                );
+                let error = RpcError::params("invalid cursor: lists have one page");
+                server.respond(&id, Err(error));
+                return false;
             }
             let prompts = method == "prompts/list";
             let (s, key) = (server.clone(), id.clone());
@@ -103,9 +115,10 @@ pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>
                 }),
             };
             track(server, &id, era, request);
+            return true;
         }
-        "tools/call" => tools_call(server, id, era, &params),
-        "prompts/get" => prompts_get(server, id, era, &params),
+        "tools/call" => return tools_call(server, id, era, &params),
+        "prompts/get" => return prompts_get(server, id, era, &params),
         _ => server.respond(
             &id,
             Err(RpcError::new(
@@ -114,6 +127,7 @@ pub fn request(server: &Server, id: Id, method: &str, params: Map<String, Value>
             )),
         ),
     }
+    false
 }
 
 /// Serves a notification (never answered).
@@ -170,7 +184,7 @@ fn object_param(params: &Map<String, Value>, key: &str) -> Result<Map<String, Va
     }
 }
 
-fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
+fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) -> bool {
     let call = string_param(params, "name").and_then(|name| {
         let args = object_param(params, "arguments")?;
         Ok(ToolRequest {
@@ -181,13 +195,17 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
     });
     let call = match call {
         Ok(call) => call,
-        Err(e) => return server.respond(&id, Err(e)),
+        Err(e) => {
+            server.respond(&id, Err(e));
+            return false;
+        }
     };
     // Built-in tools are the embedder's, never served here: refused
     // before the pipeline, so no subscriber sees a call that never runs.
     if zot_host::BUILTIN_TOOLS.contains(&call.name.as_str()) {
         let error = RpcError::params(format!("unknown tool {}", call.name));
-        return server.respond(&id, Err(error));
+        server.respond(&id, Err(error));
+        return false;
     }
     let (s, key) = (server.clone(), id.clone());
     let name = call.name.clone();
@@ -215,9 +233,10 @@ fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
         request: Box::new(tool),
     };
     track(server, &id, era, request);
+    true
 }
 
-fn prompts_get(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
+fn prompts_get(server: &Server, id: Id, era: Era, params: &Map<String, Value>) -> bool {
     let request = string_param(params, "name").and_then(|name| {
         let arguments = object_param(params, "arguments")?;
         let args = match arguments.get("args") {
@@ -229,7 +248,10 @@ fn prompts_get(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
     });
     let (name, args) = match request {
         Ok(r) => r,
-        Err(e) => return server.respond(&id, Err(e)),
+        Err(e) => {
+            server.respond(&id, Err(e));
+            return false;
+        }
     };
     let (s, key, command) = (server.clone(), id.clone(), name.clone());
     let request = Request::Command {
@@ -245,4 +267,5 @@ fn prompts_get(server: &Server, id: Id, era: Era, params: &Map<String, Value>) {
         }),
     };
     track(server, &id, era, request);
+    true
 }

@@ -67,9 +67,12 @@
 //! stream -> -32600 (the first is still answered); a 65th listen stream
 //! open at once -> -32600 (each costs a notification per list change); an unknown method -> -32601; bad params -> -32602;
 //! the stream always goes on.
-//! At most 256 requests are served at once: one more is answered at once
-//! with error -32000 (`too many requests in flight`), while
-//! notifications, `ping` and cancellations are always handled. A client
+//! At most 256 requests are served at once: more wait, in order, in a
+//! queue of at most 16 MiB (their lines) and start as earlier ones are
+//! answered, while notifications, `ping` and cancellations are always
+//! handled at once (a cancelled waiting request leaves the queue and is
+//! never answered); only a request that would overflow the queue is
+//! answered at once with error -32000 (`too many requests waiting`). A client
 //! that stops reading stops being read once 8 MiB of answers wait. Notes
 //! (`notifications/message`) that find 8 MiB already waiting for such a
 //! client are dropped, never answers: stderr says so when it first
@@ -151,7 +154,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let graceful = server.clone();
     let stop = move |r| {
         graceful.end_session();
-        graceful.submit(r)
+        graceful.after_waiting(r)
     };
     super::stop_on_signal("zot mcp", stop, host.handle())?;
 
@@ -198,7 +201,17 @@ fn read_messages(server: &Server) {
             continue;
         }
         match Message::parse(&line) {
-            Ok(Message::Request(r)) => methods::request(server, r.id, &r.method, r.params),
+            // One the host serves takes an in-flight slot or waits for one.
+            Ok(Message::Request(r)) if methods::takes_slot(&r.method) => {
+                if server.admit(&r.id, line)
+                    && !methods::request(server, r.id.clone(), &r.method, r.params)
+                {
+                    server.unused(&r.id);
+                }
+            }
+            Ok(Message::Request(r)) => {
+                methods::request(server, r.id, &r.method, r.params);
+            }
             Ok(Message::Notification(n)) => methods::notification(server, &n.method, n.request_id),
             // A response to a request of ours: we send none.
             Ok(Message::Response(_)) => {}
@@ -211,7 +224,7 @@ fn read_messages(server: &Server) {
     }
     // EOF: the graceful stop, as for a signal.
     server.end_session();
-    server.submit(Request::Shutdown {
+    server.after_waiting(Request::Shutdown {
         reply: Box::new(|_| {}),
     });
 }

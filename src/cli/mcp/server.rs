@@ -20,15 +20,18 @@
 //! Bounds (SPEC 9, [`crate::cli::bounds`]): every line for the client
 //! counts as unwritten until the writer wrote it, and the stdin reader
 //! waits only while that is over the limit; requests served by the host
-//! are at most `MAX_IN_FLIGHT`, beyond which one is refused at once.
+//! are at most `MAX_IN_FLIGHT`, beyond which one waits, as the line it
+//! came as, until an earlier one is answered (then it is read again and
+//! served from the host loop); only one that would overflow that queue
+//! is refused at once.
 
 use super::era::{self, Level};
 use super::jsonrpc::{self, Id, Message, RpcError};
-use crate::cli::bounds::{self, Unwritten, MAX_IN_FLIGHT};
+use crate::cli::bounds::{self, Admit, Slots, Unwritten};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -78,6 +81,14 @@ struct State {
     unread_dropped: u64,
     /// Requests being served, by id key.
     in_flight: HashMap<String, InFlight>,
+    /// The in-flight slots, and the requests waiting for one: each its
+    /// id key and the line it came as.
+    slots: Slots<(String, Vec<u8>)>,
+    /// Requests that hold a slot and are being read (id keys): they are
+    /// in flight once [`Server::begin`] takes them.
+    handed: HashSet<String>,
+    /// The graceful stop, held until no request waits for a slot.
+    stop: Vec<Request>,
     listens: Vec<Listen>,
     lists: Option<Lists>,
     /// Lines not yet taken by the writer thread.
@@ -98,6 +109,8 @@ struct InFlight {
     cancelled: bool,
     /// A tool call: what the host cancels it by (SPEC 13.2).
     ticket: Option<Ticket>,
+    /// It holds an in-flight slot, freed when it is answered.
+    slot: bool,
 }
 
 /// Shared by the stdin thread, the main thread and the replies.
@@ -127,6 +140,9 @@ impl Server {
                 dropped_notes: 0,
                 unread_dropped: 0,
                 in_flight: HashMap::new(),
+                slots: Slots::default(),
+                handed: HashSet::new(),
+                stop: Vec::new(),
                 listens: Vec::new(),
                 lists: None,
                 out: Vec::new(),
@@ -216,21 +232,92 @@ impl Server {
         self.with(|s| write(s, &answer(id, result)));
     }
 
+    /// A request the host serves, read as `line`: true when it holds
+    /// an in-flight slot now (serve it, then [`Server::begin`] or
+    /// [`Server::unused`]); false when it waits for one, or was answered
+    /// (its id is in use, or the queue is full).
+    pub fn admit(&self, id: &Id, line: Vec<u8>) -> bool {
+        self.with(|s| {
+            if s.id_in_use(id) {
+                return false;
+            }
+            let key = id.key().to_string();
+            let len = line.len();
+            match s.slots.admit(Some(key.clone()), len, (key.clone(), line)) {
+                Admit::Now(_) => s.handed.insert(key),
+                Admit::Queued => false,
+                Admit::Full(_) => {
+                    let error = RpcError::new(jsonrpc::SERVER_BUSY, bounds::queue_full());
+                    write(s, &answer::<()>(id, Err(error)));
+                    false
+                }
+            }
+        })
+    }
+
+    /// Request `id`, admitted, was answered at once: its slot is free.
+    pub fn unused(&self, id: &Id) {
+        if self.with(|s| s.handed.remove(id.key())) {
+            self.release();
+        }
+    }
+
+    /// A slot is free: the next waiting request takes it and is served
+    /// (from here, the host loop), and once none waits the held stop
+    /// is submitted.
+    fn release(&self) {
+        loop {
+            let next = self.with(|s| {
+                let (key, line) = s.slots.release()?;
+                s.handed.insert(key.clone());
+                Some((key, line))
+            });
+            let Some((key, line)) = next else { break };
+            // It parsed before: it parses again the same way.
+            let served = match Message::parse(&line) {
+                Ok(Message::Request(r)) => super::methods::request(self, r.id, &r.method, r.params),
+                _ => false,
+            };
+            if served {
+                break;
+            }
+            self.with(|s| s.handed.remove(&key));
+        }
+        let stop = self.with(|s| match s.slots.nothing_waits() {
+            true => std::mem::take(&mut s.stop),
+            false => Vec::new(),
+        });
+        for request in stop {
+            self.submit(request);
+        }
+    }
+
+    /// Submits a request of the graceful stop once no request waits.
+    pub fn after_waiting(&self, request: Request) {
+        let now = self.with(|s| {
+            if s.slots.nothing_waits() {
+                return Some(request);
+            }
+            s.stop.push(request);
+            None
+        });
+        if let Some(request) = now {
+            self.submit(request);
+        }
+    }
+
     /// Records request `id` as in flight (with the log level it opted
     /// in to) and sends `request` to the host, or holds it until startup
-    /// readiness. Beyond [`MAX_IN_FLIGHT`] it is refused at once.
+    /// readiness. One that went through [`Server::admit`] holds its slot
+    /// until answered.
     pub fn begin(&self, id: &Id, log: Option<Level>, request: Request) {
         let ticket = match &request {
             Request::Cancellable { ticket, .. } => Some(*ticket),
             _ => None,
         };
         let now = self.with(|s| {
-            if s.id_in_use(id) {
-                return None;
-            }
-            if s.in_flight.len() >= MAX_IN_FLIGHT {
-                let error = RpcError::new(jsonrpc::SERVER_BUSY, bounds::too_many());
-                write(s, &answer::<()>(id, Err(error)));
+            let slot = s.handed.remove(id.key());
+            if !slot && s.id_in_use(id) {
                 return None;
             }
             let cancelled = false;
@@ -238,6 +325,7 @@ impl Server {
                 log,
                 cancelled,
                 ticket,
+                slot,
             };
             s.in_flight.insert(id.key().into(), request_state);
             s.hold_until_ready(request)
@@ -250,18 +338,27 @@ impl Server {
     /// Writes the response of an in-flight request, unless the client
     /// cancelled it (then nothing is ever sent).
     pub fn finish(&self, id: &Id, result: Result<Value, RpcError>) {
-        self.with(|s| {
-            if s.in_flight.remove(id.key()).is_some_and(|r| !r.cancelled) {
+        let slot = self.with(|s| {
+            let request = s.in_flight.remove(id.key());
+            if request.as_ref().is_some_and(|r| !r.cancelled) {
                 write(s, &answer(id, result));
             }
+            request.is_some_and(|r| r.slot)
         });
+        if slot {
+            self.release();
+        }
     }
 
     /// `notifications/cancelled`: the request it names is never
-    /// answered (its entry stays until the host answers it), or the
-    /// listen stream it names ends.
+    /// answered (its entry stays until the host answers it; one still
+    /// waiting for a slot leaves the queue), or the listen stream it
+    /// names ends.
     pub fn cancel(&self, id: &Id) {
         let ticket = self.with(|s| {
+            if s.slots.cancel(id.key()).is_some() {
+                return None;
+            }
             s.listens.retain(|l| l.id != *id);
             let request = s.in_flight.get_mut(id.key())?;
             let first = !std::mem::replace(&mut request.cancelled, true);
@@ -301,7 +398,7 @@ impl Server {
         if started && !self.session_ended.swap(true, Ordering::Relaxed) {
             let mut payload = zot_host::EventPayload::default();
             payload.extra.insert("reason".into(), "shutdown".into());
-            self.submit(Request::Emit {
+            self.after_waiting(Request::Emit {
                 event: "session_end".into(),
                 payload,
                 reply: Box::new(|_| {}),
@@ -495,8 +592,11 @@ impl State {
     /// stream; if so the client is told (an answer to a second request
     /// with that id could not be told from the first one's).
     fn id_in_use(&mut self, id: &Id) -> bool {
-        let used =
-            self.in_flight.contains_key(id.key()) || self.listens.iter().any(|l| l.id == *id);
+        let key = id.key();
+        let used = self.in_flight.contains_key(key)
+            || self.slots.waits(key)
+            || self.handed.contains(key)
+            || self.listens.iter().any(|l| l.id == *id);
         if used {
             let why = format!("invalid request: id {id} is already used by a request in flight");
             write(
