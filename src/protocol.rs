@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead};
 
 /// Longest line accepted from an extension; longer lines are discarded.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -516,9 +516,6 @@ pub struct LineReader<R> {
     inner: R,
     max: usize,
     head: Vec<u8>,
-    /// The bytes of the line being read so far, while a non-blocking
-    /// `inner` has no more: the next read goes on with that line.
-    partial: Option<usize>,
 }
 
 /// How much of a discarded line is kept: enough for the `type` and `id`
@@ -532,13 +529,7 @@ impl<R: BufRead> LineReader<R> {
             inner,
             max,
             head: Vec::new(),
-            partial: None,
         }
-    }
-
-    /// What it reads from.
-    pub(crate) fn get_ref(&self) -> &R {
-        &self.inner
     }
 
     /// The first `HEAD` bytes of the line last returned as too long.
@@ -558,22 +549,15 @@ impl<R: BufRead> LineReader<R> {
 
     /// [`LineReader::next_line`] into `line`, cleared first: a reader of
     /// many lines keeps one buffer instead of an allocation per line.
-    /// From a non-blocking `inner`, `WouldBlock` may come mid-line: the
-    /// next call with the same `line` goes on with it.
     pub(crate) fn read_into(&mut self, line: &mut Vec<u8>) -> io::Result<Option<Filled>> {
-        let mut seen = self.partial.take().unwrap_or_else(|| {
-            line.clear();
-            self.head.clear();
-            0
-        });
+        line.clear();
+        self.head.clear();
+        let mut seen = 0;
         loop {
             let buf = match self.inner.fill_buf() {
                 Ok(buf) => buf,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.partial = Some(seen);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             };
             if buf.is_empty() {
                 if seen == 0 {
@@ -609,13 +593,6 @@ impl<R: BufRead> LineReader<R> {
             line.drain(..3);
         }
         Ok(Some(Filled::Line))
-    }
-}
-
-impl<R: io::Read> LineReader<BufReader<R>> {
-    /// Bytes read from `inner` and not yet handed out in a line.
-    pub(crate) fn buffered(&self) -> usize {
-        self.inner.buffer().len()
     }
 }
 

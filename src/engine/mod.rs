@@ -592,7 +592,6 @@ mod time;
 
 use crate::config::HostConfig;
 use crate::discovery::Scope;
-use crate::doorbell::BellSender;
 use crate::intercept::{Chain, InterceptEvent};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
@@ -943,7 +942,7 @@ struct Engine {
     pending: Pending,
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
-    builtin_tx: BellSender<Request>,
+    builtin_tx: Sender<Request>,
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
     builtin_drive: Option<crate::types::Drive>,
     chains: IdMap<u64, ChainState>,
@@ -957,7 +956,7 @@ struct Engine {
     actions: Vec<Action>,
 }
 
-pub(crate) use driver::{poll_briefly, run, BATCH};
+pub(crate) use driver::{run, Channels, BATCH};
 #[allow(unused_imports)] // The inline host drives the loop through it.
 pub(crate) use driver::{Driver, Until};
 
@@ -965,7 +964,7 @@ impl Engine {
     /// An engine whose events go to `events` (it only reads how many
     /// wait there: the driver sends them).
     /// Built-in tool replies go back through `builtin`.
-    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: BellSender<Request>) -> Engine {
+    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: Sender<Request>) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),
