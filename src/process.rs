@@ -270,10 +270,11 @@ impl ExtProcess {
         (stdin, stdout, stderr): (UnixStream, UnixStream, Option<UnixStream>),
         io: Io,
     ) -> io::Result<()> {
-        for end in [Some(&stdin), Some(&stdout), stderr.as_ref()] {
-            if let Some(end) = end {
-                self.ends.push(end.try_clone()?);
-            }
+        for end in [Some(&stdin), Some(&stdout), stderr.as_ref()]
+            .into_iter()
+            .flatten()
+        {
+            self.ends.push(end.try_clone()?);
         }
         let start = |role: &str, stack: usize, run: Box<dyn FnOnce() + Send>| {
             thread::Builder::new()
