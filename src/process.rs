@@ -47,7 +47,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::thread::{self, JoinHandle};
 
@@ -123,14 +123,21 @@ pub(crate) struct ExtProcess {
     outbox: Option<Sender<OutChunk>>,
     /// Bytes handed to the writer and not yet written.
     backlog: Arc<Backlog>,
-    /// The host's own handles on its end of stdin, stdout and stderr:
-    /// shut down to wake the threads blocked on them.
-    ends: Vec<UnixStream>,
+    /// The host's own handles on its end of stdin, stdout and stderr.
+    ends: Option<Ends>,
     threads: Vec<JoinHandle<()>>,
-    /// Set by the reader at the end of stdout.
-    stdout_ended: Arc<AtomicBool>,
     /// A confined extension's `TMPDIR`, removed once its group is killed.
     _tmp: Option<PrivateTmp>,
+}
+
+/// The host's own handles on its end of each socket, besides the
+/// threads': shut down to wake the threads blocked on them, and, for
+/// stdout, written to (no bytes) to learn whether anything still holds
+/// the other end.
+struct Ends {
+    stdin: UnixStream,
+    stdout: UnixStream,
+    stderr: Option<UnixStream>,
 }
 
 /// The bytes waiting for an extension's stdin, which the writer counts
@@ -238,7 +245,6 @@ impl ExtProcess {
             log,
             reading,
             backlog: Arc::default(),
-            ended: Arc::default(),
         };
         let mut proc = ExtProcess {
             pid: child.id(),
@@ -247,9 +253,8 @@ impl ExtProcess {
             inbound: Some(inbound),
             outbox: Some(outbox),
             backlog: io.backlog.clone(),
-            ends: Vec::new(),
+            ends: None,
             threads: Vec::new(),
-            stdout_ended: io.ended.clone(),
             _tmp: confine.map(|c| c.tmp),
         };
         if let Err(e) = proc.start_threads(&name, (stdin, stdout, stderr), io) {
@@ -270,12 +275,11 @@ impl ExtProcess {
         (stdin, stdout, stderr): (UnixStream, UnixStream, Option<UnixStream>),
         io: Io,
     ) -> io::Result<()> {
-        for end in [Some(&stdin), Some(&stdout), stderr.as_ref()]
-            .into_iter()
-            .flatten()
-        {
-            self.ends.push(end.try_clone()?);
-        }
+        self.ends = Some(Ends {
+            stdin: stdin.try_clone()?,
+            stdout: stdout.try_clone()?,
+            stderr: stderr.as_ref().map(UnixStream::try_clone).transpose()?,
+        });
         let start = |role: &str, stack: usize, run: Box<dyn FnOnce() + Send>| {
             thread::Builder::new()
                 .name(format!("zot-{role}-{name}"))
@@ -288,10 +292,9 @@ impl ExtProcess {
             log,
             reading,
             backlog,
-            ended,
         } = io;
         let (log2, inbound2, backlog2) = (log.clone(), inbound.clone(), backlog.clone());
-        let reader = move || read_stdout(stdout, reading, &log2, &inbound2, &backlog2, &ended);
+        let reader = move || read_stdout(stdout, reading, &log2, &inbound2, &backlog2);
         self.threads
             .push(start("read", READER_STACK, Box::new(reader))?);
         let writer = move || write_stdin(stdin, &outbox, &backlog, &inbound);
@@ -350,11 +353,16 @@ impl ExtProcess {
         }
     }
 
-    /// Whether something may still write to its stdout: its reader has
-    /// not met the end of it. When its process has exited, a child it
-    /// left may hold it open.
+    /// Whether something may still write to its stdout (when its process
+    /// has exited: a child it left, perhaps escaped). When nothing can,
+    /// its reader meets the end of stdout after what is still buffered.
+    /// A write of no bytes to the host's own end of the socket says it:
+    /// it fails (EPIPE) once every process has closed the other end.
     pub(crate) fn stdout_held(&self) -> bool {
-        !self.stdout_ended.load(Ordering::Acquire)
+        let Some(ends) = &self.ends else {
+            return true;
+        };
+        (&ends.stdout).write(&[]).is_ok()
     }
 
     /// The exit status, once the process has exited (reaps it).
@@ -384,8 +392,13 @@ impl Drop for ExtProcess {
         self.outbox = None;
         self.inbound = None;
         self.backlog.stop();
-        for end in self.ends.drain(..) {
-            let _ = end.shutdown(Shutdown::Both);
+        if let Some(ends) = self.ends.take() {
+            for end in [Some(ends.stdin), Some(ends.stdout), ends.stderr]
+                .into_iter()
+                .flatten()
+            {
+                let _ = end.shutdown(Shutdown::Both);
+            }
         }
         for thread in self.threads.drain(..) {
             let _ = thread.join();
@@ -400,7 +413,6 @@ struct Io {
     log: ExtLog,
     reading: Reading,
     backlog: Arc<Backlog>,
-    ended: Arc<AtomicBool>,
 }
 
 /// The child's end of a socket pair, as its stdin, stdout or stderr.
@@ -417,7 +429,6 @@ fn read_stdout(
     log: &ExtLog,
     inbound: &Sender<Inbound>,
     backlog: &Backlog,
-    ended: &AtomicBool,
 ) {
     let mut paused = false;
     let dropped = |why: String, len: usize, head: &[u8]| {
@@ -463,7 +474,6 @@ fn read_stdout(
     if let Err(e) = read_lines(stdout, dropped, handle) {
         log.line(&format!("reading stdout failed: {e}"));
     }
-    ended.store(true, Ordering::Release);
     let _ = inbound.send(Inbound::Eof);
 }
 
