@@ -150,7 +150,7 @@ bench-ext:
 # ZOT_STATIC_MINIMAL_BIN). `make bench` runs it unpinned; `make
 # bench-pinned` runs the whole of it (the bench process with its hosts,
 # every extension and the floor) on CPU 0, built first so that cargo
-# does not build on one CPU. ZOT_BENCH_SPIN_US=0 sets the hosts' spin.
+# does not build on one CPU.
 BENCH_ENV := ZOT_BENCH_EXT=$(CURDIR)/$(BENCH_EXT_BIN) ZOT_STATIC_BIN=$(CURDIR)/$(STATIC_BIN) \
 	ZOT_STATIC_MINIMAL_BIN=$(CURDIR)/$(STATIC_MINIMAL_BIN)
 

@@ -110,12 +110,6 @@ pub struct HostConfig {
     pub log_rotate_bytes: u64,
     /// Bytes of notes and panel updates that may wait in `Host::events`.
     pub event_budget: usize,
-    /// How long the loop and blocked callers poll (yielding the CPU) before
-    /// they sleep: an answer that comes within it costs a yield, not a
-    /// sleep and a wake-up on another CPU (unpinned `make bench`: a
-    /// command took 19 instead of 70 us, and half the CPU).
-    /// `Duration::ZERO` never spins (battery). 50 µs.
-    pub spin_before_sleep: Duration,
     /// Start every extension confined by Landlock to what its manifest's
     /// `permissions` allow; one the kernel cannot confine fails to start.
     /// The ruleset is applied between fork and exec by a pre-exec hook,
@@ -175,7 +169,6 @@ impl HostConfig {
             event_queue_limit: 16 * 1024 * 1024,
             log_rotate_bytes: 8 * 1024 * 1024,
             event_budget: 8 * 1024 * 1024,
-            spin_before_sleep: Duration::from_micros(50),
             confine: false,
             runs_builtins: true,
             interactive_tools: true,

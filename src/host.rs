@@ -7,8 +7,11 @@
 //! Inline, the driver sits in one slot shared by the host and its handles:
 //! a caller takes it, runs turns until its reply came, and puts it back;
 //! a caller that finds it taken waits until its reply comes or the driver
-//! is back (a reply callback wakes it), so one thread drives at a time and
-//! a request never waits for a thread that does not drive. Nothing runs
+//! is back (the driver wakes waiters after each turn that answered,
+//! sent an event or released `wait_ready`, and when it is put back), so
+//! one thread drives at a time and a request never waits for a thread
+//! that does not drive. No wait here naps: each is a condition variable
+//! or a channel, with the caller's deadline at most. Nothing runs
 //! between calls: timers, restarts, extensions' notes and submitted
 //! requests (`emit_nowait`) advance only in a call, [`Host::poll`] or
 //! [`Host::next_event`], so a burst of submits is written in batches.
@@ -17,8 +20,8 @@
 //! with one driver: only the thread that started it takes the slot;
 //! other threads' calls wait as with the threaded layer. That thread
 //! runs the loop in [`Host::poll_with`], which also returns for a
-//! message on the caller's own channel: its senders ring the host's
-//! doorbell, which the surface made (`Driver::turn_with`).
+//! message on the caller's own channel: the loop selects on it with
+//! everything else (`Driver::turn_with`).
 //!
 //! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
 //! *thread* that spawned it ends (engine docs, "The host's death"); the
@@ -27,8 +30,7 @@
 //! extension with it.
 
 use crate::config::HostConfig;
-use crate::doorbell::{self, BellReceiver, BellSender, Doorbell};
-use crate::engine::{self, Driver};
+use crate::engine::{self, Channels, Driver};
 use crate::intercept::InterceptOutcome;
 use crate::protocol::{EventPayload, PanelKey};
 use crate::types::{
@@ -41,11 +43,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
-
-/// The longest a caller that waits for another thread's driving sleeps
-/// before it looks at its condition again: a reply wakes it at once, an
-/// event (which wakes nobody) is seen within this.
-const RECHECK: Duration = Duration::from_millis(20);
 
 /// Where the inline driver is.
 enum Slot {
@@ -61,7 +58,8 @@ enum Slot {
 /// The driver's slot, shared by the host and its handles.
 struct Loop {
     slot: Mutex<Slot>,
-    /// Signalled when the driver is put back and when a reply comes.
+    /// Signalled when the driver is put back, and after a turn that
+    /// answered a request, sent an event or released `wait_ready`.
     turned: Condvar,
     /// Callers waiting on `turned`, changed under `slot`'s lock: only
     /// they need the signal (each one costs a futex syscall, twice per
@@ -90,10 +88,31 @@ impl Loop {
                 || self.released.load(Ordering::Relaxed))
     }
 
-    /// Wakes the callers waiting for the driver (after a reply).
+    /// Wakes the callers waiting for the driver (after a reply, an event).
     fn wake(&self) {
         let _slot = self.lock();
         self.notify();
+    }
+
+    /// Waits (the lock released meanwhile) until [`Loop::wake`] or
+    /// [`Loop::notify`], or `deadline`; may return early.
+    fn wait<'a>(
+        &'a self,
+        slot: MutexGuard<'a, Slot>,
+        deadline: Option<Instant>,
+    ) -> MutexGuard<'a, Slot> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let slot = match deadline {
+            None => self.turned.wait(slot).unwrap_or_else(|p| p.into_inner()),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                (self.turned.wait_timeout(slot, left))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+        };
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        slot
     }
 
     /// Signals `turned` if anybody waits on it; call it with the lock held.
@@ -118,15 +137,7 @@ impl Loop {
                     })
                 }
                 Slot::Done => return,
-                Slot::Idle(_) | Slot::Driven => {
-                    let left =
-                        deadline.map_or(RECHECK, |d| d.saturating_duration_since(Instant::now()));
-                    self.waiting.fetch_add(1, Ordering::Relaxed);
-                    slot = (self.turned.wait_timeout(slot, left.min(RECHECK)))
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
-                    self.waiting.fetch_sub(1, Ordering::Relaxed);
-                }
+                Slot::Idle(_) | Slot::Driven => slot = self.wait(slot, deadline),
             }
         }
     }
@@ -195,12 +206,11 @@ impl Drop for Driving<'_> {
 /// other thread does.
 #[derive(Clone)]
 pub struct HostHandle {
-    tx: BellSender<Request>,
+    tx: Sender<Request>,
     shared: Arc<Loop>,
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
     tickets: Arc<AtomicU64>,
-    spin: Duration,
 }
 
 impl HostHandle {
@@ -260,7 +270,6 @@ impl HostHandle {
                 *lock_slot(&answer) = Some(r);
                 let _ = tx.send(());
             })));
-            engine::poll_briefly(self.spin, || !rx.is_empty());
             let _ = rx.recv();
         } else {
             // This thread looks at `slot` between turns and never blocks
@@ -477,7 +486,7 @@ impl Host {
     /// Any thread may drive it: extensions are spawned by the host's own
     /// threads, which outlive them.
     pub fn start(config: HostConfig) -> io::Result<Host> {
-        Host::start_inline(config, None, Arc::default())
+        Host::start_inline(config, None)
     }
 
     /// [`Host::start`], but only this thread runs the loop: other
@@ -485,22 +494,15 @@ impl Host {
     /// threaded layer. For a CLI surface, whose main thread runs the loop
     /// in [`Host::poll_with`] while its stdin reader and signal handler
     /// only submit.
-    /// The loop sleeps on `bell`, which the surface's own channel rings.
-    pub(crate) fn start_owned(config: HostConfig, bell: Arc<Doorbell>) -> io::Result<Host> {
-        Host::start_inline(config, Some(std::thread::current().id()), bell)
+    pub(crate) fn start_owned(config: HostConfig) -> io::Result<Host> {
+        Host::start_inline(config, Some(std::thread::current().id()))
     }
 
-    fn start_inline(
-        mut config: HostConfig,
-        owner: Option<ThreadId>,
-        bell: Arc<Doorbell>,
-    ) -> io::Result<Host> {
+    fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
         config.check_build()?;
         config.make_paths_absolute();
-        let spin = config.spin_before_sleep;
-        let (host, requests, event_tx) = Host::new(spin, false, owner, bell);
-        let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
-        let mut driver = Driver::start(config, requests, event_tx, sent, latch);
+        let (host, channels) = Host::new(false, owner);
+        let mut driver = Driver::start(config, channels);
         // Weak: the driver sits inside the loop it would otherwise keep.
         let shared = Arc::downgrade(&host.handle.shared);
         driver.drive_builtin_replies(Arc::new(move |until| {
@@ -518,25 +520,25 @@ impl Host {
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
         config.check_build()?;
         config.make_paths_absolute();
-        let spin = config.spin_before_sleep;
-        let (mut host, requests, event_tx) = Host::new(spin, true, None, Arc::default());
-        let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
+        let (mut host, channels) = Host::new(true, None);
+        let shared = Arc::downgrade(&host.handle.shared);
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
-            .spawn(move || engine::run(config, requests, event_tx, sent, latch))?;
+            .spawn(move || {
+                engine::run(config, channels);
+                // Callers waiting for an event learn that none will come.
+                if let Some(shared) = shared.upgrade() {
+                    *shared.lock() = Slot::Done;
+                    shared.notify();
+                }
+            })?;
         host.thread = Some(thread);
         Ok(host)
     }
 
-    /// A host without its loop yet, with the ends of its channels the
-    /// loop takes; the loop sleeps on `bell`.
-    fn new(
-        spin: Duration,
-        threaded: bool,
-        owner: Option<ThreadId>,
-        bell: Arc<Doorbell>,
-    ) -> (Host, (Receiver<Request>, Arc<Doorbell>), Sender<HostEvent>) {
-        let (tx, requests) = doorbell::channel(&bell, None);
+    /// A host without its loop yet, with the channels the loop takes.
+    fn new(threaded: bool, owner: Option<ThreadId>) -> (Host, Channels) {
+        let (tx, requests) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
         let shared = Arc::new(Loop {
             slot: Mutex::new(Slot::Driven),
@@ -546,20 +548,31 @@ impl Host {
             owner,
             released: AtomicBool::new(false),
         });
+        let waiters: Weak<Loop> = Arc::downgrade(&shared);
         let handle = HostHandle {
             tx,
             shared,
             ready: Arc::default(),
             events_sent: Arc::default(),
             tickets: Arc::default(),
-            spin,
+        };
+        let channels = Channels {
+            requests,
+            events: event_tx,
+            events_sent: handle.events_sent.clone(),
+            latch: handle.ready.clone(),
+            progress: Arc::new(move || {
+                if let Some(shared) = waiters.upgrade() {
+                    shared.wake();
+                }
+            }),
         };
         let host = Host {
             handle,
             events,
             thread: None,
         };
-        (host, (requests, bell), event_tx)
+        (host, channels)
     }
 
     /// Events put into [`Host::events`] so far ([`HostHandle::events_sent`]).
@@ -607,12 +620,16 @@ impl Host {
         let before = self.events_sent();
         let new = || self.events_sent() > before;
         let deadline = Instant::now().checked_add(timeout);
-        if !self.handle.shared.drives_here() {
-            while !new() && deadline.is_none_or(|d| Instant::now() < d) {
-                let left = deadline.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                });
-                std::thread::sleep(left.min(Duration::from_millis(1)));
+        let shared = &self.handle.shared;
+        if !shared.drives_here() {
+            // The driving thread wakes this one after each turn that sent
+            // an event, and once the host is done.
+            let mut slot = shared.lock();
+            while !new()
+                && !matches!(*slot, Slot::Done)
+                && deadline.is_none_or(|d| Instant::now() < d)
+            {
+                slot = shared.wait(slot, deadline);
             }
         } else {
             self.handle.shared.turn_now();
@@ -634,12 +651,13 @@ impl Host {
     /// caller's own channel (a surface's stdin lines, signals, replies),
     /// or its error once `extra` is disconnected: runs the loop on this
     /// thread until that message, a new event, `deadline` or the end of
-    /// the host. `extra`'s senders ring the doorbell the host was started
-    /// with ([`Host::start_owned`]). While another thread drives, `extra`
-    /// is looked at every few milliseconds; threaded, this only waits.
+    /// the host. Only the thread that started an owned host
+    /// ([`Host::start_owned`]) drives it; should another thread be
+    /// driving (dropping the host), `extra` is looked at each time that
+    /// thread wakes this one.
     pub(crate) fn poll_with<T>(
         &self,
-        extra: &BellReceiver<T>,
+        extra: &Receiver<T>,
         deadline: Option<Instant>,
     ) -> Option<Result<T, RecvError>> {
         let before = self.events_sent();
@@ -655,7 +673,7 @@ impl Host {
                     let mut came = None;
                     slot = shared.drive(slot, |driver| {
                         while came.is_none() && !new() {
-                            let (running, msg) = driver.turn_with(deadline, extra.receiver());
+                            let (running, msg) = driver.turn_with(deadline, extra);
                             came = msg;
                             let late = deadline.is_some_and(|d| Instant::now() >= d);
                             if !running || late {
@@ -676,12 +694,7 @@ impl Host {
                         }
                         Err(crossbeam_channel::TryRecvError::Empty) => {}
                     }
-                    let left =
-                        deadline.map_or(RECHECK, |d| d.saturating_duration_since(Instant::now()));
-                    let nap = left.min(Duration::from_millis(1));
-                    slot = (shared.turned.wait_timeout(slot, nap))
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0;
+                    slot = shared.wait(slot, deadline);
                 }
             }
         }

@@ -5,8 +5,9 @@
 //! registries of slash commands and tools, routes requests, delivers
 //! lifecycle events and runs interception chains from one loop, which the
 //! thread whose call waits runs ([`Host::start`]; [`Host::start_threaded`]
-//! gives it a thread of its own); per extension a reader thread (and a
-//! writer once stdin fills).
+//! gives it a thread of its own). Per extension a reader thread parses
+//! its stdout into frames and a writer thread feeds its stdin, through
+//! channels the loop selects on, with the next deadline as its timeout.
 //!
 //! An embedding that runs as a doctest (`cargo test --doc`), with the
 //! example weather tool from `fixtures/examples/weather` (Python 3):
@@ -48,7 +49,6 @@ mod config;
 #[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
 mod confine;
 mod discovery;
-mod doorbell;
 mod engine;
 mod host;
 mod intercept;
@@ -56,7 +56,6 @@ mod intercept;
 #[cfg(feature = "mcp")]
 mod jsonrpc;
 mod log;
-mod logpump;
 mod manifest;
 pub mod order;
 // Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
@@ -66,6 +65,7 @@ mod process;
 mod protocol;
 mod registry;
 mod spawner;
+mod sys;
 mod tooldef;
 mod toolresult;
 mod trust;
@@ -157,39 +157,24 @@ pub mod internal {
     }
     /// The host of a CLI surface (the session, `zot rpc`, `zot mcp`):
     /// its main thread runs the loop while it waits on its own channel,
-    /// whose senders ring the loop's doorbell.
+    /// which the loop selects on with everything else.
     pub mod surface {
-        use crate::doorbell;
-        pub use crate::doorbell::{BellReceiver, BellSender, Doorbell};
         use crate::Host;
-        use crossbeam_channel::RecvError;
-        use std::sync::Arc;
+        use crossbeam_channel::{Receiver, RecvError};
         use std::time::Instant;
 
         /// An inline host that only this thread drives; other threads'
         /// calls (the stdin reader's, the signal handler's) only wait.
-        /// Its loop sleeps on `bell`: the surface's own channels are
-        /// made with [`channel`] on the same bell.
-        pub fn start(config: crate::HostConfig, bell: &Arc<Doorbell>) -> std::io::Result<Host> {
-            Host::start_owned(config, bell.clone())
-        }
-
-        /// A channel (unbounded, or of `bound` messages) whose senders
-        /// ring `bell` after each send and once the last is dropped.
-        pub fn channel<T>(
-            bell: &Arc<Doorbell>,
-            bound: Option<usize>,
-        ) -> (BellSender<T>, BellReceiver<T>) {
-            doorbell::bell_channel(bell, bound)
+        pub fn start(config: crate::HostConfig) -> std::io::Result<Host> {
+            Host::start_owned(config)
         }
 
         /// Runs the loop on this thread until a message on `extra` (or
         /// its disconnection), a new host event, `deadline` or the end of
-        /// the host; returns the message. `extra` is a [`channel`] on
-        /// the bell the host was started with.
+        /// the host; returns the message.
         pub fn poll_with<T>(
             host: &Host,
-            extra: &BellReceiver<T>,
+            extra: &Receiver<T>,
             deadline: Option<Instant>,
         ) -> Option<Result<T, RecvError>> {
             host.poll_with(extra, deadline)

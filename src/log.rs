@@ -1,5 +1,5 @@
 //! Per-extension logs, `$ZOT_HOME/logs/ext-<name>.log` (SPEC 3.4): the
-//! extension's stderr (copied here by its reader thread, see `process.rs`)
+//! extension's stderr (copied here by its stderr thread, see `process.rs`)
 //! and the host's own `[zot]` lines for it. Before any write that would
 //! take the file over its limit, it is renamed to `.log.1`, so one
 //! extension's logs stay under twice the limit however much it writes.
@@ -7,7 +7,6 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -61,13 +60,11 @@ impl ExtLog {
         }
     }
 
-    /// The child's stderr: a pipe for the reader to [`ExtLog::append`] to,
-    /// or the host's stderr when there is no file.
-    pub(crate) fn child_stderr(&self) -> Stdio {
-        match self.file {
-            Some(_) => Stdio::piped(),
-            None => Stdio::inherit(),
-        }
+    /// Whether it has a file: then the child's stderr is copied into it
+    /// (by its stderr thread, `process.rs`); else the child's stderr is
+    /// the host's.
+    pub(crate) fn has_file(&self) -> bool {
+        self.file.is_some()
     }
 
     /// Appends raw bytes (the child's stderr).

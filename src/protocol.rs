@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead};
 
 /// Longest line accepted from an extension; longer lines are discarded.
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -519,9 +519,6 @@ pub struct LineReader<R> {
     head: Vec<u8>,
     /// The last `HEAD` bytes of the line being discarded.
     tail: Vec<u8>,
-    /// The bytes of the line being read so far, while a non-blocking
-    /// `inner` has no more: the next read goes on with that line.
-    partial: Option<usize>,
 }
 
 /// How much of each end of a discarded line is kept: enough for the
@@ -537,13 +534,7 @@ impl<R: BufRead> LineReader<R> {
             max,
             head: Vec::new(),
             tail: Vec::new(),
-            partial: None,
         }
-    }
-
-    /// What it reads from.
-    pub(crate) fn get_ref(&self) -> &R {
-        &self.inner
     }
 
     /// The first `HEAD` bytes of the line last returned as too long,
@@ -565,22 +556,15 @@ impl<R: BufRead> LineReader<R> {
 
     /// [`LineReader::next_line`] into `line`, cleared first: a reader of
     /// many lines keeps one buffer instead of an allocation per line.
-    /// From a non-blocking `inner`, `WouldBlock` may come mid-line: the
-    /// next call with the same `line` goes on with it.
     pub(crate) fn read_into(&mut self, line: &mut Vec<u8>) -> io::Result<Option<Filled>> {
-        let mut seen = self.partial.take().unwrap_or_else(|| {
-            line.clear();
-            self.head.clear();
-            0
-        });
+        line.clear();
+        self.head.clear();
+        let mut seen = 0;
         loop {
             let buf = match self.inner.fill_buf() {
                 Ok(buf) => buf,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.partial = Some(seen);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             };
             if buf.is_empty() {
                 if seen == 0 {
@@ -649,13 +633,6 @@ pub(crate) fn split_ends(kept: &[u8]) -> (&[u8], &[u8]) {
     match kept.iter().position(|&b| b == b'\n') {
         Some(at) => (&kept[..at], &kept[at + 1..]),
         None => (kept, &[]),
-    }
-}
-
-impl<R: io::Read> LineReader<BufReader<R>> {
-    /// Bytes read from `inner` and not yet handed out in a line.
-    pub(crate) fn buffered(&self) -> usize {
-        self.inner.buffer().len()
     }
 }
 

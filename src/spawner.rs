@@ -15,12 +15,9 @@
 //!
 //! Results come back in the batch's order, whichever start finishes
 //! first: discovery order and registry precedence never depend on it.
-//! The spawner owns the host's log thread too (`logpump.rs`), which
-//! copies what the processes it started write to stderr. Once a batch
-//! is started, that thread takes its stderr pipes and the watchdog its
-//! process groups, each woken once for the batch, not once per start.
+//! Once a batch is started, the watchdog is told its process groups in
+//! one write, not one per start.
 
-use crate::logpump::{LogPump, Pumping};
 use crate::process::{self, ExtProcess, Spawn};
 use crossbeam_channel::{Receiver, Sender};
 use std::io;
@@ -44,8 +41,6 @@ pub(crate) struct Spawner {
     tasks: Option<Sender<Task>>,
     queue: Receiver<Task>,
     threads: Vec<JoinHandle<()>>,
-    /// Dropped after the threads, once every process is.
-    logs: LogPump,
 }
 
 impl Spawner {
@@ -63,7 +58,6 @@ impl Spawner {
             tasks: Some(tasks),
             queue,
             threads: Vec::new(),
-            logs: LogPump::new(),
         }
     }
 
@@ -73,19 +67,13 @@ impl Spawner {
         // Until the watchdog's notice below, a signal handler's exit waits.
         let _untold = process::untold_groups();
         self.grow(batch.len().min(self.limit));
-        let logs = (self.logs.pumping())
-            .inspect_err(|e| {
-                eprintln!("zot: cannot start the log thread ({e}): extensions' stderr goes here")
-            })
-            .ok();
         let n = batch.len();
         let (done_tx, done) = crossbeam_channel::unbounded();
         for (i, spawn) in batch.into_iter().enumerate() {
             let done_tx = done_tx.clone();
-            let logs = logs.clone();
             let task: Task = Box::new(move || {
                 // The receiver lives until every task has answered.
-                let _ = done_tx.send((i, ExtProcess::spawn(spawn, logs.as_ref())));
+                let _ = done_tx.send((i, ExtProcess::spawn(spawn)));
             });
             match (&self.tasks, self.threads.is_empty()) {
                 (Some(tasks), false) => {
@@ -102,11 +90,8 @@ impl Spawner {
         for (i, result) in done.iter() {
             out[i] = Some(result);
         }
-        // One wake-up each for the log thread and the watchdog, for the
-        // whole batch; nothing has ended its groups yet.
-        if let Some(Err(e)) = logs.as_ref().map(Pumping::ring) {
-            eprintln!("zot: cannot wake the log thread ({e}): extensions' stderr may wait unread");
-        }
+        // One wake-up of the watchdog for the whole batch; nothing has
+        // ended its groups yet.
         process::watch_groups(out.iter().flatten().flatten().map(|p| p.pid));
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(io::Error::other("the spawning thread panicked"))))
@@ -161,14 +146,15 @@ impl Drop for Spawner {
 mod tests {
     use super::*;
     use crate::log::ExtLog;
-    use crate::process::{poll, pollfd, Inbound, InboundMsg, Reading, Watch};
+    use crate::process::{Inbound, Reading};
     use crate::protocol::ExtFrame;
+    use crossbeam_channel::Select;
     use std::path::PathBuf;
     use std::time::Duration;
     use std::time::Instant;
 
-    /// A start of `sh -c script` under `key`; its writer reports to `inbound`.
-    fn sh(key: u64, script: &str, inbound: &Sender<InboundMsg>) -> Spawn {
+    /// A start of `sh -c script` under `key`.
+    fn sh(key: u64, script: &str) -> Spawn {
         Spawn {
             key,
             name: format!("sh{key}"),
@@ -176,36 +162,32 @@ mod tests {
             args: vec!["-c".into(), script.into()],
             dir: std::env::temp_dir(),
             log: ExtLog::stderr(&format!("sh{key}")),
-            inbound: inbound.clone().into(),
             reading: Reading::Frames,
             confine: None,
         }
     }
 
-    /// Reads the processes' stdout, as the loop does, until each said
-    /// hello: (key, name) of each, whatever their order.
+    /// Takes what the processes' readers send, as the loop does, until
+    /// each said hello: (key, name) of each, whatever their order.
     fn hellos<'a>(procs: impl IntoIterator<Item = &'a mut ExtProcess>) -> Vec<(u64, String)> {
         let mut procs: Vec<_> = procs.into_iter().collect();
         let deadline = Instant::now() + Duration::from_secs(60);
-        let (mut seen, mut read) = (Vec::new(), Vec::new());
+        let mut seen = Vec::new();
         while seen.len() < procs.len() {
+            let mut sel = Select::new();
+            for p in &procs {
+                sel.recv(p.inbound().expect("its reader runs"));
+            }
             assert!(
-                Instant::now() < deadline,
+                sel.ready_deadline(deadline).is_ok(),
                 "every started process says hello within 60 s"
             );
-            let mut fds: Vec<_> = (procs.iter_mut())
-                .filter_map(|p| match p.stdout_watch() {
-                    Watch::Fd(fd) => Some(pollfd(fd, libc::POLLIN)),
-                    _ => None,
-                })
-                .collect();
-            poll(&mut fds, 100);
+            drop(sel);
             for p in procs.iter_mut() {
-                p.read_stdout(&mut read);
-            }
-            for msg in read.drain(..) {
-                if let Inbound::Frame(ExtFrame::Hello { name, .. }) = msg.msg {
-                    seen.push((msg.key, name));
+                while let Some(msg) = p.take_inbound() {
+                    if let Inbound::Frame(ExtFrame::Hello { name, .. }) = msg.msg {
+                        seen.push((msg.key, name));
+                    }
                 }
             }
         }
@@ -217,11 +199,10 @@ mod tests {
 
     #[test]
     fn results_keep_the_batch_order_and_a_failed_start_stays_in_its_place() {
-        let (tx, _rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(MAX_PARALLEL);
         let mut batch = Vec::new();
         for key in 0..8u64 {
-            let mut s = sh(key, HELLO, &tx);
+            let mut s = sh(key, HELLO);
             s.args.push(format!("ext{key}"));
             if key % 3 == 1 {
                 s.exe = PathBuf::from("/nonexistent/zot-spawner-test");
@@ -259,12 +240,11 @@ mod tests {
 
     #[test]
     fn one_cpu_means_one_spawning_thread_and_it_is_reused() {
-        let (tx, _rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(1);
         let mut procs = Vec::new();
         for first in [0u64, 3] {
             let batch = (first..first + 3).map(|i| {
-                let mut s = sh(i, HELLO, &tx);
+                let mut s = sh(i, HELLO);
                 s.args.push(format!("ext{i}"));
                 s
             });
@@ -284,7 +264,6 @@ mod tests {
 
     #[test]
     fn a_start_that_panics_fails_alone_and_the_thread_stays() {
-        let (tx, _rx) = crossbeam_channel::unbounded();
         let mut spawner = Spawner::with_limit(1);
         // A task that panics, as a bug in a start would.
         let (panicked, answer) = crossbeam_channel::bounded::<()>(0);
@@ -301,7 +280,7 @@ mod tests {
             "the panicking task ran and dropped its answer"
         );
         // The one thread still starts what comes next.
-        let mut s = sh(0, HELLO, &tx);
+        let mut s = sh(0, HELLO);
         s.args.push("ext0".into());
         let (result_tx, result) = crossbeam_channel::bounded(1);
         thread::spawn(move || {

@@ -576,7 +576,7 @@ pub enum HostEvent {
 #[derive(Clone, Default)]
 pub struct BuiltinReply {
     pub(crate) call_id: String,
-    pub(crate) tx: Option<crate::doorbell::BellSender<Request>>,
+    pub(crate) tx: Option<crossbeam_channel::Sender<Request>>,
     /// Inline, runs the host loop until the condition holds, so the
     /// answer is taken even when no other thread runs it.
     pub(crate) drive: Option<Drive>,

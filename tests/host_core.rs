@@ -971,6 +971,18 @@ fn call_burst_and_hold(t: &TempDir, cfg: Value, grace: &str) -> (Rpc, u32, impl 
     (rpc, ext, signal)
 }
 
+/// How many notes burst writes once it may go: as many as its stdout
+/// holds while nobody reads it, at most the number asked for.
+fn notes_to_come(t: &TempDir) -> usize {
+    let called = std::fs::read_to_string(t.join("go.called")).expect("burst's go.called");
+    let notes = called
+        .trim()
+        .parse()
+        .expect("a count of notes in go.called");
+    assert!(notes >= 1_000, "burst's stdout takes only {notes} notes");
+    notes
+}
+
 /// `answer` is burst's, and every note came before it, in order.
 fn assert_delivered(rpc: &Rpc, answer: &Value, notes: usize) {
     assert_eq!(
@@ -995,15 +1007,16 @@ fn assert_delivered(rpc: &Rpc, answer: &Value, notes: usize) {
 /// than the host's wait for its last frames (a busy machine; here the
 /// host is stopped while the extension writes its burst and exits, so
 /// the liveness poll finds the exit first, and the waits are 1 ms, far
-/// less than reading 15,000 frames takes). Nothing can write to the dead
-/// extension's stdout any more, so whatever its pipe still holds is
+/// less than reading thousands of frames takes). Nothing can write to the dead
+/// extension's stdout any more, so whatever its socket still holds is
 /// delivered, however late.
 #[test]
 fn a_starved_host_delivers_all_an_exited_extension_wrote() {
     let t = TempDir::new("exit-order-starved");
-    let (notes, go) = (15_000, t.join("go"));
-    let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20});
+    let go = t.join("go");
+    let cfg = json!({"notes": 15_000, "go": go, "pipe_bytes": 1 << 20});
     let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg, "0.001");
+    let notes = notes_to_come(&t);
     signal(libc::SIGSTOP);
     std::fs::write(&go, "").expect("write go");
     wait_for("burst to exit", || process_gone(ext));
@@ -1016,15 +1029,16 @@ fn a_starved_host_delivers_all_an_exited_extension_wrote() {
 /// exited (as an exit does: fd 0 closes before fd 1), and the host, which
 /// failed to write to it, gets no CPU for longer than the grace it gives
 /// a live extension with a closed stdin: the exit decides, once the
-/// frames left in its pipe are read.
+/// frames left in its stdout are read.
 #[test]
 fn an_answer_after_a_failed_write_is_delivered_when_the_extension_exits() {
     let t = TempDir::new("exit-order-deaf");
-    let (notes, go) = (15_000, t.join("go"));
-    let cfg = json!({"notes": notes, "go": go, "pipe_bytes": 1 << 20, "deaf": true});
+    let go = t.join("go");
+    let cfg = json!({"notes": 15_000, "go": go, "pipe_bytes": 1 << 20, "deaf": true});
     // The grace must outlast the moment from the failed write to the
     // host's stop below, on a busy machine too.
     let (mut rpc, ext, signal) = call_burst_and_hold(&t, cfg, "1");
+    let notes = notes_to_come(&t);
     // A second call: writing it fails, burst's stdin is closed.
     rpc.send(json!({"type": "tool_call", "name": "burst", "id": "b2"}));
     wait_for("the write to burst to fail", || {

@@ -167,10 +167,9 @@ fn an_owned_host_runs_only_on_its_thread_while_it_waits_on_its_own_channel() {
     use zot_host::internal::surface;
     let t = TempDir::new("drive-owned");
     let a = ext_dir(&t.join("a"), "a", json!({}));
-    let bell = std::sync::Arc::default();
-    let host = surface::start(config(&t, &[a]), &bell).expect("start host");
-    // Its senders ring the bell the loop sleeps on.
-    let (own_tx, own) = surface::channel(&bell, None);
+    let host = surface::start(config(&t, &[a])).expect("start host");
+    // The loop selects on it with everything else.
+    let (own_tx, own) = crossbeam_channel::unbounded();
     // Another thread's call does not run the loop: the owner's poll does,
     // and the other thread's message ends that poll.
     let handle = host.handle();

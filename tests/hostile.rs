@@ -230,6 +230,60 @@ fn reloads_leak_no_fds_or_threads() {
     assert_eq!(rpc.wait(), Some(0));
 }
 
+/// The names of process `pid`'s threads (`/proc/<pid>/task/*/comm`).
+fn thread_names(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the task list of zot");
+    let mut names: Vec<String> = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Per extension a reader thread and a writer thread, named after it
+/// and joined when it is done with: `zot rpc` with N extensions runs at
+/// least 2N+1 threads, and reloads (each one stopping N extensions and
+/// starting N again) leave the threads as they were.
+#[test]
+fn each_extension_has_a_reader_and_a_writer_thread_and_reloads_keep_the_count() {
+    const N: usize = 4;
+    let t = TempDir::new("threads");
+    let exts: Vec<PathBuf> = (0..N)
+        .map(|i| ext_dir(&t.join(&format!("e{i}")), &format!("e{i}"), json!({})))
+        .collect();
+    let mut cmd = Rpc::command(&t, &exts);
+    cmd.args(["--startup-timeout", "60"]);
+    let mut rpc = Rpc::spawn(&mut cmd);
+    rpc.until("the ready event", |v| v["type"] == "ready");
+    let zot = rpc.child.id();
+    let before = thread_names(zot);
+    for i in 0..N {
+        for role in ["read", "write"] {
+            let name = format!("zot-{role}-e{i}");
+            assert!(before.contains(&name), "no thread {name} in {before:?}");
+        }
+    }
+    assert!(
+        before.len() > 2 * N,
+        "{} threads for {N} extensions: {before:?}",
+        before.len()
+    );
+    for n in 0..5 {
+        let r = rpc.call(&format!("r{n}"), json!({"type": "reload"}));
+        assert_eq!(r["data"]["ready"], N, "reload {n}: {r}");
+    }
+    poll_until(DEADLINE, || {
+        let now = thread_names(zot);
+        (now == before)
+            .then_some(())
+            .ok_or_else(|| format!("5 reloads changed the threads: {before:?} -> {now:?}"))
+    });
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
+
 #[test]
 fn a_flooding_extension_keeps_its_logs_bounded() {
     use std::os::unix::fs::MetadataExt;

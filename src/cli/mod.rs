@@ -12,8 +12,6 @@ mod stdout;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
-use zot_host::internal::surface::Doorbell;
 use zot_host::{HostHandle, Request};
 
 /// Printed after a usage error.
@@ -324,10 +322,7 @@ pub fn host_config(zot_home: PathBuf, cwd: PathBuf) -> zot_host::HostConfig {
 /// `exit_drain`, `stdin_closed`), so that tests of exits through the
 /// CLI need not wait them out; and, from `$ZOT_RESTART_BACKOFF`, the
 /// first restart backoff (`Timeouts::restart_backoff`, 0.5 s), which
-/// crash-loop tests would otherwise wait out; from `$ZOT_SPIN_US`
-/// (microseconds, 0 for none), the loop's spin before it sleeps
-/// (`HostConfig::spin_before_sleep`, 50), which the benchmark sets as it
-/// does for its library hosts; and, from `$ZOT_MCP_PROBE_TIMEOUT`, how
+/// crash-loop tests would otherwise wait out; and, from `$ZOT_MCP_PROBE_TIMEOUT`, how
 /// long an MCP server's `server/discover` probe may go unanswered
 /// (`Timeouts::mcp_probe`, 3 s); and, from `$ZOT_INTERCEPT_TIMEOUT`,
 /// how long guards get to answer an intercepted event
@@ -362,14 +357,6 @@ pub fn apply_limits(
     }
     if let Some(backoff) = option_or_env(None, "ZOT_RESTART_BACKOFF")? {
         config.timeouts.restart_backoff = backoff;
-    }
-    if let Some(us) = std::env::var_os("ZOT_SPIN_US").filter(|v| !v.is_empty()) {
-        let us = string(us)?;
-        let us: u64 = us
-            .trim()
-            .parse()
-            .map_err(|_| CliError::Usage(format!("ZOT_SPIN_US {us:?}: expected microseconds")))?;
-        config.spin_before_sleep = std::time::Duration::from_micros(us);
     }
     if let Some(limit) = option_or_env(None, "ZOT_MCP_PROBE_TIMEOUT")? {
         config.timeouts.mcp_probe = limit;
@@ -406,16 +393,15 @@ pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
 /// adjusts the config to what that surface can do (SPEC 13.3, 13.4:
 /// panels, built-in tools). The calling (main) thread runs the loop
 /// (`zot_host::internal::surface::poll_with`) while it waits on its own
-/// channels, made on `bell` (`surface::channel`), which its loop sleeps
-/// on; the stdin reader's and the signal handler's calls only wait.
+/// channel, which the loop selects on with everything else; the stdin
+/// reader's and the signal handler's calls only wait.
 pub fn start_host(
     opts: &HostOpts,
-    bell: &Arc<Doorbell>,
     surface: impl FnOnce(&mut zot_host::HostConfig),
 ) -> Result<zot_host::Host, CliError> {
     let mut config = surface_config(opts)?;
     surface(&mut config);
-    zot_host::internal::surface::start(config, bell)
+    zot_host::internal::surface::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
 

@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use zot_host::internal::protocol::{event_payload, Line, LineReader, MAX_LINE};
-use zot_host::internal::surface::{self, BellReceiver, BellSender};
+use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
 use zot_host::{
     EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, PanelKey,
@@ -112,7 +112,7 @@ enum Out {
 struct Output {
     tx: Sender<Out>,
     /// Rung after each reply: the main thread may be running the loop.
-    bell: BellSender<()>,
+    bell: Sender<()>,
     /// Bytes of responses sent to the writer and not yet written.
     unwritten: Arc<Unwritten>,
     /// Requests submitted to the host and not yet answered by it, and
@@ -184,13 +184,12 @@ impl Output {
 
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let doorbell = Arc::default();
-    let host = super::start_host(&opts, &doorbell, |_| {})?;
+    let host = super::start_host(&opts, |_| {})?;
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
     // What the main thread waits on while it runs the loop: a reply, or
-    // the stdout thread's news (room again, stdout closed). Its senders
-    // ring the loop's doorbell.
-    let (bell, rung) = surface::channel(&doorbell, Some(1));
+    // the stdout thread's news (room again, stdout closed). The loop
+    // selects on it with everything else.
+    let (bell, rung) = crossbeam_channel::bounded(1);
     let out = Output {
         tx: out_tx,
         bell: bell.clone(),
@@ -235,7 +234,7 @@ fn write_output(
     out: &Receiver<Out>,
     unwritten: &Unwritten,
     mut stdout: Stdout,
-    rung: &BellReceiver<()>,
+    rung: &Receiver<()>,
 ) {
     let events = host.events();
     let mut w = Writer {

@@ -1,45 +1,54 @@
-//! The driver: the one wait of the loop, for the extensions' stdout, the
-//! embedder's requests and the engine's next deadline (one poll(2) over
-//! the stdout pipes and a doorbell the channels' senders ring:
-//! `doorbell.rs`), and the engine's only way to the world. The frames are
-//! read and parsed here, on the thread that runs the loop (`process.rs`
-//! says why). A [`Driver`] holds the engine, the channels it waits on and
-//! the extensions' processes (in a table indexed like
-//! the engine's extensions, with the spawner that starts them);
-//! [`Driver::turn`] waits once, hands the engine what came and carries
-//! out the [`Action`]s it queued, so whichever thread waits for an
-//! answer can run the loop (one at a time: it takes `&mut self`), and
-//! [`run`] is the host thread doing that until the host is done. The
-//! file system is read here too: discovery (with the trust store), the
-//! extensions' log files opened, `exec` resolved on `$PATH` and the
-//! confinement's paths.
+//! The driver: the one wait of the loop and the engine's only way to the
+//! world. The wait is a crossbeam [`Select`] over the embedder's
+//! requests, the built-in tools' results, the driving thread's own
+//! channel and each extension's channel (its reader's frames, its
+//! writer's failure: `process.rs`), with the engine's next deadline as
+//! its timeout; the ready watchdog, the intercept and tool deadlines and
+//! every other timeout are such deadlines. A [`Driver`] holds the
+//! engine, the channels it waits on and the extensions' processes (in a
+//! table indexed like the engine's extensions, with the spawner that
+//! starts them); [`Driver::turn`] waits once, hands the engine what came
+//! (a few messages from each source in turn, so that one extension's
+//! flood cannot starve the others or the requests) and carries out the
+//! [`Action`]s it queued, so whichever thread waits for an answer can run
+//! the loop (one at a time: it takes `&mut self`), and [`run`] is the
+//! host thread doing that until the host is done. The file system is
+//! read here too: discovery (with the trust store), the extensions' log
+//! files opened, `exec` resolved on `$PATH` and the confinement's paths.
 
 use super::action::{Action, Attached, Backlog, Confined, Discovered, Launch, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
 use crate::confine::{Confiner, Places};
 use crate::discovery::{self, Status};
-use crate::doorbell::{self, BellSender, Doorbell};
 use crate::log::ExtLog;
-use crate::process::{poll, pollfd, ExtProcess, Inbound, InboundMsg, Spawn, Watch};
+use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
 use crate::spawner::Spawner;
 use crate::trust;
 use crate::types::{HostEvent, ReadyLatch, Request};
-use crossbeam_channel::{Receiver, RecvError, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, RecvError, Select, Sender, TryRecvError};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-/// Writer threads' reports that may wait for the loop.
-const INBOUND_FRAMES: usize = 256;
-
-/// How soon the loop looks again at a paused stdout ([`Watch::Paused`]):
-/// the writer thread that drains its stdin does not ring.
-const PAUSED_RECHECK: Duration = Duration::from_millis(10);
+use std::time::Instant;
 
 /// Most messages handled per turn before frames are written.
 pub(crate) const BATCH: usize = 256;
+
+/// Called after a turn that answered a request, sent a host event or
+/// released `wait_ready`: it wakes the threads that wait for another
+/// thread's turns (`host.rs`).
+pub(crate) type Progress = Arc<dyn Fn() + Send + Sync>;
+
+/// What the loop is fed from and reports to, made by `host.rs`.
+pub(crate) struct Channels {
+    pub(crate) requests: Receiver<Request>,
+    pub(crate) events: Sender<HostEvent>,
+    /// How many events were sent so far ([`crate::HostHandle::events_sent`]).
+    pub(crate) events_sent: Arc<AtomicU64>,
+    pub(crate) latch: Arc<ReadyLatch>,
+    pub(crate) progress: Progress,
+}
 
 /// Why [`Driver::run_until`] returned.
 #[cfg_attr(not(test), allow(dead_code))] // For a caller driving the loop itself.
@@ -58,14 +67,7 @@ pub(crate) enum Until {
 pub(crate) struct Driver {
     engine: Engine,
     requests: Receiver<Request>,
-    inbound: Receiver<InboundMsg>,
-    /// Handed to each process started, for its writer thread; held here,
-    /// so `inbound` never disconnects.
-    inbound_tx: BellSender<InboundMsg>,
     builtin_results: Receiver<Request>,
-    /// Rung by the senders of `requests`, `inbound` and
-    /// `builtin_results`: [`Driver::turn`] sleeps on it.
-    bell: Arc<Doorbell>,
     /// Releases `Host::wait_ready` callers however the driver ends.
     release: ReleaseLatch,
     /// Where host events go, and how many were sent so far, for
@@ -73,20 +75,16 @@ pub(crate) struct Driver {
     /// counts exactly the events sent before that reply.
     events: Sender<HostEvent>,
     events_sent: Arc<AtomicU64>,
+    progress: Progress,
     /// Extension `i`'s process, while it runs.
     procs: Vec<Option<ExtProcess>>,
+    /// The extension whose channel a turn looks at first: the next one
+    /// each turn.
+    first: usize,
     /// The engine's action queue between turns (its capacity is kept).
     spare: Vec<Action>,
     /// The stderr lines last printed about untrusted project extensions.
     trust_notices: Vec<String>,
-    /// A turn's wait: the stdouts it watches (poll(2)'s array) and the
-    /// extension of each; what was read from them. Kept between turns.
-    fds: Vec<libc::pollfd>,
-    watched: Vec<usize>,
-    read: Vec<InboundMsg>,
-    /// The last turn found a message waiting and did not look at the
-    /// stdouts: of such turns every other one looks, without waiting.
-    skipped_stdouts: bool,
     /// Each confined extension's permissions, resolved at its first start.
     confiner: Confiner,
     /// Starts extension processes. Last, so it is dropped after every
@@ -96,38 +94,31 @@ pub(crate) struct Driver {
 
 #[cfg_attr(not(test), allow(dead_code))] // For a caller driving the loop itself.
 impl Driver {
-    /// Builds the engine and starts every extension (from this thread:
-    /// see `process.rs` on `PR_SET_PDEATHSIG`). `requests`' senders ring
-    /// `bell`.
-    pub(crate) fn start(
-        cfg: HostConfig,
-        (requests, bell): (Receiver<Request>, Arc<Doorbell>),
-        events: Sender<HostEvent>,
-        events_sent: Arc<AtomicU64>,
-        latch: Arc<ReadyLatch>,
-    ) -> Driver {
+    /// Builds the engine and starts every extension (on the spawner's
+    /// threads: see `process.rs` on `PR_SET_PDEATHSIG`).
+    pub(crate) fn start(cfg: HostConfig, channels: Channels) -> Driver {
+        let Channels {
+            requests,
+            events,
+            events_sent,
+            latch,
+            progress,
+        } = channels;
         let release = ReleaseLatch(latch);
-        // Bounded: the loop only receives from it, never sends.
-        let (inbound_tx, inbound) = doorbell::channel(&bell, Some(INBOUND_FRAMES));
         // The engine holds its sender: it never disconnects.
-        let (builtin_tx, builtin_results) = doorbell::channel(&bell, None);
+        let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
         let mut driver = Driver {
             engine: Engine::new(cfg, events.clone(), builtin_tx),
             requests,
-            inbound,
-            inbound_tx,
             builtin_results,
-            bell,
             release,
             events,
             events_sent,
+            progress,
             procs: Vec::new(),
+            first: 0,
             spare: Vec::new(),
             trust_notices: Vec::new(),
-            fds: Vec::new(),
-            watched: Vec::new(),
-            read: Vec::new(),
-            skipped_stdouts: false,
             confiner: Confiner::default(),
             spawner: Spawner::new(),
         };
@@ -178,11 +169,10 @@ impl Driver {
 
     /// [`Driver::turn`] that also ends for a message on `extra`, the
     /// driving thread's own channel (a CLI surface's stdin lines, signals,
-    /// replies), whose senders ring this driver's doorbell
-    /// ([`crate::doorbell::BellReceiver`]): the message, or its error once
-    /// `extra` is disconnected, comes back with whether the host is still
-    /// running. The one wait of the loop: [`Driver::turn`] is this with
-    /// a channel that never has anything.
+    /// replies): the message, or its error once `extra` is disconnected,
+    /// comes back with whether the host is still running. The one wait
+    /// of the loop: [`Driver::turn`] is this with a channel that never
+    /// has anything.
     pub(crate) fn turn_with<T>(
         &mut self,
         deadline: Option<Instant>,
@@ -192,121 +182,69 @@ impl Driver {
             return (false, None);
         }
         let mut own = take_own(extra);
-        self.wait(deadline, extra, own.is_some());
         if own.is_none() {
+            self.wait(deadline, extra);
             own = take_own(extra);
         }
         // One clock read for all that came in this wake-up.
         let now = Instant::now();
-        self.take_stdouts(now);
         self.take_waiting(now);
         (!self.engine.is_done(), own)
     }
 
-    /// Waits for a message on the channels or `extra`, a stdout to read,
-    /// the engine's next deadline or `deadline`; without waiting when
-    /// something already waits (`now_only`, say). Which stdouts can be
-    /// read is left in `fds`' `revents`.
-    fn wait<T>(&mut self, deadline: Option<Instant>, extra: &Receiver<T>, now_only: bool) {
-        self.fds.clear();
-        self.watched.clear();
-        let (mut paused, mut buffered) = (false, false);
-        for (idx, proc) in self.procs.iter_mut().enumerate() {
-            let Some(proc) = proc else { continue };
-            match proc.stdout_watch() {
-                Watch::Fd(fd) => {
-                    buffered |= proc.stdout_buffered();
-                    self.fds.push(pollfd(fd, libc::POLLIN));
-                    self.watched.push(idx);
-                }
-                Watch::Paused => paused = true,
-                Watch::Ended => {}
-            }
+    /// Waits until a message waits on a channel or `extra`, or the
+    /// engine's next deadline or `deadline` passes. It may return early
+    /// (crossbeam says a select may): the turn then finds nothing.
+    fn wait<T>(&mut self, deadline: Option<Instant>, extra: &Receiver<T>) {
+        let wake = self.wake_at(deadline);
+        let mut select = Select::new();
+        select.recv(&self.requests);
+        select.recv(&self.builtin_results);
+        select.recv(extra);
+        for inbound in self.procs.iter().flatten().filter_map(ExtProcess::inbound) {
+            select.recv(inbound);
         }
-        let mut wake = self.wake_at(deadline);
-        if paused {
-            let soon = Instant::now() + PAUSED_RECHECK;
-            wake = Some(wake.map_or(soon, |w| w.min(soon)));
+        match wake {
+            Some(at) => drop(select.ready_deadline(at)),
+            None => drop(select.ready()),
         }
-        let (inbound, requests) = (&self.inbound, &self.requests);
-        let builtin = &self.builtin_results;
-        // Whether a message is waiting (a disconnected channel's last
-        // sender rang the bell: the sleep below then does not wait).
-        let ready = || {
-            now_only
-                || buffered
-                || !inbound.is_empty()
-                || !requests.is_empty()
-                || !builtin.is_empty()
-                || !extra.is_empty()
-        };
-        if ready() {
-            // Handled first; the stdouts every other such turn, so a
-            // stream of messages cannot starve them.
-            self.skipped_stdouts = !self.skipped_stdouts;
-            if self.skipped_stdouts || self.fds.is_empty() {
-                return;
-            }
-            poll(&mut self.fds, 0);
-            return;
-        }
-        self.skipped_stdouts = false;
-        // The next frame or request usually follows within
-        // microseconds, and waking a sleeping loop costs more (tens
-        // of µs across CPUs).
-        let spin = self.engine.cfg.spin_before_sleep;
-        if !spin.is_zero() {
-            let fds = &mut self.fds;
-            let mut readable = false;
-            poll_briefly(spin, || {
-                readable = !fds.is_empty() && poll(fds, 0) && fds.iter().any(|f| f.revents != 0);
-                readable || ready()
-            });
-            if readable || ready() {
-                return;
-            }
-        }
-        self.bell.sleep(wake, ready, &mut self.fds);
     }
 
-    /// Reads the stdouts the wait found readable, and those with lines
-    /// still in their buffer, and hands the engine what they held.
-    fn take_stdouts(&mut self, now: Instant) {
-        let mut read = std::mem::take(&mut self.read);
-        for (fd, &idx) in self.fds.iter().zip(&self.watched) {
-            if let Some(proc) = self.procs.get_mut(idx).and_then(Option::as_mut) {
-                if fd.revents != 0 || proc.stdout_buffered() {
-                    proc.read_stdout(&mut read);
-                }
-            }
-        }
-        self.fds.clear();
-        for msg in read.drain(..) {
-            self.take(Came::Inbound(msg), now);
-        }
-        self.read = read;
-    }
-
-    /// Hands the engine what is waiting (up to [`BATCH`] messages) before
-    /// handing frames to the writer threads, so a burst costs one wake-up
-    /// per extension; then settles.
+    /// Hands the engine what is waiting, up to [`BATCH`] messages, before
+    /// handing frames to the writer threads, so a burst costs one write
+    /// per extension; then settles. Each pass takes one message from each
+    /// source (the requests, the built-in results, each extension, the
+    /// first of them a different one each turn): a flood from one source
+    /// waits its turn behind the others.
     fn take_waiting(&mut self, now: Instant) {
-        for _ in 0..BATCH {
-            let next = match self.inbound.try_recv() {
-                Ok(msg) => Came::Inbound(msg),
-                Err(_) => match self.requests.try_recv() {
-                    Ok(req) => Came::Request(req),
-                    Err(TryRecvError::Disconnected) => {
-                        self.all_handles_gone(now);
-                        continue;
-                    }
-                    Err(TryRecvError::Empty) => match self.builtin_results.try_recv() {
-                        Ok(req) => Came::Request(req),
-                        Err(_) => break,
-                    },
-                },
-            };
-            self.take(next, now);
+        let mut taken = 0;
+        let n = self.procs.len();
+        self.first = if n == 0 { 0 } else { (self.first + 1) % n };
+        while taken < BATCH {
+            let before = taken;
+            match self.requests.try_recv() {
+                Ok(req) => {
+                    self.engine.request(req, now);
+                    taken += 1;
+                }
+                Err(TryRecvError::Disconnected) => self.all_handles_gone(now),
+                Err(TryRecvError::Empty) => {}
+            }
+            if let Ok(req) = self.builtin_results.try_recv() {
+                self.engine.request(req, now);
+                taken += 1;
+            }
+            for i in 0..n {
+                let idx = (self.first + i) % n;
+                let msg = self.procs.get_mut(idx).and_then(Option::as_mut);
+                if let Some(msg) = msg.and_then(ExtProcess::take_inbound) {
+                    self.inbound(msg, now);
+                    taken += 1;
+                }
+            }
+            if taken == before {
+                break;
+            }
         }
         self.settle(now);
     }
@@ -318,18 +256,13 @@ impl Driver {
         self.engine.request(Request::Shutdown { reply }, now);
     }
 
-    /// Hands the engine what came; the end of an extension's stdout
-    /// with what its process then looks like.
-    fn take(&mut self, came: Came, now: Instant) {
-        match came {
-            Came::Inbound(msg) => {
-                let eof = matches!(msg.msg, Inbound::Eof)
-                    .then(|| self.engine.ext_of(msg.key).map(|idx| self.probe(idx)))
-                    .flatten();
-                self.engine.inbound(msg, eof, now);
-            }
-            Came::Request(req) => self.engine.request(req, now),
-        }
+    /// Hands the engine what an extension's threads sent; the end of its
+    /// stdout with what its process then looks like.
+    fn inbound(&mut self, msg: InboundMsg, now: Instant) {
+        let eof = matches!(msg.msg, Inbound::Eof)
+            .then(|| self.engine.ext_of(msg.key).map(|idx| self.probe(idx)))
+            .flatten();
+        self.engine.inbound(msg, eof, now);
     }
 
     /// The pass after a turn's inputs ([`Engine::settle`]), with the
@@ -371,10 +304,18 @@ impl Driver {
                 return;
             }
             let mut answered = false;
+            let mut told = false;
             for action in actions.drain(..) {
+                told |= matches!(
+                    action,
+                    Action::Reply(_) | Action::Event(_) | Action::Ready(_)
+                );
                 answered |= self.carry_out(action, now);
             }
             self.spare = actions;
+            if told {
+                (self.progress)();
+            }
             if answered {
                 let probes = self.probes(now);
                 self.engine.settle(now, &probes);
@@ -546,7 +487,6 @@ impl Driver {
             args: m.args,
             dir,
             log,
-            inbound: self.inbound_tx.clone(),
             reading,
             confine,
         };
@@ -575,12 +515,6 @@ impl Driver {
     }
 }
 
-/// A message the loop takes.
-enum Came {
-    Inbound(InboundMsg),
-    Request(Request),
-}
-
 /// The driving thread's own message, if one waits, or the error of its
 /// disconnected channel.
 fn take_own<T>(extra: &Receiver<T>) -> Option<Result<T, RecvError>> {
@@ -588,15 +522,6 @@ fn take_own<T>(extra: &Receiver<T>) -> Option<Result<T, RecvError>> {
         Ok(msg) => Some(Ok(msg)),
         Err(TryRecvError::Disconnected) => Some(Err(RecvError)),
         Err(TryRecvError::Empty) => None,
-    }
-}
-
-/// Yields until `ready()` or `budget` passes; with a zero budget it
-/// checks once and returns ([`HostConfig::spin_before_sleep`]).
-pub(crate) fn poll_briefly(budget: Duration, mut ready: impl FnMut() -> bool) {
-    let until = Instant::now() + budget;
-    while !ready() && Instant::now() < until {
-        std::thread::yield_now();
     }
 }
 
@@ -611,14 +536,8 @@ impl Drop for ReleaseLatch {
 }
 
 /// Runs the loop on this thread until shutdown.
-pub(crate) fn run(
-    cfg: HostConfig,
-    requests: (Receiver<Request>, Arc<Doorbell>),
-    events: Sender<HostEvent>,
-    events_sent: Arc<AtomicU64>,
-    latch: Arc<ReadyLatch>,
-) {
-    let mut driver = Driver::start(cfg, requests, events, events_sent, latch);
+pub(crate) fn run(cfg: HostConfig, channels: Channels) {
+    let mut driver = Driver::start(cfg, channels);
     while driver.turn(None) {}
 }
 
@@ -633,16 +552,22 @@ mod tests {
     use super::*;
     use crate::types::Snapshot;
     use std::sync::Mutex;
+    use std::time::Duration;
 
-    fn driver() -> (Driver, BellSender<Request>, Receiver<HostEvent>) {
+    fn driver() -> (Driver, Sender<Request>, Receiver<HostEvent>) {
         let dir = std::env::temp_dir().join(format!("zot-driver-{}", std::process::id()));
         let mut cfg = HostConfig::new(dir.clone(), dir);
         cfg.discover = false;
-        let bell = Arc::new(Doorbell::default());
-        let (tx, rx) = doorbell::channel(&bell, None);
-        let (event_tx, events) = crossbeam_channel::unbounded();
-        let driver = Driver::start(cfg, (rx, bell), event_tx, Arc::default(), Arc::default());
-        (driver, tx, events)
+        let (tx, requests) = crossbeam_channel::unbounded();
+        let (events_tx, events) = crossbeam_channel::unbounded();
+        let channels = Channels {
+            requests,
+            events: events_tx,
+            events_sent: Arc::default(),
+            latch: Arc::default(),
+            progress: Arc::new(|| {}),
+        };
+        (Driver::start(cfg, channels), tx, events)
     }
 
     #[test]
@@ -665,7 +590,7 @@ mod tests {
     #[test]
     fn a_message_on_the_callers_own_channel_ends_the_turn() {
         let (mut driver, _tx, _events) = driver();
-        let (own_tx, own) = doorbell::channel(&driver.bell, None);
+        let (own_tx, own) = crossbeam_channel::unbounded();
         let from = std::thread::spawn(move || own_tx.send("line").unwrap());
         // No deadline: only the message can end the wait.
         let mut came = None;

@@ -8,13 +8,14 @@
 //!  embedder / zot rpc / session
 //!         │  Request (+ reply callback)          HostEvent (notes, panels, exits)
 //!         ▼                                               ▲
-//!   ┌─ the thread that runs the loop (poll + deadlines)───┴──┐
+//!   ┌─ the thread that runs the loop: one Select, ────────┴──┐
+//!   │  timeout = the engine's next deadline                  │
 //!   │ registries · pending requests · interception chains    │
 //!   └──┬───────────────────────────────▲─────────────────────┘
-//!      │ direct, or outbox (counted)   │ read and parsed as poll(2) says, 256 lines at a time
-//!   writer thread ──► stdin   stdout ──┘                    (per extension)
+//!      │ outbox channel (counted)      │ bounded channel: frames, Eof, WriteFailed
+//!   writer thread ──► stdin   stdout ──► reader thread (parses)     (per extension)
 //!                      extension process (own process group)
-//!                      stderr ──► the log thread (one per host) ──► $ZOT_HOME/logs/ext-<name>.log
+//!                      stderr ──► stderr thread ──► $ZOT_HOME/logs/ext-<name>.log
 //! ```
 //!
 //! The code has the same shape, and its imports run one way:
@@ -24,8 +25,9 @@
 //!   loop thread (threaded); its calls and `HostHandle`'s (one macro
 //!   defines both) send `Request`s and wait for replies.
 //!   It depends on the engine; nothing depends on it.
-//! - `src/engine/` is the loop. `driver.rs` owns the one wait: a
-//!   `Driver` holds the engine, its channels and the extensions'
+//! - `src/engine/` is the loop. `driver.rs` owns the one wait, a
+//!   crossbeam `Select` over the requests and each extension's channel:
+//!   a `Driver` holds the engine, its channels and the extensions'
 //!   processes, and `Driver::turn` waits once (until a frame, a request,
 //!   the engine's next deadline or the caller's), hands the engine what
 //!   came and carries out what it decided, so whichever thread waits for
@@ -89,7 +91,7 @@
 //!   each extension's log (`ExtLog`, opened by the driver), which the
 //!   engine writes its `[zot]` lines to. They are diagnostics in no
 //!   order with anything else, one line of text each, written from the
-//!   log thread and the MCP client too; as actions they would cost
+//!   extension's own threads and the MCP client too; as actions they would cost
 //!   an allocation and a hand-over per line for nothing a test asserts.
 //!   And it reads one counter the process layer updates: the bytes an
 //!   extension's writer thread has not written yet (`Backlog`), which
@@ -112,10 +114,10 @@
 //!   with its response, and the timeouts; a tool call is a job of
 //!   `jobs.rs` from its `tool_call` event to its result.
 //! - Below the loop: `process.rs` (one extension process with its
-//!   writer thread; it knows nothing of MCP: an MCP server's stdout
-//!   is handed over as lines), `spawner.rs` (starting a batch of them),
-//!   `logpump.rs` (the one thread that copies their stderr to their logs),
-//!   `protocol.rs` (frames), `mcp_client.rs` (the MCP client, SPEC 11,
+//!   reader, writer and stderr threads; it knows nothing of MCP: an MCP
+//!   server's stdout is handed over as lines), `spawner.rs` (starting a
+//!   batch of them), `sys.rs` (the raw libc calls: a signal to a process
+//!   group, the parent-death signal), `protocol.rs` (frames), `mcp_client.rs` (the MCP client, SPEC 11,
 //!   no I/O: the loop hands it lines, frames and the time) and `jsonrpc.rs` (its messages, shared with `zot
 //!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
 //!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
@@ -127,8 +129,8 @@
 //!   each surface treats the three alike.
 //!   The session, `zot rpc` and `zot mcp` run the host loop on their main
 //!   thread (`zot_host::internal::surface`: an owned host, `host.rs`),
-//!   whose own channel's senders ring the loop's doorbell, so that the
-//!   loop's one wait (`Driver::turn_with`) also ends for it;
+//!   whose own channel the loop's one wait (`Driver::turn_with`) selects
+//!   on with the rest, so that it also ends for it;
 //!   their stdin reader and signal handler only submit, and stdout is
 //!   written by a thread of its own (`src/cli/stdout.rs`; `zot mcp` has
 //!   its writer), so a client that stops reading never stops the loop.
@@ -196,10 +198,9 @@
 //!   every second otherwise, for when a grandchild keeps stdout open). Frames
 //!   it wrote before it exited are delivered first: an exit found by that
 //!   check waits for the stdout EOF. While something (a child) can still
-//!   write to that stdout, the wait ends after 250 ms of silence or 2 s in
-//!   all, so a child that keeps writing does not hold the exit off; once
-//!   nothing can, it lasts until the EOF, however slowly a busy machine
-//!   reads the frames left in the pipe. Then every request pending on
+//!   write to that stdout (its reader has not met the EOF), the wait ends
+//!   after 250 ms of silence or 2 s in all, so a child that keeps writing
+//!   does not hold the exit off. Then every request pending on
 //!   it fails at once with `extension <name> exited (exit code N)` (or
 //!   `signal N`), its guards count as allow (or block, for a guard that
 //!   fails closed), its names leave the registries,
@@ -282,10 +283,10 @@
 //!   note written after an answer is printed after it).
 //! - **Memory stays bounded whatever an extension does and whoever stops
 //!   reading:**
-//!   - *From extensions:* the loop reads a stdout only when it is ready
-//!     for more, at most 256 lines at a time. When the loop falls behind
-//!     (or no thread runs it), the extension's stdout pipe fills and the
-//!     extension blocks in its write: backpressure, not memory. A line
+//!   - *From extensions:* each reader sends on a bounded channel (64
+//!     messages). When the loop falls behind (or no thread runs it), the
+//!     reader waits in its send, the extension's stdout socket fills and
+//!     the extension blocks in its write: backpressure, not memory. A line
 //!     longer than 16 MiB is skipped and logged, never kept.
 //!   - *To the embedder:* notes and panel updates wait in `Host::events()`
 //!     within `HostConfig::event_budget` bytes (8 MiB). Beyond it they are
@@ -334,78 +335,54 @@
 //!
 //! **How to read the latency lines.** `make bench` runs every scenario
 //! unpinned, `make bench-pinned` all of it (bench, host threads,
-//! extensions, floor) pinned to one CPU. On a 2-vCPU VM waking a thread
-//! that sleeps on the *other* CPU costs 30-90 us, so unpinned the floor's
-//! two processes, which sleep in `read`, pay that wake-up twice per
-//! exchange while the host's spin (below) avoids it: the unpinned ratios say
-//! little. Pinned, every hand-over is a context switch, and the figures
-//! show the shape's own cost.
+//! extensions, floor) pinned to one CPU. Unpinned, waking a thread that
+//! sleeps on the other CPU dominates every hand-over, for the host and
+//! for the floor's two processes alike. Pinned, every hand-over is a
+//! context switch, and the figures show the shape's own cost.
 //!
 //! **What a call costs pinned.** The floor is two processes
-//! ping-ponging over pipes: two context switches per exchange. The
-//! caller's own thread runs the loop (`Host::start`): it writes the
-//! frame into the extension's pipe, waits in poll(2) on the stdouts and
-//! its doorbell (`doorbell.rs`), and reads and parses the answer itself,
-//! so a call is caller -> extension -> caller, two switches, as
-//! with a bare pipe. Per call the host makes one write, one poll and one
-//! read. The rest is its own work, counted with callgrind in the bench
-//! process (spin 0): about 18,000 instructions and 9 allocations per
-//! command, 21,000 and 10 per tool call, a few microseconds. A tool's
-//! content blocks are read into `toolresult::Block`s and handed over as
-//! [`crate::Content`], not as JSON objects (`Value`): an object hashes
-//! each key it holds and is looked up by hash.
+//! ping-ponging over pipes: two context switches per exchange. A call
+//! through the host crosses caller -> writer thread -> extension ->
+//! reader thread -> caller: the shape's threads are hand-overs the floor
+//! does not have, and that is the limit the design accepts. The loop's
+//! own work per call is the frame's serialization, the engine's
+//! bookkeeping and the reply; the reader parses the answer on its own
+//! thread. A tool's content blocks are read into `toolresult::Block`s
+//! and handed over as [`crate::Content`], not as JSON objects (`Value`):
+//! an object hashes each key it holds and is looked up by hash.
 //!
-//! **What startup20 times.** Mostly the extensions' own start. On the
-//! 2-vCPU VM, glibc's start-up runs dozens of CPUID instructions, each a
-//! trap to the hypervisor (about 20 us): a glibc extension, static or
-//! not, spends about 1.5 ms of CPU before its `main`, so 20 kept both
-//! CPUs busy for about 15 ms. `make bench-ext` builds the bench
-//! extension static for musl (about 0.25 ms; a call costs the same
-//! instructions). The host's part per extension is three pipes, the stop
-//! socket pair, the spawn and its log's open; one log thread copies every
-//! extension's stderr, so an extension's start starts no thread, and a
-//! batch of starts wakes that thread and the watchdog (`watchdog.rs`)
-//! once, not once per start: the watchdog's `sh` reads its input a byte
-//! at a time, and woken per start it took a tenth of startup20 from the
-//! spawns on two CPUs. `posix_spawn` holds its thread while the child
-//! execs (vfork), hence several spawning threads.
+//! **What startup20 times.** Mostly the extensions' own start: glibc's
+//! start-up on a virtual machine traps to the hypervisor on each of its
+//! CPUID instructions, so `make bench-ext` builds the bench extension
+//! static for musl. The host's part per extension is three socket
+//! pairs, the spawn, its log's open and its threads (reader, writer,
+//! stderr), and a batch of starts tells the watchdog (`watchdog.rs`)
+//! its groups in one write: the watchdog's `sh` reads its input a byte
+//! at a time. `posix_spawn` holds its thread while the child execs
+//! (vfork), hence several spawning threads.
 //!
 //! **What keeps it fast.**
-//! - Frames are written to the extension's stdin by the driver itself through
-//!   a second, non-blocking handle while nothing is queued; the writer
-//!   thread takes only what a full pipe refuses (it keeps order and
-//!   backpressure). One hand-off less per request: without it a
-//!   call took about 25 instead of 16 us. Because it is only
-//!   in order with a single writer, `ExtProcess` is crate-private and only
-//!   the driver, which owns it, calls its `send`.
-//! - The loop drains everything already waiting (up to 256 messages) before
-//!   handing frames to writers, so bursts cost one write per extension.
-//!   `Host::emit_nowait` emits bursts without waiting for an answer per event
-//!   (events20 uses it; `emit` still answers with the recipients).
-//! - The loop (on whichever thread runs it) looks at its stdouts and
-//!   channels (poll(2) without waiting, then a yield) for up to 50 us
-//!   before it sleeps in poll(2): the next frame usually comes sooner than
-//!   a sleeper on another CPU can be woken. An idle host sleeps, waking
-//!   once a second for the liveness check. The budget is
-//!   `HostConfig::spin_before_sleep` (0 never spins); `bench cpu` prints
-//!   the CPU time (user + system, the bench process and the extension)
-//!   per command and tool call, and `ZOT_BENCH_SPIN_US=0 make bench`
-//!   shows what the spin costs and buys. It stays: unpinned, with the
-//!   loop reading stdout itself, a command cost 70 us and 37 us of CPU
-//!   at spin 0 and 19 us and 20 us of CPU at 50 (the floor: 70 us, 45 us);
-//!   pinned, spin 0 and 50 cost the same (2 switches, about 4 us of CPU
-//!   per command): each yield lets the extension answer.
-//! - Frames are parsed on the thread that runs the loop, as they are
-//!   read (no hand-over between threads): one pass splits the line into its fields' texts, borrowed from the line
-//!   (no map, no key copied), then only the fields the frame's type uses
-//!   are parsed (no internally-tagged-enum buffering). An event nobody
-//!   subscribes to is not serialized, and a tool's text block that is
-//!   already in its final shape is kept as it came.
-//! - Small buffers and 64 KiB thread stacks; one I/O thread per extension
-//!   until its stdin pipe first fills. Most of the RSS with 20 extensions
-//!   is code pages (glibc, the binary: RSS follows the binary's size), the
-//!   rest mostly thread stacks and glibc's per-thread malloc arenas; the
-//!   static musl binary has no per-thread arenas and needs less.
+//! - The loop drains what is already waiting (up to 256 messages, a few
+//!   from each source in turn) before handing frames to the writers, so a
+//!   burst costs one write per extension. `Host::emit_nowait` emits
+//!   bursts without waiting for an answer per event (events20 uses it;
+//!   `emit` still answers with the recipients).
+//! - The loop waits in one crossbeam `Select`, which tries its channels
+//!   and backs off briefly before it parks; no spin of the host's own.
+//!   An idle host sleeps until its next deadline (the liveness check,
+//!   once a second).
+//! - Frames are parsed on each extension's reader thread as they are
+//!   read: one pass splits the line into its fields' texts, borrowed from
+//!   the line (no map, no key copied), then only the fields the frame's
+//!   type uses are parsed. An event nobody subscribes to is not
+//!   serialized, and a tool's text block that is already in its final
+//!   shape is kept as it came.
+//! - Small buffers, 64 KiB stacks for the writer and stderr threads and
+//!   512 KiB for the reader (it parses). Most of the RSS with 20
+//!   extensions is code pages (glibc, the binary: RSS follows the
+//!   binary's size), the rest mostly thread stacks and glibc's
+//!   per-thread malloc arenas; the static musl binary has no per-thread
+//!   arenas and needs less.
 //! - `make static` builds with stable musl at opt-level z, non-PIE,
 //!   stripped. `make static STATIC_NIGHTLY=yes` tries a nightly
 //!   `-Z build-std` build first (smaller; unstable flags).
@@ -468,10 +445,9 @@
 //!   the manifest is invalid. A one-pass, non-recursive scan does the
 //!   check, so a million-level line costs one pass; every value inside the
 //!   host is then at most 64 deep, which the threads' stacks are sized for
-//!   (reader threads 512 KiB: a 64-level frame needs about 200 KiB in a
-//!   debug build).
-//! - **Disk.** The child's stderr reaches its log through the host's log
-//!   thread (`logpump.rs`), and the log rotates to `.log.1` before any
+//!   (the readers', which parse, 512 KiB).
+//! - **Disk.** The child's stderr reaches its log through the
+//!   extension's stderr thread (`process.rs`), and the log rotates to `.log.1` before any
 //!   write that would take it past the limit, also while the extension
 //!   runs: one extension's logs stay under 2 x 8 MiB however much it
 //!   writes (`HostConfig::log_rotate_bytes` sets the limit). The host's own
@@ -501,9 +477,8 @@
 //!   input`), and those already sent fail with the same error 2 s after
 //!   the failed write, unless answered first, instead of at their timeout.
 //!   When it has exited by then (an exiting process closes its stdin
-//!   before its stdout), its exit decides instead: the answers still in
-//!   its stdout pipe are delivered first, however long a busy host takes
-//!   to read them. It is not killed: it may still send notes.
+//!   before its stdout), its exit decides instead: the answers its
+//!   reader still reads from its stdout are delivered first. It is not killed: it may still send notes.
 //! - **Terminal escapes.** The session shows the control characters in
 //!   what extensions send (notes, displays, panels, descriptions, tool
 //!   results) instead of writing them: `^[`, `^M` (caret notation) for C0
@@ -538,11 +513,11 @@
 //!   embedder's). (It is not set when the watchdog runs: it needs
 //!   a hook before exec, which makes the host fork instead of using
 //!   `posix_spawn`, and that multiplied startup20 on a busy machine.)
-//! - **No leak per reload.** An extension's reader and writer threads
-//!   wait on their pipe and on a stop socket together; when the extension
-//!   has been reaped the socket closes and they end, even if an escaped
-//!   grandchild still holds the pipes. Descriptors and threads stay flat
-//!   across reloads.
+//! - **No leak per reload.** An extension's stdin, stdout and stderr are
+//!   socket pairs: when the extension has been reaped the host shuts its
+//!   ends down, which wakes its reader, writer and stderr threads even
+//!   if an escaped grandchild still holds the other ends, and joins them.
+//!   Descriptors and threads stay flat across reloads.
 //! - **`zot ext check` on a flood.** The stderr tail shown on a failure is
 //!   read from the last 64 KiB of the log, so 100 MB of stderr costs the
 //!   check nothing; registrations past the host's caps (10,000 names or
@@ -592,7 +567,6 @@ mod time;
 
 use crate::config::HostConfig;
 use crate::discovery::Scope;
-use crate::doorbell::BellSender;
 use crate::intercept::{Chain, InterceptEvent};
 use crate::log::ExtLog;
 use crate::manifest::Manifest;
@@ -945,7 +919,7 @@ struct Engine {
     pending: Pending,
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
-    builtin_tx: BellSender<Request>,
+    builtin_tx: Sender<Request>,
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
     builtin_drive: Option<crate::types::Drive>,
     chains: IdMap<u64, ChainState>,
@@ -959,7 +933,7 @@ struct Engine {
     actions: Vec<Action>,
 }
 
-pub(crate) use driver::{poll_briefly, run, BATCH};
+pub(crate) use driver::{run, Channels, BATCH};
 #[allow(unused_imports)] // The inline host drives the loop through it.
 pub(crate) use driver::{Driver, Until};
 
@@ -967,7 +941,7 @@ impl Engine {
     /// An engine whose events go to `events` (it only reads how many
     /// wait there: the driver sends them).
     /// Built-in tool replies go back through `builtin`.
-    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: BellSender<Request>) -> Engine {
+    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: Sender<Request>) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),

@@ -49,11 +49,7 @@ fn start(manifests: &[&str], t0: Instant) -> Fake {
     cfg.discover = false;
     let (events_tx, events) = crossbeam_channel::unbounded();
     let mut f = Fake {
-        e: Engine::new(
-            cfg,
-            events_tx,
-            crate::doorbell::BellSender::from(crossbeam_channel::unbounded().0),
-        ),
+        e: Engine::new(cfg, events_tx, crossbeam_channel::unbounded().0),
         events,
         manifests: manifests.iter().map(|m| m.to_string()).collect(),
         keys: Vec::new(),

@@ -116,7 +116,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // An MCP client shows no panels and runs no built-ins for extensions
     // (SPEC 13.3, 13.4).
     // No channel of its own: its main thread only waits for events.
-    let host = super::start_host(&opts, &Default::default(), |c| {
+    let host = super::start_host(&opts, |c| {
         c.runs_builtins = false;
         c.interactive_tools = false;
     })?;

@@ -33,17 +33,16 @@ mod submit;
 mod turn;
 
 use super::{CliError, HostOpts};
-use crossbeam_channel::{select, Receiver};
+use crossbeam_channel::{select, Receiver, Sender};
 use jobs::{Job, Jobs, Reply};
 use render::{Out, Tone};
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
-use zot_host::internal::surface::{self, BellReceiver, BellSender, Doorbell};
+use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
 use zot_host::Panel;
 use zot_host::{
@@ -97,8 +96,7 @@ pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the session until `/quit`, EOF, or a signal while idle.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let doorbell = Arc::default();
-    let (bell, rung) = bell(&doorbell);
+    let (bell, rung) = bell();
     let (signal_tx, signals) = crossbeam_channel::bounded(16);
     let ring = bell.clone();
     super::on_signal(move || {
@@ -108,7 +106,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let cwd = super::project_dir(opts.cwd.as_deref())?;
     // Panels show here, so interactive tools may wait for the user; the
     // session runs no built-in tools (SPEC 13.3, 13.4).
-    let host = super::start_host(&opts, &doorbell, |c| c.runs_builtins = false)?;
+    let host = super::start_host(&opts, |c| c.runs_builtins = false)?;
     let mut input = read_stdin(bell.clone())?;
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -235,7 +233,7 @@ impl Session {
     fn close(
         &mut self,
         host: &zot_host::Host,
-        rung: &BellReceiver<()>,
+        rung: &Receiver<()>,
         bell: &Bell,
         (events, done, signals): (&Receiver<HostEvent>, &Receiver<Reply>, &Receiver<()>),
     ) {
@@ -298,9 +296,9 @@ impl Session {
 
 /// Wakes the main thread while it runs the host loop: whatever sends
 /// the session something from another thread rings it after sending.
-/// It rings the loop's doorbell.
+/// The loop selects on its channel with everything else.
 #[derive(Clone)]
-pub struct Bell(BellSender<()>);
+pub struct Bell(Sender<()>);
 
 impl Bell {
     pub fn ring(&self) {
@@ -309,9 +307,9 @@ impl Bell {
     }
 }
 
-/// A bell on the host loop's doorbell, and what the loop waits on for it.
-fn bell(doorbell: &Arc<Doorbell>) -> (Bell, BellReceiver<()>) {
-    let (tx, rx) = surface::channel(doorbell, Some(1));
+/// A bell, and what the host loop waits on for it.
+fn bell() -> (Bell, Receiver<()>) {
+    let (tx, rx) = crossbeam_channel::bounded(1);
     (Bell(tx), rx)
 }
 
