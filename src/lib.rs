@@ -78,8 +78,8 @@ pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
     Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,
     ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level,
-    NameConflict, NameKind, ReadyVia, ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo,
-    ToolOutcome, ToolRequest, ToolResult,
+    NameConflict, NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request,
+    Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the

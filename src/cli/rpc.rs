@@ -483,7 +483,16 @@ fn build(
                 name: required(&obj, "name")?,
                 args: obj.get("args").cloned().unwrap_or(Value::Null),
                 tool_id: field(&obj, "tool_id")?,
+                operation_key: field(&obj, "operation_key")?,
+                reconcile: match obj.get("reconcile") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => return Err("`reconcile` must be a boolean".into()),
+                },
             };
+            if call.reconcile && call.operation_key.is_none() {
+                return Err("`reconcile` needs an `operation_key`".into());
+            }
             let Some(key) = id.clone() else {
                 // Without an id it cannot be named by a cancel.
                 let reply = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);

@@ -74,6 +74,11 @@ pub(super) struct Job {
     ticket: Option<Ticket>,
     /// `call_tool`'s own deadline (the tool timeout), whatever the tool.
     deadline: Option<Instant>,
+    /// The embedder's `operation_key`, sent with its `tool_call`.
+    pub(super) operation_key: Option<String>,
+    /// A reconcile call: sent with `reconcile: true`, its answer read as
+    /// a [`crate::types::ReconcileState`].
+    pub(super) reconcile: bool,
 }
 
 /// The `tool_id` of a job's events: the embedder's, else `call-N`,
@@ -216,6 +221,8 @@ impl Engine {
             executed: false,
             ticket,
             deadline,
+            operation_key: None,
+            reconcile: false,
         };
         self.jobs.runs.insert(self.jobs.last, job);
         self.jobs.last
@@ -403,6 +410,8 @@ impl Engine {
             id: &id,
             name: &j.name,
             args: &j.args,
+            operation_key: j.operation_key.as_deref(),
+            reconcile: j.reconcile,
         };
         let ext = &mut self.exts[idx];
         let sent = ext.serving() && ext.send(&frame, now);

@@ -576,11 +576,7 @@ impl Session {
         };
         // Built-in tools go through the same pipeline (event, guards);
         // the outcome says so, and this session does not run them.
-        let call = ToolRequest {
-            name: name.to_string(),
-            args,
-            tool_id: None,
-        };
+        let call = ToolRequest::new(name, args);
         let ticket = self.host.ticket();
         let request = |reply| Request::Cancellable {
             ticket,
