@@ -201,6 +201,9 @@ pub struct HostHandle {
     events_sent: Arc<AtomicU64>,
     tickets: Arc<AtomicU64>,
     spin: Duration,
+    /// The journal the host opened, for recovery.
+    #[cfg(feature = "journal")]
+    pub(crate) journal: Option<Arc<crate::journal::Journal>>,
 }
 
 impl HostHandle {
@@ -496,8 +499,15 @@ impl Host {
         bell: Arc<Doorbell>,
     ) -> io::Result<Host> {
         config.make_paths_absolute();
+        #[cfg(feature = "journal")]
+        config.open_journal()?;
         let spin = config.spin_before_sleep;
-        let (host, requests, event_tx) = Host::new(spin, false, owner, bell);
+        #[allow(unused_mut)]
+        let (mut host, requests, event_tx) = Host::new(spin, false, owner, bell);
+        #[cfg(feature = "journal")]
+        {
+            host.handle.journal = config.opened_journal.clone();
+        }
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
         let mut driver = Driver::start(config, requests, event_tx, sent, latch);
         // Weak: the driver sits inside the loop it would otherwise keep.
@@ -516,8 +526,14 @@ impl Host {
     /// whether or not anybody calls (notes, restarts, timeouts).
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
         config.make_paths_absolute();
+        #[cfg(feature = "journal")]
+        config.open_journal()?;
         let spin = config.spin_before_sleep;
         let (mut host, requests, event_tx) = Host::new(spin, true, None, Arc::default());
+        #[cfg(feature = "journal")]
+        {
+            host.handle.journal = config.opened_journal.clone();
+        }
         let (sent, latch) = (host.handle.events_sent.clone(), host.handle.ready.clone());
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
@@ -551,6 +567,8 @@ impl Host {
             events_sent: Arc::default(),
             tickets: Arc::default(),
             spin,
+            #[cfg(feature = "journal")]
+            journal: None,
         };
         let host = Host {
             handle,
@@ -683,6 +701,12 @@ impl Host {
                 }
             }
         }
+    }
+
+    /// Its handle, borrowed.
+    #[cfg(feature = "journal")]
+    pub(crate) fn handle_ref(&self) -> &HostHandle {
+        &self.handle
     }
 
     /// A handle for making calls from other threads.

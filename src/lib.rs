@@ -50,6 +50,8 @@ mod doorbell;
 mod engine;
 mod host;
 mod intercept;
+#[cfg(feature = "journal")]
+pub mod journal;
 // JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
 #[cfg(feature = "mcp")]
 mod jsonrpc;
@@ -74,6 +76,8 @@ pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
 pub use discovery::Scope;
 pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
+#[cfg(feature = "journal")]
+pub use journal::InterruptedCall;
 pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
     Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,

@@ -783,6 +783,9 @@ pub enum HostError {
     CallTimedOut { name: String, limit: Duration },
     /// The host has stopped.
     Stopped,
+    /// The journal could not record the call (the text names the file),
+    /// or a journaled call cannot be resumed or abandoned: the text says why.
+    Journal(String),
 }
 
 impl HostError {
@@ -838,6 +841,7 @@ impl fmt::Display for HostError {
             ShuttingDown => f.write_str("the extension host is shutting down"),
             Cancelled => f.write_str("cancelled: the extension host is shutting down"),
             CallCancelled => f.write_str("cancelled"),
+            Journal(why) => f.write_str(why),
             CallTimedOut { name, limit } => {
                 write!(f, "tool {name} did not finish within {}", human(*limit))
             }

@@ -579,6 +579,7 @@ mod exit;
 mod exposure;
 mod frames;
 mod jobs;
+mod journaled;
 mod lifecycle;
 mod mcp;
 mod oversize;

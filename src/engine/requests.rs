@@ -493,6 +493,9 @@ impl Engine {
             j.operation_key = call.operation_key;
             j.reconcile = call.reconcile;
         }
+        if let Err(e) = self.journal_accepted(job) {
+            return self.finish_job(job, Err(e), now);
+        }
         match pipeline {
             true => self.run_pipeline(job, now),
             false => self.dispatch_tool(job, now),

@@ -1,0 +1,610 @@
+//! The journal: a durable, append-only record of every tool call the
+//! embedder makes, one JSON line per step (`accepted`, `verdict`,
+//! `dispatched`, `finished`), each written and `fdatasync`ed before the
+//! step takes effect. Started on a journal whose calls have no
+//! `finished` (a crash), the host reports them and runs none by itself;
+//! the embedder resumes or abandons each (docs/JOURNAL.md).
+
+use crate::types::{HostError, ReconcileState, Replay, ToolOutcome, ToolRequest};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A result past this many bytes is journaled cut, with its size.
+pub const RESULT_LIMIT: usize = 64 * 1024;
+
+/// Past this size the journal is rotated to `PATH.1`.
+pub const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A call a crash interrupted: accepted, never finished.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterruptedCall {
+    /// Its key (the `operation_key` of its `tool_call` frames).
+    pub call: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The extension that owned the tool when it was accepted.
+    pub extension: String,
+    /// The arguments as the guards left them (as proposed when no
+    /// verdict was journaled).
+    pub args: Value,
+    /// The tool's policy when it was accepted.
+    pub replay: Replay,
+    /// Milliseconds since the Unix epoch.
+    pub accepted_at: u64,
+    /// It was handed to its extension before the crash.
+    #[serde(skip)]
+    pub dispatched: bool,
+}
+
+/// An open journal, locked against other hosts.
+pub struct Journal {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+    /// Makes call keys unique within this process.
+    counter: AtomicU64,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "Journal({})", self.path.display())
+    }
+}
+
+struct Inner {
+    file: File,
+    size: u64,
+    /// Calls accepted and not finished: their `accepted` record, with
+    /// the args of their verdict.
+    open: BTreeMap<String, InterruptedCall>,
+    /// Those open at start, until each is resolved.
+    interrupted: Vec<String>,
+    /// A note for the embedder about how the journal was read.
+    notes: Vec<String>,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH);
+    since.map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Journal {
+    /// Opens (creating, mode 0600) and locks the journal at `path`, and
+    /// reads what it holds. Fails naming the file when it cannot be
+    /// opened, another host holds it, or a line other than a torn last
+    /// one does not parse.
+    pub fn open(path: &Path) -> Result<Journal, String> {
+        let name = path.display();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| format!("cannot open journal {name}: {e}"))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "journal {name} is in use by another host (it is locked)"
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(format!("cannot lock journal {name}: {e}"))
+            }
+        }
+        let meta = file.metadata().map_err(|e| format!("journal {name}: {e}"))?;
+        // A device (such as /dev/full) has nothing to read back.
+        let mut text = Vec::new();
+        if meta.is_file() {
+            file.seek(SeekFrom::Start(0))
+                .and_then(|_| file.read_to_end(&mut text))
+                .map_err(|e| format!("cannot read journal {name}: {e}"))?;
+        }
+        let (open, notes, torn_at) = replay_lines(path, &text)?;
+        let mut size = text.len() as u64;
+        if let Some(at) = torn_at {
+            // The torn line is cut off, so that the next record starts a line.
+            file.set_len(at as u64)
+                .map_err(|e| format!("cannot repair journal {name}: {e}"))?;
+            size = at as u64;
+        }
+        let interrupted = open.keys().cloned().collect();
+        Ok(Journal {
+            path: path.to_path_buf(),
+            inner: Mutex::new(Inner {
+                file,
+                size,
+                open,
+                interrupted,
+                notes,
+            }),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new call key, unique across runs.
+    pub fn new_key(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{}-{n}", now_ms(), std::process::id())
+    }
+
+    /// The calls interrupted by a crash and not resolved yet.
+    pub fn interrupted(&self) -> Vec<InterruptedCall> {
+        let inner = self.lock();
+        (inner.interrupted.iter())
+            .filter_map(|k| inner.open.get(k).cloned())
+            .collect()
+    }
+
+    /// What reading the journal found worth saying (a torn last line).
+    pub fn notes(&self) -> Vec<String> {
+        self.lock().notes.clone()
+    }
+
+    /// The open call `key`, when it is one interrupted by a crash.
+    pub fn interrupted_call(&self, key: &str) -> Option<InterruptedCall> {
+        let inner = self.lock();
+        (inner.interrupted.iter().any(|k| k == key))
+            .then(|| inner.open.get(key).cloned())
+            .flatten()
+    }
+
+    /// Journals `accepted` for call `key`.
+    pub fn accepted(&self, call: &InterruptedCall, origin: &str) -> Result<(), String> {
+        let record = json!({
+            "step": "accepted", "at": call.accepted_at, "call": call.call,
+            "tool": call.tool, "extension": call.extension, "args": call.args,
+            "origin": origin, "replay": call.replay,
+        });
+        self.append(&record, |inner| {
+            inner.open.insert(call.call.clone(), call.clone());
+            // Resumed: no longer the crash's to resolve.
+            inner.interrupted.retain(|k| *k != call.call);
+        })
+    }
+
+    /// Journals the guards' verdict on call `key`: `block` with `reason`,
+    /// else allowed with `args` (rewritten or not).
+    pub fn verdict(&self, key: &str, block: Option<&str>, args: &Value) -> Result<(), String> {
+        let mut record = json!({"step": "verdict", "at": now_ms(), "call": key});
+        match block {
+            Some(reason) => {
+                record["decision"] = "block".into();
+                record["reason"] = reason.into();
+            }
+            None => {
+                record["decision"] = "allow".into();
+                record["args"] = args.clone();
+            }
+        }
+        self.append(&record, |inner| {
+            if let (Some(open), None) = (inner.open.get_mut(key), block) {
+                open.args = args.clone();
+            }
+        })
+    }
+
+    /// Journals that call `key` is handed to its extension.
+    pub fn dispatched(&self, key: &str) -> Result<(), String> {
+        let record = json!({"step": "dispatched", "at": now_ms(), "call": key});
+        self.append(&record, |inner| {
+            if let Some(open) = inner.open.get_mut(key) {
+                open.dispatched = true;
+            }
+        })
+    }
+
+    /// Journals how call `key` ended: `status`, and `result` (cut past
+    /// [`RESULT_LIMIT`] bytes, with its whole size).
+    pub fn finished(&self, key: &str, status: &str, result: Option<&Value>) -> Result<(), String> {
+        let mut record = json!({"step": "finished", "at": now_ms(), "call": key, "status": status});
+        if let Some(result) = result {
+            let text = result.to_string();
+            if text.len() > RESULT_LIMIT {
+                let mut end = RESULT_LIMIT;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                record["result_text"] = text[..end].into();
+                record["truncated"] = true.into();
+                record["size"] = text.len().into();
+            } else {
+                record["result"] = result.clone();
+            }
+        }
+        self.append(&record, |inner| {
+            inner.open.remove(key);
+            inner.interrupted.retain(|k| k != key);
+        })
+    }
+
+    /// Writes `record` as one line and syncs it; then `apply` updates
+    /// what is known of the calls. On failure the file is cut back to
+    /// where it was, and the error names it.
+    fn append(&self, record: &Value, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
+        let mut line = record.to_string().into_bytes();
+        line.push(b'\n');
+        let mut inner = self.lock();
+        if inner.size + line.len() as u64 > ROTATE_BYTES {
+            self.rotate(&mut inner)?;
+        }
+        let written = inner.file.write_all(&line).and_then(|_| inner.file.sync_data());
+        if let Err(e) = written {
+            let size = inner.size;
+            let _ = inner.file.set_len(size);
+            return Err(format!("cannot write journal {}: {e}", self.path.display()));
+        }
+        inner.size += line.len() as u64;
+        apply(&mut inner);
+        Ok(())
+    }
+
+    /// Moves the journal to `PATH.1` and starts a new one holding the
+    /// `accepted` (and verdict) records of the calls still open.
+    fn rotate(&self, inner: &mut Inner) -> Result<(), String> {
+        let name = self.path.display();
+        let fail = |e: io::Error| format!("cannot rotate journal {name}: {e}");
+        let mut fresh_path = self.path.clone().into_os_string();
+        fresh_path.push(".new");
+        let fresh_path = PathBuf::from(fresh_path);
+        let mut old = self.path.clone().into_os_string();
+        old.push(".1");
+        let mut fresh = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&fresh_path)
+            .map_err(fail)?;
+        fresh.try_lock().map_err(|e| fail(io::Error::other(e.to_string())))?;
+        let mut text = Vec::new();
+        for call in inner.open.values() {
+            let accepted = json!({
+                "step": "accepted", "at": call.accepted_at, "call": call.call,
+                "tool": call.tool, "extension": call.extension, "args": call.args,
+                "origin": "carried", "replay": call.replay,
+            });
+            text.extend_from_slice(accepted.to_string().as_bytes());
+            text.push(b'\n');
+            if call.dispatched {
+                let d = json!({"step": "dispatched", "at": call.accepted_at, "call": call.call});
+                text.extend_from_slice(d.to_string().as_bytes());
+                text.push(b'\n');
+            }
+        }
+        fresh.write_all(&text).and_then(|_| fresh.sync_data()).map_err(fail)?;
+        std::fs::rename(&self.path, &old).map_err(fail)?;
+        std::fs::rename(&fresh_path, &self.path).map_err(fail)?;
+        fresh.seek(SeekFrom::End(0)).map_err(fail)?;
+        inner.file = fresh;
+        inner.size = text.len() as u64;
+        Ok(())
+    }
+}
+
+/// The calls left open by the journal's `text`, notes, and where a torn
+/// last line starts (to be cut off). A bad line anywhere else is an
+/// error naming the file and the line.
+#[allow(clippy::type_complexity)]
+fn replay_lines(
+    path: &Path,
+    text: &[u8],
+) -> Result<(BTreeMap<String, InterruptedCall>, Vec<String>, Option<usize>), String> {
+    let mut open = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut start = 0;
+    let mut number = 0;
+    while start < text.len() {
+        number += 1;
+        let end = text[start..].iter().position(|&b| b == b'\n');
+        let (line, next, complete) = match end {
+            Some(n) => (&text[start..start + n], start + n + 1, true),
+            None => (&text[start..], text.len(), false),
+        };
+        if line.is_empty() {
+            start = next;
+            continue;
+        }
+        match parse_record(line) {
+            Ok(record) => apply_record(&mut open, record),
+            // The last line, cut short by a crash: ignored.
+            Err(_) if !complete => {
+                notes.push(format!(
+                    "journal {}: line {number} was cut short (a crash while writing it); ignored",
+                    path.display()
+                ));
+                return Ok((open, notes, Some(start)));
+            }
+            Err(why) => {
+                return Err(format!(
+                    "journal {}: line {number} is not a journal record: {why}",
+                    path.display()
+                ))
+            }
+        }
+        start = next;
+    }
+    Ok((open, notes, None))
+}
+
+/// One line as a record: a JSON object with a string `step` and `call`.
+fn parse_record(line: &[u8]) -> Result<Map<String, Value>, String> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let Value::Object(record) = value else {
+        return Err("not a JSON object".into());
+    };
+    for key in ["step", "call"] {
+        if !record.get(key).is_some_and(Value::is_string) {
+            return Err(format!("no string `{key}`"));
+        }
+    }
+    let step = record["step"].as_str().unwrap_or("");
+    if !["accepted", "verdict", "dispatched", "finished"].contains(&step) {
+        return Err(format!("unknown step {step:?}"));
+    }
+    if step == "accepted" && !record.get("tool").is_some_and(Value::is_string) {
+        return Err("accepted without a string `tool`".into());
+    }
+    Ok(record)
+}
+
+fn apply_record(open: &mut BTreeMap<String, InterruptedCall>, record: Map<String, Value>) {
+    let text = |k: &str| record.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let key = text("call");
+    match record["step"].as_str().unwrap_or("") {
+        "accepted" => {
+            let replay = record.get("replay").and_then(Value::as_str);
+            let call = InterruptedCall {
+                call: key.clone(),
+                tool: text("tool"),
+                extension: text("extension"),
+                args: record.get("args").cloned().unwrap_or(Value::Null),
+                replay: replay.and_then(Replay::parse).unwrap_or_default(),
+                accepted_at: record.get("at").and_then(Value::as_u64).unwrap_or(0),
+                dispatched: false,
+            };
+            open.insert(key, call);
+        }
+        "verdict" => {
+            if let (Some(call), Some(args)) = (open.get_mut(&key), record.get("args")) {
+                call.args = args.clone();
+            }
+        }
+        "dispatched" => {
+            if let Some(call) = open.get_mut(&key) {
+                call.dispatched = true;
+            }
+        }
+        _ => {
+            open.remove(&key);
+        }
+    }
+}
+
+/// Every record of the journal at `path`, for `zot journal`; a torn last
+/// line is left out, any other bad line is an error naming it.
+pub fn read_records(path: &Path) -> Result<Vec<Map<String, Value>>, String> {
+    let name = path.display();
+    let text = std::fs::read(path).map_err(|e| format!("cannot read journal {name}: {e}"))?;
+    let torn = !text.is_empty() && !text.ends_with(b"\n");
+    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
+    let mut records = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        match parse_record(line) {
+            Ok(r) => records.push(r),
+            Err(_) if torn && i + 1 == lines.len() => break,
+            Err(why) => {
+                let n = i + 1;
+                return Err(format!("journal {name}: line {n} is not a journal record: {why}"));
+            }
+        }
+    }
+    Ok(records)
+}
+
+/// Recovery, on [`crate::Host`] and [`crate::HostHandle`] alike.
+macro_rules! recovery_methods {
+    () => {
+        /// The calls of [`crate::HostConfig::journal`] a crash interrupted
+        /// (accepted, never finished) and not resolved yet. The host runs
+        /// none of them by itself: [`Self::resume`] or [`Self::abandon`] each.
+        pub fn interrupted_calls(&self) -> Vec<InterruptedCall> {
+            self.journal_ref().map_or_else(Vec::new, |j| j.interrupted())
+        }
+
+        /// Notes about reading the journal at start (a torn last line).
+        pub fn journal_notes(&self) -> Vec<String> {
+            self.journal_ref().map_or_else(Vec::new, |j| j.notes())
+        }
+
+        /// Resolves interrupted call `key` by its tool's replay policy:
+        /// `never` is refused; `safe` goes through the guards again, then
+        /// runs; `idempotent` runs with the same `operation_key`;
+        /// `reconcile` asks the extension first: `completed` gives the
+        /// recovered result (journaled), `not_started` runs it, `unknown`
+        /// leaves it open. The result's `reconciled` says what was found.
+        pub fn resume(&self, key: &str) -> Result<ToolOutcome, HostError> {
+            let (journal, call) = self.interrupted(key)?;
+            let request = ToolRequest::new(call.tool.clone(), call.args.clone())
+                .with_operation_key(key);
+            match call.replay {
+                Replay::Never => Err(HostError::Journal(format!(
+                    "call {key} (tool {}) was interrupted and its tool's replay policy is \
+                     never: it is not run again; abandon it",
+                    call.tool
+                ))),
+                Replay::Safe => self.call_tool(request),
+                Replay::Idempotent => self.call_tool_direct(request),
+                Replay::Reconcile => {
+                    let probe = self.call_tool_direct(request.clone().reconciling())?;
+                    let state = match &probe {
+                        ToolOutcome::Ran(r) => r.reconciled,
+                        ToolOutcome::Builtin(_) => None,
+                    };
+                    match state {
+                        Some(ReconcileState::Completed) => {
+                            let value = serde_json::to_value(&probe).ok();
+                            (journal.finished(key, "completed", value.as_ref()))
+                                .map_err(HostError::Journal)?;
+                            Ok(probe)
+                        }
+                        Some(ReconcileState::NotStarted) => {
+                            let mut outcome = self.call_tool_direct(request)?;
+                            if let ToolOutcome::Ran(r) = &mut outcome {
+                                r.reconciled = Some(ReconcileState::NotStarted);
+                            }
+                            Ok(outcome)
+                        }
+                        _ => Ok(probe),
+                    }
+                }
+            }
+        }
+
+        /// Closes interrupted call `key` without running it (journaled).
+        pub fn abandon(&self, key: &str) -> Result<(), HostError> {
+            let (journal, _) = self.interrupted(key)?;
+            journal
+                .finished(key, "abandoned", None)
+                .map_err(HostError::Journal)
+        }
+
+        fn interrupted(
+            &self,
+            key: &str,
+        ) -> Result<(&Journal, InterruptedCall), HostError> {
+            let journal = self.journal_ref().ok_or_else(|| {
+                HostError::Journal("this host has no journal (HostConfig::journal)".into())
+            })?;
+            let call = journal.interrupted_call(key).ok_or_else(|| {
+                HostError::Journal(format!(
+                    "no interrupted call {key:?} in journal {}",
+                    journal.path().display()
+                ))
+            })?;
+            Ok((journal, call))
+        }
+    };
+}
+
+impl crate::HostHandle {
+    fn journal_ref(&self) -> Option<&Journal> {
+        self.journal.as_deref()
+    }
+
+    recovery_methods!();
+}
+
+impl crate::Host {
+    fn journal_ref(&self) -> Option<&Journal> {
+        self.handle_ref().journal.as_deref()
+    }
+
+    recovery_methods!();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("zot-journal-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir.join("j")
+    }
+
+    fn call(key: &str) -> InterruptedCall {
+        InterruptedCall {
+            call: key.into(),
+            tool: "t".into(),
+            extension: "e".into(),
+            args: json!({"a": 1}),
+            replay: Replay::Safe,
+            accepted_at: 1,
+            dispatched: false,
+        }
+    }
+
+    #[test]
+    fn unfinished_calls_survive_a_reopen_and_rotation_carries_them() {
+        let path = temp("reopen");
+        let j = Journal::open(&path).expect("open");
+        j.accepted(&call("k1"), "embedder").expect("accepted");
+        j.verdict("k1", None, &json!({"a": 2})).expect("verdict");
+        j.dispatched("k1").expect("dispatched");
+        j.accepted(&call("k2"), "embedder").expect("accepted");
+        j.finished("k2", "completed", Some(&json!({"x": 1}))).expect("finished");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        drop(j);
+        let j = Journal::open(&path).expect("reopen");
+        let open = j.interrupted();
+        assert_eq!(open.len(), 1);
+        assert_eq!((open[0].call.as_str(), &open[0].args), ("k1", &json!({"a": 2})));
+        assert!(open[0].dispatched);
+        let mut inner = j.lock();
+        j.rotate(&mut inner).expect("rotate");
+        drop(inner);
+        drop(j);
+        let mut old = path.clone().into_os_string();
+        old.push(".1");
+        assert!(Path::new(&old).exists());
+        let j = Journal::open(&path).expect("after rotation");
+        assert_eq!(j.interrupted().len(), 1, "carried over");
+    }
+
+    #[test]
+    fn a_second_host_is_refused_and_a_bad_line_is_named() {
+        let path = temp("lock");
+        let j = Journal::open(&path).expect("open");
+        let err = Journal::open(&path).expect_err("locked");
+        assert!(err.contains("in use by another host") && err.contains("lock"), "{err}");
+        drop(j);
+        std::fs::write(&path, "{\"step\":\"dispatched\",\"call\":\"a\"}\nnot json\n{}\n").unwrap();
+        let err = Journal::open(&path).expect_err("bad line");
+        assert!(err.contains("line 2"), "{err}");
+        std::fs::write(&path, "{\"step\":\"accepted\",\"call\":\"a\",\"tool\":\"t\"}\n{\"step\":\"fini").unwrap();
+        let j = Journal::open(&path).expect("torn last line");
+        assert_eq!(j.interrupted().len(), 1);
+        assert!(j.notes()[0].contains("line 2 was cut short"), "{:?}", j.notes());
+        j.finished("a", "abandoned", None).expect("write after the torn line");
+        drop(j);
+        let j = Journal::open(&path).expect("repaired");
+        assert!(j.interrupted().is_empty());
+    }
+
+    #[test]
+    fn a_big_result_is_cut_with_its_size() {
+        let path = temp("big");
+        let j = Journal::open(&path).expect("open");
+        let big = json!("x".repeat(RESULT_LIMIT * 2));
+        j.finished("k", "completed", Some(&big)).expect("finished");
+        let records = read_records(&path).expect("records");
+        assert_eq!(records[0]["truncated"], true);
+        assert_eq!(records[0]["size"], RESULT_LIMIT * 2 + 2);
+        assert_eq!(records[0]["result_text"].as_str().map(str::len), Some(RESULT_LIMIT));
+    }
+}
