@@ -514,6 +514,11 @@ impl crate::HostHandle {
         self.journal.as_deref()
     }
 
+    /// The journal's path, when the host has one.
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.journal_ref().map(Journal::path)
+    }
+
     recovery_methods!();
 }
 
