@@ -101,7 +101,9 @@ impl Journal {
                 return Err(format!("cannot lock journal {name}: {e}"))
             }
         }
-        let meta = file.metadata().map_err(|e| format!("journal {name}: {e}"))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("journal {name}: {e}"))?;
         // A device (such as /dev/full) has nothing to read back.
         let mut text = Vec::new();
         if meta.is_file() {
@@ -246,7 +248,10 @@ impl Journal {
         if inner.size + line.len() as u64 > ROTATE_BYTES {
             self.rotate(&mut inner)?;
         }
-        let written = inner.file.write_all(&line).and_then(|_| inner.file.sync_data());
+        let written = inner
+            .file
+            .write_all(&line)
+            .and_then(|_| inner.file.sync_data());
         if let Err(e) = written {
             let size = inner.size;
             let _ = inner.file.set_len(size);
@@ -275,7 +280,9 @@ impl Journal {
             .mode(0o600)
             .open(&fresh_path)
             .map_err(fail)?;
-        fresh.try_lock().map_err(|e| fail(io::Error::other(e.to_string())))?;
+        fresh
+            .try_lock()
+            .map_err(|e| fail(io::Error::other(e.to_string())))?;
         let mut text = Vec::new();
         for call in inner.open.values() {
             let accepted = json!({
@@ -291,7 +298,10 @@ impl Journal {
                 text.push(b'\n');
             }
         }
-        fresh.write_all(&text).and_then(|_| fresh.sync_data()).map_err(fail)?;
+        fresh
+            .write_all(&text)
+            .and_then(|_| fresh.sync_data())
+            .map_err(fail)?;
         std::fs::rename(&self.path, &old).map_err(fail)?;
         std::fs::rename(&fresh_path, &self.path).map_err(fail)?;
         fresh.seek(SeekFrom::End(0)).map_err(fail)?;
@@ -308,7 +318,14 @@ impl Journal {
 fn replay_lines(
     path: &Path,
     text: &[u8],
-) -> Result<(BTreeMap<String, InterruptedCall>, Vec<String>, Option<usize>), String> {
+) -> Result<
+    (
+        BTreeMap<String, InterruptedCall>,
+        Vec<String>,
+        Option<usize>,
+    ),
+    String,
+> {
     let mut open = BTreeMap::new();
     let mut notes = Vec::new();
     let mut start = 0;
@@ -368,7 +385,13 @@ fn parse_record(line: &[u8]) -> Result<Map<String, Value>, String> {
 }
 
 fn apply_record(open: &mut BTreeMap<String, InterruptedCall>, record: Map<String, Value>) {
-    let text = |k: &str| record.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let text = |k: &str| {
+        record
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let key = text("call");
     match record["step"].as_str().unwrap_or("") {
         "accepted" => {
@@ -417,7 +440,9 @@ pub fn read_records(path: &Path) -> Result<Vec<Map<String, Value>>, String> {
             Err(_) if torn && i + 1 == lines.len() => break,
             Err(why) => {
                 let n = i + 1;
-                return Err(format!("journal {name}: line {n} is not a journal record: {why}"));
+                return Err(format!(
+                    "journal {name}: line {n} is not a journal record: {why}"
+                ));
             }
         }
     }
@@ -431,7 +456,8 @@ macro_rules! recovery_methods {
         /// (accepted, never finished) and not resolved yet. The host runs
         /// none of them by itself: [`Self::resume`] or [`Self::abandon`] each.
         pub fn interrupted_calls(&self) -> Vec<InterruptedCall> {
-            self.journal_ref().map_or_else(Vec::new, |j| j.interrupted())
+            self.journal_ref()
+                .map_or_else(Vec::new, |j| j.interrupted())
         }
 
         /// Notes about reading the journal at start (a torn last line).
@@ -447,8 +473,8 @@ macro_rules! recovery_methods {
         /// leaves it open. The result's `reconciled` says what was found.
         pub fn resume(&self, key: &str) -> Result<ToolOutcome, HostError> {
             let (journal, call) = self.interrupted(key)?;
-            let request = ToolRequest::new(call.tool.clone(), call.args.clone())
-                .with_operation_key(key);
+            let request =
+                ToolRequest::new(call.tool.clone(), call.args.clone()).with_operation_key(key);
             match call.replay {
                 Replay::Never => Err(HostError::Journal(format!(
                     "call {key} (tool {}) was interrupted and its tool's replay policy is \
@@ -491,10 +517,7 @@ macro_rules! recovery_methods {
                 .map_err(HostError::Journal)
         }
 
-        fn interrupted(
-            &self,
-            key: &str,
-        ) -> Result<(&Journal, InterruptedCall), HostError> {
+        fn interrupted(&self, key: &str) -> Result<(&Journal, InterruptedCall), HostError> {
             let journal = self.journal_ref().ok_or_else(|| {
                 HostError::Journal("this host has no journal (HostConfig::journal)".into())
             })?;
@@ -561,14 +584,20 @@ mod tests {
         j.verdict("k1", None, &json!({"a": 2})).expect("verdict");
         j.dispatched("k1").expect("dispatched");
         j.accepted(&call("k2"), "embedder").expect("accepted");
-        j.finished("k2", "completed", Some(&json!({"x": 1}))).expect("finished");
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        j.finished("k2", "completed", Some(&json!({"x": 1})))
+            .expect("finished");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600);
         drop(j);
         let j = Journal::open(&path).expect("reopen");
         let open = j.interrupted();
         assert_eq!(open.len(), 1);
-        assert_eq!((open[0].call.as_str(), &open[0].args), ("k1", &json!({"a": 2})));
+        assert_eq!(
+            (open[0].call.as_str(), &open[0].args),
+            ("k1", &json!({"a": 2}))
+        );
         assert!(open[0].dispatched);
         let mut inner = j.lock();
         j.rotate(&mut inner).expect("rotate");
@@ -586,16 +615,32 @@ mod tests {
         let path = temp("lock");
         let j = Journal::open(&path).expect("open");
         let err = Journal::open(&path).expect_err("locked");
-        assert!(err.contains("in use by another host") && err.contains("lock"), "{err}");
+        assert!(
+            err.contains("in use by another host") && err.contains("lock"),
+            "{err}"
+        );
         drop(j);
-        std::fs::write(&path, "{\"step\":\"dispatched\",\"call\":\"a\"}\nnot json\n{}\n").unwrap();
+        std::fs::write(
+            &path,
+            "{\"step\":\"dispatched\",\"call\":\"a\"}\nnot json\n{}\n",
+        )
+        .unwrap();
         let err = Journal::open(&path).expect_err("bad line");
         assert!(err.contains("line 2"), "{err}");
-        std::fs::write(&path, "{\"step\":\"accepted\",\"call\":\"a\",\"tool\":\"t\"}\n{\"step\":\"fini").unwrap();
+        std::fs::write(
+            &path,
+            "{\"step\":\"accepted\",\"call\":\"a\",\"tool\":\"t\"}\n{\"step\":\"fini",
+        )
+        .unwrap();
         let j = Journal::open(&path).expect("torn last line");
         assert_eq!(j.interrupted().len(), 1);
-        assert!(j.notes()[0].contains("line 2 was cut short"), "{:?}", j.notes());
-        j.finished("a", "abandoned", None).expect("write after the torn line");
+        assert!(
+            j.notes()[0].contains("line 2 was cut short"),
+            "{:?}",
+            j.notes()
+        );
+        j.finished("a", "abandoned", None)
+            .expect("write after the torn line");
         drop(j);
         let j = Journal::open(&path).expect("repaired");
         assert!(j.interrupted().is_empty());
@@ -610,6 +655,9 @@ mod tests {
         let records = read_records(&path).expect("records");
         assert_eq!(records[0]["truncated"], true);
         assert_eq!(records[0]["size"], RESULT_LIMIT * 2 + 2);
-        assert_eq!(records[0]["result_text"].as_str().map(str::len), Some(RESULT_LIMIT));
+        assert_eq!(
+            records[0]["result_text"].as_str().map(str::len),
+            Some(RESULT_LIMIT)
+        );
     }
 }

@@ -248,3 +248,237 @@ fn ext_doctor_shows_each_tools_replay_policy() {
     let text = run(false);
     assert!(text.contains("safe=safe"), "{text}");
 }
+
+// ----- the journal ------------------------------------------------------
+
+#[cfg(feature = "journal")]
+mod journal {
+    use super::*;
+    use std::collections::HashMap;
+    use zot_host::{Host, HostError};
+
+    /// Journal records, parsed (a torn last line left out).
+    fn records(path: &Path) -> Vec<Value> {
+        recorded(path)
+    }
+
+    /// The journal's keys with no `finished`, by tool.
+    fn open_keys(path: &Path) -> HashMap<String, String> {
+        let mut open = HashMap::new();
+        for r in records(path) {
+            let key = r["call"].as_str().unwrap_or("").to_string();
+            match r["step"].as_str() {
+                Some("accepted") => {
+                    open.insert(key, r["tool"].as_str().unwrap_or("").to_string());
+                }
+                Some("finished") => {
+                    open.remove(&key);
+                }
+                _ => {}
+            }
+        }
+        open
+    }
+
+    fn effects_of(t: &TempDir, key: &str) -> usize {
+        let all = recorded(&t.join("d.effects"));
+        all.iter().filter(|e| e["key"] == key).count()
+    }
+
+    /// The durable fixture with one blocking tool per replay policy.
+    fn blocking_ext(t: &TempDir) -> PathBuf {
+        let gate = t.join("gate");
+        let tool = |replay: &str| json!({"replay": replay, "wait": gate});
+        durable_ext(
+            t,
+            "d",
+            json!({
+                "started": t.join("d.started"),
+                "tools": {
+                    "s_never": tool("never"),
+                    "s_safe": tool("safe"),
+                    "s_idem": tool("idempotent"),
+                    "s_rec": tool("reconcile"),
+                    "s_rec2": {"replay": "reconcile", "wait": gate, "wait_first": true},
+                    "quick": {"replay": "safe"},
+                },
+            }),
+        )
+    }
+
+    fn rpc_with_journal(t: &TempDir, ext: &Path, journal: &Path) -> Rpc {
+        let mut cmd = Rpc::command(t, &[ext.to_path_buf()]);
+        cmd.arg("--journal").arg(journal);
+        Rpc::spawn(&mut cmd)
+    }
+
+    #[test]
+    fn kill_9_mid_call_then_each_policy_recovers_as_it_says() {
+        let t = TempDir::new("journal-kill");
+        let ext = blocking_ext(&t);
+        let path = t.join("calls.journal");
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let tools = ["s_never", "s_safe", "s_idem", "s_rec", "s_rec2"];
+        // A finished call first: it is not reported after the crash.
+        let done = rpc.call(
+            "q",
+            json!({"type": "tool_call", "name": "quick", "args": {}}),
+        );
+        assert_eq!(done["success"], true, "{done}");
+        for (i, tool) in tools.iter().enumerate() {
+            let args = json!({"n": i});
+            rpc.send(
+                json!({"type": "tool_call", "id": format!("c{i}"), "name": tool, "args": args}),
+            );
+        }
+        wait_for("every call started in its extension", || {
+            recorded(&t.join("d.started")).len() == tools.len() + 1
+        });
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect("journal").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        // Between dispatched and finished: kill -9 the real binary.
+        rpc.child.kill().expect("kill -9");
+        rpc.child.wait().expect("reaped");
+        let open = open_keys(&path);
+        assert_eq!(open.len(), tools.len(), "{open:?}");
+        // The frames carried the journal's keys.
+        let sent: Vec<Value> = tool_calls(&t, "d");
+        for call in &sent {
+            let key = call["operation_key"].as_str().expect("operation_key sent");
+            assert!(call["name"] == "quick" || open.contains_key(key), "{call}");
+        }
+        let key_of = |tool: &str| {
+            (open.iter())
+                .find(|(_, t)| *t == tool)
+                .map(|(k, _)| k.clone())
+                .expect("key")
+        };
+        // The blocked calls may now end; the old processes are gone or going.
+        std::fs::write(t.join("gate"), "").expect("gate");
+
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        let calls = event["calls"].as_array().expect("calls");
+        assert_eq!(calls.len(), tools.len(), "{event}");
+        let listed = |tool: &str| {
+            calls
+                .iter()
+                .find(|c| c["tool"] == tool)
+                .expect("listed")
+                .clone()
+        };
+        assert_eq!(listed("s_idem")["replay"], "idempotent");
+        assert_eq!(listed("s_never")["args"], json!({"n": 0}));
+        assert_eq!(listed("s_rec")["extension"], "d");
+        assert!(listed("s_safe")["accepted_at"].as_u64().is_some());
+        // None ran by itself.
+        let before = recorded(&t.join("d.started")).len();
+
+        let never = rpc.call("r0", json!({"type": "resume", "call": key_of("s_never")}));
+        let why = never["error"].as_str().unwrap_or("");
+        assert!(why.contains("never"), "{never}");
+        let gone = rpc.call("a0", json!({"type": "abandon", "call": key_of("s_never")}));
+        assert_eq!(gone["success"], true, "{gone}");
+        let again = rpc.call("a1", json!({"type": "abandon", "call": key_of("s_never")}));
+        assert!(again["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no interrupted call")));
+
+        let safe = rpc.call("r1", json!({"type": "resume", "call": key_of("s_safe")}));
+        assert_eq!(
+            safe["data"]["content"][0]["text"], "s_safe ran {\"n\": 1}",
+            "{safe}"
+        );
+        let idem = rpc.call("r2", json!({"type": "resume", "call": key_of("s_idem")}));
+        assert_eq!(idem["success"], true, "{idem}");
+        assert_eq!(
+            effects_of(&t, &key_of("s_idem")),
+            2,
+            "run again under its key"
+        );
+        // It ran before the crash: the extension says so, and it does not run twice.
+        let rec = rpc.call("r3", json!({"type": "resume", "call": key_of("s_rec")}));
+        assert_eq!(rec["data"]["reconciled"], "completed", "{rec}");
+        assert_eq!(effects_of(&t, &key_of("s_rec")), 1);
+        // It never got as far as its effect: not started, so it runs.
+        assert_eq!(effects_of(&t, &key_of("s_rec2")), 0);
+        let rec2 = rpc.call("r4", json!({"type": "resume", "call": key_of("s_rec2")}));
+        assert_eq!(rec2["data"]["reconciled"], "not_started", "{rec2}");
+        assert_eq!(effects_of(&t, &key_of("s_rec2")), 1);
+        let started = recorded(&t.join("d.started")).len();
+        assert_eq!(
+            started,
+            before + 3,
+            "safe, idempotent and the not-started one ran"
+        );
+        // The new frames carried the same keys.
+        let calls = tool_calls(&t, "d");
+        let rec_probe = calls
+            .iter()
+            .rev()
+            .find(|c| c["reconcile"] == true)
+            .expect("reconcile");
+        assert_eq!(rec_probe["operation_key"], key_of("s_rec2").as_str());
+        rpc.close_stdin();
+        rpc.wait();
+        assert!(open_keys(&path).is_empty(), "{:?}", open_keys(&path));
+
+        // Nothing is left to recover.
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"], json!([]));
+        rpc.close_stdin();
+        rpc.wait();
+
+        // The audit view.
+        let out = zot()
+            .args(["journal"])
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("zot journal");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        let status = |tool: &str| {
+            let all: Vec<&Value> = lines.iter().filter(|l| l["tool"] == tool).collect();
+            all.iter()
+                .map(|l| l["status"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(status("s_never"), ["abandoned"]);
+        assert_eq!(status("quick"), ["completed"]);
+        assert_eq!(status("s_safe"), ["completed (resumed)"]);
+        let text = zot()
+            .args(["journal"])
+            .arg(&path)
+            .output()
+            .expect("zot journal");
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(
+            text.contains("s_rec  d  embedder  allow  completed"),
+            "{text}"
+        );
+        let unfinished = zot()
+            .args(["journal", "--unfinished"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        assert!(
+            unfinished.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&unfinished.stdout)
+        );
+    }
+}

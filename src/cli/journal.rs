@@ -35,6 +35,7 @@ struct Call {
     dispatched: bool,
     status: Option<String>,
     ended: Option<u64>,
+    resumed: bool,
 }
 
 /// PATH, `--json`, `--unfinished`; `None` after `--help`.
@@ -68,9 +69,13 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let at = r.get("at").and_then(Value::as_u64).unwrap_or(0);
         let key = text("call");
-        let open = calls.iter().rposition(|c| c.key == key && c.status.is_none());
+        let open = calls
+            .iter()
+            .rposition(|c| c.key == key && c.status.is_none());
         match (text("step").as_str(), open) {
-            ("accepted", _) => calls.push(Call {
+            // Resumed after a crash: the same call, run again.
+            ("accepted", Some(i)) => calls[i].resumed = true,
+            ("accepted", None) => calls.push(Call {
                 key,
                 at,
                 tool: text("tool"),
@@ -90,10 +95,13 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     }
     for c in calls.iter().filter(|c| !unfinished || c.status.is_none()) {
         let duration = c.ended.map(|e| e.saturating_sub(c.at));
-        let status = c.status.clone().unwrap_or_else(|| match c.dispatched {
+        let mut status = c.status.clone().unwrap_or_else(|| match c.dispatched {
             true => "unfinished (dispatched)".into(),
             false => "unfinished".into(),
         });
+        if c.resumed {
+            status.push_str(" (resumed)");
+        }
         if as_json {
             let line = json!({
                 "call": c.key, "at": c.at, "tool": c.tool, "extension": c.extension,

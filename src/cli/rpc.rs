@@ -509,9 +509,17 @@ fn build(
                 host.wait_ready();
                 let result = match kind == "resume" {
                     true => host.resume(&key).map(|o| json(&o)),
-                    false => host.abandon(&key).map(|()| json(&serde_json::json!({"abandoned": key}))),
+                    false => host
+                        .abandon(&key)
+                        .map(|()| json(&serde_json::json!({"abandoned": key}))),
                 };
-                respond(&host, &out, id.as_deref(), &kind, result.map_err(|e| e.to_string()));
+                respond(
+                    &host,
+                    &out,
+                    id.as_deref(),
+                    &kind,
+                    result.map_err(|e| e.to_string()),
+                );
             };
             std::thread::Builder::new()
                 .name("zot-rpc-resume".into())

@@ -306,7 +306,9 @@ impl Engine {
         args: Value,
         now: Instant,
     ) {
-        let block = outcome.block.then(|| outcome.reason.as_deref().unwrap_or(""));
+        let block = outcome
+            .block
+            .then(|| outcome.reason.as_deref().unwrap_or(""));
         if let Err(e) = self.journal_verdict(job, block, &args) {
             return self.finish_job(job, Err(e), now);
         }

@@ -56,7 +56,9 @@ impl Engine {
         args: &Value,
     ) -> Result<(), HostError> {
         match (self.journal(), self.journaled_key(job)) {
-            (Some(journal), Some(key)) => (journal.verdict(&key, block, args)).map_err(HostError::Journal),
+            (Some(journal), Some(key)) => {
+                (journal.verdict(&key, block, args)).map_err(HostError::Journal)
+            }
             _ => Ok(()),
         }
     }
@@ -99,7 +101,12 @@ impl Engine {
         Ok(())
     }
 
-    pub(super) fn journal_verdict(&self, _: u64, _: Option<&str>, _: &Value) -> Result<(), HostError> {
+    pub(super) fn journal_verdict(
+        &self,
+        _: u64,
+        _: Option<&str>,
+        _: &Value,
+    ) -> Result<(), HostError> {
         Ok(())
     }
 
