@@ -481,4 +481,158 @@ mod journal {
             String::from_utf8_lossy(&unfinished.stdout)
         );
     }
+
+    fn journaled_config(t: &TempDir, ext: &Path, journal: &Path) -> zot_host::HostConfig {
+        let mut cfg = config(t, &[ext.to_path_buf()]);
+        cfg.journal = Some(journal.to_path_buf());
+        cfg
+    }
+
+    fn start_err(cfg: zot_host::HostConfig) -> String {
+        match Host::start(cfg) {
+            Ok(_) => panic!("the host started"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_written_fails_the_call_and_nothing_runs() {
+        both(|| {
+            let t = TempDir::new("journal-full");
+            let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+            let host = start_ready(journaled_config(&t, &ext, Path::new("/dev/full")));
+            let got = host.call_tool(ToolRequest::new("quick", json!({})));
+            match got {
+                Err(HostError::Journal(why)) => assert!(why.contains("/dev/full"), "{why}"),
+                other => panic!("expected a journal error, got {other:?}"),
+            }
+            // The host keeps going; the call never reached the extension.
+            assert!(host.list().is_ok());
+            drop(host);
+            assert!(tool_calls(&t, "d").is_empty());
+        });
+    }
+
+    #[test]
+    fn a_read_only_path_or_a_second_host_is_refused_naming_the_file() {
+        let t = TempDir::new("journal-refused");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+        let ro = Path::new("/proc/zot-journal-test");
+        let why = start_err(journaled_config(&t, &ext, ro));
+        assert!(
+            why.contains("cannot open journal /proc/zot-journal-test"),
+            "{why}"
+        );
+        let path = t.join("j");
+        let first = start_ready(journaled_config(&t, &ext, &path));
+        let why = start_err(journaled_config(&t, &ext, &path));
+        assert!(
+            why.contains("in use by another host") && why.contains(&*path.to_string_lossy()),
+            "{why}"
+        );
+        // The binary says so too, and exits.
+        let out = zot()
+            .args(["rpc", "--no-ext", "--journal"])
+            .arg(&path)
+            .env("ZOT_HOME", t.join("home"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("zot rpc");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("in use by another host"),
+            "{stderr}"
+        );
+        drop(first);
+        let again = start_ready(journaled_config(&t, &ext, &path));
+        assert!(again.interrupted_calls().is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_any_other_bad_line_stops_the_start() {
+        let t = TempDir::new("journal-lines");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        let accepted = json!({"step": "accepted", "at": 5, "call": "k1", "tool": "quick",
+                              "extension": "d", "args": {"a": 1}, "origin": "embedder",
+                              "replay": "safe"});
+        let torn = format!("{accepted}\n{{\"step\":\"verdict\",\"ca");
+        std::fs::write(&path, &torn).expect("write");
+        both(|| {
+            let host = start_ready(journaled_config(&t, &ext, &path));
+            let open = host.interrupted_calls();
+            assert_eq!(open.len(), 1);
+            assert_eq!(
+                (open[0].call.as_str(), &open[0].args),
+                ("k1", &json!({"a": 1}))
+            );
+            // The library resumes it as rpc does: safe runs under its key.
+            let done = ran(host.resume("k1").expect("resumed"));
+            assert_eq!(done.content[0].text(), Some("quick ran {\"a\": 1}"));
+            assert!(host.interrupted_calls().is_empty());
+            assert!(matches!(host.resume("k1"), Err(HostError::Journal(_))));
+            drop(host);
+            let sent = tool_calls(&t, "d");
+            assert_eq!(sent.last().expect("sent")["operation_key"], "k1");
+            std::fs::write(&path, &torn).expect("write");
+        });
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let notes = host.journal_notes();
+        assert!(
+            notes.iter().any(|n| n.contains("line 2 was cut short")),
+            "{notes:?}"
+        );
+        drop(host);
+        let bad = format!("{accepted}\nnot json\n{accepted}\n");
+        std::fs::write(&path, bad).expect("write");
+        let why = start_err(journaled_config(&t, &ext, &path));
+        assert!(
+            why.contains(&*path.to_string_lossy()) && why.contains("line 2"),
+            "{why}"
+        );
+        let out = zot()
+            .args(["journal"])
+            .arg(&path)
+            .output()
+            .expect("zot journal");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("line 2"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn guard_verdicts_are_journaled() {
+        let t = TempDir::new("journal-guard");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+        let guard = ext_dir(
+            &t.join("g"),
+            "g",
+            json!({"register": [subscribe(&[], &["tool_call"])],
+                   "guard": {"block_events": ["tool_call"], "reason": "no quick"}}),
+        );
+        let path = t.join("j");
+        let mut cfg = journaled_config(&t, &ext, &path);
+        cfg.ext_paths.push(guard);
+        let host = start_ready(cfg);
+        let got = ran(host
+            .call_tool(ToolRequest::new("quick", json!({})))
+            .unwrap());
+        assert!(got.blocked, "{got:?}");
+        drop(host);
+        let steps: Vec<Value> = records(&path);
+        let verdict = steps
+            .iter()
+            .find(|r| r["step"] == "verdict")
+            .expect("verdict");
+        assert_eq!(verdict["decision"], "block", "{steps:?}");
+        assert_eq!(verdict["reason"], "no quick");
+        let finished = steps
+            .iter()
+            .find(|r| r["step"] == "finished")
+            .expect("finished");
+        assert_eq!(finished["status"], "blocked");
+        assert!(!steps.iter().any(|r| r["step"] == "dispatched"));
+    }
 }
