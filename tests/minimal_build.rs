@@ -3,7 +3,7 @@
 //! reason that says why, and the subcommands left out say which feature
 //! has them and how to build it.
 
-#![cfg(not(all(feature = "mcp", feature = "author")))]
+#![cfg(not(all(feature = "mcp", feature = "author", feature = "journal")))]
 
 mod common;
 
@@ -39,6 +39,13 @@ fn assert_not_built(args: &[&str], what: &str, feature: &str) {
             "zot {args:?}: {needle:?} missing from stderr: {stderr}"
         );
     }
+}
+
+#[cfg(not(feature = "journal"))]
+#[test]
+fn the_journal_is_not_in_this_build() {
+    assert_not_built(&["journal", "x"], "zot journal", "journal");
+    assert_not_built(&["rpc", "--journal", "x"], "--journal", "journal");
 }
 
 #[cfg(not(feature = "mcp"))]

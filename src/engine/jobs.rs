@@ -80,6 +80,7 @@ pub(super) struct Job {
     /// a [`crate::types::ReconcileState`].
     pub(super) reconcile: bool,
     /// Its steps are journaled, under `operation_key`.
+    #[cfg_attr(not(feature = "journal"), allow(dead_code))]
     pub(super) journaled: bool,
 }
 

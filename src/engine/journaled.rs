@@ -5,7 +5,9 @@
 //! nor are extensions' `call_tool`s, which a crash takes down with their
 //! caller. Without the `journal` feature every step is a no-op.
 
-use super::jobs::{Job, Origin};
+use super::jobs::Job;
+#[cfg(feature = "journal")]
+use super::jobs::Origin;
 use super::Engine;
 use crate::types::{HostError, ToolOutcome};
 use serde_json::Value;
