@@ -635,4 +635,37 @@ mod journal {
         assert_eq!(finished["status"], "blocked");
         assert!(!steps.iter().any(|r| r["step"] == "dispatched"));
     }
+
+    #[test]
+    fn the_session_says_which_calls_were_interrupted() {
+        let t = TempDir::new("journal-session");
+        let ext = durable_ext(
+            &t,
+            "d",
+            json!({"tools": {"quick": {"replay": "idempotent"}}}),
+        );
+        let path = t.join("j");
+        let accepted = json!({"step": "accepted", "at": 5, "call": "k9", "tool": "quick",
+                              "extension": "d", "args": {}, "origin": "embedder",
+                              "replay": "idempotent"});
+        std::fs::write(&path, format!("{accepted}\n")).expect("write");
+        let out = zot()
+            .args(["--no-ext", "-e"])
+            .arg(&ext)
+            .arg("--journal")
+            .arg(&path)
+            .arg("--cwd")
+            .arg(t.path())
+            .env("ZOT_HOME", t.join("home"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("zot");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("call k9 of tool quick (d, replay idempotent) was interrupted"),
+            "{text}"
+        );
+        // It did not run by itself.
+        assert!(tool_calls(&t, "d").is_empty());
+    }
 }

@@ -124,6 +124,20 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// What a surface says at start about its journal: how it was read, and
+/// each call a crash interrupted (none runs by itself).
+pub fn startup_lines(host: &zot_host::Host) -> Vec<String> {
+    let mut lines = host.journal_notes();
+    for c in host.interrupted_calls() {
+        lines.push(format!(
+            "journal: call {} of tool {} ({}, replay {}) was interrupted by a crash and not run \
+             again; resume or abandon it over zot rpc or the library",
+            c.call, c.tool, c.extension, c.replay
+        ));
+    }
+    lines
+}
+
 /// A verdict record in a word: `allow`, or `block: REASON`.
 fn verdict(r: &Map<String, Value>) -> String {
     match r.get("decision").and_then(Value::as_str) {

@@ -129,6 +129,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         unshown: HashMap::new(),
         insert: None,
     };
+    #[cfg(feature = "journal")]
+    for line in super::journal::startup_lines(&host) {
+        s.out.toned(render::Tone::Yellow, &line);
+    }
     let events = host.events().clone();
     // When the terminal's size is next looked at while a panel is open.
     let mut size_due = Instant::now();
