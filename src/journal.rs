@@ -611,6 +611,36 @@ mod tests {
     }
 
     #[test]
+    fn an_append_past_the_bound_rotates_first() {
+        let path = temp("bound");
+        let j = Journal::open(&path).expect("open");
+        j.accepted(&call("open"), "embedder").expect("accepted");
+        j.accepted(&call("done"), "embedder").expect("accepted");
+        j.finished("done", "completed", None).expect("finished");
+        // As if the file had grown to the bound.
+        j.lock().size = ROTATE_BYTES;
+        j.dispatched("open").expect("dispatched after rotation");
+        let now = read_records(&path).expect("records");
+        let steps: Vec<_> = now
+            .iter()
+            .map(|r| (r["step"].clone(), r["call"].clone()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (json!("accepted"), json!("open")),
+                (json!("dispatched"), json!("open"))
+            ],
+            "only the open call is carried over"
+        );
+        let mut old = path.clone().into_os_string();
+        old.push(".1");
+        assert_eq!(read_records(Path::new(&old)).expect("old").len(), 3);
+        drop(j);
+        assert_eq!(Journal::open(&path).expect("reopen").interrupted().len(), 1);
+    }
+
+    #[test]
     fn a_second_host_is_refused_and_a_bad_line_is_named() {
         let path = temp("lock");
         let j = Journal::open(&path).expect("open");

@@ -668,4 +668,43 @@ mod journal {
         // It did not run by itself.
         assert!(tool_calls(&t, "d").is_empty());
     }
+
+    #[cfg(feature = "mcp")]
+    #[test]
+    fn zot_mcp_journals_the_calls_of_its_client() {
+        let t = TempDir::new("journal-mcp");
+        let ext = durable_ext(&t, "d", json!({"tools": {"md": {"format": "markdown"}}}));
+        let path = t.join("j");
+        let mut cmd = Rpc::mcp_command(&t, &[ext], 60);
+        cmd.arg("--journal").arg(&path);
+        let mut mcp = Rpc::spawn(&mut cmd);
+        let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        mcp.send(request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        ));
+        mcp.until("initialize", |v| v["id"] == 0);
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}));
+        mcp.send(request(
+            1,
+            "tools/call",
+            json!({"name": "md", "arguments": {}}),
+        ));
+        let answer = mcp.until("tools/call", |v| v["id"] == 1);
+        // MCP has no display hint: the text only.
+        assert_eq!(
+            answer["result"]["content"],
+            json!([{"type": "text", "text": "md ran {}"}]),
+            "{answer}"
+        );
+        mcp.close_stdin();
+        mcp.wait();
+        let steps: Vec<String> = records(&path)
+            .iter()
+            .map(|r| r["step"].as_str().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(steps, ["accepted", "verdict", "dispatched", "finished"]);
+    }
 }
