@@ -204,6 +204,23 @@ impl Journal {
         })
     }
 
+    /// Journals one guard's answer on call `key`: `decision` (`allow`,
+    /// `block`, `rewrite`, `unavailable`) with its reason or new args.
+    pub fn guard(
+        &self,
+        key: &str,
+        guard: &str,
+        decision: &str,
+        detail: Option<(&str, Value)>,
+    ) -> Result<(), String> {
+        let mut record = json!({"step": "verdict", "at": now_ms(), "call": key,
+                                "guard": guard, "decision": decision});
+        if let Some((field, value)) = detail {
+            record[field] = value;
+        }
+        self.append(&record, |_| {})
+    }
+
     /// Journals that call `key` is handed to its extension.
     pub fn dispatched(&self, key: &str) -> Result<(), String> {
         let record = json!({"step": "dispatched", "at": now_ms(), "call": key});
@@ -407,7 +424,8 @@ fn apply_record(open: &mut BTreeMap<String, InterruptedCall>, record: Map<String
             };
             open.insert(key, call);
         }
-        "verdict" => {
+        // The guards' final args (a single guard's rewrite may be rewritten again).
+        "verdict" if !record.contains_key("guard") => {
             if let (Some(call), Some(args)) = (open.get_mut(&key), record.get("args")) {
                 call.args = args.clone();
             }
@@ -417,6 +435,7 @@ fn apply_record(open: &mut BTreeMap<String, InterruptedCall>, record: Map<String
                 call.dispatched = true;
             }
         }
+        "verdict" => {}
         _ => {
             open.remove(&key);
         }

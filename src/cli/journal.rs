@@ -138,14 +138,19 @@ pub fn startup_lines(host: &zot_host::Host) -> Vec<String> {
     lines
 }
 
-/// A verdict record in a word: `allow`, or `block: REASON`.
+/// A verdict record in a word: `allow`, or `block: REASON`; a single
+/// guard's prefixed with its name (`GUARD block: REASON`).
 fn verdict(r: &Map<String, Value>) -> String {
-    match r.get("decision").and_then(Value::as_str) {
-        Some("block") => {
+    let decision = match r.get("decision").and_then(Value::as_str) {
+        Some(d @ ("block" | "unavailable")) => {
             let reason = r.get("reason").and_then(Value::as_str).unwrap_or("");
-            format!("block: {reason}")
+            format!("{d}: {reason}")
         }
         Some(other) => other.to_string(),
         None => "?".into(),
+    };
+    match r.get("guard").and_then(Value::as_str) {
+        Some(guard) => format!("{guard} {decision}"),
+        None => decision,
     }
 }

@@ -9,6 +9,7 @@ use super::jobs::Job;
 #[cfg(feature = "journal")]
 use super::jobs::Origin;
 use super::Engine;
+use crate::intercept::Answer;
 use crate::types::{HostError, ToolOutcome};
 use serde_json::Value;
 
@@ -65,6 +66,27 @@ impl Engine {
         }
     }
 
+    /// Journals guard `guard`'s answer on `job`.
+    pub(super) fn journal_guard(
+        &self,
+        job: u64,
+        guard: &str,
+        answer: &Answer,
+    ) -> Result<(), HostError> {
+        let (Some(journal), Some(key)) = (self.journal(), self.journaled_key(job)) else {
+            return Ok(());
+        };
+        let (decision, detail) = match answer {
+            Answer::Block(reason) => ("block", Some(("reason", Value::from(reason.as_str())))),
+            Answer::Rewrite {
+                args: Some(args), ..
+            } => ("rewrite", Some(("args", args.clone()))),
+            Answer::Unusable(why) => ("unavailable", Some(("reason", Value::from(why.as_str())))),
+            _ => ("allow", None),
+        };
+        (journal.guard(&key, guard, decision, detail)).map_err(HostError::Journal)
+    }
+
     /// Journals that `job` is handed to its extension.
     pub(super) fn journal_dispatched(&self, job: u64) -> Result<(), HostError> {
         match (self.journal(), self.journaled_key(job)) {
@@ -113,6 +135,10 @@ impl Engine {
     }
 
     pub(super) fn journal_dispatched(&self, _: u64) -> Result<(), HostError> {
+        Ok(())
+    }
+
+    pub(super) fn journal_guard(&self, _: u64, _: &str, _: &Answer) -> Result<(), HostError> {
         Ok(())
     }
 

@@ -705,6 +705,18 @@ impl Engine {
 
     /// Records the answer of the guard at `pos` and walks the chain on.
     pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
+        // A tool call's guard verdicts are journaled one by one.
+        if let Some(ChainState {
+            then: Then::RunTool { job },
+            guards,
+            ..
+        }) = self.chains.get(&chain)
+        {
+            let (job, guard) = (*job, self.exts[guards[pos]].name.clone());
+            if let Err(e) = self.journal_guard(job, &guard, &answer) {
+                return self.finish_job(job, Err(e), now);
+            }
+        }
         if let Some(state) = self.chains.get_mut(&chain) {
             state.chain.answer(pos, answer);
             self.drive(chain, now);
