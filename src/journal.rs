@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -104,20 +104,30 @@ impl Journal {
         let meta = file
             .metadata()
             .map_err(|e| format!("journal {name}: {e}"))?;
+        let mut open = BTreeMap::new();
+        let mut notes = Vec::new();
+        let mut size = meta.len();
         // A device (such as /dev/full) has nothing to read back.
-        let mut text = Vec::new();
         if meta.is_file() {
             file.seek(SeekFrom::Start(0))
-                .and_then(|_| file.read_to_end(&mut text))
                 .map_err(|e| format!("cannot read journal {name}: {e}"))?;
-        }
-        let (open, notes, torn_at) = replay_lines(path, &text)?;
-        let mut size = text.len() as u64;
-        if let Some(at) = torn_at {
-            // The torn line is cut off, so that the next record starts a line.
-            file.set_len(at as u64)
-                .map_err(|e| format!("cannot repair journal {name}: {e}"))?;
-            size = at as u64;
+            let reader = io::BufReader::new(&file);
+            let (torn_at, newline_missing) =
+                scan(path, reader, |record| apply_record(&mut open, record))?;
+            if let Some(at) = torn_at {
+                notes.push(format!(
+                    "journal {name}: its last line was cut short (a crash while writing it); ignored"
+                ));
+                // Cut off, so that the next record starts a line.
+                file.set_len(at)
+                    .map_err(|e| format!("cannot repair journal {name}: {e}"))?;
+                size = at;
+            }
+            if newline_missing {
+                (file.write_all(b"\n").and_then(|_| file.sync_data()))
+                    .map_err(|e| format!("cannot repair journal {name}: {e}"))?;
+                size += 1;
+            }
         }
         let interrupted = open.keys().cloned().collect();
         Ok(Journal {
@@ -328,56 +338,54 @@ impl Journal {
     }
 }
 
-/// The calls left open by the journal's `text`, notes, and where a torn
-/// last line starts (to be cut off). A bad line anywhere else is an
-/// error naming the file and the line.
-#[allow(clippy::type_complexity)]
-fn replay_lines(
+/// A line longer than this is no record (the journal is not read into
+/// memory whole: a line at a time).
+const MAX_LINE: u64 = 256 * 1024 * 1024;
+
+/// Reads the journal's lines from `reader` one at a time, handing each
+/// record to `each`. A last line cut short that does not parse is left
+/// out: returned is where it starts, if so, and whether a last line that
+/// parsed lacks its newline. Any other bad line is an error naming the
+/// file and the line.
+fn scan(
     path: &Path,
-    text: &[u8],
-) -> Result<
-    (
-        BTreeMap<String, InterruptedCall>,
-        Vec<String>,
-        Option<usize>,
-    ),
-    String,
-> {
-    let mut open = BTreeMap::new();
-    let mut notes = Vec::new();
-    let mut start = 0;
-    let mut number = 0;
-    while start < text.len() {
+    mut reader: impl BufRead,
+    mut each: impl FnMut(Map<String, Value>),
+) -> Result<(Option<u64>, bool), String> {
+    let name = path.display();
+    let (mut offset, mut number, mut line) = (0u64, 0u64, Vec::new());
+    loop {
+        line.clear();
+        let n = (reader.by_ref().take(MAX_LINE))
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("cannot read journal {name}: {e}"))?;
+        if n == 0 {
+            return Ok((None, false));
+        }
         number += 1;
-        let end = text[start..].iter().position(|&b| b == b'\n');
-        let (line, next, complete) = match end {
-            Some(n) => (&text[start..start + n], start + n + 1, true),
-            None => (&text[start..], text.len(), false),
-        };
-        if line.is_empty() {
-            start = next;
-            continue;
+        let complete = line.last() == Some(&b'\n');
+        if !complete && n as u64 == MAX_LINE {
+            return Err(format!(
+                "journal {name}: line {number} is longer than {MAX_LINE} bytes"
+            ));
         }
-        match parse_record(line) {
-            Ok(record) => apply_record(&mut open, record),
-            // The last line, cut short by a crash: ignored.
-            Err(_) if !complete => {
-                notes.push(format!(
-                    "journal {}: line {number} was cut short (a crash while writing it); ignored",
-                    path.display()
-                ));
-                return Ok((open, notes, Some(start)));
-            }
-            Err(why) => {
-                return Err(format!(
-                    "journal {}: line {number} is not a journal record: {why}",
-                    path.display()
-                ))
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if !text.is_empty() {
+            match parse_record(text) {
+                Ok(record) => each(record),
+                Err(_) if !complete => return Ok((Some(offset), false)),
+                Err(why) => {
+                    return Err(format!(
+                        "journal {name}: line {number} is not a journal record: {why}"
+                    ))
+                }
             }
         }
-        start = next;
+        if !complete {
+            return Ok((None, !text.is_empty()));
+        }
+        offset += n as u64;
     }
-    Ok((open, notes, None))
 }
 
 /// One line as a record: a JSON object with a string `step` and `call`.
@@ -442,29 +450,19 @@ fn apply_record(open: &mut BTreeMap<String, InterruptedCall>, record: Map<String
     }
 }
 
-/// Every record of the journal at `path`, for `zot journal`; a torn last
-/// line is left out, any other bad line is an error naming it.
+/// Every record of the journal at `path`, in order, to `each`, for `zot
+/// journal`: read a line at a time; a torn last line is left out, any
+/// other bad line is an error naming it.
+pub fn each_record(path: &Path, each: impl FnMut(Map<String, Value>)) -> Result<(), String> {
+    let file =
+        File::open(path).map_err(|e| format!("cannot read journal {}: {e}", path.display()))?;
+    scan(path, io::BufReader::new(file), each).map(|_| ())
+}
+
+/// Every record of the journal at `path` ([`each_record`]).
 pub fn read_records(path: &Path) -> Result<Vec<Map<String, Value>>, String> {
-    let name = path.display();
-    let text = std::fs::read(path).map_err(|e| format!("cannot read journal {name}: {e}"))?;
-    let torn = !text.is_empty() && !text.ends_with(b"\n");
-    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
     let mut records = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        match parse_record(line) {
-            Ok(r) => records.push(r),
-            Err(_) if torn && i + 1 == lines.len() => break,
-            Err(why) => {
-                let n = i + 1;
-                return Err(format!(
-                    "journal {name}: line {n} is not a journal record: {why}"
-                ));
-            }
-        }
-    }
+    each_record(path, |r| records.push(r))?;
     Ok(records)
 }
 
@@ -684,7 +682,7 @@ mod tests {
         let j = Journal::open(&path).expect("torn last line");
         assert_eq!(j.interrupted().len(), 1);
         assert!(
-            j.notes()[0].contains("line 2 was cut short"),
+            j.notes()[0].contains("last line was cut short"),
             "{:?}",
             j.notes()
         );
@@ -693,6 +691,15 @@ mod tests {
         drop(j);
         let j = Journal::open(&path).expect("repaired");
         assert!(j.interrupted().is_empty());
+        drop(j);
+        // A last line whole but for its newline counts, and gets one.
+        let whole = "{\"step\":\"accepted\",\"call\":\"b\",\"tool\":\"t\"}";
+        std::fs::write(&path, whole).unwrap();
+        let j = Journal::open(&path).expect("open");
+        j.dispatched("b").expect("dispatched");
+        drop(j);
+        let j = Journal::open(&path).expect("reopen");
+        assert!(j.interrupted()[0].dispatched);
     }
 
     #[test]

@@ -579,7 +579,7 @@ mod journal {
         let host = start_ready(journaled_config(&t, &ext, &path));
         let notes = host.journal_notes();
         assert!(
-            notes.iter().any(|n| n.contains("line 2 was cut short")),
+            notes.iter().any(|n| n.contains("last line was cut short")),
             "{notes:?}"
         );
         drop(host);

@@ -5,6 +5,7 @@
 
 use super::CliError;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -63,36 +64,39 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     let Some((path, as_json, unfinished)) = parse(args)? else {
         return Ok(0);
     };
-    let records = zot_host::journal::read_records(&path).map_err(CliError::Failed)?;
+    // Read a record at a time; the calls still open by key.
     let mut calls: Vec<Call> = Vec::new();
-    for r in records {
+    let mut open: HashMap<String, usize> = HashMap::new();
+    zot_host::journal::each_record(&path, |r| {
         let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let at = r.get("at").and_then(Value::as_u64).unwrap_or(0);
         let key = text("call");
-        let open = calls
-            .iter()
-            .rposition(|c| c.key == key && c.status.is_none());
-        match (text("step").as_str(), open) {
+        match (text("step").as_str(), open.get(&key).copied()) {
             // Resumed after a crash: the same call, run again.
             ("accepted", Some(i)) => calls[i].resumed = true,
-            ("accepted", None) => calls.push(Call {
-                key,
-                at,
-                tool: text("tool"),
-                extension: text("extension"),
-                origin: text("origin"),
-                replay: text("replay"),
-                ..Default::default()
-            }),
+            ("accepted", None) => {
+                open.insert(key.clone(), calls.len());
+                calls.push(Call {
+                    key,
+                    at,
+                    tool: text("tool"),
+                    extension: text("extension"),
+                    origin: text("origin"),
+                    replay: text("replay"),
+                    ..Default::default()
+                });
+            }
             ("verdict", Some(i)) => calls[i].verdicts.push(verdict(&r)),
             ("dispatched", Some(i)) => calls[i].dispatched = true,
             ("finished", Some(i)) => {
                 calls[i].status = Some(text("status"));
                 calls[i].ended = Some(at);
+                open.remove(&key);
             }
             _ => {}
         }
-    }
+    })
+    .map_err(CliError::Failed)?;
     for c in calls.iter().filter(|c| !unfinished || c.status.is_none()) {
         let duration = c.ended.map(|e| e.saturating_sub(c.at));
         let mut status = c.status.clone().unwrap_or_else(|| match c.dispatched {
