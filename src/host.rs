@@ -731,5 +731,9 @@ impl Drop for Host {
             }
             None => self.handle.shared.drive_until(|| false, None),
         }
+        #[cfg(feature = "journal")]
+        if let Some(journal) = &self.handle.journal {
+            journal.close();
+        }
     }
 }

@@ -68,6 +68,8 @@ struct Inner {
     interrupted: Vec<String>,
     /// A note for the embedder about how the journal was read.
     notes: Vec<String>,
+    /// The host stopped: the lock is released, nothing more is written.
+    closed: bool,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -138,9 +140,18 @@ impl Journal {
                 open,
                 interrupted,
                 notes,
+                closed: false,
             }),
             counter: AtomicU64::new(0),
         })
+    }
+
+    /// Releases the lock when the host stops, so that another host may
+    /// open the journal at once (whatever still holds this one).
+    pub(crate) fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        let _ = inner.file.unlock();
     }
 
     /// The journal's path.
@@ -241,13 +252,14 @@ impl Journal {
         })
     }
 
-    /// Journals how call `key` ended: `status`, and `result` (cut past
-    /// [`RESULT_LIMIT`] bytes, with its whole size).
-    pub fn finished(&self, key: &str, status: &str, result: Option<&Value>) -> Result<(), String> {
+    /// Journals how call `key` ended: `status`, and `result` (JSON text;
+    /// past [`RESULT_LIMIT`] bytes its start as `result_text`, with its
+    /// whole size).
+    pub fn finished(&self, key: &str, status: &str, result: Option<&str>) -> Result<(), String> {
         let mut record = json!({"step": "finished", "at": now_ms(), "call": key, "status": status});
-        if let Some(result) = result {
-            let text = result.to_string();
-            if text.len() > RESULT_LIMIT {
+        let mut raw = None;
+        match result {
+            Some(text) if text.len() > RESULT_LIMIT => {
                 let mut end = RESULT_LIMIT;
                 while !text.is_char_boundary(end) {
                     end -= 1;
@@ -255,11 +267,18 @@ impl Journal {
                 record["result_text"] = text[..end].into();
                 record["truncated"] = true.into();
                 record["size"] = text.len().into();
-            } else {
-                record["result"] = result.clone();
             }
+            other => raw = other,
         }
-        self.append(&record, |inner| {
+        let mut line = record.to_string();
+        if let Some(raw) = raw {
+            // Spliced in as it is: no tree of it is built.
+            line.pop();
+            line.push_str(",\"result\":");
+            line.push_str(raw);
+            line.push('}');
+        }
+        self.append_line(line, |inner| {
             inner.open.remove(key);
             inner.interrupted.retain(|k| k != key);
         })
@@ -269,9 +288,19 @@ impl Journal {
     /// what is known of the calls. On failure the file is cut back to
     /// where it was, and the error names it.
     fn append(&self, record: &Value, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
-        let mut line = record.to_string().into_bytes();
+        self.append_line(record.to_string(), apply)
+    }
+
+    fn append_line(&self, line: String, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
+        let mut line = line.into_bytes();
         line.push(b'\n');
         let mut inner = self.lock();
+        if inner.closed {
+            return Err(format!(
+                "journal {} is closed: the host stopped",
+                self.path.display()
+            ));
+        }
         if inner.size + line.len() as u64 > ROTATE_BYTES {
             self.rotate(&mut inner)?;
         }
@@ -466,7 +495,7 @@ pub fn read_records(path: &Path) -> Result<Vec<Map<String, Value>>, String> {
     Ok(records)
 }
 
-/// Recovery, on [`crate::Host`] and [`crate::HostHandle`] alike.
+/// Recovery.
 macro_rules! recovery_methods {
     () => {
         /// The calls of [`crate::HostConfig::journal`] a crash interrupted
@@ -508,8 +537,8 @@ macro_rules! recovery_methods {
                     };
                     match state {
                         Some(ReconcileState::Completed) => {
-                            let value = serde_json::to_value(&probe).ok();
-                            (journal.finished(key, "completed", value.as_ref()))
+                            let text = serde_json::to_string(&probe).ok();
+                            (journal.finished(key, "completed", text.as_deref()))
                                 .map_err(HostError::Journal)?;
                             Ok(probe)
                         }
@@ -562,12 +591,27 @@ impl crate::HostHandle {
     recovery_methods!();
 }
 
+/// The same on [`crate::Host`], through its handle (one copy of the code).
 impl crate::Host {
-    fn journal_ref(&self) -> Option<&Journal> {
-        self.handle_ref().journal.as_deref()
+    /// [`crate::HostHandle::interrupted_calls`].
+    pub fn interrupted_calls(&self) -> Vec<InterruptedCall> {
+        self.handle_ref().interrupted_calls()
     }
 
-    recovery_methods!();
+    /// [`crate::HostHandle::journal_notes`].
+    pub fn journal_notes(&self) -> Vec<String> {
+        self.handle_ref().journal_notes()
+    }
+
+    /// [`crate::HostHandle::resume`].
+    pub fn resume(&self, key: &str) -> Result<ToolOutcome, HostError> {
+        self.handle_ref().resume(key)
+    }
+
+    /// [`crate::HostHandle::abandon`].
+    pub fn abandon(&self, key: &str) -> Result<(), HostError> {
+        self.handle_ref().abandon(key)
+    }
 }
 
 #[cfg(test)]
@@ -601,7 +645,7 @@ mod tests {
         j.verdict("k1", None, &json!({"a": 2})).expect("verdict");
         j.dispatched("k1").expect("dispatched");
         j.accepted(&call("k2"), "embedder").expect("accepted");
-        j.finished("k2", "completed", Some(&json!({"x": 1})))
+        j.finished("k2", "completed", Some(r#"{"x":1}"#))
             .expect("finished");
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(&path).unwrap().permissions(),
@@ -706,8 +750,10 @@ mod tests {
     fn a_big_result_is_cut_with_its_size() {
         let path = temp("big");
         let j = Journal::open(&path).expect("open");
-        let big = json!("x".repeat(RESULT_LIMIT * 2));
+        let big = json!("x".repeat(RESULT_LIMIT * 2)).to_string();
         j.finished("k", "completed", Some(&big)).expect("finished");
+        j.finished("k2", "completed", Some(r#"{"a":[1]}"#))
+            .expect("finished");
         let records = read_records(&path).expect("records");
         assert_eq!(records[0]["truncated"], true);
         assert_eq!(records[0]["size"], RESULT_LIMIT * 2 + 2);

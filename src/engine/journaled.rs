@@ -106,11 +106,11 @@ impl Engine {
         else {
             return Ok(());
         };
-        let value = match result {
-            Ok(outcome) => serde_json::to_value(outcome).ok(),
-            Err(e) => Some(Value::String(e.to_string())),
+        let text = match result {
+            Ok(outcome) => serde_json::to_string(outcome).ok(),
+            Err(e) => serde_json::to_string(&e.to_string()).ok(),
         };
-        (journal.finished(key, status, value.as_ref())).map_err(HostError::Journal)
+        (journal.finished(key, status, text.as_deref())).map_err(HostError::Journal)
     }
 
     fn journaled_key(&self, job: u64) -> Option<String> {
