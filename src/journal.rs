@@ -8,7 +8,6 @@
 use crate::types::{HostError, ReconcileState, Replay, ToolOutcome, ToolRequest};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -63,13 +62,45 @@ struct Inner {
     size: u64,
     /// Calls accepted and not finished: their `accepted` record, with
     /// the args of their verdict.
-    open: BTreeMap<String, InterruptedCall>,
+    open: Open,
     /// Those open at start, until each is resolved.
     interrupted: Vec<String>,
     /// A note for the embedder about how the journal was read.
     notes: Vec<String>,
     /// The host stopped: the lock is released, nothing more is written.
     closed: bool,
+}
+
+/// The calls open (accepted, not finished), oldest first: few at a
+/// time, so a list (a map type of its own would cost the binary more).
+#[derive(Default)]
+struct Open(Vec<InterruptedCall>);
+
+impl Open {
+    fn get(&self, key: &str) -> Option<&InterruptedCall> {
+        self.0.iter().find(|c| c.call == key)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut InterruptedCall> {
+        self.0.iter_mut().find(|c| c.call == key)
+    }
+
+    fn insert(&mut self, key: String, call: InterruptedCall) {
+        self.remove(&key);
+        self.0.push(call);
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.0.retain(|c| c.call != key);
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|c| &c.call)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &InterruptedCall> {
+        self.0.iter()
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -106,7 +137,7 @@ impl Journal {
         let meta = file
             .metadata()
             .map_err(|e| format!("journal {name}: {e}"))?;
-        let mut open = BTreeMap::new();
+        let mut open = Open::default();
         let mut notes = Vec::new();
         let mut size = meta.len();
         // A device (such as /dev/full) has nothing to read back.
@@ -438,7 +469,7 @@ fn parse_record(line: &[u8]) -> Result<Map<String, Value>, String> {
     Ok(record)
 }
 
-fn apply_record(open: &mut BTreeMap<String, InterruptedCall>, record: Map<String, Value>) {
+fn apply_record(open: &mut Open, record: Map<String, Value>) {
     let text = |k: &str| {
         record
             .get(k)
