@@ -103,6 +103,15 @@ impl Open {
     }
 }
 
+/// The `accepted` record of `call`.
+fn accepted_record(call: &InterruptedCall, origin: &str) -> Value {
+    json!({
+        "step": "accepted", "at": call.accepted_at, "call": call.call,
+        "tool": call.tool, "extension": call.extension, "args": call.args,
+        "origin": origin, "replay": call.replay,
+    })
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     let since = SystemTime::now().duration_since(UNIX_EPOCH);
@@ -223,12 +232,7 @@ impl Journal {
 
     /// Journals `accepted` for call `key`.
     pub fn accepted(&self, call: &InterruptedCall, origin: &str) -> Result<(), String> {
-        let record = json!({
-            "step": "accepted", "at": call.accepted_at, "call": call.call,
-            "tool": call.tool, "extension": call.extension, "args": call.args,
-            "origin": origin, "replay": call.replay,
-        });
-        self.append(&record, |inner| {
+        self.append(&accepted_record(call, origin), |inner| {
             inner.open.insert(call.call.clone(), call.clone());
             // Resumed: no longer the crash's to resolve.
             inner.interrupted.retain(|k| *k != call.call);
@@ -372,11 +376,7 @@ impl Journal {
             .map_err(|e| fail(io::Error::other(e.to_string())))?;
         let mut text = Vec::new();
         for call in inner.open.values() {
-            let accepted = json!({
-                "step": "accepted", "at": call.accepted_at, "call": call.call,
-                "tool": call.tool, "extension": call.extension, "args": call.args,
-                "origin": "carried", "replay": call.replay,
-            });
+            let accepted = accepted_record(call, "carried");
             text.extend_from_slice(accepted.to_string().as_bytes());
             text.push(b'\n');
             if call.dispatched {

@@ -7,7 +7,7 @@
 
 use super::jobs::Job;
 #[cfg(feature = "journal")]
-use super::jobs::Origin;
+use super::jobs::{At, Origin};
 use super::Engine;
 use crate::intercept::Answer;
 use crate::types::{HostError, ToolOutcome};
@@ -58,8 +58,10 @@ impl Engine {
         block: Option<&str>,
         args: &Value,
     ) -> Result<(), HostError> {
+        // Without guards there is no verdict to record (one sync less).
+        let guarded = (self.jobs.get(job)).is_some_and(|j| matches!(j.at, At::Guards(_)));
         match (self.journal(), self.journaled_key(job)) {
-            (Some(journal), Some(key)) => {
+            (Some(journal), Some(key)) if guarded => {
                 (journal.verdict(&key, block, args)).map_err(HostError::Journal)
             }
             _ => Ok(()),
