@@ -123,9 +123,29 @@ pub struct HostConfig {
     /// The embedder shows panels, so interactive tools may wait for the
     /// user without a deadline; false: they are refused (SPEC 13.3). True.
     pub interactive_tools: bool,
+    /// Makes the embedder's tool calls durable: each step is journaled
+    /// here before it takes effect (docs/JOURNAL.md).
+    #[cfg(feature = "journal")]
+    pub journal: Option<PathBuf>,
+    /// The journal, once the host opened it.
+    #[cfg(feature = "journal")]
+    #[doc(hidden)]
+    pub(crate) opened_journal: Option<std::sync::Arc<crate::journal::Journal>>,
 }
 
 impl HostConfig {
+    /// Opens and locks [`HostConfig::journal`], once when the host
+    /// starts; fails naming the file.
+    #[cfg(feature = "journal")]
+    pub(crate) fn open_journal(&mut self) -> std::io::Result<()> {
+        if let Some(path) = &self.journal {
+            let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            let journal = crate::journal::Journal::open(&path).map_err(std::io::Error::other)?;
+            self.opened_journal = Some(std::sync::Arc::new(journal));
+        }
+        Ok(())
+    }
+
     /// Makes the paths absolute, against the embedder's working directory,
     /// once when the host starts: an extension runs in its own directory,
     /// where a relative path would name something else.
@@ -172,6 +192,10 @@ impl HostConfig {
             confine: false,
             runs_builtins: true,
             interactive_tools: true,
+            #[cfg(feature = "journal")]
+            journal: None,
+            #[cfg(feature = "journal")]
+            opened_journal: None,
         }
     }
 }

@@ -211,6 +211,9 @@ pub struct HostHandle {
     ready: Arc<ReadyLatch>,
     events_sent: Arc<AtomicU64>,
     tickets: Arc<AtomicU64>,
+    /// The journal the host opened, for recovery.
+    #[cfg(feature = "journal")]
+    pub(crate) journal: Option<Arc<crate::journal::Journal>>,
 }
 
 impl HostHandle {
@@ -501,7 +504,14 @@ impl Host {
     fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
         config.check_build()?;
         config.make_paths_absolute();
-        let (host, channels) = Host::new(false, owner);
+        #[cfg(feature = "journal")]
+        config.open_journal()?;
+        #[allow(unused_mut)]
+        let (mut host, channels) = Host::new(false, owner);
+        #[cfg(feature = "journal")]
+        {
+            host.handle.journal = config.opened_journal.clone();
+        }
         let mut driver = Driver::start(config, channels);
         // Weak: the driver sits inside the loop it would otherwise keep.
         let shared = Arc::downgrade(&host.handle.shared);
@@ -520,7 +530,13 @@ impl Host {
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
         config.check_build()?;
         config.make_paths_absolute();
+        #[cfg(feature = "journal")]
+        config.open_journal()?;
         let (mut host, channels) = Host::new(true, None);
+        #[cfg(feature = "journal")]
+        {
+            host.handle.journal = config.opened_journal.clone();
+        }
         let shared = Arc::downgrade(&host.handle.shared);
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
@@ -555,6 +571,8 @@ impl Host {
             ready: Arc::default(),
             events_sent: Arc::default(),
             tickets: Arc::default(),
+            #[cfg(feature = "journal")]
+            journal: None,
         };
         let channels = Channels {
             requests,
@@ -700,6 +718,12 @@ impl Host {
         }
     }
 
+    /// Its handle, borrowed.
+    #[cfg(feature = "journal")]
+    pub(crate) fn handle_ref(&self) -> &HostHandle {
+        &self.handle
+    }
+
     /// A handle for making calls from other threads.
     pub fn handle(&self) -> HostHandle {
         self.handle.clone()
@@ -721,6 +745,10 @@ impl Drop for Host {
                 let _ = thread.join();
             }
             None => self.handle.shared.drive_until(|| false, None),
+        }
+        #[cfg(feature = "journal")]
+        if let Some(journal) = &self.handle.journal {
+            journal.close();
         }
     }
 }

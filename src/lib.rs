@@ -52,6 +52,8 @@ mod discovery;
 mod engine;
 mod host;
 mod intercept;
+#[cfg(feature = "journal")]
+pub mod journal;
 // JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
 #[cfg(feature = "mcp")]
 mod jsonrpc;
@@ -76,12 +78,14 @@ pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
 pub use discovery::Scope;
 pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
+#[cfg(feature = "journal")]
+pub use journal::InterruptedCall;
 pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
     Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,
     ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level,
-    NameConflict, NameKind, ReadyVia, ReloadReport, Reply, Request, Snapshot, Ticket, ToolInfo,
-    ToolOutcome, ToolRequest, ToolResult,
+    NameConflict, NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request,
+    Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the

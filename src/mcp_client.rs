@@ -821,8 +821,16 @@ impl McpClient {
     pub fn on_host_frame(&mut self, frame: &HostFrame, now: Instant) {
         self.made_at = now;
         match *frame {
-            HostFrame::ToolCall { id, name, args } => {
+            HostFrame::ToolCall {
+                id,
+                name,
+                args,
+                reconcile,
+                ..
+            } => {
                 let arguments = match args {
+                    // MCP has no way to ask without running the tool.
+                    _ if reconcile => Err("an MCP server cannot reconcile a call".into()),
                     Value::Null => Ok(json!({})),
                     obj @ Value::Object(_) => Ok(obj.clone()),
                     _ => Err("MCP tool arguments must be a JSON object".into()),
@@ -1149,7 +1157,14 @@ mod tests {
     /// The host calls the server's `echo` tool (`p_echo`) as `id`.
     fn call_echo(c: &mut McpClient, id: &str, args: &Value, at: Instant) {
         let name = "p_echo";
-        c.on_host_frame(&HostFrame::ToolCall { id, name, args }, at);
+        let call = HostFrame::ToolCall {
+            id,
+            name,
+            args,
+            operation_key: None,
+            reconcile: false,
+        };
+        c.on_host_frame(&call, at);
     }
 
     fn running(t0: Instant) -> McpClient {
@@ -1256,6 +1271,8 @@ mod tests {
             id: "h1",
             name: "p_echo",
             args: &args,
+            operation_key: None,
+            reconcile: false,
         };
         c.on_host_frame(&call, t0);
         let [request] = <[Value; 1]>::try_from(written(&mut c)).unwrap();
@@ -1367,6 +1384,8 @@ mod tests {
                 id: "h3",
                 name: "echo",
                 args: &args,
+                operation_key: None,
+                reconcile: false,
             },
             t0,
         );

@@ -228,6 +228,9 @@ pub struct ToolExtras {
     pub deferred: Option<bool>,
     /// Waits for the user: no reply deadline (SPEC 13.3).
     pub interactive: Option<bool>,
+    /// `never`, `safe`, `idempotent` or `reconcile`; anything else is
+    /// `never`.
+    pub replay: Option<String>,
 }
 
 /// Body of `command_response` (SPEC section 2).
@@ -374,10 +377,15 @@ pub enum HostFrame<'a> {
         name: &'a str,
         args: &'a str,
     },
+    /// `operation_key` and `reconcile` only when the embedder gave them.
     ToolCall {
         id: &'a str,
         name: &'a str,
         args: &'a Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        operation_key: Option<&'a str>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        reconcile: bool,
     },
     /// An abandoned `tool_call` (SPEC 13.2).
     ToolCancel {
@@ -454,9 +462,22 @@ impl HostFrame<'_> {
                 out.push(b'}');
                 Ok(())
             }
-            HostFrame::ToolCall { id, name, args } => {
+            HostFrame::ToolCall {
+                id,
+                name,
+                args,
+                operation_key,
+                reconcile,
+            } => {
                 start_call(out, br#"{"type":"tool_call","id":"#, id, name);
                 let args = serde_json::to_writer(&mut *out, args);
+                if let Some(key) = operation_key {
+                    out.extend_from_slice(br#","operation_key":"#);
+                    push_json_str(out, key);
+                }
+                if reconcile {
+                    out.extend_from_slice(br#","reconcile":true"#);
+                }
                 out.push(b'}');
                 args
             }
@@ -762,6 +783,7 @@ impl Fields<'_> {
                     exposure: self.opt("exposure")?,
                     deferred: self.opt("deferred")?,
                     interactive: self.opt("interactive")?,
+                    replay: self.opt("replay")?,
                 },
             },
             "subscribe" => ExtFrame::Subscribe {
@@ -1109,6 +1131,7 @@ pub(crate) fn snippet(line: &[u8]) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::BufReader;
 
     #[test]
     fn call_frames_are_written_as_the_derive_writes_them() {
@@ -1130,6 +1153,15 @@ mod tests {
                     id: text,
                     name: "t",
                     args: &args,
+                    operation_key: None,
+                    reconcile: false,
+                },
+                HostFrame::ToolCall {
+                    id: "8",
+                    name: "t",
+                    args: &args,
+                    operation_key: Some(text),
+                    reconcile: true,
                 },
             ] {
                 let mut derived = serde_json::to_vec(&frame).unwrap();

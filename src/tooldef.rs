@@ -5,7 +5,7 @@
 
 use crate::protocol::ToolExtras;
 use crate::registry;
-use crate::types::{Exposure, ToolInfo};
+use crate::types::{Exposure, Replay, ToolInfo};
 use serde_json::Value;
 
 /// The registered tool, or why the registration is rejected: a `schema`
@@ -46,6 +46,21 @@ pub fn tool_info(
         exposure,
         active: exposure != Exposure::Deferred,
         interactive: extra.interactive == Some(true),
+        replay: (extra.replay.as_deref())
+            .and_then(Replay::parse)
+            .unwrap_or_default(),
+    })
+}
+
+/// What to log of a `register_tool`'s `replay` that is no known policy
+/// (the tool is then `never`).
+pub fn replay_warning(extra: &ToolExtras) -> Option<String> {
+    let given = extra.replay.as_deref()?;
+    Replay::parse(given).is_none().then(|| {
+        format!(
+            "`replay` {given:?} is not one of {}: the tool is `never` replayed",
+            Replay::NAMES.join(", ")
+        )
     })
 }
 

@@ -20,6 +20,8 @@ pub struct Block {
     text: Option<Part>,
     mime_type: Option<Part>,
     data: Option<Part>,
+    /// A text block's display hint (`markdown`, ...).
+    format: Option<Part>,
 }
 
 /// A field of a block: a string (what a valid block has), or any other
@@ -85,6 +87,7 @@ impl From<Value> for Block {
             text: take("text"),
             mime_type: take("mime_type"),
             data: take("data"),
+            format: take("format"),
         }
     }
 }
@@ -97,6 +100,7 @@ impl fmt::Display for Block {
             ("text", &self.text),
             ("mime_type", &self.mime_type),
             ("data", &self.data),
+            ("format", &self.format),
         ];
         let value = |part: &Part| match part {
             Part::Str(s) => Value::String(s.clone()),
@@ -116,6 +120,7 @@ enum Field {
     Text,
     MimeType,
     Data,
+    Format,
     #[serde(other)]
     Other,
 }
@@ -146,6 +151,7 @@ impl<'de> Visitor<'de> for BlockVisitor {
                 Field::Text => &mut block.text,
                 Field::MimeType => &mut block.mime_type,
                 Field::Data => &mut block.data,
+                Field::Format => &mut block.format,
                 Field::Other => {
                     map.next_value::<IgnoredAny>()?;
                     continue;
@@ -233,7 +239,14 @@ fn string(field: Option<Part>) -> String {
 
 fn map_block(block: Block) -> Content {
     match block.kind() {
-        "text" if block.text().is_some() => Content::Text(string(block.text)),
+        // A display hint that is no string, or empty, is no hint.
+        "text" if block.text().is_some() => match str_of(&block.format) {
+            Some(f) if !f.is_empty() => Content::Formatted {
+                format: string(block.format),
+                text: string(block.text),
+            },
+            _ => Content::Text(string(block.text)),
+        },
         "text" => text_block("error: text block without a string `text`"),
         "image" => match (block.mime_type(), block.data()) {
             (Some(m), Some(d)) if !m.is_empty() && valid_base64(d) => Content::Image {
@@ -272,7 +285,7 @@ pub(crate) fn bounded(
             return (kept, true);
         }
         let size = match block {
-            Content::Text(t) => t.len(),
+            Content::Text(t) | Content::Formatted { text: t, .. } => t.len(),
             Content::Image { mime_type, data } => data.len() + mime_type.len(),
         };
         if size <= left {
@@ -280,12 +293,18 @@ pub(crate) fn bounded(
             kept.push(block.clone());
             continue;
         }
-        if let Content::Text(t) = block {
+        if let Some(t) = block.text() {
             let mut end = left;
             while !t.is_char_boundary(end) {
                 end -= 1;
             }
-            kept.push(text_block(&t[..end]));
+            kept.push(match block {
+                Content::Formatted { format, .. } => Content::Formatted {
+                    text: t[..end].to_string(),
+                    format: format.clone(),
+                },
+                _ => text_block(&t[..end]),
+            });
         }
         return (kept, true);
     }
@@ -381,6 +400,24 @@ mod tests {
                 none,
             ]
         );
+    }
+
+    #[test]
+    fn a_display_hint_is_kept_and_one_that_is_no_string_is_dropped() {
+        let line = r#"[{"type": "text", "text": "*hi*", "format": "markdown"},
+            {"type": "text", "text": "a", "format": "rst"},
+            {"type": "text", "text": "b", "format": 3},
+            {"type": "text", "text": "c", "format": ""}]"#;
+        let read: Vec<Block> = serde_json::from_str(line).expect("blocks parse");
+        let mapped = map_content(read);
+        assert_eq!(mapped[0].format(), Some("markdown"));
+        assert_eq!(mapped[0].text(), Some("*hi*"));
+        assert_eq!(mapped[1].format(), Some("rst"), "kept as sent");
+        assert_eq!(mapped[2], text_block("b"));
+        assert_eq!(mapped[3], text_block("c"));
+        let text = serde_json::to_string(&mapped[0]).expect("serializes");
+        assert_eq!(text, r#"{"type":"text","text":"*hi*","format":"markdown"}"#);
+        assert_eq!(mapped[0].clone().plain(), text_block("*hi*"));
     }
 
     #[test]

@@ -171,6 +171,13 @@ pub struct ToolRequest {
     pub args: Value,
     /// The model's id for the call; one is made up when absent.
     pub tool_id: Option<String>,
+    /// Sent as the `tool_call`'s `operation_key`: a stable key, the same
+    /// for every replay of one call (durable hosts only).
+    pub operation_key: Option<String>,
+    /// Sent as `reconcile: true` (with `operation_key`): the extension
+    /// must not perform the operation, only say whether it happened; the
+    /// answer's state is [`ToolResult::reconciled`].
+    pub reconcile: bool,
 }
 
 impl ToolRequest {
@@ -180,6 +187,25 @@ impl ToolRequest {
             name: name.into(),
             args,
             tool_id: None,
+            operation_key: None,
+            reconcile: false,
+        }
+    }
+
+    /// The same call with `operation_key` `key`.
+    pub fn with_operation_key(self, key: impl Into<String>) -> ToolRequest {
+        ToolRequest {
+            operation_key: Some(key.into()),
+            ..self
+        }
+    }
+
+    /// The same call as a reconcile call: the extension only reports
+    /// whether the operation under its key happened.
+    pub fn reconciling(self) -> ToolRequest {
+        ToolRequest {
+            reconcile: true,
+            ..self
         }
     }
 
@@ -271,6 +297,34 @@ pub struct ToolResult {
     /// `structured_content`).
     #[serde(skip)]
     pub declares_output: bool,
+    /// A reconcile call's answer: whether the operation happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<ReconcileState>,
+}
+
+closed_set! {
+    /// What a reconcile call found (its `structured_content.state`;
+    /// missing or malformed is `Unknown`).
+    pub enum ReconcileState {
+        /// The operation happened: the result is its result.
+        Completed = "completed",
+        /// It never started: it may be run.
+        NotStarted = "not_started",
+        /// The extension cannot tell.
+        Unknown = "unknown",
+    }
+}
+
+impl ReconcileState {
+    /// The state a reconcile answer's `structured_content` gives.
+    pub fn of(structured: Option<&Value>) -> ReconcileState {
+        let state = structured
+            .and_then(|s| s.get("state"))
+            .and_then(Value::as_str);
+        state
+            .and_then(ReconcileState::parse)
+            .unwrap_or(ReconcileState::Unknown)
+    }
 }
 
 /// One block of a tool's result (SPEC 3.12). Serialized as the frames
@@ -280,6 +334,14 @@ pub struct ToolResult {
 pub enum Content {
     /// Text for the model.
     Text(String),
+    /// Text with a display hint (`format`, e.g. `markdown`): the model
+    /// gets the text; a value other than `markdown` displays as plain.
+    Formatted {
+        /// The text.
+        text: String,
+        /// The hint, as the extension sent it.
+        format: String,
+    },
     /// An image: its MIME type and its bytes in standard base64.
     Image {
         /// E.g. `image/png`.
@@ -293,8 +355,24 @@ impl Content {
     /// A text block's text.
     pub fn text(&self) -> Option<&str> {
         match self {
-            Content::Text(text) => Some(text),
+            Content::Text(text) | Content::Formatted { text, .. } => Some(text),
             Content::Image { .. } => None,
+        }
+    }
+
+    /// A text block's display hint, when it has one.
+    pub fn format(&self) -> Option<&str> {
+        match self {
+            Content::Formatted { format, .. } => Some(format),
+            _ => None,
+        }
+    }
+
+    /// The block with its display hint dropped (what MCP carries).
+    pub fn plain(self) -> Content {
+        match self {
+            Content::Formatted { text, .. } => Content::Text(text),
+            other => other,
         }
     }
 
@@ -313,6 +391,11 @@ impl Serialize for Content {
             Content::Text(text) => {
                 map.serialize_entry("type", "text")?;
                 map.serialize_entry("text", text)?;
+            }
+            Content::Formatted { text, format } => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+                map.serialize_entry("format", format)?;
             }
             Content::Image { mime_type, data } => {
                 map.serialize_entry("type", "image")?;
@@ -443,6 +526,25 @@ pub struct ToolInfo {
     /// Waits for the user: no reply deadline (SPEC 13.3).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
+    /// What a durable host may do with a call a crash interrupted.
+    pub replay: Replay,
+}
+
+closed_set! {
+    /// A tool's `register_tool.replay`: what a durable host may do with a
+    /// call of it that a crash interrupted.
+    #[derive(Default)]
+    pub enum Replay {
+        /// Never run again (the default).
+        #[default]
+        Never = "never",
+        /// Safe to run again: the guards are asked again, then it runs.
+        Safe = "safe",
+        /// Run again with the same `operation_key`.
+        Idempotent = "idempotent",
+        /// Ask the extension first (`reconcile: true`).
+        Reconcile = "reconcile",
+    }
 }
 
 closed_set! {
@@ -681,6 +783,9 @@ pub enum HostError {
     CallTimedOut { name: String, limit: Duration },
     /// The host has stopped.
     Stopped,
+    /// The journal could not record the call (the text names the file),
+    /// or a journaled call cannot be resumed or abandoned: the text says why.
+    Journal(String),
 }
 
 impl HostError {
@@ -736,6 +841,7 @@ impl fmt::Display for HostError {
             ShuttingDown => f.write_str("the extension host is shutting down"),
             Cancelled => f.write_str("cancelled: the extension host is shutting down"),
             CallCancelled => f.write_str("cancelled"),
+            Journal(why) => f.write_str(why),
             CallTimedOut { name, limit } => {
                 write!(f, "tool {name} did not finish within {}", human(*limit))
             }

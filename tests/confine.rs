@@ -232,6 +232,8 @@ fn tcp_is_denied_unless_the_manifest_allows_network() {
             name: "probe".into(),
             args: json!({"op": "connect", "port": port}),
             tool_id: None,
+            operation_key: None,
+            reconcile: false,
         };
         let out = host.call_tool(call).expect("probe answers").result();
         let answer = out.content[0].text().unwrap_or_default();

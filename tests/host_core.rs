@@ -774,6 +774,8 @@ fn timeouts_may_be_duration_max() {
         name: "y".into(),
         args: json!({}),
         tool_id: None,
+        operation_key: None,
+        reconcile: false,
     };
     assert!(!host.call_tool(call).unwrap().result().is_error);
 }
@@ -839,6 +841,8 @@ fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
             name: name.into(),
             args: json!({}),
             tool_id: None,
+            operation_key: None,
+            reconcile: false,
         };
         host.call_tool(call).expect("tool answers").result()
     };
@@ -1210,6 +1214,8 @@ fn a_timeout_is_logged_naming_the_frame_the_extension_owes() {
         name: "stall".into(),
         args: json!({}),
         tool_id: None,
+        operation_key: None,
+        reconcile: false,
     };
     let tool = host.call_tool_direct(call);
     assert!(
@@ -1542,6 +1548,8 @@ fn builtin_tool_through_the_library_pipeline() {
             name: "read".into(),
             args: json!({"path": "x"}),
             tool_id: None,
+            operation_key: None,
+            reconcile: false,
         })
         .expect("built-in verdict");
     let args = json!({"path": "x"});

@@ -665,6 +665,8 @@ fn an_mcp_tool_list_that_churns_does_not_use_up_the_caps() {
             name: "rotate".into(),
             args: json!({}),
             tool_id: None,
+            operation_key: None,
+            reconcile: false,
         };
         let outcome = host
             .call_tool_direct(call)

@@ -729,6 +729,8 @@ fn a_relative_ext_path_from_an_embedder_starts() {
         name: "slow".into(),
         args: json!({}),
         tool_id: None,
+        operation_key: None,
+        reconcile: false,
     };
     let done = host.call_tool(call).expect("the tool answers").result();
     assert_eq!(done.content[0].text(), Some("slow done"), "{done:?}");

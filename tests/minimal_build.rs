@@ -5,7 +5,12 @@
 //! has them and how to build it, and confinement asked of a build without
 //! it is refused, never run unconfined.
 
-#![cfg(not(all(feature = "mcp", feature = "author", feature = "confine")))]
+#![cfg(not(all(
+    feature = "mcp",
+    feature = "author",
+    feature = "confine",
+    feature = "journal"
+)))]
 
 mod common;
 
@@ -41,6 +46,13 @@ fn assert_not_built(args: &[&str], what: &str, feature: &str) {
             "zot {args:?}: {needle:?} missing from stderr: {stderr}"
         );
     }
+}
+
+#[cfg(not(feature = "journal"))]
+#[test]
+fn the_journal_is_not_in_this_build() {
+    assert_not_built(&["journal", "x"], "zot journal", "journal");
+    assert_not_built(&["rpc", "--journal", "x"], "--journal", "journal");
 }
 
 #[cfg(not(feature = "mcp"))]

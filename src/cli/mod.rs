@@ -3,6 +3,8 @@
 
 mod bounds;
 pub mod ext;
+#[cfg(feature = "journal")]
+mod journal;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod rpc;
@@ -24,6 +26,7 @@ usage:
   zot [OPTIONS]                 interactive session (reads lines; works with a pipe)
   zot rpc [OPTIONS]             JSON-lines control interface (zot rpc --help)
   zot mcp [OPTIONS]             MCP server on stdio for MCP clients (zot mcp --help)
+  zot journal PATH              a journal's tool calls as an audit log (zot journal --help)
   zot ext <command> ...         manage, check and create extensions (zot ext --help)
 
 options:
@@ -48,6 +51,8 @@ options:
       --session-id ID         session_id of every event (default: a new UUID)
       --confine               confine extensions with Landlock to what their
                               manifests' permissions allow (Linux; also ZOT_CONFINE=1)
+      --journal PATH          journal every tool call there, durably; recover
+                              calls a crash interrupted (see zot journal --help)
   -h, --help                  show this help
   -V, --version               show the version
 
@@ -116,6 +121,8 @@ pub struct HostOpts {
     pub hello_timeout: Option<std::time::Duration>,
     /// `--confine` (else `$ZOT_CONFINE=1`): extensions run confined (SPEC 16).
     pub confine: bool,
+    /// `--journal PATH`: the embedder's tool calls are journaled there.
+    pub journal: Option<PathBuf>,
 }
 
 impl HostOpts {
@@ -135,6 +142,7 @@ impl HostOpts {
             'w' => self.hello_timeout = Some(seconds("--hello-timeout", parser.value()?)?),
             'f' => self.confine = true,
             'T' => self.trust_project = true,
+            'J' => self.journal = Some(absolute(parser.value()?.into())?),
             _ => self.no_ext = true,
         }
         Ok(())
@@ -160,6 +168,7 @@ fn shared_option(arg: &lexopt::Arg) -> Option<char> {
         Long("startup-timeout") => Some('s'),
         Long("hello-timeout") => Some('w'),
         Long("confine") => Some('f'),
+        Long("journal") => Some('J'),
         _ => None,
     }
 }
@@ -430,6 +439,14 @@ pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError>
     config.session_id = opts.session_id.clone().unwrap_or_default();
     config.confine = confine_wanted(opts.confine)?;
     apply_limits(&mut config, opts.startup_timeout, opts.hello_timeout)?;
+    #[cfg(feature = "journal")]
+    {
+        config.journal = opts.journal.clone();
+    }
+    #[cfg(not(feature = "journal"))]
+    if opts.journal.is_some() {
+        return Err(not_built("--journal", "journal"));
+    }
     Ok(config)
 }
 
@@ -469,6 +486,14 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
                 return ext::run(rest);
             }
             Value(sub) if sub == "rpc" && !rpc && !mcp => rpc = true,
+            #[cfg(feature = "journal")]
+            Value(sub) if sub == "journal" && !rpc && !mcp => {
+                return journal::run(parser.raw_args()?.collect());
+            }
+            #[cfg(not(feature = "journal"))]
+            Value(sub) if sub == "journal" && !rpc && !mcp => {
+                return Err(not_built("zot journal", "journal"))
+            }
             #[cfg(not(feature = "mcp"))]
             Value(sub) if sub == "mcp" && !rpc => return Err(not_built("zot mcp", "mcp")),
             Value(sub) if sub == "mcp" && !rpc && !mcp => mcp = true,
@@ -523,7 +548,7 @@ fn run_mcp(_opts: HostOpts) -> Result<i32, CliError> {
 
 /// The error of a subcommand this build left out: which feature has it
 /// and how to build with it (README: Install).
-#[cfg(not(all(feature = "mcp", feature = "author", feature = "confine")))]
+#[cfg(not(all(feature = "mcp", feature = "author", feature = "confine", feature = "journal")))]
 pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
     CliError::Failed(format!(
         "`{what}` is not in this build: it needs the `{feature}` feature \

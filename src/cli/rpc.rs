@@ -49,12 +49,12 @@ type Tickets = Arc<Mutex<HashMap<String, Ticket>>>;
 pub const HELP: &str = "\
 usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--command-timeout SECS]
                [--startup-timeout SECS] [--hello-timeout SECS] [--provider NAME] [--model NAME]
-               [--session-id ID] [--confine] [--trust-project]
+               [--session-id ID] [--confine] [--trust-project] [--journal PATH]
 
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call, cancel,
 builtin_result, intercept, event, panel_key, panel_resize, panel_close,
-reload, shutdown. EOF on stdin, `shutdown`, Ctrl-C and SIGTERM shut down
+reload, resume, abandon, shutdown. EOF on stdin, `shutdown`, Ctrl-C and SIGTERM shut down
 gracefully: requests already read are answered first (a second Ctrl-C
 skips that wait).
 ";
@@ -242,6 +242,7 @@ fn write_output(
         unwritten,
         order: Ordered::default(),
         last: None,
+        after_ready: interrupted_event(host),
     };
     let mut stopping = false;
     let mut replies = out.clone();
@@ -300,6 +301,29 @@ struct Writer<'a> {
     order: Ordered<Out>,
     /// The `shutdown` response, written at the very end.
     last: Option<Vec<u8>>,
+    /// The `interrupted_calls` event, written after `ready`.
+    after_ready: Option<Vec<u8>>,
+}
+
+/// With a journal, the `interrupted_calls` event: the calls a crash
+/// interrupted, which the client resumes or abandons.
+#[cfg(feature = "journal")]
+fn interrupted_event(host: &zot_host::Host) -> Option<Vec<u8>> {
+    host.handle().journal_path()?;
+    let mut event = serde_json::json!({
+        "type": "interrupted_calls",
+        "calls": host.interrupted_calls(),
+    });
+    let notes = host.journal_notes();
+    if !notes.is_empty() {
+        event["notes"] = notes.into();
+    }
+    Some(json(&event))
+}
+
+#[cfg(not(feature = "journal"))]
+fn interrupted_event(_: &zot_host::Host) -> Option<Vec<u8>> {
+    None
 }
 
 impl InOrder for Writer<'_> {
@@ -317,8 +341,13 @@ impl InOrder for Writer<'_> {
     }
 
     fn handle_event(&mut self, event: HostEvent) {
+        let ready = matches!(event, HostEvent::Ready { .. });
         self.lines.extend_from_slice(&json(&event));
         self.lines.push(b'\n');
+        if let Some(line) = self.after_ready.take().filter(|_| ready) {
+            self.lines.extend_from_slice(&line);
+            self.lines.push(b'\n');
+        }
     }
 
     fn handle_reply(&mut self, reply: Out) {
@@ -569,6 +598,34 @@ fn build(
         "list" => Request::List {
             reply: reply(host, out, id, kind, as_is),
         },
+        #[cfg(feature = "journal")]
+        "resume" | "abandon" => {
+            let key = required(&obj, "call")?;
+            let (host, out, kind) = (host.clone(), out.clone(), kind.to_string());
+            // A resume waits for its calls: not on the reader's thread.
+            // Its in-flight slot is freed when it is taken off here.
+            let run = move || {
+                host.wait_ready();
+                let result = match kind == "resume" {
+                    true => host.resume(&key).map(|o| json(&o)),
+                    false => host
+                        .abandon(&key)
+                        .map(|()| json(&serde_json::json!({"abandoned": key}))),
+                };
+                respond(
+                    &host,
+                    &out,
+                    id.as_deref(),
+                    &kind,
+                    result.map_err(|e| e.to_string()),
+                );
+            };
+            std::thread::Builder::new()
+                .name("zot-rpc-resume".into())
+                .spawn(run)
+                .map_err(|e| format!("cannot start a thread: {e}"))?;
+            return Ok(None);
+        }
         "command" => {
             let name = required(&obj, "name")?;
             Request::Command {
@@ -582,7 +639,16 @@ fn build(
                 name: required(&obj, "name")?,
                 args: obj.get("args").cloned().unwrap_or(Value::Null),
                 tool_id: field(&obj, "tool_id")?,
+                operation_key: field(&obj, "operation_key")?,
+                reconcile: match obj.get("reconcile") {
+                    None | Some(Value::Null) => false,
+                    Some(Value::Bool(b)) => *b,
+                    Some(_) => return Err("`reconcile` must be a boolean".into()),
+                },
             };
+            if call.reconcile && call.operation_key.is_none() {
+                return Err("`reconcile` needs an `operation_key`".into());
+            }
             let Some(key) = id.clone() else {
                 // Without an id it cannot be named by a cancel.
                 let reply = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);

@@ -108,6 +108,9 @@ impl Engine {
                 extra,
             } => {
                 let description = description.unwrap_or_default();
+                if let Some(why) = crate::tooldef::replay_warning(&extra) {
+                    ext.log.line(&format!("tool {name:?}: {why}"));
+                }
                 let tool = tool_info(&name, description, schema, extra, &ext.name);
                 match tool {
                     Ok(tool) => self.register(idx, &name, Entry::Tool(Box::new(tool))),

@@ -74,6 +74,14 @@ pub(super) struct Job {
     ticket: Option<Ticket>,
     /// `call_tool`'s own deadline (the tool timeout), whatever the tool.
     deadline: Option<Instant>,
+    /// The embedder's `operation_key`, sent with its `tool_call`.
+    pub(super) operation_key: Option<String>,
+    /// A reconcile call: sent with `reconcile: true`, its answer read as
+    /// a [`crate::types::ReconcileState`].
+    pub(super) reconcile: bool,
+    /// Its steps are journaled, under `operation_key`.
+    #[cfg_attr(not(feature = "journal"), allow(dead_code))]
+    pub(super) journaled: bool,
 }
 
 /// The `tool_id` of a job's events: the embedder's, else `call-N`,
@@ -216,6 +224,9 @@ impl Engine {
             executed: false,
             ticket,
             deadline,
+            operation_key: None,
+            reconcile: false,
+            journaled: false,
         };
         self.jobs.runs.insert(self.jobs.last, job);
         self.jobs.last
@@ -296,6 +307,12 @@ impl Engine {
         args: Value,
         now: Instant,
     ) {
+        let block = outcome
+            .block
+            .then(|| outcome.reason.as_deref().unwrap_or(""));
+        if let Err(e) = self.journal_verdict(job, block, &args) {
+            return self.finish_job(job, Err(e), now);
+        }
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -391,6 +408,15 @@ impl Engine {
             return self.finish_job(job, Err(error), now);
         };
         let idx = owner.rank;
+        if let Err(e) = self.journal_dispatched(job) {
+            return self.finish_job(job, Err(e), now);
+        }
+        let Some(j) = self.jobs.runs.get(&job) else {
+            return;
+        };
+        let Some(owner) = self.tools.owner(&j.name) else {
+            return;
+        };
         // Only the embedder's calls wait for the user: `call_tool` keeps
         // its deadline (SPEC 13.3).
         let interactive = owner.info.interactive && matches!(j.origin, Origin::Embedder(_));
@@ -403,6 +429,8 @@ impl Engine {
             id: &id,
             name: &j.name,
             args: &j.args,
+            operation_key: j.operation_key.as_deref(),
+            reconcile: j.reconcile,
         };
         let ext = &mut self.exts[idx];
         let sent = ext.serving() && ext.send(&frame, now);
@@ -437,6 +465,11 @@ impl Engine {
     ) {
         let Some(j) = self.jobs.runs.remove(&job) else {
             return;
+        };
+        // The caller hears of no result the journal does not hold.
+        let result = match self.journal_finished(&j, status(&result), &result) {
+            Ok(()) => result,
+            Err(e) => Err(e),
         };
         // Calls made while serving it lose their context with it.
         for child in self.jobs.all(|c| c.parent == Some(job)) {

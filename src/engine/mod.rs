@@ -554,6 +554,7 @@ mod exit;
 mod exposure;
 mod frames;
 mod jobs;
+mod journaled;
 mod lifecycle;
 mod mcp;
 mod oversize;

@@ -13,8 +13,8 @@ use crate::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::tooldef;
 use crate::toolresult::{has_invalid_image, map_content, text_block, Block};
 use crate::types::{
-    human, Action, CommandOutcome, HostError, Level, Reply, Request, Ticket, ToolOutcome,
-    ToolRequest, ToolResult,
+    human, Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket,
+    ToolOutcome, ToolRequest, ToolResult,
 };
 use serde_json::{json, Value};
 use std::ops::Range;
@@ -489,6 +489,13 @@ impl Engine {
             None,
             None,
         );
+        if let Some(j) = self.jobs.get_mut(job) {
+            j.operation_key = call.operation_key;
+            j.reconcile = call.reconcile;
+        }
+        if let Err(e) = self.journal_accepted(job) {
+            return self.finish_job(job, Err(e), now);
+        }
         match pipeline {
             true => self.run_pipeline(job, now),
             false => self.dispatch_tool(job, now),
@@ -515,12 +522,23 @@ impl Engine {
         self.activate_tools(idx, activate);
         let tool = (self.jobs.get(job)).and_then(|j| self.tools.claim_of(&j.name, idx));
         let declares_output = tool.is_some_and(|t| t.output_schema.is_some());
+        let reconcile = self.jobs.get(job).is_some_and(|j| j.reconcile);
+        let reconciled = reconcile.then(|| ReconcileState::of(structured_content.as_ref()));
+        let mut content = map_content(content);
+        if reconciled == Some(ReconcileState::Completed) {
+            // The recovered result: its text, not the reconcile's report.
+            content.retain(|b| b.text().is_some());
+            if content.is_empty() {
+                content.push(text_block(crate::toolresult::NO_CONTENT));
+            }
+        }
         let outcome = ToolOutcome::Ran(ToolResult {
             extension: self.exts[idx].name.clone(),
-            content: map_content(content),
+            content,
             is_error,
             structured_content,
             declares_output,
+            reconciled,
             ..Default::default()
         });
         self.finish_job(job, Ok(outcome), now);
@@ -687,6 +705,18 @@ impl Engine {
 
     /// Records the answer of the guard at `pos` and walks the chain on.
     pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
+        // A tool call's guard verdicts are journaled one by one.
+        if let Some(ChainState {
+            then: Then::RunTool { job },
+            guards,
+            ..
+        }) = self.chains.get(&chain)
+        {
+            let (job, guard) = (*job, self.exts[guards[pos]].name.clone());
+            if let Err(e) = self.journal_guard(job, &guard, &answer) {
+                return self.finish_job(job, Err(e), now);
+            }
+        }
         if let Some(state) = self.chains.get_mut(&chain) {
             state.chain.answer(pos, answer);
             self.drive(chain, now);

@@ -1017,6 +1017,8 @@ pub fn call(name: &str, args: Value) -> zot_host::ToolRequest {
         name: name.into(),
         args,
         tool_id: Some("call-1".into()),
+        operation_key: None,
+        reconcile: false,
     }
 }
 

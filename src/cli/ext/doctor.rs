@@ -14,7 +14,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zot_host::internal::discovery::{self, Found, Status};
-use zot_host::{ExtensionInfo, ExtensionState, HostConfig, ReadyVia, Snapshot};
+use zot_host::{ExtensionInfo, ExtensionState, HostConfig, ReadyVia, Replay, Snapshot};
 
 const HELP: &str = "\
 usage: zot ext doctor [--json] [--cwd DIR] [-e PATH]... [--no-ext] [OPTIONS]
@@ -114,6 +114,8 @@ struct Entry {
     won: Vec<(String, String, String)>,
     /// What the host and the extension wrote to its log in this run.
     run_log: RunLog,
+    /// The replay policy of each tool it owns, when not `never`.
+    replay: Vec<(String, Replay)>,
 }
 
 /// The part of one extension's log written during doctor's run.
@@ -191,6 +193,10 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
             _ => None,
         };
         let late = info.as_ref().and_then(|i| late.get(&i.dir).copied());
+        let replay = (snap.tools.iter())
+            .filter(|t| info.is_some() && t.extension == name && t.replay != Replay::Never)
+            .map(|t| (t.name.clone(), t.replay))
+            .collect();
         entries.push(Entry {
             found: f,
             name,
@@ -198,6 +204,7 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
             late,
             won: Vec::new(),
             run_log,
+            replay,
         });
     }
     drop(host);
@@ -418,6 +425,7 @@ impl Entry {
             "error": info.and_then(|i| i.state.error()),
             "commands": names(|i| &i.commands),
             "tools": names(|i| &i.tools),
+            "replay": self.replay.iter().map(|(n, r)| (n.clone(), json!(r))).collect::<serde_json::Map<_, _>>(),
             "events": names(|i| &i.events),
             "intercept": info.map_or(json!([]), |i| json!(i.intercept)),
             "skills": info.map_or(json!([]), |i| json!(i.skills)),
@@ -497,6 +505,10 @@ impl Report {
                 if info.state != ExtensionState::Bundle {
                     field("commands", list(&info.commands, "/"));
                     field("tools", list(&info.tools, ""));
+                    if !e.replay.is_empty() {
+                        let each = e.replay.iter().map(|(n, r)| format!("{n}={r}"));
+                        field("replay", each.collect::<Vec<_>>().join(" "));
+                    }
                 }
                 if !info.events.is_empty() || !info.intercept.is_empty() {
                     let intercept: Vec<String> =

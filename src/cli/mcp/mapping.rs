@@ -113,7 +113,10 @@ fn block(b: Content) -> Value {
             "data": data,
             "mimeType": mime_type,
         }),
-        Content::Text(text) => json!({"type": "text", "text": text}),
+        // MCP has no display hint: the text only.
+        Content::Text(text) | Content::Formatted { text, .. } => {
+            json!({"type": "text", "text": text})
+        }
     }
 }
 
@@ -169,6 +172,10 @@ mod tests {
                 extension: "e".into(),
                 content: vec![
                     Content::Text("hi".into()),
+                    Content::Formatted {
+                        text: "*md*".into(),
+                        format: "markdown".into(),
+                    },
                     Content::Image {
                         mime_type: "image/png".into(),
                         data: "AAAA".into(),
@@ -183,6 +190,7 @@ mod tests {
         assert_eq!(
             Value::Object(ok),
             json!({"content": [{"type": "text", "text": "hi"},
+                               {"type": "text", "text": "*md*"},
                                {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
                    "isError": false})
         );

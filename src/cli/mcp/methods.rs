@@ -187,11 +187,7 @@ fn object_param(params: &Map<String, Value>, key: &str) -> Result<Map<String, Va
 fn tools_call(server: &Server, id: Id, era: Era, params: &Map<String, Value>) -> bool {
     let call = string_param(params, "name").and_then(|name| {
         let args = object_param(params, "arguments")?;
-        Ok(ToolRequest {
-            name,
-            args: Value::Object(args),
-            tool_id: None,
-        })
+        Ok(ToolRequest::new(name, Value::Object(args)))
     });
     let call = match call {
         Ok(call) => call,

@@ -142,6 +142,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         unshown: HashMap::new(),
         insert: None,
     };
+    #[cfg(feature = "journal")]
+    for line in super::journal::startup_lines(&host) {
+        s.out.toned(render::Tone::Yellow, &line);
+    }
     let events = host.events().clone();
     // When the terminal's size is next looked at while a panel is open.
     let mut size_due = Instant::now();
@@ -730,11 +734,7 @@ impl Session {
         };
         // Built-in tools go through the same pipeline (event, guards);
         // the outcome says so, and this session does not run them.
-        let call = ToolRequest {
-            name: name.to_string(),
-            args,
-            tool_id: None,
-        };
+        let call = ToolRequest::new(name, args);
         let ticket = self.host.ticket();
         let request = |reply| Request::Cancellable {
             ticket,

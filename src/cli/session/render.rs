@@ -257,7 +257,9 @@ impl Out {
                     let text = format!("[image {mime_type}, {len} bytes of base64]");
                     self.text(prefix, tone, &text);
                 }
-                Content::Text(text) => self.text(prefix, tone, text),
+                Content::Text(text) | Content::Formatted { text, .. } => {
+                    self.text(prefix, tone, text)
+                }
             }
         }
         if let Some(structured) = &outcome.structured_content {

@@ -23,11 +23,7 @@ impl Session {
             Tone::Cyan,
             &format!("{tool} {args}, then the prompt"),
         );
-        let call = ToolRequest {
-            name: tool.clone(),
-            args: args.clone(),
-            tool_id: None,
-        };
+        let call = ToolRequest::new(tool.clone(), args.clone());
         // Cancellable, as `/call`: Ctrl-C (or EOF, for an interactive
         // tool) cancels the call itself, not only the wait for it.
         let ticket = self.host.ticket();
@@ -223,7 +219,7 @@ fn with_tool_result(
         Ok(ToolOutcome::Ran(o)) => {
             let blocks = o.content.iter().map(|b| match b {
                 Content::Image { mime_type, .. } => format!("[image {mime_type}]"),
-                Content::Text(text) => text.clone(),
+                Content::Text(text) | Content::Formatted { text, .. } => text.clone(),
             });
             text.push_str(&blocks.collect::<Vec<_>>().join("\n"));
             if let Some(structured) = &o.structured_content {

@@ -756,6 +756,8 @@ impl Trial<'_> {
             id: &id,
             name: tool,
             args,
+            operation_key: None,
+            reconcile: false,
         });
         let limit = self.limits().tool;
         let (content, is_error) = match self.answer(&id, "tool_result", limit) {
@@ -784,8 +786,14 @@ impl Trial<'_> {
                 Content::Text(text) if block.kind() == "text" && block.text() == Some(&text) => {
                     Ok(text)
                 }
+                // The display hint is reported with the text it marks.
+                Content::Formatted { text, format }
+                    if block.kind() == "text" && block.text() == Some(&text) =>
+                {
+                    Ok(format!("[{format}] {text}"))
+                }
                 Content::Image { .. } if block.kind() == "image" => Ok("[image]".to_string()),
-                Content::Text(text) => Err(text),
+                Content::Text(text) | Content::Formatted { text, .. } => Err(text),
                 Content::Image { .. } => Err(String::new()),
             };
             match kept {

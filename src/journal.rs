@@ -1,0 +1,796 @@
+//! The journal: a durable, append-only record of every tool call the
+//! embedder makes, one JSON line per step (`accepted`, `verdict`,
+//! `dispatched`, `finished`), each written and `fdatasync`ed before the
+//! step takes effect. Started on a journal whose calls have no
+//! `finished` (a crash), the host reports them and runs none by itself;
+//! the embedder resumes or abandons each (docs/JOURNAL.md).
+
+use crate::types::{HostError, ReconcileState, Replay, ToolOutcome, ToolRequest};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A result past this many bytes is journaled cut, with its size.
+pub const RESULT_LIMIT: usize = 64 * 1024;
+
+/// Past this size the journal is rotated to `PATH.1`.
+pub const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A call a crash interrupted: accepted, never finished.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InterruptedCall {
+    /// Its key (the `operation_key` of its `tool_call` frames).
+    pub call: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The extension that owned the tool when it was accepted.
+    pub extension: String,
+    /// The arguments as the guards left them (as proposed when no
+    /// verdict was journaled).
+    pub args: Value,
+    /// The tool's policy when it was accepted.
+    pub replay: Replay,
+    /// Milliseconds since the Unix epoch.
+    pub accepted_at: u64,
+    /// It was handed to its extension before the crash.
+    #[serde(skip)]
+    pub dispatched: bool,
+}
+
+/// An open journal, locked against other hosts.
+pub struct Journal {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+    /// Makes call keys unique within this process.
+    counter: AtomicU64,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "Journal({})", self.path.display())
+    }
+}
+
+struct Inner {
+    file: File,
+    size: u64,
+    /// Calls accepted and not finished: their `accepted` record, with
+    /// the args of their verdict.
+    open: Open,
+    /// Those open at start, until each is resolved.
+    interrupted: Vec<String>,
+    /// A note for the embedder about how the journal was read.
+    notes: Vec<String>,
+    /// The host stopped: the lock is released, nothing more is written.
+    closed: bool,
+}
+
+/// The calls open (accepted, not finished), oldest first: few at a
+/// time, so a list (a map type of its own would cost the binary more).
+#[derive(Default)]
+struct Open(Vec<InterruptedCall>);
+
+impl Open {
+    fn get(&self, key: &str) -> Option<&InterruptedCall> {
+        self.0.iter().find(|c| c.call == key)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut InterruptedCall> {
+        self.0.iter_mut().find(|c| c.call == key)
+    }
+
+    fn insert(&mut self, key: String, call: InterruptedCall) {
+        self.remove(&key);
+        self.0.push(call);
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.0.retain(|c| c.call != key);
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|c| &c.call)
+    }
+
+    fn values(&self) -> impl Iterator<Item = &InterruptedCall> {
+        self.0.iter()
+    }
+}
+
+/// The `accepted` record of `call`.
+fn accepted_record(call: &InterruptedCall, origin: &str) -> Value {
+    json!({
+        "step": "accepted", "at": call.accepted_at, "call": call.call,
+        "tool": call.tool, "extension": call.extension, "args": call.args,
+        "origin": origin, "replay": call.replay,
+    })
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH);
+    since.map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Journal {
+    /// Opens (creating, mode 0600) and locks the journal at `path`, and
+    /// reads what it holds. Fails naming the file when it cannot be
+    /// opened, another host holds it, or a line other than a torn last
+    /// one does not parse.
+    pub fn open(path: &Path) -> Result<Journal, String> {
+        let name = path.display();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| format!("cannot open journal {name}: {e}"))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "journal {name} is in use by another host (it is locked)"
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(format!("cannot lock journal {name}: {e}"))
+            }
+        }
+        let meta = file
+            .metadata()
+            .map_err(|e| format!("journal {name}: {e}"))?;
+        let mut open = Open::default();
+        let mut notes = Vec::new();
+        let mut size = meta.len();
+        // A device (such as /dev/full) has nothing to read back.
+        if meta.is_file() {
+            file.seek(SeekFrom::Start(0))
+                .map_err(|e| format!("cannot read journal {name}: {e}"))?;
+            let reader = io::BufReader::new(&file);
+            let (torn_at, newline_missing) =
+                scan(path, reader, |record| apply_record(&mut open, record))?;
+            if let Some(at) = torn_at {
+                notes.push(format!(
+                    "journal {name}: its last line was cut short (a crash while writing it); ignored"
+                ));
+                // Cut off, so that the next record starts a line.
+                file.set_len(at)
+                    .map_err(|e| format!("cannot repair journal {name}: {e}"))?;
+                size = at;
+            }
+            if newline_missing {
+                (file.write_all(b"\n").and_then(|_| file.sync_data()))
+                    .map_err(|e| format!("cannot repair journal {name}: {e}"))?;
+                size += 1;
+            }
+        }
+        let interrupted = open.keys().cloned().collect();
+        Ok(Journal {
+            path: path.to_path_buf(),
+            inner: Mutex::new(Inner {
+                file,
+                size,
+                open,
+                interrupted,
+                notes,
+                closed: false,
+            }),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Releases the lock when the host stops, so that another host may
+    /// open the journal at once (whatever still holds this one).
+    pub(crate) fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        let _ = inner.file.unlock();
+    }
+
+    /// The journal's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new call key, unique across runs.
+    pub fn new_key(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{}-{n}", now_ms(), std::process::id())
+    }
+
+    /// The calls interrupted by a crash and not resolved yet.
+    pub fn interrupted(&self) -> Vec<InterruptedCall> {
+        let inner = self.lock();
+        (inner.interrupted.iter())
+            .filter_map(|k| inner.open.get(k).cloned())
+            .collect()
+    }
+
+    /// What reading the journal found worth saying (a torn last line).
+    pub fn notes(&self) -> Vec<String> {
+        self.lock().notes.clone()
+    }
+
+    /// The open call `key`, when it is one interrupted by a crash.
+    pub fn interrupted_call(&self, key: &str) -> Option<InterruptedCall> {
+        let inner = self.lock();
+        (inner.interrupted.iter().any(|k| k == key))
+            .then(|| inner.open.get(key).cloned())
+            .flatten()
+    }
+
+    /// Journals `accepted` for call `key`.
+    pub fn accepted(&self, call: &InterruptedCall, origin: &str) -> Result<(), String> {
+        self.append(&accepted_record(call, origin), |inner| {
+            inner.open.insert(call.call.clone(), call.clone());
+            // Resumed: no longer the crash's to resolve.
+            inner.interrupted.retain(|k| *k != call.call);
+        })
+    }
+
+    /// Journals the guards' verdict on call `key`: `block` with `reason`,
+    /// else allowed with `args` (rewritten or not).
+    pub fn verdict(&self, key: &str, block: Option<&str>, args: &Value) -> Result<(), String> {
+        let mut record = json!({"step": "verdict", "at": now_ms(), "call": key});
+        match block {
+            Some(reason) => {
+                record["decision"] = "block".into();
+                record["reason"] = reason.into();
+            }
+            None => {
+                record["decision"] = "allow".into();
+                record["args"] = args.clone();
+            }
+        }
+        self.append(&record, |inner| {
+            if let (Some(open), None) = (inner.open.get_mut(key), block) {
+                open.args = args.clone();
+            }
+        })
+    }
+
+    /// Journals one guard's answer on call `key`: `decision` (`allow`,
+    /// `block`, `rewrite`, `unavailable`) with its reason or new args.
+    pub fn guard(
+        &self,
+        key: &str,
+        guard: &str,
+        decision: &str,
+        detail: Option<(&str, Value)>,
+    ) -> Result<(), String> {
+        let mut record = json!({"step": "verdict", "at": now_ms(), "call": key,
+                                "guard": guard, "decision": decision});
+        if let Some((field, value)) = detail {
+            record[field] = value;
+        }
+        self.append(&record, |_| {})
+    }
+
+    /// Journals that call `key` is handed to its extension.
+    pub fn dispatched(&self, key: &str) -> Result<(), String> {
+        let record = json!({"step": "dispatched", "at": now_ms(), "call": key});
+        self.append(&record, |inner| {
+            if let Some(open) = inner.open.get_mut(key) {
+                open.dispatched = true;
+            }
+        })
+    }
+
+    /// Journals how call `key` ended: `status`, and `result` (JSON text;
+    /// past [`RESULT_LIMIT`] bytes its start as `result_text`, with its
+    /// whole size).
+    pub fn finished(&self, key: &str, status: &str, result: Option<&str>) -> Result<(), String> {
+        let mut record = json!({"step": "finished", "at": now_ms(), "call": key, "status": status});
+        let mut raw = None;
+        match result {
+            Some(text) if text.len() > RESULT_LIMIT => {
+                let mut end = RESULT_LIMIT;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                record["result_text"] = text[..end].into();
+                record["truncated"] = true.into();
+                record["size"] = text.len().into();
+            }
+            other => raw = other,
+        }
+        let mut line = record.to_string();
+        if let Some(raw) = raw {
+            // Spliced in as it is: no tree of it is built.
+            line.pop();
+            line.push_str(",\"result\":");
+            line.push_str(raw);
+            line.push('}');
+        }
+        self.append_line(line, |inner| {
+            inner.open.remove(key);
+            inner.interrupted.retain(|k| k != key);
+        })
+    }
+
+    /// Writes `record` as one line and syncs it; then `apply` updates
+    /// what is known of the calls. On failure the file is cut back to
+    /// where it was, and the error names it.
+    fn append(&self, record: &Value, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
+        self.append_line(record.to_string(), apply)
+    }
+
+    fn append_line(&self, line: String, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
+        let mut line = line.into_bytes();
+        line.push(b'\n');
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(format!(
+                "journal {} is closed: the host stopped",
+                self.path.display()
+            ));
+        }
+        if inner.size + line.len() as u64 > ROTATE_BYTES {
+            self.rotate(&mut inner)?;
+        }
+        let written = inner
+            .file
+            .write_all(&line)
+            .and_then(|_| inner.file.sync_data());
+        if let Err(e) = written {
+            let size = inner.size;
+            let _ = inner.file.set_len(size);
+            return Err(format!("cannot write journal {}: {e}", self.path.display()));
+        }
+        inner.size += line.len() as u64;
+        apply(&mut inner);
+        Ok(())
+    }
+
+    /// Moves the journal to `PATH.1` and starts a new one holding the
+    /// `accepted` (and verdict) records of the calls still open.
+    fn rotate(&self, inner: &mut Inner) -> Result<(), String> {
+        let name = self.path.display();
+        let fail = |e: io::Error| format!("cannot rotate journal {name}: {e}");
+        let mut fresh_path = self.path.clone().into_os_string();
+        fresh_path.push(".new");
+        let fresh_path = PathBuf::from(fresh_path);
+        let mut old = self.path.clone().into_os_string();
+        old.push(".1");
+        let mut fresh = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&fresh_path)
+            .map_err(fail)?;
+        fresh
+            .try_lock()
+            .map_err(|e| fail(io::Error::other(e.to_string())))?;
+        let mut text = Vec::new();
+        for call in inner.open.values() {
+            let accepted = accepted_record(call, "carried");
+            text.extend_from_slice(accepted.to_string().as_bytes());
+            text.push(b'\n');
+            if call.dispatched {
+                let d = json!({"step": "dispatched", "at": call.accepted_at, "call": call.call});
+                text.extend_from_slice(d.to_string().as_bytes());
+                text.push(b'\n');
+            }
+        }
+        fresh
+            .write_all(&text)
+            .and_then(|_| fresh.sync_data())
+            .map_err(fail)?;
+        std::fs::rename(&self.path, &old).map_err(fail)?;
+        std::fs::rename(&fresh_path, &self.path).map_err(fail)?;
+        fresh.seek(SeekFrom::End(0)).map_err(fail)?;
+        inner.file = fresh;
+        inner.size = text.len() as u64;
+        Ok(())
+    }
+}
+
+/// A line longer than this is no record (the journal is not read into
+/// memory whole: a line at a time).
+const MAX_LINE: u64 = 256 * 1024 * 1024;
+
+/// Reads the journal's lines from `reader` one at a time, handing each
+/// record to `each`. A last line cut short that does not parse is left
+/// out: returned is where it starts, if so, and whether a last line that
+/// parsed lacks its newline. Any other bad line is an error naming the
+/// file and the line.
+fn scan(
+    path: &Path,
+    mut reader: impl BufRead,
+    mut each: impl FnMut(Map<String, Value>),
+) -> Result<(Option<u64>, bool), String> {
+    let name = path.display();
+    let (mut offset, mut number, mut line) = (0u64, 0u64, Vec::new());
+    loop {
+        line.clear();
+        let n = (reader.by_ref().take(MAX_LINE))
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("cannot read journal {name}: {e}"))?;
+        if n == 0 {
+            return Ok((None, false));
+        }
+        number += 1;
+        let complete = line.last() == Some(&b'\n');
+        if !complete && n as u64 == MAX_LINE {
+            return Err(format!(
+                "journal {name}: line {number} is longer than {MAX_LINE} bytes"
+            ));
+        }
+        let text = line.strip_suffix(b"\n").unwrap_or(&line);
+        if !text.is_empty() {
+            match parse_record(text) {
+                Ok(record) => each(record),
+                Err(_) if !complete => return Ok((Some(offset), false)),
+                Err(why) => {
+                    return Err(format!(
+                        "journal {name}: line {number} is not a journal record: {why}"
+                    ))
+                }
+            }
+        }
+        if !complete {
+            return Ok((None, !text.is_empty()));
+        }
+        offset += n as u64;
+    }
+}
+
+/// One line as a record: a JSON object with a string `step` and `call`.
+fn parse_record(line: &[u8]) -> Result<Map<String, Value>, String> {
+    let value: Value = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let Value::Object(record) = value else {
+        return Err("not a JSON object".into());
+    };
+    for key in ["step", "call"] {
+        if !record.get(key).is_some_and(Value::is_string) {
+            return Err(format!("no string `{key}`"));
+        }
+    }
+    let step = record["step"].as_str().unwrap_or("");
+    if !["accepted", "verdict", "dispatched", "finished"].contains(&step) {
+        return Err(format!("unknown step {step:?}"));
+    }
+    if step == "accepted" && !record.get("tool").is_some_and(Value::is_string) {
+        return Err("accepted without a string `tool`".into());
+    }
+    Ok(record)
+}
+
+fn apply_record(open: &mut Open, record: Map<String, Value>) {
+    let text = |k: &str| {
+        record
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let key = text("call");
+    match record["step"].as_str().unwrap_or("") {
+        "accepted" => {
+            let replay = record.get("replay").and_then(Value::as_str);
+            let call = InterruptedCall {
+                call: key.clone(),
+                tool: text("tool"),
+                extension: text("extension"),
+                args: record.get("args").cloned().unwrap_or(Value::Null),
+                replay: replay.and_then(Replay::parse).unwrap_or_default(),
+                accepted_at: record.get("at").and_then(Value::as_u64).unwrap_or(0),
+                dispatched: false,
+            };
+            open.insert(key, call);
+        }
+        // The guards' final args (a single guard's rewrite may be rewritten again).
+        "verdict" if !record.contains_key("guard") => {
+            if let (Some(call), Some(args)) = (open.get_mut(&key), record.get("args")) {
+                call.args = args.clone();
+            }
+        }
+        "dispatched" => {
+            if let Some(call) = open.get_mut(&key) {
+                call.dispatched = true;
+            }
+        }
+        "verdict" => {}
+        _ => {
+            open.remove(&key);
+        }
+    }
+}
+
+/// Every record of the journal at `path`, in order, to `each`, for `zot
+/// journal`: read a line at a time; a torn last line is left out, any
+/// other bad line is an error naming it.
+pub fn each_record(path: &Path, each: impl FnMut(Map<String, Value>)) -> Result<(), String> {
+    let file =
+        File::open(path).map_err(|e| format!("cannot read journal {}: {e}", path.display()))?;
+    scan(path, io::BufReader::new(file), each).map(|_| ())
+}
+
+/// Every record of the journal at `path` ([`each_record`]).
+pub fn read_records(path: &Path) -> Result<Vec<Map<String, Value>>, String> {
+    let mut records = Vec::new();
+    each_record(path, |r| records.push(r))?;
+    Ok(records)
+}
+
+/// Recovery.
+macro_rules! recovery_methods {
+    () => {
+        /// The calls of [`crate::HostConfig::journal`] a crash interrupted
+        /// (accepted, never finished) and not resolved yet. The host runs
+        /// none of them by itself: [`Self::resume`] or [`Self::abandon`] each.
+        pub fn interrupted_calls(&self) -> Vec<InterruptedCall> {
+            self.journal_ref()
+                .map_or_else(Vec::new, |j| j.interrupted())
+        }
+
+        /// Notes about reading the journal at start (a torn last line).
+        pub fn journal_notes(&self) -> Vec<String> {
+            self.journal_ref().map_or_else(Vec::new, |j| j.notes())
+        }
+
+        /// Resolves interrupted call `key` by its tool's replay policy:
+        /// `never` is refused; `safe` goes through the guards again, then
+        /// runs; `idempotent` runs with the same `operation_key`;
+        /// `reconcile` asks the extension first: `completed` gives the
+        /// recovered result (journaled), `not_started` runs it, `unknown`
+        /// leaves it open. The result's `reconciled` says what was found.
+        pub fn resume(&self, key: &str) -> Result<ToolOutcome, HostError> {
+            let (journal, call) = self.interrupted(key)?;
+            let request =
+                ToolRequest::new(call.tool.clone(), call.args.clone()).with_operation_key(key);
+            match call.replay {
+                Replay::Never => Err(HostError::Journal(format!(
+                    "call {key} (tool {}) was interrupted and its tool's replay policy is \
+                     never: it is not run again; abandon it",
+                    call.tool
+                ))),
+                Replay::Safe => self.call_tool(request),
+                Replay::Idempotent => self.call_tool_direct(request),
+                Replay::Reconcile => {
+                    let probe = self.call_tool_direct(request.clone().reconciling())?;
+                    let state = match &probe {
+                        ToolOutcome::Ran(r) => r.reconciled,
+                        ToolOutcome::Builtin(_) => None,
+                    };
+                    match state {
+                        Some(ReconcileState::Completed) => {
+                            let text = serde_json::to_string(&probe).ok();
+                            (journal.finished(key, "completed", text.as_deref()))
+                                .map_err(HostError::Journal)?;
+                            Ok(probe)
+                        }
+                        Some(ReconcileState::NotStarted) => {
+                            let mut outcome = self.call_tool_direct(request)?;
+                            if let ToolOutcome::Ran(r) = &mut outcome {
+                                r.reconciled = Some(ReconcileState::NotStarted);
+                            }
+                            Ok(outcome)
+                        }
+                        _ => Ok(probe),
+                    }
+                }
+            }
+        }
+
+        /// Closes interrupted call `key` without running it (journaled).
+        pub fn abandon(&self, key: &str) -> Result<(), HostError> {
+            let (journal, _) = self.interrupted(key)?;
+            journal
+                .finished(key, "abandoned", None)
+                .map_err(HostError::Journal)
+        }
+
+        fn interrupted(&self, key: &str) -> Result<(&Journal, InterruptedCall), HostError> {
+            let journal = self.journal_ref().ok_or_else(|| {
+                HostError::Journal("this host has no journal (HostConfig::journal)".into())
+            })?;
+            let call = journal.interrupted_call(key).ok_or_else(|| {
+                HostError::Journal(format!(
+                    "no interrupted call {key:?} in journal {}",
+                    journal.path().display()
+                ))
+            })?;
+            Ok((journal, call))
+        }
+    };
+}
+
+impl crate::HostHandle {
+    fn journal_ref(&self) -> Option<&Journal> {
+        self.journal.as_deref()
+    }
+
+    /// The journal's path, when the host has one.
+    pub fn journal_path(&self) -> Option<&Path> {
+        self.journal_ref().map(Journal::path)
+    }
+
+    recovery_methods!();
+}
+
+/// The same on [`crate::Host`], through its handle (one copy of the code).
+impl crate::Host {
+    /// [`crate::HostHandle::interrupted_calls`].
+    pub fn interrupted_calls(&self) -> Vec<InterruptedCall> {
+        self.handle_ref().interrupted_calls()
+    }
+
+    /// [`crate::HostHandle::journal_notes`].
+    pub fn journal_notes(&self) -> Vec<String> {
+        self.handle_ref().journal_notes()
+    }
+
+    /// [`crate::HostHandle::resume`].
+    pub fn resume(&self, key: &str) -> Result<ToolOutcome, HostError> {
+        self.handle_ref().resume(key)
+    }
+
+    /// [`crate::HostHandle::abandon`].
+    pub fn abandon(&self, key: &str) -> Result<(), HostError> {
+        self.handle_ref().abandon(key)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("zot-journal-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir.join("j")
+    }
+
+    fn call(key: &str) -> InterruptedCall {
+        InterruptedCall {
+            call: key.into(),
+            tool: "t".into(),
+            extension: "e".into(),
+            args: json!({"a": 1}),
+            replay: Replay::Safe,
+            accepted_at: 1,
+            dispatched: false,
+        }
+    }
+
+    #[test]
+    fn unfinished_calls_survive_a_reopen_and_rotation_carries_them() {
+        let path = temp("reopen");
+        let j = Journal::open(&path).expect("open");
+        j.accepted(&call("k1"), "embedder").expect("accepted");
+        j.verdict("k1", None, &json!({"a": 2})).expect("verdict");
+        j.dispatched("k1").expect("dispatched");
+        j.accepted(&call("k2"), "embedder").expect("accepted");
+        j.finished("k2", "completed", Some(r#"{"x":1}"#))
+            .expect("finished");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        drop(j);
+        let j = Journal::open(&path).expect("reopen");
+        let open = j.interrupted();
+        assert_eq!(open.len(), 1);
+        assert_eq!(
+            (open[0].call.as_str(), &open[0].args),
+            ("k1", &json!({"a": 2}))
+        );
+        assert!(open[0].dispatched);
+        let mut inner = j.lock();
+        j.rotate(&mut inner).expect("rotate");
+        drop(inner);
+        drop(j);
+        let mut old = path.clone().into_os_string();
+        old.push(".1");
+        assert!(Path::new(&old).exists());
+        let j = Journal::open(&path).expect("after rotation");
+        assert_eq!(j.interrupted().len(), 1, "carried over");
+    }
+
+    #[test]
+    fn an_append_past_the_bound_rotates_first() {
+        let path = temp("bound");
+        let j = Journal::open(&path).expect("open");
+        j.accepted(&call("open"), "embedder").expect("accepted");
+        j.accepted(&call("done"), "embedder").expect("accepted");
+        j.finished("done", "completed", None).expect("finished");
+        // As if the file had grown to the bound.
+        j.lock().size = ROTATE_BYTES;
+        j.dispatched("open").expect("dispatched after rotation");
+        let now = read_records(&path).expect("records");
+        let steps: Vec<_> = now
+            .iter()
+            .map(|r| (r["step"].clone(), r["call"].clone()))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (json!("accepted"), json!("open")),
+                (json!("dispatched"), json!("open"))
+            ],
+            "only the open call is carried over"
+        );
+        let mut old = path.clone().into_os_string();
+        old.push(".1");
+        assert_eq!(read_records(Path::new(&old)).expect("old").len(), 3);
+        drop(j);
+        assert_eq!(Journal::open(&path).expect("reopen").interrupted().len(), 1);
+    }
+
+    #[test]
+    fn a_second_host_is_refused_and_a_bad_line_is_named() {
+        let path = temp("lock");
+        let j = Journal::open(&path).expect("open");
+        let err = Journal::open(&path).expect_err("locked");
+        assert!(
+            err.contains("in use by another host") && err.contains("lock"),
+            "{err}"
+        );
+        drop(j);
+        std::fs::write(
+            &path,
+            "{\"step\":\"dispatched\",\"call\":\"a\"}\nnot json\n{}\n",
+        )
+        .unwrap();
+        let err = Journal::open(&path).expect_err("bad line");
+        assert!(err.contains("line 2"), "{err}");
+        std::fs::write(
+            &path,
+            "{\"step\":\"accepted\",\"call\":\"a\",\"tool\":\"t\"}\n{\"step\":\"fini",
+        )
+        .unwrap();
+        let j = Journal::open(&path).expect("torn last line");
+        assert_eq!(j.interrupted().len(), 1);
+        assert!(
+            j.notes()[0].contains("last line was cut short"),
+            "{:?}",
+            j.notes()
+        );
+        j.finished("a", "abandoned", None)
+            .expect("write after the torn line");
+        drop(j);
+        let j = Journal::open(&path).expect("repaired");
+        assert!(j.interrupted().is_empty());
+        drop(j);
+        // A last line whole but for its newline counts, and gets one.
+        let whole = "{\"step\":\"accepted\",\"call\":\"b\",\"tool\":\"t\"}";
+        std::fs::write(&path, whole).unwrap();
+        let j = Journal::open(&path).expect("open");
+        j.dispatched("b").expect("dispatched");
+        drop(j);
+        let j = Journal::open(&path).expect("reopen");
+        assert!(j.interrupted()[0].dispatched);
+    }
+
+    #[test]
+    fn a_big_result_is_cut_with_its_size() {
+        let path = temp("big");
+        let j = Journal::open(&path).expect("open");
+        let big = json!("x".repeat(RESULT_LIMIT * 2)).to_string();
+        j.finished("k", "completed", Some(&big)).expect("finished");
+        j.finished("k2", "completed", Some(r#"{"a":[1]}"#))
+            .expect("finished");
+        let records = read_records(&path).expect("records");
+        assert_eq!(records[0]["truncated"], true);
+        assert_eq!(records[0]["size"], RESULT_LIMIT * 2 + 2);
+        assert_eq!(
+            records[0]["result_text"].as_str().map(str::len),
+            Some(RESULT_LIMIT)
+        );
+    }
+}

@@ -1,0 +1,708 @@
+//! Upstream's newest frames (`format` on text blocks, `register_tool.replay`,
+//! `tool_call.operation_key` and `reconcile`) through the library, `zot
+//! rpc`, `zot mcp`'s mapping and `zot ext check`, against a real
+//! extension that records every frame it receives.
+
+#![allow(dead_code)]
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use zot_host::{Content, ReconcileState, Replay, ToolOutcome, ToolRequest, ToolResult};
+
+/// The durable fixture, configured by `cfg` (its record file filled in).
+fn durable_ext(t: &TempDir, name: &str, mut cfg: Value) -> PathBuf {
+    cfg["record"] = json!(t.join(&format!("{name}.record")));
+    if cfg.get("effects").is_none() {
+        cfg["effects"] = json!(t.join(&format!("{name}.effects")));
+    }
+    configured_ext(&t.join(name), name, &fixture_path("durable/ext.py"), cfg)
+}
+
+/// The `tool_call` frames extension `name` received.
+fn tool_calls(t: &TempDir, name: &str) -> Vec<Value> {
+    let got = recorded(&t.join(&format!("{name}.record")));
+    got.into_iter()
+        .filter(|f| f["type"] == "tool_call")
+        .collect()
+}
+
+fn ran(outcome: ToolOutcome) -> ToolResult {
+    outcome.ran().expect("an extension's result")
+}
+
+fn tools() -> Value {
+    json!({
+        "md": {"format": "markdown", "replay": "idempotent"},
+        "odd": {"format": "asciidoc", "replay": "sometimes"},
+        "plain": {},
+        "safe": {"replay": "safe"},
+        "rec": {"replay": "reconcile"},
+        "unsure": {"replay": "reconcile", "state": "unknown"},
+        "junk": {"replay": "reconcile", "state": "raw", "structured": {"state": 7}},
+        "none": {"replay": "reconcile", "state": "raw"},
+    })
+}
+
+#[test]
+fn format_and_replay_are_kept_and_unknown_values_fall_back() {
+    both(|| {
+        let t = TempDir::new("durable-lib");
+        let ext = durable_ext(&t, "d", json!({"tools": tools()}));
+        let host = start_ready(config(&t, &[ext]));
+        let md = ran(host
+            .call_tool(ToolRequest::new("md", json!({"a": 1})))
+            .unwrap());
+        assert_eq!(md.content[0].format(), Some("markdown"));
+        assert_eq!(
+            md.content,
+            [json!({"type": "text", "text": "md ran {\"a\": 1}", "format": "markdown"})]
+        );
+        let odd = ran(host.call_tool(ToolRequest::new("odd", json!({}))).unwrap());
+        assert_eq!(odd.content[0].format(), Some("asciidoc"), "kept as sent");
+        let plain = ran(host
+            .call_tool(ToolRequest::new("plain", json!({})))
+            .unwrap());
+        assert!(matches!(&plain.content[0], Content::Text(_)));
+        let snap = host.list().unwrap();
+        let replay = |name: &str| snap.tools.iter().find(|t| t.name == name).map(|t| t.replay);
+        assert_eq!(replay("md"), Some(Replay::Idempotent));
+        assert_eq!(replay("safe"), Some(Replay::Safe));
+        assert_eq!(replay("rec"), Some(Replay::Reconcile));
+        assert_eq!(replay("plain"), Some(Replay::Never), "the default");
+        assert_eq!(replay("odd"), Some(Replay::Never), "an unknown policy");
+        drop(host);
+        let log = log_of(&t, "d");
+        assert!(
+            log.contains("tool \"odd\": `replay` \"sometimes\" is not one of"),
+            "{log}"
+        );
+        // Nothing was sent that the embedder did not ask for.
+        for call in tool_calls(&t, "d") {
+            assert!(call.get("operation_key").is_none(), "{call}");
+            assert!(call.get("reconcile").is_none(), "{call}");
+        }
+    });
+}
+
+#[test]
+fn operation_key_and_reconcile_reach_the_extension_and_the_state_is_parsed() {
+    both(|| {
+        let t = TempDir::new("durable-rec");
+        let ext = durable_ext(&t, "d", json!({"tools": tools()}));
+        let host = start_ready(config(&t, &[ext]));
+        let keyed = ToolRequest::new("rec", json!({"n": 1})).with_operation_key("k-1");
+        let first = ran(host.call_tool(keyed.clone()).unwrap());
+        assert_eq!(first.reconciled, None, "no reconcile state on a run");
+        // It ran under k-1: a reconcile call finds it completed, and the
+        // recovered result keeps the text blocks only.
+        let done = ran(host.call_tool(keyed.clone().reconciling()).unwrap());
+        assert_eq!(done.reconciled, Some(ReconcileState::Completed));
+        assert_eq!(
+            done.content,
+            [json!({"type": "text", "text": "recovered k-1"})]
+        );
+        let fresh = ToolRequest::new("rec", json!({})).with_operation_key("k-2");
+        let not = ran(host.call_tool(fresh.reconciling()).unwrap());
+        assert_eq!(not.reconciled, Some(ReconcileState::NotStarted));
+        assert_eq!(not.content.len(), 2, "other states keep every block");
+        for tool in ["unsure", "junk", "none"] {
+            let call = ToolRequest::new(tool, json!({})).with_operation_key("k-3");
+            let got = ran(host.call_tool(call.reconciling()).unwrap());
+            assert_eq!(got.reconciled, Some(ReconcileState::Unknown), "{tool}");
+        }
+        drop(host);
+        let calls = tool_calls(&t, "d");
+        assert_eq!(calls[0]["operation_key"], "k-1");
+        assert!(calls[0].get("reconcile").is_none(), "{}", calls[0]);
+        assert_eq!(calls[1]["operation_key"], "k-1");
+        assert_eq!(calls[1]["reconcile"], true);
+        assert_eq!(calls[1]["args"], json!({"n": 1}));
+        // The reconcile calls performed nothing.
+        let effects = recorded(&t.join("d.effects"));
+        assert_eq!(effects.len(), 1, "{effects:?}");
+    });
+}
+
+#[test]
+fn rpc_passes_the_new_fields_and_answers_reconciled() {
+    let t = TempDir::new("durable-rpc");
+    let ext = durable_ext(&t, "d", json!({"tools": tools()}));
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.wait_ready(1);
+    let list = rpc.call("l", json!({"type": "list"}));
+    let tools = list["data"]["tools"].as_array().expect("tools").clone();
+    let replay = |name: &str| {
+        let tool = tools.iter().find(|t| t["name"] == name).expect("listed");
+        tool["replay"].clone()
+    };
+    assert_eq!(replay("md"), "idempotent");
+    assert_eq!(replay("plain"), "never");
+    assert_eq!(replay("odd"), "never");
+    let md = rpc.call("1", json!({"type": "tool_call", "name": "md", "args": {}}));
+    assert_eq!(md["data"]["content"][0]["format"], "markdown", "{md}");
+    let run =
+        json!({"type": "tool_call", "name": "rec", "args": {"x": 2}, "operation_key": "op-9"});
+    let ran = rpc.call("2", run);
+    assert!(ran["data"].get("reconciled").is_none(), "{ran}");
+    let ask = json!({"type": "tool_call", "name": "rec", "args": {"x": 2},
+                     "operation_key": "op-9", "reconcile": true});
+    let rec = rpc.call("3", ask);
+    assert_eq!(rec["data"]["reconciled"], "completed", "{rec}");
+    assert_eq!(
+        rec["data"]["content"],
+        json!([{"type": "text", "text": "recovered op-9"}])
+    );
+    let unknown = json!({"type": "tool_call", "name": "junk", "args": {},
+                         "operation_key": "op-1", "reconcile": true});
+    assert_eq!(rpc.call("4", unknown)["data"]["reconciled"], "unknown");
+    // Bad fields are named; the host keeps going.
+    let bad = rpc.call(
+        "5",
+        json!({"type": "tool_call", "name": "rec", "reconcile": "yes"}),
+    );
+    assert!(
+        bad["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("`reconcile`")),
+        "{bad}"
+    );
+    let keyless = rpc.call(
+        "6",
+        json!({"type": "tool_call", "name": "rec", "reconcile": true}),
+    );
+    assert!(
+        keyless["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("operation_key")),
+        "{keyless}"
+    );
+    let bad_key = rpc.call(
+        "7",
+        json!({"type": "tool_call", "name": "rec", "operation_key": 5}),
+    );
+    assert!(
+        bad_key["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("`operation_key`")),
+        "{bad_key}"
+    );
+    assert_eq!(rpc.call("8", json!({"type": "ping"}))["data"]["pong"], true);
+    rpc.close_stdin();
+    rpc.wait();
+    let calls = tool_calls(&t, "d");
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    assert_eq!(calls[1]["operation_key"], "op-9");
+    assert_eq!(calls[2]["reconcile"], true);
+}
+
+#[cfg(feature = "author")]
+#[test]
+fn ext_check_reports_the_display_hint() {
+    let t = TempDir::new("durable-check");
+    let ext = durable_ext(&t, "d", json!({"tools": {"md": {"format": "markdown"}}}));
+    let dir = ext;
+    let out = zot()
+        .args(["ext", "check"])
+        .arg(&dir)
+        .args(["--call", "md", "{}"])
+        .env("ZOT_HOME", t.join("home"))
+        .output()
+        .expect("zot ext check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[markdown] md ran {}"), "{text}");
+}
+
+#[allow(unused)]
+fn _unused(_: &Path) {}
+
+#[test]
+fn ext_doctor_shows_each_tools_replay_policy() {
+    let t = TempDir::new("durable-doctor");
+    let ext = durable_ext(&t, "d", json!({"tools": tools()}));
+    let run = |json: bool| {
+        let mut cmd = zot();
+        cmd.args(["ext", "doctor", "--no-ext", "-e"]).arg(&ext);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd
+            .arg("--cwd")
+            .arg(t.path())
+            .env("ZOT_HOME", t.join("home"))
+            .env("ZOT_HELLO_TIMEOUT", "60")
+            .output()
+            .expect("zot ext doctor");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let report: Value = serde_json::from_str(&run(true)).expect("doctor --json");
+    let replay = &report["extensions"][0]["replay"];
+    assert_eq!(replay["md"], "idempotent", "{report:#}");
+    assert_eq!(replay["rec"], "reconcile");
+    assert!(
+        replay.get("plain").is_none(),
+        "never is the default: not listed"
+    );
+    let text = run(false);
+    assert!(text.contains("safe=safe"), "{text}");
+}
+
+// ----- the journal ------------------------------------------------------
+
+#[cfg(feature = "journal")]
+mod journal {
+    use super::*;
+    use std::collections::HashMap;
+    use zot_host::{Host, HostError};
+
+    /// Journal records, parsed (a torn last line left out).
+    fn records(path: &Path) -> Vec<Value> {
+        recorded(path)
+    }
+
+    /// The journal's keys with no `finished`, by tool.
+    fn open_keys(path: &Path) -> HashMap<String, String> {
+        let mut open = HashMap::new();
+        for r in records(path) {
+            let key = r["call"].as_str().unwrap_or("").to_string();
+            match r["step"].as_str() {
+                Some("accepted") => {
+                    open.insert(key, r["tool"].as_str().unwrap_or("").to_string());
+                }
+                Some("finished") => {
+                    open.remove(&key);
+                }
+                _ => {}
+            }
+        }
+        open
+    }
+
+    fn effects_of(t: &TempDir, key: &str) -> usize {
+        let all = recorded(&t.join("d.effects"));
+        all.iter().filter(|e| e["key"] == key).count()
+    }
+
+    /// The durable fixture with one blocking tool per replay policy.
+    fn blocking_ext(t: &TempDir) -> PathBuf {
+        let gate = t.join("gate");
+        let tool = |replay: &str| json!({"replay": replay, "wait": gate});
+        durable_ext(
+            t,
+            "d",
+            json!({
+                "started": t.join("d.started"),
+                "tools": {
+                    "s_never": tool("never"),
+                    "s_safe": tool("safe"),
+                    "s_idem": tool("idempotent"),
+                    "s_rec": tool("reconcile"),
+                    "s_rec2": {"replay": "reconcile", "wait": gate, "wait_first": true},
+                    "quick": {"replay": "safe"},
+                },
+            }),
+        )
+    }
+
+    fn rpc_with_journal(t: &TempDir, ext: &Path, journal: &Path) -> Rpc {
+        let mut cmd = Rpc::command(t, &[ext.to_path_buf()]);
+        cmd.arg("--journal").arg(journal);
+        Rpc::spawn(&mut cmd)
+    }
+
+    #[test]
+    fn kill_9_mid_call_then_each_policy_recovers_as_it_says() {
+        let t = TempDir::new("journal-kill");
+        let ext = blocking_ext(&t);
+        let path = t.join("calls.journal");
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let tools = ["s_never", "s_safe", "s_idem", "s_rec", "s_rec2"];
+        // A finished call first: it is not reported after the crash.
+        let done = rpc.call(
+            "q",
+            json!({"type": "tool_call", "name": "quick", "args": {}}),
+        );
+        assert_eq!(done["success"], true, "{done}");
+        for (i, tool) in tools.iter().enumerate() {
+            let args = json!({"n": i});
+            rpc.send(
+                json!({"type": "tool_call", "id": format!("c{i}"), "name": tool, "args": args}),
+            );
+        }
+        wait_for("every call started in its extension", || {
+            recorded(&t.join("d.started")).len() == tools.len() + 1
+        });
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect("journal").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        // Between dispatched and finished: kill -9 the real binary.
+        rpc.child.kill().expect("kill -9");
+        rpc.child.wait().expect("reaped");
+        let open = open_keys(&path);
+        assert_eq!(open.len(), tools.len(), "{open:?}");
+        // The frames carried the journal's keys.
+        let sent: Vec<Value> = tool_calls(&t, "d");
+        for call in &sent {
+            let key = call["operation_key"].as_str().expect("operation_key sent");
+            assert!(call["name"] == "quick" || open.contains_key(key), "{call}");
+        }
+        let key_of = |tool: &str| {
+            (open.iter())
+                .find(|(_, t)| *t == tool)
+                .map(|(k, _)| k.clone())
+                .expect("key")
+        };
+        // The blocked calls may now end; the old processes are gone or going.
+        std::fs::write(t.join("gate"), "").expect("gate");
+
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        let calls = event["calls"].as_array().expect("calls");
+        assert_eq!(calls.len(), tools.len(), "{event}");
+        let listed = |tool: &str| {
+            calls
+                .iter()
+                .find(|c| c["tool"] == tool)
+                .expect("listed")
+                .clone()
+        };
+        assert_eq!(listed("s_idem")["replay"], "idempotent");
+        assert_eq!(listed("s_never")["args"], json!({"n": 0}));
+        assert_eq!(listed("s_rec")["extension"], "d");
+        assert!(listed("s_safe")["accepted_at"].as_u64().is_some());
+        // None ran by itself.
+        let before = recorded(&t.join("d.started")).len();
+
+        let never = rpc.call("r0", json!({"type": "resume", "call": key_of("s_never")}));
+        let why = never["error"].as_str().unwrap_or("");
+        assert!(why.contains("never"), "{never}");
+        let gone = rpc.call("a0", json!({"type": "abandon", "call": key_of("s_never")}));
+        assert_eq!(gone["success"], true, "{gone}");
+        let again = rpc.call("a1", json!({"type": "abandon", "call": key_of("s_never")}));
+        assert!(again["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no interrupted call")));
+
+        let safe = rpc.call("r1", json!({"type": "resume", "call": key_of("s_safe")}));
+        assert_eq!(
+            safe["data"]["content"][0]["text"], "s_safe ran {\"n\": 1}",
+            "{safe}"
+        );
+        let idem = rpc.call("r2", json!({"type": "resume", "call": key_of("s_idem")}));
+        assert_eq!(idem["success"], true, "{idem}");
+        assert_eq!(
+            effects_of(&t, &key_of("s_idem")),
+            2,
+            "run again under its key"
+        );
+        // It ran before the crash: the extension says so, and it does not run twice.
+        let rec = rpc.call("r3", json!({"type": "resume", "call": key_of("s_rec")}));
+        assert_eq!(rec["data"]["reconciled"], "completed", "{rec}");
+        assert_eq!(effects_of(&t, &key_of("s_rec")), 1);
+        // It never got as far as its effect: not started, so it runs.
+        assert_eq!(effects_of(&t, &key_of("s_rec2")), 0);
+        let rec2 = rpc.call("r4", json!({"type": "resume", "call": key_of("s_rec2")}));
+        assert_eq!(rec2["data"]["reconciled"], "not_started", "{rec2}");
+        assert_eq!(effects_of(&t, &key_of("s_rec2")), 1);
+        let started = recorded(&t.join("d.started")).len();
+        assert_eq!(
+            started,
+            before + 3,
+            "safe, idempotent and the not-started one ran"
+        );
+        // The new frames carried the same keys.
+        let calls = tool_calls(&t, "d");
+        let rec_probe = calls
+            .iter()
+            .rev()
+            .find(|c| c["reconcile"] == true)
+            .expect("reconcile");
+        assert_eq!(rec_probe["operation_key"], key_of("s_rec2").as_str());
+        rpc.close_stdin();
+        rpc.wait();
+        assert!(open_keys(&path).is_empty(), "{:?}", open_keys(&path));
+
+        // Nothing is left to recover.
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"], json!([]));
+        rpc.close_stdin();
+        rpc.wait();
+
+        // The audit view.
+        let out = zot()
+            .args(["journal"])
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("zot journal");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        let status = |tool: &str| {
+            let all: Vec<&Value> = lines.iter().filter(|l| l["tool"] == tool).collect();
+            all.iter()
+                .map(|l| l["status"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(status("s_never"), ["abandoned"]);
+        assert_eq!(status("quick"), ["completed"]);
+        assert_eq!(status("s_safe"), ["completed (resumed)"]);
+        let text = zot()
+            .args(["journal"])
+            .arg(&path)
+            .output()
+            .expect("zot journal");
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.contains("s_rec  d  embedder  -  completed"), "{text}");
+        let unfinished = zot()
+            .args(["journal", "--unfinished"])
+            .arg(&path)
+            .output()
+            .expect("run");
+        assert!(
+            unfinished.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&unfinished.stdout)
+        );
+    }
+
+    fn journaled_config(t: &TempDir, ext: &Path, journal: &Path) -> zot_host::HostConfig {
+        let mut cfg = config(t, &[ext.to_path_buf()]);
+        cfg.journal = Some(journal.to_path_buf());
+        cfg
+    }
+
+    fn start_err(cfg: zot_host::HostConfig) -> String {
+        match Host::start(cfg) {
+            Ok(_) => panic!("the host started"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_journal_that_cannot_be_written_fails_the_call_and_nothing_runs() {
+        both(|| {
+            let t = TempDir::new("journal-full");
+            let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+            let host = start_ready(journaled_config(&t, &ext, Path::new("/dev/full")));
+            let got = host.call_tool(ToolRequest::new("quick", json!({})));
+            match got {
+                Err(HostError::Journal(why)) => assert!(why.contains("/dev/full"), "{why}"),
+                other => panic!("expected a journal error, got {other:?}"),
+            }
+            // The host keeps going; the call never reached the extension.
+            assert!(host.list().is_ok());
+            drop(host);
+            assert!(tool_calls(&t, "d").is_empty());
+        });
+    }
+
+    #[test]
+    fn a_read_only_path_or_a_second_host_is_refused_naming_the_file() {
+        let t = TempDir::new("journal-refused");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+        let ro = Path::new("/proc/zot-journal-test");
+        let why = start_err(journaled_config(&t, &ext, ro));
+        assert!(
+            why.contains("cannot open journal /proc/zot-journal-test"),
+            "{why}"
+        );
+        let path = t.join("j");
+        let first = start_ready(journaled_config(&t, &ext, &path));
+        let why = start_err(journaled_config(&t, &ext, &path));
+        assert!(
+            why.contains("in use by another host") && why.contains(&*path.to_string_lossy()),
+            "{why}"
+        );
+        // The binary says so too, and exits.
+        let out = zot()
+            .args(["rpc", "--no-ext", "--journal"])
+            .arg(&path)
+            .env("ZOT_HOME", t.join("home"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("zot rpc");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("in use by another host"),
+            "{stderr}"
+        );
+        drop(first);
+        let again = start_ready(journaled_config(&t, &ext, &path));
+        assert!(again.interrupted_calls().is_empty());
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ignored_and_any_other_bad_line_stops_the_start() {
+        let t = TempDir::new("journal-lines");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        let accepted = json!({"step": "accepted", "at": 5, "call": "k1", "tool": "quick",
+                              "extension": "d", "args": {"a": 1}, "origin": "embedder",
+                              "replay": "safe"});
+        let torn = format!("{accepted}\n{{\"step\":\"verdict\",\"ca");
+        std::fs::write(&path, &torn).expect("write");
+        both(|| {
+            let host = start_ready(journaled_config(&t, &ext, &path));
+            let open = host.interrupted_calls();
+            assert_eq!(open.len(), 1);
+            assert_eq!(
+                (open[0].call.as_str(), &open[0].args),
+                ("k1", &json!({"a": 1}))
+            );
+            // The library resumes it as rpc does: safe runs under its key.
+            let done = ran(host.resume("k1").expect("resumed"));
+            assert_eq!(done.content[0].text(), Some("quick ran {\"a\": 1}"));
+            assert!(host.interrupted_calls().is_empty());
+            assert!(matches!(host.resume("k1"), Err(HostError::Journal(_))));
+            drop(host);
+            let sent = tool_calls(&t, "d");
+            assert_eq!(sent.last().expect("sent")["operation_key"], "k1");
+            std::fs::write(&path, &torn).expect("write");
+        });
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let notes = host.journal_notes();
+        assert!(
+            notes.iter().any(|n| n.contains("last line was cut short")),
+            "{notes:?}"
+        );
+        drop(host);
+        let bad = format!("{accepted}\nnot json\n{accepted}\n");
+        std::fs::write(&path, bad).expect("write");
+        let why = start_err(journaled_config(&t, &ext, &path));
+        assert!(
+            why.contains(&*path.to_string_lossy()) && why.contains("line 2"),
+            "{why}"
+        );
+        let out = zot()
+            .args(["journal"])
+            .arg(&path)
+            .output()
+            .expect("zot journal");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains("line 2"),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn guard_verdicts_are_journaled() {
+        let t = TempDir::new("journal-guard");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+        let guard = ext_dir(
+            &t.join("g"),
+            "g",
+            json!({"register": [subscribe(&[], &["tool_call"])],
+                   "guard": {"block_events": ["tool_call"], "reason": "no quick"}}),
+        );
+        let path = t.join("j");
+        let mut cfg = journaled_config(&t, &ext, &path);
+        cfg.ext_paths.push(guard);
+        let host = start_ready(cfg);
+        let got = ran(host
+            .call_tool(ToolRequest::new("quick", json!({})))
+            .unwrap());
+        assert!(got.blocked, "{got:?}");
+        drop(host);
+        let steps: Vec<Value> = records(&path);
+        let verdict = steps
+            .iter()
+            .find(|r| r["step"] == "verdict")
+            .expect("verdict");
+        assert_eq!(verdict["decision"], "block", "{steps:?}");
+        assert_eq!(verdict["reason"], "no quick");
+        let finished = steps
+            .iter()
+            .find(|r| r["step"] == "finished")
+            .expect("finished");
+        assert_eq!(finished["status"], "blocked");
+        assert!(!steps.iter().any(|r| r["step"] == "dispatched"));
+    }
+
+    #[test]
+    fn the_session_says_which_calls_were_interrupted() {
+        let t = TempDir::new("journal-session");
+        let ext = durable_ext(
+            &t,
+            "d",
+            json!({"tools": {"quick": {"replay": "idempotent"}}}),
+        );
+        let path = t.join("j");
+        let accepted = json!({"step": "accepted", "at": 5, "call": "k9", "tool": "quick",
+                              "extension": "d", "args": {}, "origin": "embedder",
+                              "replay": "idempotent"});
+        std::fs::write(&path, format!("{accepted}\n")).expect("write");
+        let out = zot()
+            .args(["--no-ext", "-e"])
+            .arg(&ext)
+            .arg("--journal")
+            .arg(&path)
+            .arg("--cwd")
+            .arg(t.path())
+            .env("ZOT_HOME", t.join("home"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("zot");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("call k9 of tool quick (d, replay idempotent) was interrupted"),
+            "{text}"
+        );
+        // It did not run by itself.
+        assert!(tool_calls(&t, "d").is_empty());
+    }
+
+    #[cfg(feature = "mcp")]
+    #[test]
+    fn zot_mcp_journals_the_calls_of_its_client() {
+        let t = TempDir::new("journal-mcp");
+        let ext = durable_ext(&t, "d", json!({"tools": {"md": {"format": "markdown"}}}));
+        let path = t.join("j");
+        let mut cmd = Rpc::mcp_command(&t, &[ext], 60);
+        cmd.arg("--journal").arg(&path);
+        let mut mcp = Rpc::spawn(&mut cmd);
+        let request = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        mcp.send(request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        ));
+        mcp.until("initialize", |v| v["id"] == 0);
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}));
+        mcp.send(request(
+            1,
+            "tools/call",
+            json!({"name": "md", "arguments": {}}),
+        ));
+        let answer = mcp.until("tools/call", |v| v["id"] == 1);
+        // MCP has no display hint: the text only.
+        assert_eq!(
+            answer["result"]["content"],
+            json!([{"type": "text", "text": "md ran {}"}]),
+            "{answer}"
+        );
+        mcp.close_stdin();
+        mcp.wait();
+        let steps: Vec<String> = records(&path)
+            .iter()
+            .map(|r| r["step"].as_str().unwrap_or("").to_string())
+            .collect();
+        // No guard: no verdict to record.
+        assert_eq!(steps, ["accepted", "dispatched", "finished"]);
+    }
+}
