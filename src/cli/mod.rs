@@ -548,7 +548,12 @@ fn run_mcp(_opts: HostOpts) -> Result<i32, CliError> {
 
 /// The error of a subcommand this build left out: which feature has it
 /// and how to build with it (README: Install).
-#[cfg(not(all(feature = "mcp", feature = "author", feature = "confine", feature = "journal")))]
+#[cfg(not(all(
+    feature = "mcp",
+    feature = "author",
+    feature = "confine",
+    feature = "journal"
+)))]
 pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
     CliError::Failed(format!(
         "`{what}` is not in this build: it needs the `{feature}` feature \
