@@ -788,9 +788,13 @@ fn hostile_project(w: &Project) {
         " ".repeat(2 << 20) // valid JSON, just too large
     );
     write_manifest_text(&big, &padded);
+    // Its program lies in the project, so that trusting it can bind it.
     let bom = w.project_ext("bom");
-    let with_bom = format!("\u{feff}{}", manifest_text("bom"));
-    write_manifest_text(&bom, &with_bom);
+    fs::create_dir_all(&bom).expect("bom dir");
+    fs::copy(fixture(), bom.join("ext.py")).expect("copy the fixture");
+    let manifest =
+        json!({"name": "bom", "exec": "./ext.py", "args": [json!({"name": "bom"}).to_string()]});
+    write_manifest_text(&bom, &format!("\u{feff}{manifest}"));
 }
 
 #[test]
