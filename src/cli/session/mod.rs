@@ -734,8 +734,25 @@ impl Session {
         };
         // Built-in tools go through the same pipeline (event, guards);
         // the outcome says so, and this session does not run them.
-        let call = ToolRequest::new(name, args);
+        let name = name.to_string();
+        self.call_tool(ToolRequest::new(name.clone(), args), move |s, r| {
+            s.tool_done(&name, &r)
+        });
+    }
+
+    /// Runs `call` through the pipeline as a cancellable job: Ctrl-C (or
+    /// EOF, for an interactive tool) cancels the call itself, not only
+    /// the wait for it; `then` gets the outcome.
+    pub(super) fn call_tool(
+        &mut self,
+        call: ToolRequest,
+        then: impl FnOnce(&mut Session, Result<ToolOutcome, HostError>) + Send + 'static,
+    ) {
         let ticket = self.host.ticket();
+        let job = Job::Tool {
+            ticket,
+            name: call.name.clone(),
+        };
         let request = |reply| Request::Cancellable {
             ticket,
             request: Box::new(Request::Tool {
@@ -744,12 +761,7 @@ impl Session {
                 reply,
             }),
         };
-        let job = Job::Tool {
-            ticket,
-            name: name.to_string(),
-        };
-        let name = name.to_string();
-        self.submit(job, request, move |s, r| s.tool_done(&name, &r));
+        self.submit(job, request, then);
     }
 
     // ----- requests and replies -------------------------------------

@@ -8,7 +8,7 @@ use super::render::Tone;
 use super::{Job, Session};
 use serde_json::Value;
 use zot_host::{
-    BuiltinVerdict, Content, EventPayload, HostError, InterceptEvent, InterceptOutcome, Request,
+    BuiltinVerdict, Content, EventPayload, HostError, InterceptEvent, InterceptOutcome,
     ToolOutcome, ToolRequest,
 };
 
@@ -24,22 +24,7 @@ impl Session {
             &format!("{tool} {args}, then the prompt"),
         );
         let call = ToolRequest::new(tool.clone(), args.clone());
-        // Cancellable, as `/call`: Ctrl-C (or EOF, for an interactive
-        // tool) cancels the call itself, not only the wait for it.
-        let ticket = self.host.ticket();
-        let request = |reply| Request::Cancellable {
-            ticket,
-            request: Box::new(Request::Tool {
-                call,
-                pipeline: true,
-                reply,
-            }),
-        };
-        let job = Job::Tool {
-            ticket,
-            name: tool.clone(),
-        };
-        self.submit(job, request, move |s, r| {
+        self.call_tool(call, move |s, r| {
             s.tool_done(&tool, &r);
             s.out.text("prompt: ", Tone::Cyan, &prompt);
             s.start_turn(with_tool_result(&tool, &args, &r, &prompt));
