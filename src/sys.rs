@@ -1,11 +1,23 @@
 //! The host's raw libc calls for extension processes, where std has no
 //! safe equivalent: a signal to a whole process group (kill(2) with a
-//! negative pid) and the parent-death signal (prctl(2) between fork and
-//! exec). Everything else about a process (its pipes, its threads, its
-//! reaping) is std.
+//! negative pid), the parent-death signal (prctl(2) between fork and
+//! exec) and one send(2) that does not wait. Everything else about a
+//! process (its sockets, its threads, its reaping) is std.
 
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::process::Command;
+
+/// Writes what of `buf` fits into the socket `fd` now, without waiting:
+/// how many bytes went (`WouldBlock` when none fit). Only this one call
+/// does not wait; the socket stays blocking for its writer thread.
+pub(crate) fn send_now(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    // SAFETY: `buf` is valid for `buf.len()` bytes and `fd` is an open
+    // socket for the call; std has no per-call MSG_DONTWAIT.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
+    usize::try_from(sent).map_err(|_| io::Error::last_os_error())
+}
 
 /// kill(2) to the process group led by `pgid`: whether it was sent (for
 /// signal 0, which sends nothing: whether a process of the group lives).
