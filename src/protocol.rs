@@ -4,7 +4,6 @@
 use crate::toolresult::Block;
 use crate::types::Content;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::io::{self, BufRead};
@@ -89,7 +88,8 @@ pub const HOST_CAPABILITIES: [&str; 6] = [
 /// A frame sent by an extension to the host; the variants and fields
 /// are the frames of SPEC section 2.
 #[allow(missing_docs)]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum ExtFrame {
     Hello {
         name: String,
@@ -108,6 +108,7 @@ pub enum ExtFrame {
         description: Option<String>,
         schema: Option<Value>,
         /// Upstream's optional fields (SPEC 13.6).
+        #[serde(flatten)]
         extra: ToolExtras,
     },
     Subscribe {
@@ -155,7 +156,8 @@ pub enum ExtFrame {
     PanelClose {
         panel_id: String,
     },
-    /// A panel opened outside any command (SPEC 14.1).
+    /// A panel opened outside any command (SPEC 14.1): its `panel` field.
+    #[serde(deserialize_with = "panel_field")]
     OpenPanel(OpenPanel),
     /// A prompt to run as if the user typed it (SPEC 14.2).
     Submit {
@@ -168,16 +170,19 @@ pub enum ExtFrame {
     ShutdownAck,
     /// Internal, never read from the wire: an MCP server's prompt left
     /// its list (SPEC 11).
+    #[serde(skip_deserializing)]
     UnregisterCommand {
         name: String,
     },
     /// Internal, never read from the wire: an MCP server's tool left its
     /// list (SPEC 11).
+    #[serde(skip_deserializing)]
     UnregisterTool {
         name: String,
     },
     /// Internal: a line over [`MAX_LINE`] bytes whose start says it is a
     /// frame `kind` with `id` (see `frame_head`); the rest was dropped.
+    #[serde(skip_deserializing)]
     TooLong {
         kind: String,
         id: String,
@@ -217,7 +222,7 @@ impl ExtFrame {
 /// `register_tool`'s optional fields from upstream (SPEC 13.6), as they
 /// came; the engine validates them.
 #[allow(missing_docs)]
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct ToolExtras {
     /// Any JSON here; only an object is accepted.
     pub output_schema: Option<Value>,
@@ -235,14 +240,14 @@ pub struct ToolExtras {
 
 /// Body of `command_response` (SPEC section 2).
 #[allow(missing_docs)]
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct CommandResponse {
     pub id: String,
     /// `prompt`, `insert`, `display`, `noop`, `open_panel` or `tool_prompt`.
     pub action: Option<String>,
     pub prompt: Option<String>,
     /// `tool_prompt`: the tool to run first, and its args (any JSON
-    /// here, `null` included: the engine checks them and names a wrong one).
+    /// here: the engine checks them and names a wrong one).
     pub tool_name: Option<Value>,
     pub tool_args: Option<Value>,
     pub insert: Option<String>,
@@ -657,212 +662,13 @@ pub(crate) fn split_ends(kept: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-/// A frame's fields, taken one by one with the type the frame's `type`
-/// gives them. Fields the frame does not use are never looked at, so
-/// unknown (or, for this type, irrelevant) fields are ignored. Each value
-/// is kept as its text, borrowed from the line (`RawValue`), and parsed
-/// only when taken: a frame costs one pass over the line, plus one over
-/// each field it uses. A key given twice counts once, its last value.
-struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Fields<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(FieldsVisitor)
+/// `open_panel`'s `panel` field, the panel it opens.
+fn panel_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<OpenPanel, D::Error> {
+    #[derive(Deserialize)]
+    struct Field {
+        panel: OpenPanel,
     }
-}
-
-struct FieldsVisitor;
-
-impl<'de> serde::de::Visitor<'de> for FieldsVisitor {
-    type Value = Fields<'de>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a map")
-    }
-
-    fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Fields<'de>, M::Error> {
-        let mut fields: Vec<(Cow<'de, str>, &'de RawValue)> = Vec::with_capacity(8);
-        while let Some(Key(key)) = map.next_key()? {
-            let value = map.next_value()?;
-            fields.retain(|(k, _)| *k != key);
-            fields.push((key, value));
-        }
-        Ok(Fields(fields))
-    }
-}
-
-/// An object key, borrowed from the line unless it has escapes.
-struct Key<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> serde::de::Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(s)))
-            }
-            fn visit_str<E>(self, s: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(s.to_string())))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
-
-impl Fields<'_> {
-    /// Takes the raw text of field `key`, if present.
-    fn take(&mut self, key: &str) -> Option<&RawValue> {
-        let at = self.0.iter().position(|(k, _)| k == key)?;
-        Some(self.0.swap_remove(at).1)
-    }
-
-    /// An optional field; `null` counts as absent.
-    fn opt<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>, String> {
-        match self.take(key) {
-            None => Ok(None),
-            Some(raw) if raw.get() == "null" => Ok(None),
-            Some(raw) => typed(raw)
-                .map(Some)
-                .map_err(|e| format!("field `{key}`: {e}")),
-        }
-    }
-
-    /// A required field.
-    fn req<T: serde::de::DeserializeOwned>(&mut self, key: &str) -> Result<T, String> {
-        self.opt(key)?
-            .ok_or_else(|| format!("missing field `{key}`"))
-    }
-
-    /// [`Fields::opt`] for a nested object sent rarely (`open_panel`):
-    /// decoded from a `Value` only, which is what `opt` falls back to,
-    /// so the result and the message are the same, with one of the
-    /// type's deserializers compiled instead of two.
-    fn opt_object<T: serde::de::DeserializeOwned>(
-        &mut self,
-        key: &str,
-    ) -> Result<Option<T>, String> {
-        match self.any(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(value) => serde_json::from_value(value)
-                .map(Some)
-                .map_err(|e| format!("field `{key}`: {e}")),
-        }
-    }
-
-    /// A field kept as any JSON, `null` included.
-    fn any(&mut self, key: &str) -> Option<Value> {
-        // Its text was checked when the line was read: it parses.
-        self.take(key).and_then(|raw| typed(raw).ok())
-    }
-
-    fn into_frame(mut self) -> Result<ExtFrame, String> {
-        let kind: String = self.req("type")?;
-        Ok(match kind.as_str() {
-            "hello" => ExtFrame::Hello {
-                name: self.req("name")?,
-                version: self.opt("version")?,
-                capabilities: self.opt("capabilities")?,
-            },
-            "register_command" => ExtFrame::RegisterCommand {
-                name: self.req("name")?,
-                description: self.opt("description")?,
-            },
-            "register_tool" => ExtFrame::RegisterTool {
-                name: self.req("name")?,
-                description: self.opt("description")?,
-                schema: self.opt("schema")?,
-                extra: ToolExtras {
-                    output_schema: self.opt("output_schema")?,
-                    namespace: self.opt("namespace")?,
-                    namespace_description: self.opt("namespace_description")?,
-                    namespace_instructions: self.opt("namespace_instructions")?,
-                    exposure: self.opt("exposure")?,
-                    deferred: self.opt("deferred")?,
-                    interactive: self.opt("interactive")?,
-                    replay: self.opt("replay")?,
-                },
-            },
-            "subscribe" => ExtFrame::Subscribe {
-                events: self.opt("events")?,
-                intercept: self.opt("intercept")?,
-            },
-            "ready" => ExtFrame::Ready,
-            "command_response" => ExtFrame::CommandResponse(CommandResponse {
-                id: self.req("id")?,
-                action: self.opt("action")?,
-                prompt: self.opt("prompt")?,
-                tool_name: self.any("tool_name"),
-                tool_args: self.any("tool_args"),
-                insert: self.opt("insert")?,
-                display: self.opt("display")?,
-                open_panel: self.opt_object("open_panel")?,
-                error: self.opt("error")?,
-            }),
-            "tool_result" => ExtFrame::ToolResult {
-                id: self.req("id")?,
-                content: self.opt("content")?,
-                is_error: self.opt("is_error")?,
-                // `null` is no structured content, as in upstream's SDK.
-                structured_content: self.opt("structured_content")?,
-                activate_tools: self.opt("activate_tools")?,
-            },
-            "event_intercept_response" => ExtFrame::EventInterceptResponse {
-                id: self.req("id")?,
-                block: self.opt("block")?,
-                reason: self.opt("reason")?,
-                modified_args: self.opt("modified_args")?,
-                replace_text: self.opt("replace_text")?,
-                system_prompt: self.opt("system_prompt")?,
-            },
-            "call_tool" => ExtFrame::CallTool {
-                id: self.opt("id")?,
-                name: self.opt("name")?,
-                args: self.opt("args")?,
-                parent_id: self.opt("parent_id")?,
-            },
-            "call_tool_cancel" => ExtFrame::CallToolCancel {
-                id: self.req("id")?,
-            },
-            "notify" => ExtFrame::Notify {
-                level: self.opt("level")?,
-                message: self.req("message")?,
-            },
-            "clear_notes" => ExtFrame::ClearNotes,
-            "panel_render" => ExtFrame::PanelRender(Panel {
-                panel_id: self.req("panel_id")?,
-                title: self.opt("title")?,
-                lines: self.opt("lines")?,
-                footer: self.opt("footer")?,
-            }),
-            "panel_close" => ExtFrame::PanelClose {
-                panel_id: self.req("panel_id")?,
-            },
-            "open_panel" => {
-                ExtFrame::OpenPanel(self.opt_object("panel")?.ok_or("missing field `panel`")?)
-            }
-            "submit" => ExtFrame::Submit {
-                text: self.req("text")?,
-            },
-            "submit_slash" => ExtFrame::SubmitSlash {
-                text: self.req("text")?,
-            },
-            "shutdown_ack" => ExtFrame::ShutdownAck,
-            other => return Err(format!("unknown frame type `{other}`")),
-        })
-    }
-}
-
-/// A field's value from its text, with the error message the same value
-/// gets as a `serde_json::Value` (no position: the field is named instead).
-fn typed<T: serde::de::DeserializeOwned>(raw: &RawValue) -> Result<T, String> {
-    serde_json::from_str(raw.get()).or_else(|_| {
-        let value: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
-        serde_json::from_value(value).map_err(|e| e.to_string())
-    })
+    Field::deserialize(d).map(|f| f.panel)
 }
 
 /// Parses one JSON text (frame, rpc or MCP message, manifest), refusing
@@ -985,16 +791,45 @@ fn replace_lone_surrogates(json: &[u8]) -> Vec<u8> {
 /// Parses one line into a frame, or says in one line why it cannot.
 /// Lone surrogate escapes read as U+FFFD, as in [`parse_json`].
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    let frame = |line: &[u8]| {
-        check_depth(line)
-            .and_then(|()| serde_json::from_slice(line).map_err(|e| e.to_string()))
-            .and_then(Fields::into_frame)
+    parse_json(line).map_err(|e| {
+        // serde names the field or the variant; the frame's type says where.
+        let kind = head_fields(line).into_iter().find(|(k, _)| k == "type");
+        let e = match kind.as_ref().and_then(|(_, v)| v.as_str()) {
+            _ if e.starts_with("unknown variant") => {
+                let kind = e.split('`').nth(1).unwrap_or_default();
+                format!("unknown frame type `{kind}`")
+            }
+            Some(kind) => match wrong_field(line, &e) {
+                Some(field) => format!("{kind}: field `{field}`: {e}"),
+                None => format!("{kind}: {e}"),
+            },
+            None => e,
+        };
+        format!("dropped frame ({e}): {}", snippet(line))
+    })
+}
+
+/// The top-level field of the object `line` that a serde "invalid
+/// type" error is about: the one field whose value is what the error
+/// says it got (serde's own message does not name it).
+fn wrong_field(line: &[u8], error: &str) -> Option<String> {
+    let got = error
+        .strip_prefix("invalid type: ")?
+        .split(", expected")
+        .next()?;
+    let fields: serde_json::Map<String, Value> = serde_json::from_slice(line).ok()?;
+    let described = |value: &Value| match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => format!("boolean `{b}`"),
+        Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        Value::Number(n) => format!("integer `{n}`"),
+        Value::String(s) => format!("string {s:?}"),
+        Value::Array(_) => "sequence".to_string(),
+        Value::Object(_) => "map".to_string(),
     };
-    match frame(line) {
-        Err(e) if lone_surrogate(&e) => frame(&replace_lone_surrogates(line)),
-        parsed => parsed,
-    }
-    .map_err(|e| format!("dropped frame ({e}): {}", snippet(line)))
+    let mut matching = fields.iter().filter(|(_, v)| described(v) == got);
+    let (field, _) = matching.next()?;
+    matching.next().is_none().then(|| field.clone())
 }
 
 /// The top-level `"id"` of a JSON object's text when it is a string or
@@ -1183,6 +1018,42 @@ mod tests {
             let frame = parse_ext_frame(line.as_bytes()).unwrap();
             assert!(line.contains(frame.kind()), "{line}");
         }
+    }
+
+    #[test]
+    fn a_refused_frame_names_its_type_and_the_wrong_field() {
+        let error = |line: &str| parse_ext_frame(line.as_bytes()).expect_err(line);
+        let cases = [
+            (
+                r#"{"type":"hello","name":5}"#,
+                "hello: field `name`: invalid type: integer `5`",
+            ),
+            (
+                r#"{"type":"tool_result","id":"1","is_error":"yes"}"#,
+                "field `is_error`",
+            ),
+            (r#"{"type":"teleport"}"#, "(unknown frame type `teleport`)"),
+            (
+                r#"{"type":"open_panel","panel":{"title":"x"}}"#,
+                "missing field `id`",
+            ),
+            (r#"{"type":"notify"}"#, "notify: missing field `message`"),
+            (r#"{"id":"1"}"#, "missing field `type`"),
+        ];
+        for (line, want) in cases {
+            let e = error(line);
+            assert!(
+                e.starts_with("dropped frame (") && e.contains(want),
+                "{line}: {e}"
+            );
+        }
+        // Internal frames are never read from the wire.
+        assert!(error(r#"{"type":"too_long","kind":"x","id":"1","len":1}"#).contains("too_long"));
+        let panel = parse_ext_frame(br#"{"type":"open_panel","panel":{"id":"p","lines":["a"]}}"#);
+        assert!(
+            matches!(panel, Ok(ExtFrame::OpenPanel(ref p)) if p.id == "p"),
+            "{panel:?}"
+        );
     }
 
     #[test]

@@ -76,7 +76,7 @@ fn deep_frames_are_dropped_and_logged() {
     );
     let log = log_of(&t, "replay");
     assert_eq!(
-        log.matches("dropped frame (nested deeper than 64 levels)")
+        log.matches("dropped frame (notify: nested deeper than 64 levels)")
             .count(),
         4,
         "each deep frame is named in the log:\n{}",

@@ -244,7 +244,7 @@ fn spontaneous_panels_and_submits_reach_the_library() {
     assert_eq!(err, HostError::NoSuchExtension("nobody".into()));
     let log = log_of(&t, "p");
     for want in [
-        "dropped frame (field `panel`: missing field `id`)",
+        "dropped frame (open_panel: missing field `id`)",
         "open_panel with an empty `panel.id`: not opened",
         "submit with empty text: ignored",
         "submit_slash text must start with `/`: \"no slash\" ignored",
