@@ -43,36 +43,24 @@
 
 #[macro_use]
 mod closed_set;
-mod bundle;
 mod config;
-// Without the `confine` feature a stand-in that refuses to confine.
-#[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
-mod confine;
-mod discovery;
 mod engine;
+mod ext;
 mod host;
 mod intercept;
 #[cfg(feature = "journal")]
 pub mod journal;
-// JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
-#[cfg(feature = "mcp")]
-mod jsonrpc;
-mod log;
-mod manifest;
 pub mod order;
-// Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
-#[cfg_attr(not(feature = "mcp"), path = "no_mcp.rs")]
-mod mcp_client;
 mod process;
-mod protocol;
-mod registry;
-mod spawner;
 mod sys;
-mod tooldef;
-mod toolresult;
-mod trust;
 mod types;
-mod watchdog;
+mod wire;
+
+use ext::{bundle, discovery, manifest, trust};
+use process::{confine, log, spawner};
+#[cfg(feature = "mcp")]
+use wire::jsonrpc;
+use wire::{mcp_client, protocol, registry, tooldef, toolresult};
 
 pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
 pub use discovery::Scope;

@@ -34,10 +34,17 @@
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
 //! run, set in `sys.rs`).
 
+// Without the `confine` feature a stand-in that refuses to confine.
+#[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
+pub(crate) mod confine;
+pub(crate) mod log;
+pub(crate) mod spawner;
+pub(crate) mod watchdog;
+
 use crate::confine::{Confinement, PrivateTmp};
 use crate::log::ExtLog;
 use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
-use crate::{sys, watchdog};
+use crate::sys;
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
