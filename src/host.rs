@@ -32,11 +32,11 @@
 use crate::config::HostConfig;
 use crate::engine::{self, Channels, Driver};
 use crate::intercept::InterceptOutcome;
-use crate::protocol::{EventPayload, PanelKey};
 use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
     Request, Snapshot, Ticket, ToolOutcome, ToolRequest,
 };
+use crate::wire::protocol::{EventPayload, PanelKey};
 use crossbeam_channel::{Receiver, RecvError, Sender};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! and a rewrite sends the value again to the guards after the rewriter.
 //! The host loop owns the I/O and the deadlines; this module decides.
 
-use crate::protocol::EventPayload;
+use crate::wire::protocol::EventPayload;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -56,25 +56,19 @@ mod sys;
 mod types;
 mod wire;
 
-use ext::{bundle, discovery, manifest, trust};
-use process::{confine, log, spawner};
-#[cfg(feature = "mcp")]
-use wire::jsonrpc;
-use wire::{mcp_client, protocol, registry, tooldef, toolresult};
-
 pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
-pub use discovery::Scope;
+pub use ext::discovery::Scope;
 pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
 #[cfg(feature = "journal")]
 pub use journal::InterruptedCall;
-pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
     Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,
     ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level,
     NameConflict, NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request,
     Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
+pub use wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the
 /// tests and the benchmarks use beyond the embedder's API above: the
@@ -85,15 +79,15 @@ pub use types::{
 pub mod internal {
     /// Bundles: skills and themes (SPEC 14.6).
     pub mod bundle {
-        pub use crate::bundle::Provides;
+        pub use crate::ext::bundle::Provides;
     }
     /// Landlock confinement (without the `confine` feature: refused).
     pub mod confine {
-        pub use crate::confine::{kernel_abi, Confinement, Places, NET_ABI};
+        pub use crate::process::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }
     /// Where extensions live and which run (SPEC 4, 3.1).
     pub mod discovery {
-        pub use crate::discovery::{
+        pub use crate::ext::discovery::{
             discover, discover_with, global_dir, logs_dir, project_dir, scan, trust_notices,
             zot_home, Found, Status,
         };
@@ -101,7 +95,7 @@ pub mod internal {
     /// JSON-RPC 2.0 messages, for `zot mcp`.
     #[cfg(feature = "mcp")]
     pub mod jsonrpc {
-        pub use crate::jsonrpc::{
+        pub use crate::wire::jsonrpc::{
             Id, Invalid, Message, Notification, Request, Response, RpcError, INTERNAL_ERROR,
             INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, SERVER_BUSY,
             UNSUPPORTED_PROTOCOL_VERSION,
@@ -109,11 +103,11 @@ pub mod internal {
     }
     /// Per-extension logs and text made safe for a terminal.
     pub mod log {
-        pub use crate::log::{inert, log_path, timestamp};
+        pub use crate::process::log::{inert, log_path, timestamp};
     }
     /// `extension.json` (SPEC 5).
     pub mod manifest {
-        pub use crate::manifest::{
+        pub use crate::ext::manifest::{
             read_file, strip_bom, valid_name, InvalidManifest, Manifest, ManifestError,
             Permissions, Protocol, MANIFEST_FILE,
         };
@@ -126,26 +120,30 @@ pub mod internal {
     }
     /// Frames and lines of the wire protocol (SPEC 6-7, 13-14).
     pub mod protocol {
-        pub use crate::protocol::{
+        pub use crate::wire::protocol::{
             event_payload, parse_ext_frame, parse_json, CommandResponse, ExtFrame, HostFrame, Line,
             LineReader, ToolExtras, EVENT_NAMES, HOST_CAPABILITIES, MAX_LINE, PROTOCOL_VERSION,
         };
     }
     /// Name registries and their bounds (SPEC 3.7, 9).
     pub mod registry {
-        pub use crate::registry::{footprint, same_command, valid_name, MAX_NAMES, MAX_NAME_BYTES};
+        pub use crate::wire::registry::{
+            footprint, same_command, valid_name, MAX_NAMES, MAX_NAME_BYTES,
+        };
     }
     /// `register_tool`'s fields (SPEC 13.6-13.7).
     pub mod tooldef {
-        pub use crate::tooldef::{tool_info, tool_prompt_fields};
+        pub use crate::wire::tooldef::{tool_info, tool_prompt_fields};
     }
     /// Tool result blocks.
     pub mod toolresult {
-        pub use crate::toolresult::{is_empty_text, map_content, Block};
+        pub use crate::wire::toolresult::{is_empty_text, map_content, Block};
     }
     /// Project trust (SPEC 15).
     pub mod trust {
-        pub use crate::trust::{entry_key, update, Binding, Entry, Record, Snapshot, Untrusted};
+        pub use crate::ext::trust::{
+            entry_key, update, Binding, Entry, Record, Snapshot, Untrusted,
+        };
     }
     /// The host of a CLI surface (the session, `zot rpc`, `zot mcp`):
     /// its main thread runs the loop while it waits on its own channel,

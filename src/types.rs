@@ -1,9 +1,9 @@
 //! What crosses between the embedder (`host`) and the loop (`engine`):
 //! requests and replies, outcomes, events, the snapshot; it uses neither.
 
-use crate::discovery::Scope;
+use crate::ext::discovery::Scope;
 use crate::intercept::{InterceptEvent, InterceptOutcome};
-use crate::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+use crate::wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;

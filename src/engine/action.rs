@@ -10,9 +10,9 @@
 //! (SPEC 3.17), and an exit's process is reaped before its requests fail.
 
 use super::lifecycle::Starting;
-use crate::discovery::Found;
-use crate::log::ExtLog;
-use crate::manifest::Manifest;
+use crate::ext::discovery::Found;
+use crate::ext::manifest::Manifest;
+use crate::process::log::ExtLog;
 use crate::process::Reading;
 use crate::types::HostEvent;
 use std::path::PathBuf;

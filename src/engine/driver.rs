@@ -19,12 +19,12 @@
 use super::action::{Action, Attached, Backlog, Confined, Discovered, Launch, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::confine::{Confiner, Places};
-use crate::discovery::{self, Status};
-use crate::log::ExtLog;
+use crate::ext::discovery::{self, Status};
+use crate::ext::trust;
+use crate::process::confine::{Confiner, Places};
+use crate::process::log::ExtLog;
+use crate::process::spawner::Spawner;
 use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
-use crate::spawner::Spawner;
-use crate::trust;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{Receiver, RecvError, Select, Sender, TryRecvError};
 use std::io;

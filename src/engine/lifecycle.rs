@@ -6,14 +6,14 @@ use super::pending::Owed;
 use super::requests::Then;
 use super::state::{HostState, Startup};
 use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
-use crate::discovery::{Scope, Status};
-use crate::manifest::Protocol;
-use crate::mcp_client::{McpClient, McpOptions};
+use crate::ext::discovery::{Scope, Status};
+use crate::ext::manifest::Protocol;
 use crate::process::{describe_status, Reading};
-use crate::protocol::HostFrame;
 use crate::types::{
     human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
 };
+use crate::wire::mcp_client::{McpClient, McpOptions};
+use crate::wire::protocol::HostFrame;
 use std::process::ExitStatus;
 use std::time::Instant;
 
@@ -158,7 +158,7 @@ impl Engine {
         let (reading, mcp) = match m.protocol {
             Protocol::Zot => (Reading::Frames, None),
             #[cfg(not(feature = "mcp"))]
-            Protocol::Mcp => return Err(crate::manifest::NO_MCP.into()),
+            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
             #[cfg(feature = "mcp")]
             Protocol::Mcp => {
                 let opts = McpOptions {

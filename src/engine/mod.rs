@@ -567,17 +567,17 @@ mod supervise;
 mod time;
 
 use crate::config::HostConfig;
-use crate::discovery::Scope;
+use crate::ext::discovery::Scope;
+use crate::ext::manifest::Manifest;
 use crate::intercept::{Chain, InterceptEvent};
-use crate::log::ExtLog;
-use crate::manifest::Manifest;
-use crate::mcp_client::McpClient;
-use crate::protocol::HostFrame;
-use crate::registry::Registry;
+use crate::process::log::ExtLog;
 use crate::types::{
     CommandInfo, ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, NameConflict,
     NameKind, ReadyVia, Reply, Request, Snapshot, ToolInfo,
 };
+use crate::wire::mcp_client::McpClient;
+use crate::wire::protocol::HostFrame;
+use crate::wire::registry::Registry;
 use action::{Action, Probes};
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
@@ -592,7 +592,7 @@ use supervise::Supervision;
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
-pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
+pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
 
 /// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
 /// phase owns its deadline; only a running one has a process.

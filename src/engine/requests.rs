@@ -9,13 +9,13 @@ use super::{later, ChainState, Engine, Ext};
 use crate::intercept::{
     answer_from, Answer, Chain, GuardReply, InterceptEvent, InterceptOutcome, Step,
 };
-use crate::protocol::{CommandResponse, EventPayload, HostFrame};
-use crate::tooldef;
-use crate::toolresult::{has_invalid_image, map_content, text_block, Block};
 use crate::types::{
     human, Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket,
     ToolOutcome, ToolRequest, ToolResult,
 };
+use crate::wire::protocol::{CommandResponse, EventPayload, HostFrame};
+use crate::wire::tooldef;
+use crate::wire::toolresult::{has_invalid_image, map_content, text_block, Block};
 use serde_json::{json, Value};
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -253,7 +253,7 @@ impl Engine {
 
     /// Whether `name` is one of the embedder's own commands, in any case.
     fn host_command(&self, name: &str) -> bool {
-        (self.cfg.builtin_commands.iter()).any(|b| crate::registry::same_command(b, name))
+        (self.cfg.builtin_commands.iter()).any(|b| crate::wire::registry::same_command(b, name))
     }
 
     /// Some extension has not said hello or is still registering.
@@ -529,7 +529,7 @@ impl Engine {
             // The recovered result: its text, not the reconcile's report.
             content.retain(|b| b.text().is_some());
             if content.is_empty() {
-                content.push(text_block(crate::toolresult::NO_CONTENT));
+                content.push(text_block(crate::wire::toolresult::NO_CONTENT));
             }
         }
         let outcome = ToolOutcome::Ran(ToolResult {

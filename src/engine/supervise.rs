@@ -4,8 +4,8 @@
 
 use super::action::AfterSpawn;
 use super::{later, Drops, End, Engine, Ext, Phase, Stage};
+use crate::ext::manifest::{GuardFailure, Restart};
 use crate::intercept::Answer;
-use crate::manifest::{GuardFailure, Restart};
 use crate::types::{human, HostEvent};
 use std::time::{Duration, Instant};
 

@@ -30,7 +30,7 @@
 //! Fails closed: a rule the kernel cannot enforce is an error naming the
 //! ABI it needs and the one the kernel has, never a silent downgrade.
 
-use crate::manifest::{Manifest, Permissions, MANIFEST_FILE};
+use crate::ext::manifest::{Manifest, Permissions, MANIFEST_FILE};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
@@ -814,7 +814,7 @@ impl Rules<'_> {
 /// python3`: `python3` found on `$PATH`), if it has one.
 fn interpreter(exe: &Path) -> Option<PathBuf> {
     use std::io::Read;
-    let file = crate::manifest::open_regular(exe, u64::MAX, false).ok()?;
+    let file = crate::ext::manifest::open_regular(exe, u64::MAX, false).ok()?;
     let mut head = Vec::with_capacity(256);
     file.take(256).read_to_end(&mut head).ok()?;
     let line = head.strip_prefix(b"#!")?;

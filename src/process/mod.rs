@@ -41,10 +41,10 @@ pub(crate) mod log;
 pub(crate) mod spawner;
 pub(crate) mod watchdog;
 
-use crate::confine::{Confinement, PrivateTmp};
-use crate::log::ExtLog;
-use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
+use crate::process::confine::{Confinement, PrivateTmp};
+use crate::process::log::ExtLog;
 use crate::sys;
+use crate::wire::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};

@@ -145,9 +145,9 @@ impl Drop for Spawner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::ExtLog;
+    use crate::process::log::ExtLog;
     use crate::process::{Inbound, Reading};
-    use crate::protocol::ExtFrame;
+    use crate::wire::protocol::ExtFrame;
     use crossbeam_channel::Select;
     use std::path::PathBuf;
     use std::time::Duration;

@@ -76,15 +76,15 @@
 //! Its tools still pass through every guard of the zot extensions loaded
 //! with it, in `zot rpc`, the session and `zot mcp` alike.
 
-use crate::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
-use crate::log::ExtLog;
-use crate::protocol::{
+use crate::process::log::ExtLog;
+use crate::types::human;
+use crate::wire::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::wire::protocol::{
     head_fields, snippet, split_ends, tail_id, top_level_id, CommandResponse, ExtFrame, HostFrame,
     ToolExtras, MAX_LINE,
 };
-use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
-use crate::toolresult::{text_block, Block};
-use crate::types::human;
+use crate::wire::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
+use crate::wire::toolresult::{text_block, Block};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

@@ -3,8 +3,8 @@
 //! them exists and every method is unreachable; they only keep the
 //! engine's code the same in both builds.
 
-use crate::log::ExtLog;
-use crate::protocol::{ExtFrame, HostFrame};
+use crate::process::log::ExtLog;
+use crate::wire::protocol::{ExtFrame, HostFrame};
 use std::time::Instant;
 
 /// How an MCP server would be run: never constructed in this build.

@@ -3,9 +3,9 @@
 //! 13.6, and the fields of the `tool_prompt` action (SPEC 13.7), which
 //! runs a tool, then a prompt with its result.
 
-use crate::protocol::ToolExtras;
-use crate::registry;
 use crate::types::{Exposure, Replay, ToolInfo};
+use crate::wire::protocol::ToolExtras;
+use crate::wire::registry;
 use serde_json::Value;
 
 /// The registered tool, or why the registration is rejected: a `schema`
