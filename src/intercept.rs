@@ -22,15 +22,6 @@ closed_set! {
     }
 }
 
-impl std::str::FromStr for InterceptEvent {
-    type Err = crate::HostError;
-
-    /// The event named `name`; [`HostError::NotInterceptable`](crate::HostError::NotInterceptable) for any other.
-    fn from_str(name: &str) -> Result<InterceptEvent, crate::HostError> {
-        InterceptEvent::parse(name).ok_or_else(|| crate::HostError::NotInterceptable(name.into()))
-    }
-}
-
 /// Events a guard may intercept, by name.
 pub(crate) const INTERCEPTABLE: &[&str] = InterceptEvent::NAMES;
 

@@ -63,12 +63,13 @@ pub use intercept::{InterceptEvent, InterceptOutcome};
 #[cfg(feature = "journal")]
 pub use journal::InterruptedCall;
 pub use types::{
-    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,
-    ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level,
-    NameConflict, NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request,
-    Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest, ToolResult,
+    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
+    ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,
+    NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket,
+    ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
 pub use wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+pub use wire::toolresult::Content;
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the
 /// tests and the benchmarks use beyond the embedder's API above: the

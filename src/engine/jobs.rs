@@ -10,12 +10,12 @@ use super::pending::Waiter;
 use super::{later, Engine};
 use crate::intercept::InterceptOutcome;
 use crate::types::{
-    BuiltinReply, BuiltinVerdict, Content, HostError, HostEvent, Reply, Request, Ticket,
-    ToolOutcome, ToolResult,
+    BuiltinReply, BuiltinVerdict, HostError, HostEvent, Reply, Request, Ticket, ToolOutcome,
+    ToolResult,
 };
 use crate::wire::protocol::{EventPayload, HostFrame};
 use crate::wire::toolresult::{
-    bounded, map_content, text_block, Block, EVENT_BLOCKS, RESULT_BUDGET,
+    bounded, map_content, text_block, Block, Content, EVENT_BLOCKS, RESULT_BUDGET,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
