@@ -9,12 +9,12 @@
 //! they were decided: a reply comes after the events decided before it
 //! (SPEC 3.17), and an exit's process is reaped before its requests fail.
 
-use super::lifecycle::Starting;
 use crate::ext::discovery::Found;
 use crate::ext::manifest::Manifest;
 use crate::process::log::ExtLog;
 use crate::process::Reading;
 use crate::types::HostEvent;
+use crate::wire::mcp_client::McpOptions;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -81,6 +81,13 @@ pub(super) struct Launch {
     /// A project extension of this project directory: trust is checked
     /// before it starts (`trust::check_start`).
     pub(super) trust_in: Option<PathBuf>,
+}
+
+/// What a start needs besides its process, kept while it is spawned.
+pub(super) struct Starting {
+    pub(super) key: u64,
+    /// For an MCP server: its client's options (SPEC 11).
+    pub(super) mcp: Option<McpOptions>,
 }
 
 /// What a batch of starts was for.

@@ -266,12 +266,7 @@ impl Engine {
         }
         // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
         // gets the same event and guards; the embedder then runs it.
-        self.start_chain(
-            "tool_call",
-            payload,
-            super::requests::Then::RunTool { job },
-            now,
-        );
+        self.start_chain("tool_call", payload, super::Then::RunTool { job }, now);
     }
 
     /// [`Engine::run_pipeline`] when no extension guards `tool_call`: the

@@ -1,11 +1,10 @@
 //! The moves between an extension's phases: start, hello, ready,
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
-use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe};
+use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe, Starting};
 use super::pending::Owed;
-use super::requests::Then;
 use super::state::{HostState, Startup};
-use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
+use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage, Then};
 use crate::ext::discovery::{Scope, Status};
 use crate::ext::manifest::Protocol;
 use crate::process::{describe_status, Reading};
@@ -560,11 +559,4 @@ impl Engine {
         self.stop_all(now);
         self.state = HostState::Stopping { replies };
     }
-}
-
-/// What a start needs besides its process, kept while it is spawned.
-pub(super) struct Starting {
-    key: u64,
-    /// For an MCP server: its client's options (SPEC 11).
-    mcp: Option<McpOptions>,
 }

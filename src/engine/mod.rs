@@ -569,7 +569,7 @@ mod time;
 use crate::config::HostConfig;
 use crate::ext::discovery::Scope;
 use crate::ext::manifest::Manifest;
-use crate::intercept::{Chain, InterceptEvent};
+use crate::intercept::{Chain, InterceptEvent, InterceptOutcome};
 use crate::process::log::ExtLog;
 use crate::types::{
     CommandInfo, ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, NameConflict,
@@ -583,7 +583,6 @@ use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use exit::ExitWatch;
 use pending::Pending;
-use requests::Then;
 use state::HostState;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -894,6 +893,14 @@ impl Ext {
     fn backlog(&self) -> usize {
         self.out.len() + self.run().map_or(0, |r| r.backlog.bytes())
     }
+}
+
+/// Who gets the outcome of an interception chain.
+enum Then {
+    /// The embedder, who asked for the chain alone.
+    Reply(Reply<InterceptOutcome>),
+    /// The tool pipeline run (`super::jobs`) the chain guards.
+    RunTool { job: u64 },
 }
 
 struct ChainState {

@@ -5,10 +5,8 @@
 use super::jobs::Origin;
 use super::pending::{Owed, Waiter};
 use super::state::HostState;
-use super::{later, ChainState, Engine, Ext};
-use crate::intercept::{
-    answer_from, Answer, Chain, GuardReply, InterceptEvent, InterceptOutcome, Step,
-};
+use super::{later, ChainState, Engine, Ext, Then};
+use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
 use crate::types::{
     human, Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket,
     ToolOutcome, ToolRequest, ToolResult,
@@ -28,14 +26,6 @@ pub(super) enum Lookup {
     MayWait,
     /// It is looked up now: it waited already, or cannot.
     Now,
-}
-
-/// Who gets the outcome of an interception chain.
-pub(super) enum Then {
-    /// The embedder, who asked for the chain alone.
-    Reply(Reply<InterceptOutcome>),
-    /// The tool pipeline run (`super::jobs`) the chain guards.
-    RunTool { job: u64 },
 }
 
 impl Engine {
