@@ -140,6 +140,10 @@ pub mod internal {
     pub mod toolresult {
         pub use crate::wire::toolresult::{is_empty_text, map_content, Block};
     }
+    /// Raw libc calls std has no safe form of.
+    pub mod sys {
+        pub use crate::sys::{process_exists, terminal_size};
+    }
     /// Project trust (SPEC 15).
     pub mod trust {
         pub use crate::ext::trust::{

@@ -11,7 +11,9 @@ use crate::process::{describe_status, Reading};
 use crate::types::{
     human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
 };
-use crate::wire::mcp_client::{McpClient, McpOptions};
+use crate::wire::mcp_client::McpClient;
+#[cfg(feature = "mcp")]
+use crate::wire::mcp_client::McpOptions;
 use crate::wire::protocol::HostFrame;
 use std::process::ExitStatus;
 use std::time::Instant;
