@@ -25,7 +25,7 @@
 //!
 //! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
 //! *thread* that spawned it ends (engine docs, "The host's death"); the
-//! host's own spawning threads start every extension (`src/spawner.rs`),
+//! host's own spawning threads start every extension (`src/process/spawner.rs`),
 //! so an embedder's thread that drives the loop and then ends takes no
 //! extension with it.
 

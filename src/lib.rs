@@ -41,6 +41,13 @@
 
 #![warn(missing_docs)]
 
+// The layers, each file importing only from the layers below it (and
+// `.ci/check-imports` failing on any circle): the embedder's API
+// (`host`, `order`, the journal), the loop (`engine/`, with `intercept`),
+// what crosses between them (`types`, `config`), then extensions on disk
+// (`ext/`), their processes (`process/`), the wire (`wire/`), and at the
+// bottom the logs and text for people (`log`) and `sys`, the only
+// module with `unsafe`.
 #[macro_use]
 mod closed_set;
 mod config;
@@ -50,6 +57,7 @@ mod host;
 mod intercept;
 #[cfg(feature = "journal")]
 pub mod journal;
+mod log;
 pub mod order;
 mod process;
 mod sys;
@@ -104,7 +112,7 @@ pub mod internal {
     }
     /// Per-extension logs and text made safe for a terminal.
     pub mod log {
-        pub use crate::process::log::{inert, log_path, timestamp};
+        pub use crate::log::{inert, log_path, timestamp};
     }
     /// `extension.json` (SPEC 5).
     pub mod manifest {

@@ -11,7 +11,7 @@
 
 use crate::ext::discovery::Found;
 use crate::ext::manifest::Manifest;
-use crate::process::log::ExtLog;
+use crate::log::ExtLog;
 use crate::process::Reading;
 use crate::types::HostEvent;
 use crate::wire::mcp_client::McpOptions;
@@ -26,7 +26,7 @@ pub(super) enum Action {
     /// trust notices; the list goes back to
     /// [`super::Engine::discovered`].
     Discover,
-    /// Start these processes, all at once (`spawner.rs`); their results
+    /// Start these processes, all at once (`process/spawner.rs`); their results
     /// go back to [`super::Engine::spawned`] in this order.
     Spawn(Batch),
     /// Whole lines for extension `ext`'s stdin, in order (one write per

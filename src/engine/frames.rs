@@ -5,7 +5,7 @@ use super::exit::Handshake;
 use super::jobs::CallTool;
 use super::{later, Claims, Engine, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
 use crate::intercept::{GuardReply, InterceptEvent, INTERCEPTABLE};
-use crate::process::log::ExtLog;
+use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
 use crate::types::{HostEvent, Level, NameKind, ReadyVia, ToolInfo};
 use crate::wire::protocol::{

@@ -7,10 +7,9 @@ use super::state::{HostState, Startup};
 use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage, Then};
 use crate::ext::discovery::{Scope, Status};
 use crate::ext::manifest::Protocol;
+use crate::log::human;
 use crate::process::{describe_status, Reading};
-use crate::types::{
-    human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
-};
+use crate::types::{ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
 use crate::wire::mcp_client::McpClient;
 #[cfg(feature = "mcp")]
 use crate::wire::mcp_client::McpOptions;

@@ -7,9 +7,10 @@ use super::pending::{Owed, Waiter};
 use super::state::HostState;
 use super::{later, ChainState, Engine, Ext, Then};
 use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
+use crate::log::human;
 use crate::types::{
-    human, Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket,
-    ToolOutcome, ToolRequest, ToolResult,
+    Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket, ToolOutcome,
+    ToolRequest, ToolResult,
 };
 use crate::wire::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::wire::tooldef;

@@ -9,7 +9,7 @@ use crate::config::HostConfig;
 use crate::ext::discovery::{Found, Scope, Status};
 use crate::ext::manifest::Manifest;
 use crate::intercept::{InterceptEvent, InterceptOutcome};
-use crate::process::log::ExtLog;
+use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
 use crate::types::{
     ExtensionState, HostError, HostEvent, InterceptRequest, ReadyVia, Reply, Request, ToolOutcome,

@@ -127,7 +127,7 @@ mod tests {
     use super::*;
     use crate::config::HostConfig;
     use crate::ext::discovery::Scope;
-    use crate::process::log::ExtLog;
+    use crate::log::ExtLog;
     use crate::types::{CommandOutcome, HostError, HostEvent};
     use crossbeam_channel::Receiver;
     use std::sync::{Arc, Mutex};

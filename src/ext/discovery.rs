@@ -3,7 +3,7 @@
 
 use crate::ext::manifest::{Manifest, ManifestError, MANIFEST_FILE};
 use crate::ext::trust::{Record, Untrusted};
-use crate::process::log::inert;
+use crate::log::inert;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -207,7 +207,7 @@ pub fn discover_with(
 /// extensions (SPEC 15.3): why the record is unusable, if it is, then
 /// `zot: N project extension(s) in <dir>/.zot/extensions not trusted:
 /// <names>; review them and run 'zot ext trust'`. Empty when all are
-/// trusted. Names and paths are shown [`crate::process::log::inert`].
+/// trusted. Names and paths are shown [`crate::log::inert`].
 pub fn trust_notices(found: &[Found], cwd: &Path) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     let mut names: Vec<&str> = Vec::new();

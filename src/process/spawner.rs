@@ -145,7 +145,7 @@ impl Drop for Spawner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::log::ExtLog;
+    use crate::log::ExtLog;
     use crate::process::{Inbound, Reading};
     use crate::wire::protocol::ExtFrame;
     use crossbeam_channel::Select;

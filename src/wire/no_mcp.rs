@@ -3,7 +3,7 @@
 //! them exists and every method is unreachable; they only keep the
 //! engine's code the same in both builds.
 
-use crate::process::log::ExtLog;
+use crate::log::ExtLog;
 use crate::wire::protocol::{ExtFrame, HostFrame};
 use std::time::Instant;
 
