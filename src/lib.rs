@@ -60,6 +60,8 @@ pub mod journal;
 mod log;
 pub mod order;
 mod process;
+#[cfg(feature = "journal")]
+mod recovery;
 mod sys;
 mod types;
 mod wire;
