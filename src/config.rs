@@ -165,7 +165,7 @@ impl HostConfig {
     pub(crate) fn check_build(&self) -> std::io::Result<()> {
         #[cfg(not(feature = "confine"))]
         if self.confine {
-            let no = crate::confine::NO_CONFINE;
+            let no = crate::process::confine::NO_CONFINE;
             return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, no));
         }
         Ok(())

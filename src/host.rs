@@ -25,18 +25,18 @@
 //!
 //! Without the watchdog, `PR_SET_PDEATHSIG` kills an extension when the
 //! *thread* that spawned it ends (engine docs, "The host's death"); the
-//! host's own spawning threads start every extension (`src/spawner.rs`),
+//! host's own spawning threads start every extension (`src/process/spawner.rs`),
 //! so an embedder's thread that drives the loop and then ends takes no
 //! extension with it.
 
 use crate::config::HostConfig;
 use crate::engine::{self, Channels, Driver};
 use crate::intercept::InterceptOutcome;
-use crate::protocol::{EventPayload, PanelKey};
 use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
     Request, Snapshot, Ticket, ToolOutcome, ToolRequest,
 };
+use crate::wire::protocol::{EventPayload, PanelKey};
 use crossbeam_channel::{Receiver, RecvError, Sender};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};

@@ -3,7 +3,7 @@
 //! and a rewrite sends the value again to the guards after the rewriter.
 //! The host loop owns the I/O and the deadlines; this module decides.
 
-use crate::protocol::EventPayload;
+use crate::wire::protocol::EventPayload;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -19,15 +19,6 @@ closed_set! {
         /// A prompt is about to go to the model: guards are asked one after
         /// another, each with the previous one's system prompt (SPEC 14.3).
         BeforeAgentStart = "before_agent_start",
-    }
-}
-
-impl std::str::FromStr for InterceptEvent {
-    type Err = crate::HostError;
-
-    /// The event named `name`; [`HostError::NotInterceptable`](crate::HostError::NotInterceptable) for any other.
-    fn from_str(name: &str) -> Result<InterceptEvent, crate::HostError> {
-        InterceptEvent::parse(name).ok_or_else(|| crate::HostError::NotInterceptable(name.into()))
     }
 }
 

@@ -41,52 +41,45 @@
 
 #![warn(missing_docs)]
 
+// The layers, each file importing only from the layers below it (and
+// `.ci/check-imports` failing on any circle): the embedder's API
+// (`host`, `order`, the journal), the loop (`engine/`, with `intercept`),
+// what crosses between them (`types`, `config`), then extensions on disk
+// (`ext/`), their processes (`process/`), the wire (`wire/`), and at the
+// bottom the logs and text for people (`log`) and `sys`, the only
+// module with `unsafe`.
 #[macro_use]
 mod closed_set;
-mod bundle;
 mod config;
-// Without the `confine` feature a stand-in that refuses to confine.
-#[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
-mod confine;
-mod discovery;
 mod engine;
+mod ext;
 mod host;
 mod intercept;
 #[cfg(feature = "journal")]
 pub mod journal;
-// JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
-#[cfg(feature = "mcp")]
-mod jsonrpc;
 mod log;
-mod manifest;
 pub mod order;
-// Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
-#[cfg_attr(not(feature = "mcp"), path = "no_mcp.rs")]
-mod mcp_client;
 mod process;
-mod protocol;
-mod registry;
-mod spawner;
+#[cfg(feature = "journal")]
+mod recovery;
 mod sys;
-mod tooldef;
-mod toolresult;
-mod trust;
 mod types;
-mod watchdog;
+mod wire;
 
 pub use config::{new_session_id, HostConfig, Timeouts, BUILTIN_TOOLS};
-pub use discovery::Scope;
+pub use ext::discovery::Scope;
 pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
 #[cfg(feature = "journal")]
 pub use journal::InterruptedCall;
-pub use protocol::{EventPayload, OpenPanel, Panel, PanelKey};
 pub use types::{
-    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Content, Exposure,
-    ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level,
-    NameConflict, NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request,
-    Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest, ToolResult,
+    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
+    ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,
+    NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket,
+    ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
+pub use wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+pub use wire::toolresult::Content;
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the
 /// tests and the benchmarks use beyond the embedder's API above: the
@@ -97,15 +90,15 @@ pub use types::{
 pub mod internal {
     /// Bundles: skills and themes (SPEC 14.6).
     pub mod bundle {
-        pub use crate::bundle::Provides;
+        pub use crate::ext::bundle::Provides;
     }
     /// Landlock confinement (without the `confine` feature: refused).
     pub mod confine {
-        pub use crate::confine::{kernel_abi, Confinement, Places, NET_ABI};
+        pub use crate::process::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }
     /// Where extensions live and which run (SPEC 4, 3.1).
     pub mod discovery {
-        pub use crate::discovery::{
+        pub use crate::ext::discovery::{
             discover, discover_with, global_dir, logs_dir, project_dir, scan, trust_notices,
             zot_home, Found, Status,
         };
@@ -113,7 +106,7 @@ pub mod internal {
     /// JSON-RPC 2.0 messages, for `zot mcp`.
     #[cfg(feature = "mcp")]
     pub mod jsonrpc {
-        pub use crate::jsonrpc::{
+        pub use crate::wire::jsonrpc::{
             Id, Invalid, Message, Notification, Request, Response, RpcError, INTERNAL_ERROR,
             INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, SERVER_BUSY,
             UNSUPPORTED_PROTOCOL_VERSION,
@@ -125,7 +118,7 @@ pub mod internal {
     }
     /// `extension.json` (SPEC 5).
     pub mod manifest {
-        pub use crate::manifest::{
+        pub use crate::ext::manifest::{
             read_file, strip_bom, valid_name, InvalidManifest, Manifest, ManifestError,
             Permissions, Protocol, MANIFEST_FILE,
         };
@@ -138,26 +131,34 @@ pub mod internal {
     }
     /// Frames and lines of the wire protocol (SPEC 6-7, 13-14).
     pub mod protocol {
-        pub use crate::protocol::{
+        pub use crate::wire::protocol::{
             event_payload, parse_ext_frame, parse_json, CommandResponse, ExtFrame, HostFrame, Line,
             LineReader, ToolExtras, EVENT_NAMES, HOST_CAPABILITIES, MAX_LINE, PROTOCOL_VERSION,
         };
     }
     /// Name registries and their bounds (SPEC 3.7, 9).
     pub mod registry {
-        pub use crate::registry::{footprint, same_command, valid_name, MAX_NAMES, MAX_NAME_BYTES};
+        pub use crate::wire::registry::{
+            footprint, same_command, valid_name, MAX_NAMES, MAX_NAME_BYTES,
+        };
     }
     /// `register_tool`'s fields (SPEC 13.6-13.7).
     pub mod tooldef {
-        pub use crate::tooldef::{tool_info, tool_prompt_fields};
+        pub use crate::wire::tooldef::{tool_info, tool_prompt_fields};
     }
     /// Tool result blocks.
     pub mod toolresult {
-        pub use crate::toolresult::{is_empty_text, map_content, Block};
+        pub use crate::wire::toolresult::{is_empty_text, map_content, Block};
+    }
+    /// Raw libc calls std has no safe form of.
+    pub mod sys {
+        pub use crate::sys::{process_exists, terminal_size};
     }
     /// Project trust (SPEC 15).
     pub mod trust {
-        pub use crate::trust::{entry_key, update, Binding, Entry, Record, Snapshot, Untrusted};
+        pub use crate::ext::trust::{
+            entry_key, update, Binding, Entry, Record, Snapshot, Untrusted,
+        };
     }
     /// The host of a CLI surface (the session, `zot rpc`, `zot mcp`):
     /// its main thread runs the loop while it waits on its own channel,

@@ -1,5 +1,5 @@
 //! Per-extension logs, `$ZOT_HOME/logs/ext-<name>.log` (SPEC 3.4): the
-//! extension's stderr (copied here by its stderr thread, see `process.rs`)
+//! extension's stderr (copied here by its stderr thread, see `process/mod.rs`)
 //! and the host's own `[zot]` lines for it. Before any write that would
 //! take the file over its limit, it is renamed to `.log.1`, so one
 //! extension's logs stay under twice the limit however much it writes.
@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Longest message of one `[zot]` line: many quote what an extension
 /// sent (a name, a frame), which may be megabytes.
@@ -61,7 +61,7 @@ impl ExtLog {
     }
 
     /// Whether it has a file: then the child's stderr is copied into it
-    /// (by its stderr thread, `process.rs`); else the child's stderr is
+    /// (by its stderr thread, `process/mod.rs`); else the child's stderr is
     /// the host's.
     pub(crate) fn has_file(&self) -> bool {
         self.file.is_some()
@@ -208,6 +208,17 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
+/// Milliseconds as u64 (585 million years): formatting a u128 would
+/// link a formatter of its own (about 1 KB, `make static`).
+pub(crate) fn human(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis() as u64)
+    }
 }
 
 #[cfg(test)]

@@ -1,8 +1,11 @@
-//! The host's raw libc calls for extension processes, where std has no
-//! safe equivalent: a signal to a whole process group (kill(2) with a
-//! negative pid), the parent-death signal (prctl(2) between fork and
-//! exec) and one send(2) that does not wait. Everything else about a
-//! process (its sockets, its threads, its reaping) is std.
+//! Every raw libc call of the crate, each a small safe function, where
+//! std has no safe equivalent: a signal to a whole process group
+//! (kill(2) with a negative pid), whether any process has a pid, the
+//! parent-death signal (prctl(2) between fork and exec), a terminal's
+//! size (ioctl(2)), a send(2) that does not wait, and with the `confine`
+//! feature Landlock's ABI query and self-restriction. Everything else about a process (its sockets,
+//! its threads, its reaping) is std. This is the crate's one module with
+//! `unsafe`.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -19,13 +22,52 @@ pub(crate) fn send_now(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     usize::try_from(sent).map_err(|_| io::Error::last_os_error())
 }
 
+/// kill(2) of `pid` (a process; negative: a process group) with
+/// `signal`: whether it was sent, or the error. Never 0 or -1 (every
+/// process of the caller's group, or every process).
+fn kill(pid: i32, signal: i32) -> io::Result<()> {
+    if pid == 0 || pid == -1 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: kill(2) touches no memory. std's `Child::kill` reaches its
+    // own child alone, and only with SIGKILL.
+    match unsafe { libc::kill(pid, signal) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 /// kill(2) to the process group led by `pgid`: whether it was sent (for
 /// signal 0, which sends nothing: whether a process of the group lives).
 pub(crate) fn kill_group(pgid: u32, signal: i32) -> bool {
-    // SAFETY: kill(2) touches no memory; the negative pid addresses the
-    // group (never 0 or -1: `pgid` is positive). std's `Child::kill`
-    // reaches the leader alone, and only with SIGKILL.
-    i32::try_from(pgid).is_ok_and(|pgid| pgid > 0 && unsafe { libc::kill(-pgid, signal) } == 0)
+    i32::try_from(pgid).is_ok_and(|pgid| pgid > 0 && kill(-pgid, signal).is_ok())
+}
+
+/// Whether a process with id `pid` exists, whoever owns it (false for
+/// a pid that is not positive, which would name a group). Signal 0
+/// sends nothing; std can ask only about its own children.
+pub fn process_exists(pid: i32) -> bool {
+    pid > 0
+        && match kill(pid, 0) {
+            Ok(()) => true,
+            Err(e) => e.raw_os_error() == Some(libc::EPERM),
+        }
+}
+
+/// The size of the terminal on descriptor `fd` in columns and rows, or
+/// None when it is not a terminal (a pipe has no size).
+pub fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u16, u16)> {
+    use std::os::fd::AsRawFd;
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ only fills `ws`, which lives across the call,
+    // or fails (on a pipe); std has no call for a terminal's size.
+    let ok = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some((ws.ws_col, ws.ws_row))
 }
 
 /// Has the child `command` starts get SIGKILL when the thread that forked
@@ -47,6 +89,52 @@ pub(crate) fn die_with_host(command: &mut Command, host: u32) {
             }
             if std::os::unix::process::parent_id() != host {
                 return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The Landlock ABI version this kernel supports, 0 when none.
+#[cfg(all(feature = "confine", target_os = "linux"))]
+pub(crate) fn landlock_abi() -> u32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset(2) with a null attribute, size 0 and
+    // the VERSION flag only returns the ABI number (or -1); it touches no
+    // memory and creates no descriptor. Neither std nor the landlock
+    // crate says which ABI the kernel has before a ruleset is applied.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(abi).unwrap_or(0)
+}
+
+/// Has the child `command` starts set no-new-privileges and enter the
+/// Landlock domain of ruleset `fd` between fork and exec, so it runs
+/// confined for good (and std forks instead of using posix_spawn, for
+/// this command only). `fd` must stay open until `command` is spawned.
+#[cfg(all(feature = "confine", target_os = "linux"))]
+pub(crate) fn restrict_on_exec(command: &mut Command, fd: std::os::fd::RawFd) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child before exec and calls
+    // only prctl(2) and landlock_restrict_self(2), which take integers,
+    // are async-signal-safe and allocate nothing; `fd` stays open in the
+    // parent (so in the child) until the spawn returns. std has no
+    // Landlock, and the landlock crate's restrict_self is not made for a
+    // child between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            // No new privileges (Landlock requires it without
+            // CAP_SYS_ADMIN), then the ruleset's domain for good.
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+            {
+                return Err(io::Error::last_os_error());
             }
             Ok(())
         });

@@ -1,9 +1,13 @@
 //! What crosses between the embedder (`host`) and the loop (`engine`):
 //! requests and replies, outcomes, events, the snapshot; it uses neither.
 
-use crate::discovery::Scope;
+use crate::ext::discovery::Scope;
 use crate::intercept::{InterceptEvent, InterceptOutcome};
-use crate::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+use crate::log::human;
+use crate::wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+use crate::wire::toolresult::Content;
+// A tool as registered is the wire's; the API's data re-exports it.
+pub use crate::wire::tooldef::{Exposure, Replay, ToolInfo};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -327,93 +331,6 @@ impl ReconcileState {
     }
 }
 
-/// One block of a tool's result (SPEC 3.12). Serialized as the frames
-/// carry it: `{"type":"text","text":...}` or
-/// `{"type":"image","mime_type":...,"data":...}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Content {
-    /// Text for the model.
-    Text(String),
-    /// Text with a display hint (`format`, e.g. `markdown`): the model
-    /// gets the text; a value other than `markdown` displays as plain.
-    Formatted {
-        /// The text.
-        text: String,
-        /// The hint, as the extension sent it.
-        format: String,
-    },
-    /// An image: its MIME type and its bytes in standard base64.
-    Image {
-        /// E.g. `image/png`.
-        mime_type: String,
-        /// Standard base64, with padding.
-        data: String,
-    },
-}
-
-impl Content {
-    /// A text block's text.
-    pub fn text(&self) -> Option<&str> {
-        match self {
-            Content::Text(text) | Content::Formatted { text, .. } => Some(text),
-            Content::Image { .. } => None,
-        }
-    }
-
-    /// A text block's display hint, when it has one.
-    pub fn format(&self) -> Option<&str> {
-        match self {
-            Content::Formatted { format, .. } => Some(format),
-            _ => None,
-        }
-    }
-
-    /// The block with its display hint dropped (what MCP carries).
-    pub fn plain(self) -> Content {
-        match self {
-            Content::Formatted { text, .. } => Content::Text(text),
-            other => other,
-        }
-    }
-
-    /// The block as JSON, as it is serialized.
-    pub fn to_value(&self) -> Value {
-        // Strings into a `Value`: this serialization cannot fail.
-        serde_json::to_value(self).unwrap_or_default()
-    }
-}
-
-impl Serialize for Content {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = s.serialize_map(None)?;
-        match self {
-            Content::Text(text) => {
-                map.serialize_entry("type", "text")?;
-                map.serialize_entry("text", text)?;
-            }
-            Content::Formatted { text, format } => {
-                map.serialize_entry("type", "text")?;
-                map.serialize_entry("text", text)?;
-                map.serialize_entry("format", format)?;
-            }
-            Content::Image { mime_type, data } => {
-                map.serialize_entry("type", "image")?;
-                map.serialize_entry("mime_type", mime_type)?;
-                map.serialize_entry("data", data)?;
-            }
-        }
-        map.end()
-    }
-}
-
-/// A block equals the JSON it serializes to.
-impl PartialEq<Value> for Content {
-    fn eq(&self, other: &Value) -> bool {
-        self.to_value() == *other
-    }
-}
-
 /// The pipeline's verdict on a built-in tool, which the embedder runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum BuiltinVerdict {
@@ -497,73 +414,6 @@ pub struct CommandInfo {
     pub name: String,
     pub description: String,
     pub extension: String,
-}
-
-/// A registered tool, the JSON Schema of its args, and its owning
-/// extension; with the optional fields of upstream's `register_tool`
-/// (SPEC 13.6), kept as registered.
-#[allow(missing_docs)]
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct ToolInfo {
-    pub name: String,
-    pub description: String,
-    pub schema: Option<Value>,
-    pub extension: String,
-    /// The JSON Schema of the tool's `structured_content`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Value>,
-    /// Groups the tool's discovery entries; upstream's default is the
-    /// extension's name.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace_description: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace_instructions: Option<String>,
-    pub exposure: Exposure,
-    /// False for a deferred tool until a `tool_result` activates it.
-    pub active: bool,
-    /// Waits for the user: no reply deadline (SPEC 13.3).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub interactive: bool,
-    /// What a durable host may do with a call a crash interrupted.
-    pub replay: Replay,
-}
-
-closed_set! {
-    /// A tool's `register_tool.replay`: what a durable host may do with a
-    /// call of it that a crash interrupted.
-    #[derive(Default)]
-    pub enum Replay {
-        /// Never run again (the default).
-        #[default]
-        Never = "never",
-        /// Safe to run again: the guards are asked again, then it runs.
-        Safe = "safe",
-        /// Run again with the same `operation_key`.
-        Idempotent = "idempotent",
-        /// Ask the extension first (`reconcile: true`).
-        Reconcile = "reconcile",
-    }
-}
-
-closed_set! {
-    /// Where a tool is offered (upstream's `register_tool.exposure`). This
-    /// host runs no scripts, so only `Deferred` changes what it does: the
-    /// tool is inactive until activated.
-    #[derive(Default)]
-    pub enum Exposure {
-        /// Offered to the model with its definition (the default).
-        #[default]
-        Direct = "direct",
-        /// Callable from scripts, discoverable without a direct definition.
-        Codemode = "codemode",
-        /// Registered but not offered until a `tool_result` names it in
-        /// `activate_tools`.
-        Deferred = "deferred",
-        /// Offered to the model, not callable from scripts.
-        ModelOnly = "model-only",
-    }
 }
 
 /// Everything the host knows, at one moment: extensions in precedence
@@ -852,14 +702,13 @@ impl fmt::Display for HostError {
 
 impl std::error::Error for HostError {}
 
-/// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
-/// Milliseconds as u64 (585 million years): formatting a u128 would
-/// link a formatter of its own (about 1 KB, `make static`).
-pub(crate) fn human(d: Duration) -> String {
-    if d.subsec_nanos() == 0 {
-        format!("{} s", d.as_secs())
-    } else {
-        format!("{} ms", d.as_millis() as u64)
+// Here rather than in `intercept.rs`: the error is this file's.
+impl std::str::FromStr for InterceptEvent {
+    type Err = HostError;
+
+    /// The event named `name`; [`HostError::NotInterceptable`] for any other.
+    fn from_str(name: &str) -> Result<InterceptEvent, HostError> {
+        InterceptEvent::parse(name).ok_or_else(|| HostError::NotInterceptable(name.into()))
     }
 }
 

@@ -9,12 +9,12 @@
 //! they were decided: a reply comes after the events decided before it
 //! (SPEC 3.17), and an exit's process is reaped before its requests fail.
 
-use super::lifecycle::Starting;
-use crate::discovery::Found;
+use crate::ext::discovery::Found;
+use crate::ext::manifest::Manifest;
 use crate::log::ExtLog;
-use crate::manifest::Manifest;
 use crate::process::Reading;
 use crate::types::HostEvent;
+use crate::wire::mcp_client::McpOptions;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +26,7 @@ pub(super) enum Action {
     /// trust notices; the list goes back to
     /// [`super::Engine::discovered`].
     Discover,
-    /// Start these processes, all at once (`spawner.rs`); their results
+    /// Start these processes, all at once (`process/spawner.rs`); their results
     /// go back to [`super::Engine::spawned`] in this order.
     Spawn(Batch),
     /// Whole lines for extension `ext`'s stdin, in order (one write per
@@ -81,6 +81,13 @@ pub(super) struct Launch {
     /// A project extension of this project directory: trust is checked
     /// before it starts (`trust::check_start`).
     pub(super) trust_in: Option<PathBuf>,
+}
+
+/// What a start needs besides its process, kept while it is spawned.
+pub(super) struct Starting {
+    pub(super) key: u64,
+    /// For an MCP server: its client's options (SPEC 11).
+    pub(super) mcp: Option<McpOptions>,
 }
 
 /// What a batch of starts was for.

@@ -2,7 +2,7 @@
 //! world. The wait is a crossbeam [`Select`] over the embedder's
 //! requests, the built-in tools' results, the driving thread's own
 //! channel and each extension's channel (its reader's frames, its
-//! writer's failure: `process.rs`), with the engine's next deadline as
+//! writer's failure: `process/mod.rs`), with the engine's next deadline as
 //! its timeout; the ready watchdog, the intercept and tool deadlines and
 //! every other timeout are such deadlines. A [`Driver`] holds the
 //! engine, the channels it waits on and the extensions' processes (in a
@@ -19,12 +19,12 @@
 use super::action::{Action, Attached, Backlog, Confined, Discovered, Launch, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::confine::{Confiner, Places};
-use crate::discovery::{self, Status};
+use crate::ext::discovery::{self, Status};
+use crate::ext::trust;
 use crate::log::ExtLog;
+use crate::process::confine::{Confiner, Places};
+use crate::process::spawner::Spawner;
 use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
-use crate::spawner::Spawner;
-use crate::trust;
 use crate::types::{HostEvent, ReadyLatch, Request};
 use crossbeam_channel::{Receiver, RecvError, Select, Sender, TryRecvError};
 use std::io;
@@ -95,7 +95,7 @@ pub(crate) struct Driver {
 #[cfg_attr(not(test), allow(dead_code))] // For a caller driving the loop itself.
 impl Driver {
     /// Builds the engine and starts every extension (on the spawner's
-    /// threads: see `process.rs` on `PR_SET_PDEATHSIG`).
+    /// threads: see `process/mod.rs` on `PR_SET_PDEATHSIG`).
     pub(crate) fn start(cfg: HostConfig, channels: Channels) -> Driver {
         let Channels {
             requests,

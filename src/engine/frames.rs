@@ -7,10 +7,12 @@ use super::{later, Claims, Engine, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
 use crate::intercept::{GuardReply, InterceptEvent, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};
-use crate::protocol::{ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION};
-use crate::registry::{self, footprint, Registry};
-use crate::tooldef::tool_info;
 use crate::types::{HostEvent, Level, NameKind, ReadyVia, ToolInfo};
+use crate::wire::protocol::{
+    ExtFrame, HostFrame, EVENT_NAMES, HOST_CAPABILITIES, PROTOCOL_VERSION,
+};
+use crate::wire::registry::{self, footprint, Registry};
+use crate::wire::tooldef::tool_info;
 use std::time::Instant;
 
 impl Engine {
@@ -108,7 +110,7 @@ impl Engine {
                 extra,
             } => {
                 let description = description.unwrap_or_default();
-                if let Some(why) = crate::tooldef::replay_warning(&extra) {
+                if let Some(why) = crate::wire::tooldef::replay_warning(&extra) {
                     ext.log.line(&format!("tool {name:?}: {why}"));
                 }
                 let tool = tool_info(&name, description, schema, extra, &ext.name);
@@ -212,7 +214,7 @@ impl Engine {
             ),
             ExtFrame::SubmitSlash { text } if !text.starts_with('/') => ext.log.line(&format!(
                 "submit_slash text must start with `/`: {:?} ignored (send a prompt with `submit`)",
-                crate::protocol::snippet(text.as_bytes())
+                crate::wire::protocol::snippet(text.as_bytes())
             )),
             ExtFrame::Submit { text } => {
                 self.offer_event(idx, |extension| HostEvent::Submit { extension, text })

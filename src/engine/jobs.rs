@@ -9,11 +9,13 @@
 use super::pending::Waiter;
 use super::{later, Engine};
 use crate::intercept::InterceptOutcome;
-use crate::protocol::{EventPayload, HostFrame};
-use crate::toolresult::{bounded, map_content, text_block, Block, EVENT_BLOCKS, RESULT_BUDGET};
 use crate::types::{
-    BuiltinReply, BuiltinVerdict, Content, HostError, HostEvent, Reply, Request, Ticket,
-    ToolOutcome, ToolResult,
+    BuiltinReply, BuiltinVerdict, HostError, HostEvent, Reply, Request, Ticket, ToolOutcome,
+    ToolResult,
+};
+use crate::wire::protocol::{EventPayload, HostFrame};
+use crate::wire::toolresult::{
+    bounded, map_content, text_block, Block, Content, EVENT_BLOCKS, RESULT_BUDGET,
 };
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -264,12 +266,7 @@ impl Engine {
         }
         // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
         // gets the same event and guards; the embedder then runs it.
-        self.start_chain(
-            "tool_call",
-            payload,
-            super::requests::Then::RunTool { job },
-            now,
-        );
+        self.start_chain("tool_call", payload, super::Then::RunTool { job }, now);
     }
 
     /// [`Engine::run_pipeline`] when no extension guards `tool_call`: the

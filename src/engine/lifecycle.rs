@@ -1,19 +1,19 @@
 //! The moves between an extension's phases: start, hello, ready,
 //! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
 
-use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe};
+use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe, Starting};
 use super::pending::Owed;
-use super::requests::Then;
 use super::state::{HostState, Startup};
-use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage};
-use crate::discovery::{Scope, Status};
-use crate::manifest::Protocol;
-use crate::mcp_client::{McpClient, McpOptions};
+use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage, Then};
+use crate::ext::discovery::{Scope, Status};
+use crate::ext::manifest::Protocol;
+use crate::log::human;
 use crate::process::{describe_status, Reading};
-use crate::protocol::HostFrame;
-use crate::types::{
-    human, ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request,
-};
+use crate::types::{ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
+use crate::wire::mcp_client::McpClient;
+#[cfg(feature = "mcp")]
+use crate::wire::mcp_client::McpOptions;
+use crate::wire::protocol::HostFrame;
 use std::process::ExitStatus;
 use std::time::Instant;
 
@@ -158,7 +158,7 @@ impl Engine {
         let (reading, mcp) = match m.protocol {
             Protocol::Zot => (Reading::Frames, None),
             #[cfg(not(feature = "mcp"))]
-            Protocol::Mcp => return Err(crate::manifest::NO_MCP.into()),
+            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
             #[cfg(feature = "mcp")]
             Protocol::Mcp => {
                 let opts = McpOptions {
@@ -560,11 +560,4 @@ impl Engine {
         self.stop_all(now);
         self.state = HostState::Stopping { replies };
     }
-}
-
-/// What a start needs besides its process, kept while it is spawned.
-pub(super) struct Starting {
-    key: u64,
-    /// For an MCP server: its client's options (SPEC 11).
-    mcp: Option<McpOptions>,
 }

@@ -4,7 +4,7 @@
 //! loop's); what the client makes is acted on here, on the loop thread.
 
 use super::{Engine, Phase, Stage};
-use crate::mcp_client::McpClient;
+use crate::wire::mcp_client::McpClient;
 use std::time::Instant;
 
 impl Engine {

@@ -113,15 +113,20 @@
 //!   whole: `command_invoked` with `command_response`, `event_intercept`
 //!   with its response, and the timeouts; a tool call is a job of
 //!   `jobs.rs` from its `tool_call` event to its result.
-//! - Below the loop: `process.rs` (one extension process with its
-//!   reader, writer and stderr threads; it knows nothing of MCP: an MCP
-//!   server's stdout is handed over as lines), `spawner.rs` (starting a
-//!   batch of them), `sys.rs` (the raw libc calls: a signal to a process
-//!   group, the parent-death signal), `protocol.rs` (frames), `mcp_client.rs` (the MCP client, SPEC 11,
-//!   no I/O: the loop hands it lines, frames and the time) and `jsonrpc.rs` (its messages, shared with `zot
-//!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
-//!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
-//!   (SPEC 16), `bundle.rs`. The CLI is `src/cli/`.
+//! - Below the loop, one folder per layer, each importing only from the
+//!   ones below it: `src/process/` (`mod.rs`: one extension process with
+//!   its reader, writer and stderr threads; it knows nothing of MCP: an
+//!   MCP server's stdout is handed over as lines; `spawner.rs`: starting
+//!   a batch of them; `confine.rs`: Landlock; `watchdog.rs`), `src/ext/`
+//!   (`manifest.rs`, `bundle.rs`, `discovery.rs`, `trust.rs`) and
+//!   `src/wire/` (`protocol.rs`: frames; `tooldef.rs`, `toolresult.rs`,
+//!   `registry.rs`; `mcp_client.rs`: the MCP client, no I/O: the loop
+//!   hands it lines, frames and the time; `jsonrpc.rs`: its messages,
+//!   shared with `zot mcp`). At the bottom `src/log.rs` (the logs, text
+//!   made safe) and `src/sys.rs` (the crate's raw libc calls: a signal to
+//!   a process group, the parent-death signal, Landlock, a terminal's
+//!   size; its only `unsafe`). Beside the engine: `src/intercept.rs` (the
+//!   chain). The CLI is `src/cli/`.
 //! - Every CLI surface (the session, `zot rpc`, `zot mcp`, `zot ext
 //!   install`, `zot ext check`) takes SIGINT, SIGTERM and SIGHUP through
 //!   the `ctrlc` crate (`cli::on_signal`), which calls the surface's
@@ -356,7 +361,7 @@
 //! CPUID instructions, so `make bench-ext` builds the bench extension
 //! static for musl. The host's part per extension is three socket
 //! pairs, the spawn, its log's open and its threads (reader, writer,
-//! stderr), and a batch of starts tells the watchdog (`watchdog.rs`)
+//! stderr), and a batch of starts tells the watchdog (`process/watchdog.rs`)
 //! its groups in one write: the watchdog's `sh` reads its input a byte
 //! at a time. `posix_spawn` holds its thread while the child execs
 //! (vfork), hence several spawning threads.
@@ -447,7 +452,7 @@
 //!   host is then at most 64 deep, which the threads' stacks are sized for
 //!   (the readers', which parse, 512 KiB).
 //! - **Disk.** The child's stderr reaches its log through the
-//!   extension's stderr thread (`process.rs`), and the log rotates to `.log.1` before any
+//!   extension's stderr thread (`process/mod.rs`), and the log rotates to `.log.1` before any
 //!   write that would take it past the limit, also while the extension
 //!   runs: one extension's logs stay under 2 x 8 MiB however much it
 //!   writes (`HostConfig::log_rotate_bytes` sets the limit). The host's own
@@ -508,7 +513,7 @@
 //!   SIGKILL (Linux) instead, so it still dies with the host. The kernel
 //!   sends that signal when the *thread* that spawned the child ends,
 //!   which is why extensions are spawned only from the host's spawning
-//!   threads (`src/spawner.rs`, several at a time on more than one CPU):
+//!   threads (`src/process/spawner.rs`, several at a time on more than one CPU):
 //!   they outlive them all, whichever thread runs the loop (inline, the
 //!   embedder's). (It is not set when the watchdog runs: it needs
 //!   a hook before exec, which makes the host fork instead of using
@@ -567,23 +572,22 @@ mod supervise;
 mod time;
 
 use crate::config::HostConfig;
-use crate::discovery::Scope;
-use crate::intercept::{Chain, InterceptEvent};
+use crate::ext::discovery::Scope;
+use crate::ext::manifest::Manifest;
+use crate::intercept::{Chain, InterceptEvent, InterceptOutcome};
 use crate::log::ExtLog;
-use crate::manifest::Manifest;
-use crate::mcp_client::McpClient;
-use crate::protocol::HostFrame;
-use crate::registry::Registry;
 use crate::types::{
     CommandInfo, ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, NameConflict,
     NameKind, ReadyVia, Reply, Request, Snapshot, ToolInfo,
 };
+use crate::wire::mcp_client::McpClient;
+use crate::wire::protocol::HostFrame;
+use crate::wire::registry::Registry;
 use action::{Action, Probes};
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use exit::ExitWatch;
 use pending::Pending;
-use requests::Then;
 use state::HostState;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -592,7 +596,7 @@ use supervise::Supervision;
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
-pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
+pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
 
 /// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
 /// phase owns its deadline; only a running one has a process.
@@ -894,6 +898,14 @@ impl Ext {
     fn backlog(&self) -> usize {
         self.out.len() + self.run().map_or(0, |r| r.backlog.bytes())
     }
+}
+
+/// Who gets the outcome of an interception chain.
+enum Then {
+    /// The embedder, who asked for the chain alone.
+    Reply(Reply<InterceptOutcome>),
+    /// The tool pipeline run (`super::jobs`) the chain guards.
+    RunTool { job: u64 },
 }
 
 struct ChainState {

@@ -3,9 +3,9 @@
 
 use super::pending::Waiter;
 use super::Engine;
-use crate::protocol::MAX_LINE;
-use crate::toolresult::text_block;
 use crate::types::{Action, CommandOutcome, ToolOutcome, ToolResult};
+use crate::wire::protocol::MAX_LINE;
+use crate::wire::toolresult::text_block;
 use std::time::Instant;
 
 impl Engine {

@@ -5,17 +5,16 @@
 use super::jobs::Origin;
 use super::pending::{Owed, Waiter};
 use super::state::HostState;
-use super::{later, ChainState, Engine, Ext};
-use crate::intercept::{
-    answer_from, Answer, Chain, GuardReply, InterceptEvent, InterceptOutcome, Step,
-};
-use crate::protocol::{CommandResponse, EventPayload, HostFrame};
-use crate::tooldef;
-use crate::toolresult::{has_invalid_image, map_content, text_block, Block};
+use super::{later, ChainState, Engine, Ext, Then};
+use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
+use crate::log::human;
 use crate::types::{
-    human, Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket,
-    ToolOutcome, ToolRequest, ToolResult,
+    Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket, ToolOutcome,
+    ToolRequest, ToolResult,
 };
+use crate::wire::protocol::{CommandResponse, EventPayload, HostFrame};
+use crate::wire::tooldef;
+use crate::wire::toolresult::{has_invalid_image, map_content, text_block, Block};
 use serde_json::{json, Value};
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -28,14 +27,6 @@ pub(super) enum Lookup {
     MayWait,
     /// It is looked up now: it waited already, or cannot.
     Now,
-}
-
-/// Who gets the outcome of an interception chain.
-pub(super) enum Then {
-    /// The embedder, who asked for the chain alone.
-    Reply(Reply<InterceptOutcome>),
-    /// The tool pipeline run (`super::jobs`) the chain guards.
-    RunTool { job: u64 },
 }
 
 impl Engine {
@@ -253,7 +244,7 @@ impl Engine {
 
     /// Whether `name` is one of the embedder's own commands, in any case.
     fn host_command(&self, name: &str) -> bool {
-        (self.cfg.builtin_commands.iter()).any(|b| crate::registry::same_command(b, name))
+        (self.cfg.builtin_commands.iter()).any(|b| crate::wire::registry::same_command(b, name))
     }
 
     /// Some extension has not said hello or is still registering.
@@ -529,7 +520,7 @@ impl Engine {
             // The recovered result: its text, not the reconcile's report.
             content.retain(|b| b.text().is_some());
             if content.is_empty() {
-                content.push(text_block(crate::toolresult::NO_CONTENT));
+                content.push(text_block(crate::wire::toolresult::NO_CONTENT));
             }
         }
         let outcome = ToolOutcome::Ran(ToolResult {

@@ -6,16 +6,16 @@
 use super::action::{Action, Attached, Backlog, Discovered, Probe};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::discovery::{Found, Scope, Status};
+use crate::ext::discovery::{Found, Scope, Status};
+use crate::ext::manifest::Manifest;
 use crate::intercept::{InterceptEvent, InterceptOutcome};
 use crate::log::ExtLog;
-use crate::manifest::Manifest;
 use crate::process::{Inbound, InboundMsg};
-use crate::protocol::{parse_ext_frame, EventPayload};
 use crate::types::{
     ExtensionState, HostError, HostEvent, InterceptRequest, ReadyVia, Reply, Request, ToolOutcome,
     ToolRequest,
 };
+use crate::wire::protocol::{parse_ext_frame, EventPayload};
 use crossbeam_channel::Receiver;
 use serde_json::Value;
 use std::path::PathBuf;

@@ -126,7 +126,7 @@ mod tests {
     use super::super::{End, Engine, Ext, Phase};
     use super::*;
     use crate::config::HostConfig;
-    use crate::discovery::Scope;
+    use crate::ext::discovery::Scope;
     use crate::log::ExtLog;
     use crate::types::{CommandOutcome, HostError, HostEvent};
     use crossbeam_channel::Receiver;
@@ -353,7 +353,8 @@ mod tests {
         let t0 = Instant::now();
         let (mut e, _events) = engine();
         let manifest = br#"{"name": "x", "exec": "./x"}"#;
-        e.exts[0].manifest = Some(crate::manifest::Manifest::parse(manifest).expect("manifest"));
+        e.exts[0].manifest =
+            Some(crate::ext::manifest::Manifest::parse(manifest).expect("manifest"));
         e.exts[0].phase = Phase::gone(End::Exited("exit code 1".into()));
         started(&mut e, t0);
         e.crashed(0, "exit code 1", t0);

@@ -4,9 +4,10 @@
 
 use super::action::AfterSpawn;
 use super::{later, Drops, End, Engine, Ext, Phase, Stage};
+use crate::ext::manifest::{GuardFailure, Restart};
 use crate::intercept::Answer;
-use crate::manifest::{GuardFailure, Restart};
-use crate::types::{human, HostEvent};
+use crate::log::human;
+use crate::types::HostEvent;
 use std::time::{Duration, Instant};
 
 /// Crashes older than this no longer count towards giving up.

@@ -4,7 +4,8 @@
 use super::action::{Action, Probe, Probes};
 use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
 use super::{later, Engine, Ext, Phase, Stage};
-use crate::types::{human, HostError, ReadyVia};
+use crate::log::human;
+use crate::types::{HostError, ReadyVia};
 use std::time::{Duration, Instant};
 
 const MS: Duration = Duration::from_millis(1);

@@ -11,6 +11,7 @@ use super::remove_tree;
 use std::fs;
 use std::path::{Path, PathBuf};
 use zot_host::internal::manifest::valid_name;
+use zot_host::internal::sys::process_exists;
 
 /// What a scratch directory was for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,15 +72,6 @@ fn parse(file_name: &str) -> Option<Parsed<'_>> {
     Some(Parsed { kind, pid, name })
 }
 
-/// Whether process `pid` exists (owned by us or not).
-fn process_alive(pid: i32) -> bool {
-    // SAFETY: kill(2) with signal 0 sends nothing and touches no memory;
-    // `pid` is positive, so it names one process, never a group. std can
-    // ask only about its own children.
-    let found = unsafe { libc::kill(pid, 0) } == 0;
-    found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// Removes the scratch directories in `root` whose process is gone. An
 /// old copy moved aside is put back when its place is still empty (the
 /// install that replaced it died before finishing), so nothing the user
@@ -94,7 +86,7 @@ pub(super) fn clean_stale(root: &Path) {
         let Some(scratch) = file_name.to_str().and_then(parse) else {
             continue;
         };
-        if u32::try_from(scratch.pid) == Ok(me) || process_alive(scratch.pid) {
+        if u32::try_from(scratch.pid) == Ok(me) || process_exists(scratch.pid) {
             continue;
         }
         let path = entry.path();

@@ -121,7 +121,12 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         c.interactive_tools = false;
     })?;
     let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);
-    let server = Server::new(host.events().clone(), host.handle(), wake_tx);
+    let server = Server::new(
+        host.events().clone(),
+        host.handle(),
+        wake_tx,
+        methods::request,
+    );
     let writer = {
         let server = server.clone();
         std::thread::Builder::new()

@@ -17,6 +17,7 @@
 use super::{Job, Session};
 use std::io::{self, Write};
 use std::time::Duration;
+use zot_host::internal::sys;
 use zot_host::{Panel, PanelKey, Request};
 
 /// Panels one extension may have open; opening another closes its oldest.
@@ -361,19 +362,11 @@ pub const SIZE_POLL: Duration = Duration::from_millis(200);
 /// The terminal's size in columns and rows: stdout's, else stdin's, else
 /// `$COLUMNS` / `$LINES`, else 80 x 24 (a pipe has no size).
 fn terminal_size() -> (u32, u32) {
-    use std::os::fd::AsRawFd;
-    for fd in [io::stdout().as_raw_fd(), io::stdin().as_raw_fd()] {
-        let mut ws = libc::winsize {
-            ws_row: 0,
-            ws_col: 0,
-            ws_xpixel: 0,
-            ws_ypixel: 0,
-        };
-        // SAFETY: TIOCGWINSZ only fills `ws`, which lives across the call,
-        // or fails (on a pipe); std has no call for a terminal's size.
-        if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0 && ws.ws_col > 0 {
-            return (u32::from(ws.ws_col), u32::from(ws.ws_row));
-        }
+    use std::os::fd::AsFd;
+    let size = sys::terminal_size(io::stdout().as_fd())
+        .or_else(|| sys::terminal_size(io::stdin().as_fd()));
+    if let Some((cols, rows)) = size {
+        return (u32::from(cols), u32::from(rows));
     }
     let env = |var: &str, default: u32| {
         let value = std::env::var(var).ok().and_then(|v| v.trim().parse().ok());

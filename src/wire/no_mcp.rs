@@ -4,7 +4,7 @@
 //! engine's code the same in both builds.
 
 use crate::log::ExtLog;
-use crate::protocol::{ExtFrame, HostFrame};
+use crate::wire::protocol::{ExtFrame, HostFrame};
 use std::time::Instant;
 
 /// How an MCP server would be run: never constructed in this build.

@@ -13,7 +13,7 @@
 //!   read; a failed write is reported on the same bounded channel
 //!   ([`Inbound::WriteFailed`]); once the channel closes so does stdin;
 //! - its stderr thread (`zot-err-<name>`) copies stderr into its log,
-//!   which rotates as it grows (`log.rs`); without a log file stderr is
+//!   which rotates as it grows (`src/log.rs`); without a log file stderr is
 //!   the host's own and no thread is needed.
 //!
 //! The three streams are socket pairs rather than pipes, and that is how
@@ -34,10 +34,16 @@
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
 //! run, set in `sys.rs`).
 
-use crate::confine::{Confinement, PrivateTmp};
+// Without the `confine` feature a stand-in that refuses to confine.
+#[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
+pub(crate) mod confine;
+pub(crate) mod spawner;
+pub(crate) mod watchdog;
+
 use crate::log::ExtLog;
-use crate::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
-use crate::{sys, watchdog};
+use crate::process::confine::{Confinement, PrivateTmp};
+use crate::sys;
+use crate::wire::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};

@@ -1,11 +1,97 @@
 //! Mapping a tool's result blocks, as an extension, the embedder or an
 //! MCP server sent them, to the blocks the model sees (SPEC 3.12).
 
-use crate::types::Content;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
+
+/// One block of a tool's result (SPEC 3.12). Serialized as the frames
+/// carry it: `{"type":"text","text":...}` or
+/// `{"type":"image","mime_type":...,"data":...}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// Text for the model.
+    Text(String),
+    /// Text with a display hint (`format`, e.g. `markdown`): the model
+    /// gets the text; a value other than `markdown` displays as plain.
+    Formatted {
+        /// The text.
+        text: String,
+        /// The hint, as the extension sent it.
+        format: String,
+    },
+    /// An image: its MIME type and its bytes in standard base64.
+    Image {
+        /// E.g. `image/png`.
+        mime_type: String,
+        /// Standard base64, with padding.
+        data: String,
+    },
+}
+
+impl Content {
+    /// A text block's text.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Content::Text(text) | Content::Formatted { text, .. } => Some(text),
+            Content::Image { .. } => None,
+        }
+    }
+
+    /// A text block's display hint, when it has one.
+    pub fn format(&self) -> Option<&str> {
+        match self {
+            Content::Formatted { format, .. } => Some(format),
+            _ => None,
+        }
+    }
+
+    /// The block with its display hint dropped (what MCP carries).
+    pub fn plain(self) -> Content {
+        match self {
+            Content::Formatted { text, .. } => Content::Text(text),
+            other => other,
+        }
+    }
+
+    /// The block as JSON, as it is serialized.
+    pub fn to_value(&self) -> Value {
+        // Strings into a `Value`: this serialization cannot fail.
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        match self {
+            Content::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            Content::Formatted { text, format } => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+                map.serialize_entry("format", format)?;
+            }
+            Content::Image { mime_type, data } => {
+                map.serialize_entry("type", "image")?;
+                map.serialize_entry("mime_type", mime_type)?;
+                map.serialize_entry("data", data)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A block equals the JSON it serializes to.
+impl PartialEq<Value> for Content {
+    fn eq(&self, other: &Value) -> bool {
+        self.to_value() == *other
+    }
+}
 
 /// Text used when a tool returns no blocks at all.
 pub(crate) const NO_CONTENT: &str = "(extension returned no content)";

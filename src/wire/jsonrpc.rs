@@ -9,7 +9,7 @@
 //! beyond 64 bits into a float, so two such ids would collide and come
 //! back changed.
 
-use crate::protocol::parse_json;
+use crate::wire::protocol::parse_json;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;

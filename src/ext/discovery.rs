@@ -1,9 +1,9 @@
 //! Where extensions live (SPEC section 4) and which of them run, in
 //! precedence order (SPEC 3.1).
 
+use crate::ext::manifest::{Manifest, ManifestError, MANIFEST_FILE};
+use crate::ext::trust::{Record, Untrusted};
 use crate::log::inert;
-use crate::manifest::{Manifest, ManifestError, MANIFEST_FILE};
-use crate::trust::{Record, Untrusted};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

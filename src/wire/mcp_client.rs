@@ -9,7 +9,7 @@
 //! as if the server had sent them. Its deadlines (the probe's limit,
 //! cancellations) are the loop's: the loop asks
 //! [`McpClient::next_deadline`] and calls [`McpClient::on_deadline`]
-//! when it passes. JSON-RPC itself is `src/jsonrpc.rs`, shared with
+//! when it passes. JSON-RPC itself is `src/wire/jsonrpc.rs`, shared with
 //! `zot mcp`. Wire shapes: MCP 2025-11-25, and 2026-07-28 for
 //! `server/discover`, `_meta` and `subscriptions/listen`.
 //!
@@ -76,15 +76,15 @@
 //! Its tools still pass through every guard of the zot extensions loaded
 //! with it, in `zot rpc`, the session and `zot mcp` alike.
 
-use crate::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::log::human;
 use crate::log::ExtLog;
-use crate::protocol::{
+use crate::wire::jsonrpc::{Id, Message, RpcError, METHOD_NOT_FOUND, PARSE_ERROR};
+use crate::wire::protocol::{
     head_fields, snippet, split_ends, tail_id, top_level_id, CommandResponse, ExtFrame, HostFrame,
     ToolExtras, MAX_LINE,
 };
-use crate::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
-use crate::toolresult::{text_block, Block};
-use crate::types::human;
+use crate::wire::registry::{footprint, MAX_NAMES, MAX_NAME_BYTES};
+use crate::wire::toolresult::{text_block, Block};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};

@@ -1,8 +1,8 @@
 //! Wire frames (SPEC section 2) and the line reader that turns an
 //! extension's stdout into frames.
 
-use crate::toolresult::Block;
-use crate::types::Content;
+use crate::wire::toolresult::Block;
+use crate::wire::toolresult::Content;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;

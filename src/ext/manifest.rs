@@ -1,7 +1,7 @@
 //! `extension.json`: reading and validating an extension's manifest
 //! (SPEC 3.2, bundles 14.6) and resolving its executable (SPEC 3.3).
 
-use crate::bundle::{self, Provides};
+use crate::ext::bundle::{self, Provides};
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -212,7 +212,7 @@ impl Manifest {
     fn parse_text(text: &[u8]) -> Result<Manifest, String> {
         let text = strip_bom(text);
         let raw: RawManifest =
-            crate::protocol::parse_json(text).map_err(|e| format!("invalid JSON: {e}"))?;
+            crate::wire::protocol::parse_json(text).map_err(|e| format!("invalid JSON: {e}"))?;
         let name = raw.name.ok_or("missing required field `name`")?;
         if !valid_name(&name) {
             return Err(format!(

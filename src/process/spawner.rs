@@ -147,7 +147,7 @@ mod tests {
     use super::*;
     use crate::log::ExtLog;
     use crate::process::{Inbound, Reading};
-    use crate::protocol::ExtFrame;
+    use crate::wire::protocol::ExtFrame;
     use crossbeam_channel::Select;
     use std::path::PathBuf;
     use std::time::Duration;

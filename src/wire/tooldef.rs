@@ -3,10 +3,77 @@
 //! 13.6, and the fields of the `tool_prompt` action (SPEC 13.7), which
 //! runs a tool, then a prompt with its result.
 
-use crate::protocol::ToolExtras;
-use crate::registry;
-use crate::types::{Exposure, Replay, ToolInfo};
+use crate::wire::protocol::ToolExtras;
+use crate::wire::registry;
+use serde::Serialize;
 use serde_json::Value;
+
+/// A registered tool, the JSON Schema of its args, and its owning
+/// extension; with the optional fields of upstream's `register_tool`
+/// (SPEC 13.6), kept as registered.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: String,
+    pub schema: Option<Value>,
+    pub extension: String,
+    /// The JSON Schema of the tool's `structured_content`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Groups the tool's discovery entries; upstream's default is the
+    /// extension's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace_instructions: Option<String>,
+    pub exposure: Exposure,
+    /// False for a deferred tool until a `tool_result` activates it.
+    pub active: bool,
+    /// Waits for the user: no reply deadline (SPEC 13.3).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub interactive: bool,
+    /// What a durable host may do with a call a crash interrupted.
+    pub replay: Replay,
+}
+
+closed_set! {
+    /// A tool's `register_tool.replay`: what a durable host may do with a
+    /// call of it that a crash interrupted.
+    #[derive(Default)]
+    pub enum Replay {
+        /// Never run again (the default).
+        #[default]
+        Never = "never",
+        /// Safe to run again: the guards are asked again, then it runs.
+        Safe = "safe",
+        /// Run again with the same `operation_key`.
+        Idempotent = "idempotent",
+        /// Ask the extension first (`reconcile: true`).
+        Reconcile = "reconcile",
+    }
+}
+
+closed_set! {
+    /// Where a tool is offered (upstream's `register_tool.exposure`). This
+    /// host runs no scripts, so only `Deferred` changes what it does: the
+    /// tool is inactive until activated.
+    #[derive(Default)]
+    pub enum Exposure {
+        /// Offered to the model with its definition (the default).
+        #[default]
+        Direct = "direct",
+        /// Callable from scripts, discoverable without a direct definition.
+        Codemode = "codemode",
+        /// Registered but not offered until a `tool_result` names it in
+        /// `activate_tools`.
+        Deferred = "deferred",
+        /// Offered to the model, not callable from scripts.
+        ModelOnly = "model-only",
+    }
+}
 
 /// The registered tool, or why the registration is rejected: a `schema`
 /// or `output_schema` that is not an object, an unknown `exposure`.

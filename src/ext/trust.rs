@@ -15,7 +15,7 @@
 //! hash function is involved. Every file is read with the manifest's
 //! guarded reader: regular files of bounded size only.
 
-use crate::manifest::{self, Manifest, MANIFEST_FILE};
+use crate::ext::manifest::{self, Manifest, MANIFEST_FILE};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

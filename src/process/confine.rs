@@ -30,7 +30,7 @@
 //! Fails closed: a rule the kernel cannot enforce is an error naming the
 //! ABI it needs and the one the kernel has, never a silent downgrade.
 
-use crate::manifest::{Manifest, Permissions, MANIFEST_FILE};
+use crate::ext::manifest::{Manifest, Permissions, MANIFEST_FILE};
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::io;
@@ -80,20 +80,7 @@ pub fn kernel_abi() -> u32 {
 
 #[cfg(target_os = "linux")]
 fn real_abi() -> u32 {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: landlock_create_ruleset(2) with a null attribute, size 0 and
-    // the VERSION flag only returns the ABI number (or -1); it touches no
-    // memory and creates no descriptor. Neither std nor the landlock
-    // crate says which ABI the kernel has before a ruleset is applied.
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<u8>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    u32::try_from(abi).unwrap_or(0)
+    crate::sys::landlock_abi()
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -704,26 +691,7 @@ impl Confinement {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            use std::os::unix::process::CommandExt;
-            let fd = self.ruleset.as_raw_fd();
-            // SAFETY: the hook runs in the forked child before exec and
-            // calls only prctl(2) and landlock_restrict_self(2), which take
-            // integers, are async-signal-safe and allocate nothing; `fd`
-            // stays open in the parent (so in the child) until the spawn
-            // returns. std has no Landlock, and the landlock crate's
-            // restrict_self is not made for a child between fork and exec.
-            unsafe {
-                command.pre_exec(move || {
-                    // No new privileges (Landlock requires it without
-                    // CAP_SYS_ADMIN), then the ruleset's domain for good.
-                    if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                        || libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            crate::sys::restrict_on_exec(command, self.ruleset.as_raw_fd());
         }
     }
 }
@@ -814,7 +782,7 @@ impl Rules<'_> {
 /// python3`: `python3` found on `$PATH`), if it has one.
 fn interpreter(exe: &Path) -> Option<PathBuf> {
     use std::io::Read;
-    let file = crate::manifest::open_regular(exe, u64::MAX, false).ok()?;
+    let file = crate::ext::manifest::open_regular(exe, u64::MAX, false).ok()?;
     let mut head = Vec::with_capacity(256);
     file.take(256).read_to_end(&mut head).ok()?;
     let line = head.strip_prefix(b"#!")?;

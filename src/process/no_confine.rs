@@ -5,7 +5,7 @@
 //! uninhabited, so no value of them exists; they keep the code that
 //! starts extensions the same in both builds.
 
-use crate::manifest::Manifest;
+use crate::ext::manifest::Manifest;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::process::Command;
