@@ -88,7 +88,7 @@ pub(crate) enum Inbound {
 /// How the reader hands over what the process writes to stdout.
 #[derive(Clone, Copy)]
 pub(crate) enum Reading {
-    /// As zot frames (SPEC 2).
+    /// As zot frames (docs/PROTOCOL.md#wire-format).
     Frames,
     /// As lines, for the loop to make sense of; not read while more than
     /// `pause_over` bytes wait for its stdin (what it writes may want
@@ -194,7 +194,7 @@ pub(crate) struct Spawn {
     pub log: ExtLog,
     /// How its stdout is handed over.
     pub reading: Reading,
-    /// Its ruleset and `TMPDIR` when it starts confined (SPEC 16).
+    /// Its ruleset and `TMPDIR` when it starts confined (docs/PROTOCOL.md#confinement).
     pub confine: Option<Confinement>,
 }
 

@@ -1,5 +1,5 @@
 //! Kills extension process groups when the host dies, however it dies
-//! (SPEC 3.14): one `sh` per host process, in a group of its own (out of
+//! (docs/PROTOCOL.md#shutdown): one `sh` per host process, in a group of its own (out of
 //! a terminal Ctrl-C's reach), reads group ids from a pipe whose write
 //! end only the host holds (close-on-exec). When the host dies the kernel
 //! closes that end, and the watchdog sends SIGKILL to every group still

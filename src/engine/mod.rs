@@ -1,6 +1,6 @@
 //! The host loop: one thread that owns every extension, pending request
 //! and deadline, and waits for the extensions' frames and the
-//! embedder's requests (SPEC 3). The other files add one concern each.
+//! embedder's requests (docs/PROTOCOL.md#overview). The other files add one concern each.
 //!
 //! # How the host works
 //!
@@ -35,10 +35,10 @@
 //!   `mod.rs` holds the engine's state; `lifecycle.rs` (start, readiness, exits, stopping), `frames.rs`
 //!   (what extensions send), `requests.rs` (what the embedder asks, the
 //!   interception chain), `jobs.rs` (tool pipeline runs that can be
-//!   cancelled, `call_tool`, SPEC 13), `exposure.rs` (deferred tools),
+//!   cancelled, `call_tool`, docs/PROTOCOL.md#tools), `exposure.rs` (deferred tools),
 //!   `oversize.rs` (answers over the frame limit), `time.rs` (deadlines),
-//!   `supervise.rs` (restarts, SPEC 12), `mcp.rs` (driving the client of
-//!   each MCP server, SPEC 11) and `embedder.rs` (the bounded event
+//!   `supervise.rs` (restarts, docs/PROTOCOL.md#supervision), `mcp.rs` (driving the client of
+//!   each MCP server, docs/PROTOCOL.md#mcp-servers) and `embedder.rs` (the bounded event
 //!   queue) each add one concern, and each names what it imports.
 //! - The host's own life is one `HostState` (`state.rs`): `Starting`
 //!   (requests held, in order, until every extension is ready or the
@@ -60,7 +60,7 @@
 //!   first), `Ready`, `Killed` (it failed; its exit is awaited)
 //!   or `Stopping` (sent `shutdown`; SIGTERM, then SIGKILL, each at its
 //!   time); or `Gone`: disabled, failed or exited, with the time of its
-//!   restart while one is pending (SPEC 12). Each phase holds exactly its
+//!   restart while one is pending (docs/PROTOCOL.md#supervision). Each phase holds exactly its
 //!   own deadline, so the loop sleeps until the earliest of them
 //!   (`time.rs`), and only a running extension has a process to write to
 //!   or signal.
@@ -77,7 +77,7 @@
 //!   signal a group, reap, call a reply, send a host event, release
 //!   `wait_ready`. The driver keeps the processes in a table indexed like
 //!   the engine's extensions and carries the actions out in that order,
-//!   so a reply comes after the events decided before it (SPEC 3.17),
+//!   so a reply comes after the events decided before it (docs/PROTOCOL.md#ordering),
 //!   and an exited extension is reaped (its log complete) before what
 //!   waited on it fails. The file system is the driver's too: it
 //!   discovers (reading the manifests and the trust store, at the first
@@ -117,11 +117,12 @@
 //!   reader, writer and stderr threads; it knows nothing of MCP: an MCP
 //!   server's stdout is handed over as lines), `spawner.rs` (starting a
 //!   batch of them), `sys.rs` (the raw libc calls: a signal to a process
-//!   group, the parent-death signal), `protocol.rs` (frames), `mcp_client.rs` (the MCP client, SPEC 11,
-//!   no I/O: the loop hands it lines, frames and the time) and `jsonrpc.rs` (its messages, shared with `zot
-//!   mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`,
-//!   `manifest.rs`, `log.rs`, `trust.rs` (SPEC 15), `confine.rs`
-//!   (SPEC 16), `bundle.rs`. The CLI is `src/cli/`.
+//!   group, the parent-death signal), `protocol.rs` (frames), `mcp_client.rs`
+//!   (the MCP client, docs/PROTOCOL.md#mcp-servers, no I/O: the loop hands it
+//!   lines, frames and the time) and `jsonrpc.rs` (its messages, shared with
+//!   `zot mcp`), `registry.rs`, `intercept.rs`, `discovery.rs`, `manifest.rs`,
+//!   `log.rs`, `trust.rs` (docs/PROTOCOL.md#trust), `confine.rs`
+//!   (docs/PROTOCOL.md#confinement), `bundle.rs`. The CLI is `src/cli/`.
 //! - Every CLI surface (the session, `zot rpc`, `zot mcp`, `zot ext
 //!   install`, `zot ext check`) takes SIGINT, SIGTERM and SIGHUP through
 //!   the `ctrlc` crate (`cli::on_signal`), which calls the surface's
@@ -140,7 +141,7 @@
 //!   session waits for one job at a time, kept by id in
 //!   `src/cli/session/jobs.rs`; each reply carries the code for its answer.
 //!   The session and `zot rpc` put replies and host events back in the
-//!   host's order (SPEC 3.17) through one module, `src/cli/ordered.rs`.
+//!   host's order (docs/PROTOCOL.md#ordering) through one module, `src/cli/ordered.rs`.
 //!
 //! - **Discovery and precedence.** `-e/--ext PATH` in the order given, then
 //!   `./.zot/extensions/*` sorted by directory name, then
@@ -208,7 +209,7 @@
 //!   `extension_exited`. A crash is then followed by a restart (see
 //!   Supervision).
 //! - **Timeouts** (all in `zot_host::Timeouts`): command 30 s, tool 60 s,
-//!   each intercept 5 s (SPEC 8; timeout = allow), hello 10 s, startup 3 s,
+//!   each intercept 5 s (docs/PROTOCOL.md#timeouts; timeout = allow), hello 10 s, startup 3 s,
 //!   shutdown grace 2 s, then SIGTERM to the process group, SIGKILL 1 s later;
 //!   and the graces of an exit (see Exits, a mute and a deaf extension):
 //!   `eof_before_hello` 100 ms, `eof_after_hello` 2 s, `exit_silence`
@@ -217,7 +218,7 @@
 //!   `restart_backoff` (500 ms) from `$ZOT_RESTART_BACKOFF`, and an MCP
 //!   server's `server/discover` limit `mcp_probe` (3 s) from
 //!   `$ZOT_MCP_PROBE_TIMEOUT`, the guards' answer limit for an
-//!   intercepted event (SPEC 3.8) from `$ZOT_INTERCEPT_TIMEOUT`, and both
+//!   intercepted event (docs/PROTOCOL.md#timeouts) from `$ZOT_INTERCEPT_TIMEOUT`, and both
 //!   graces of a stop (`shutdown_grace`, `term_grace`) from
 //!   `$ZOT_SHUTDOWN_GRACE`.
 //! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
@@ -594,7 +595,8 @@ use supervise::Supervision;
 /// `zot ext check`.
 pub(crate) use crate::registry::{MAX_NAMES, MAX_NAME_BYTES};
 
-/// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
+/// Where an extension is in its life (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#exits,
+/// docs/PROTOCOL.md#supervision). Each
 /// phase owns its deadline; only a running one has a process.
 enum Phase {
     /// The driver is starting its process (within the turn that asked),
@@ -616,7 +618,7 @@ struct Run {
     stdin_open: bool,
     /// Bytes its writer thread has not written yet.
     backlog: action::Backlog,
-    /// For an MCP server (SPEC 11): its client, which every frame to it
+    /// For an MCP server (docs/PROTOCOL.md#mcp-servers): its client, which every frame to it
     /// and every line from it goes through.
     mcp: Option<Box<McpClient>>,
     /// The deadlines that find its exit.
@@ -648,9 +650,9 @@ enum Stage {
 
 enum End {
     Disabled,
-    /// Skills and a theme only (SPEC 14.6): nothing to start.
+    /// Skills and a theme only (docs/PROTOCOL.md#bundles): nothing to start.
     Bundle,
-    /// A project extension not trusted (SPEC 15): why, and how to trust it.
+    /// A project extension not trusted (docs/PROTOCOL.md#trust): why, and how to trust it.
     Untrusted(String),
     Failed(String),
     Exited(String),
@@ -695,7 +697,7 @@ struct Ext {
     ready_via: Option<ReadyVia>,
     /// Names it registered that a built-in owns, each once: `(kind, name)`.
     lost_to_builtin: Vec<(NameKind, String)>,
-    /// Its hello listed `tool_cancel` / `call_tool` (SPEC 13.1).
+    /// Its hello listed `tool_cancel` / `call_tool` (docs/PROTOCOL.md#capabilities).
     tool_cancel: bool,
     call_tool: bool,
 }
@@ -909,7 +911,7 @@ struct Engine {
     cwd: String,
     /// `session_id` of every event: the embedder's, else made at start.
     session_id: String,
-    /// Events emitted so far, over the host's life (SPEC 14.4).
+    /// Events emitted so far, over the host's life (docs/PROTOCOL.md#events).
     sequence: u64,
     /// `before_agent_start` passes so far: each has its `agent_run_id`.
     agent_runs: u64,
@@ -1059,12 +1061,13 @@ impl Engine {
         self.events.send(event, &mut self.actions);
     }
 
-    /// The one place where the host's state moves on by itself (SPEC 3.6,
-    /// 3.14, 3.15), not at an input: held requests run once the startup
-    /// ended, parked ones once their names may have come, a stop begins
-    /// once nothing accepted is left, and ends once every extension is
-    /// gone. Only from [`Engine::settle`]: a reload replaces `exts`,
-    /// indexes and all. True when it moved (ask again).
+    /// The one place where the host's state moves on by itself
+    /// (docs/PROTOCOL.md#readiness, docs/PROTOCOL.md#shutdown,
+    /// docs/PROTOCOL.md#reload), not at an input: held requests run once the
+    /// startup ended, parked ones once their names may have come, a stop begins
+    /// once nothing accepted is left, and ends once every extension is gone.
+    /// Only from [`Engine::settle`]: a reload replaces `exts`, indexes and all.
+    /// True when it moved (ask again).
     fn advance(&mut self, now: Instant) -> bool {
         let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
         let running = self.exts.iter().any(|e| e.run().is_some());

@@ -17,7 +17,7 @@ struct Row {
     description: Option<String>,
     protocol: String,
     prefix: Option<String>,
-    /// `process`, skills and theme (SPEC 14.6).
+    /// `process`, skills and theme (docs/PROTOCOL.md#bundles).
     provides: String,
     skills: Vec<PathBuf>,
     theme: Option<PathBuf>,
