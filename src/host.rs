@@ -266,8 +266,8 @@ impl HostHandle {
             // The reply goes into `slot` and a `()` says it is there (or,
             // its sender dropped, that none will come): one channel type
             // for every `T`, where a channel of each reply type compiled
-            // crossbeam's channel code again (about 2.5 KB each in the
-            // static binary).
+            // crossbeam's channel code again, each time, in the static
+            // binary.
             let (tx, rx) = crossbeam_channel::bounded(1);
             self.submit(make(Box::new(move |r| {
                 *lock_slot(&answer) = Some(r);

@@ -516,8 +516,8 @@ fn copy_stderr(mut stderr: UnixStream, log: &ExtLog) {
 /// this process however it dies; [`end_group`] ends it. The watchdog
 /// covers the whole group. Only without it is `PR_SET_PDEATHSIG` set: that
 /// takes a pre-exec hook, so std forks the whole host instead of using
-/// posix_spawn, which made starting 20 extensions several times slower
-/// on a busy machine. Linux sends that signal when the *thread* that
+/// posix_spawn, which makes starting many extensions slower on a busy
+/// machine. Linux sends that signal when the *thread* that
 /// forked ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
     let _untold = untold_groups();

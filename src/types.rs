@@ -857,7 +857,7 @@ impl std::error::Error for HostError {}
 
 /// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
 /// Milliseconds as u64 (585 million years): formatting a u128 would
-/// link a formatter of its own (about 1 KB, `make static`).
+/// link a formatter of its own into the static binary.
 pub(crate) fn human(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{} s", d.as_secs())

@@ -43,8 +43,8 @@ pub fn running() -> bool {
 /// `+`: kill process groups `pgids` if the host dies; `-`: the groups
 /// are gone, forget them (so a later group that reuses an id is never
 /// touched). One write for all of them: each write wakes the watchdog,
-/// which then reads its line a byte at a time, and on two CPUs one
-/// wake-up per extension slowed starting 20 of them by about a tenth.
+/// which then reads its line a byte at a time, so one wake-up per
+/// extension would slow down starting many of them.
 pub fn tell(op: char, pgids: impl IntoIterator<Item = u32>) {
     let lines: String = pgids
         .into_iter()

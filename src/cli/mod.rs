@@ -250,8 +250,8 @@ fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliErro
 
 /// `2`, `0.5` or `.5` seconds, to the nanosecond (later digits are
 /// dropped). Decimal digits only, read as a JSON number: serde_json's
-/// float parser is in the binary already, core's would add about 13 KB
-/// (`make static`).
+/// float parser is in the binary already, core's would add its own to
+/// the static binary.
 fn decimal_seconds(text: &str) -> Option<std::time::Duration> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());

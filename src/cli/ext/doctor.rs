@@ -562,8 +562,8 @@ impl Report {
 }
 
 /// `d` in seconds, rounded to `places` decimals (at most 3). Integer
-/// arithmetic: core's float formatter would add about 20 KB to the
-/// minimal static binary for these three figures.
+/// arithmetic: core's float formatter would grow the minimal static
+/// binary for these three numbers.
 fn seconds(d: Duration, places: u32) -> String {
     let scale = 10u128.pow(places);
     let units = (d.as_millis() * scale + 500) / 1000;
