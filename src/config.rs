@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Every deadline the host enforces (SPEC 3.8).
+/// Every deadline the host enforces (docs/PROTOCOL.md#timeouts).
 #[derive(Debug, Clone)]
 pub struct Timeouts {
     /// From spawn to `hello` (10 s).
@@ -22,7 +22,7 @@ pub struct Timeouts {
     pub shutdown_grace: Duration,
     /// From SIGTERM to SIGKILL (1 s).
     pub term_grace: Duration,
-    /// From a crash to the first restart (500 ms; doubles per crash, SPEC 12).
+    /// From a crash to the first restart (500 ms; doubles per crash, docs/PROTOCOL.md#supervision).
     pub restart_backoff: Duration,
     /// After an extension closed its stdout before `hello`, how long it
     /// may take to exit (and be reported with its status) before it is
@@ -42,7 +42,7 @@ pub struct Timeouts {
     /// be answered before it fails (2 s).
     pub stdin_closed: Duration,
     /// How long an MCP server's `server/discover` probe may go unanswered
-    /// before the legacy `initialize` (3 s, SPEC 11); after a refused
+    /// before the legacy `initialize` (3 s, docs/PROTOCOL.md#mcp-servers); after a refused
     /// `initialize`, how much longer the probe may still win.
     pub mcp_probe: Duration,
 }
@@ -69,7 +69,7 @@ impl Default for Timeouts {
     }
 }
 
-/// The default [`HostConfig::builtin_tools`] (SPEC 3.7).
+/// The default [`HostConfig::builtin_tools`] (docs/PROTOCOL.md#names-and-precedence).
 pub const BUILTIN_TOOLS: [&str; 5] = ["read", "write", "edit", "bash", "skill"];
 
 /// How to start a [`Host`](crate::Host).
@@ -84,7 +84,7 @@ pub struct HostConfig {
     /// Also discover project and global extensions.
     pub discover: bool,
     /// Start the project's own extensions (`<cwd>/.zot/extensions`) for
-    /// this host's life without the user's recorded trust (SPEC 15.4), as
+    /// this host's life without the user's recorded trust (docs/PROTOCOL.md#trust), as
     /// `--trust-project` does; nothing is recorded. Default `false`: only
     /// the extensions `zot ext trust` recorded, unchanged since, start;
     /// the others are listed with state `untrusted` and one line on
@@ -96,7 +96,7 @@ pub struct HostConfig {
     pub provider: String,
     /// `hello_ack.model`.
     pub model: String,
-    /// `session_id` of every event (SPEC 14.4); empty: one is made at start.
+    /// `session_id` of every event (docs/PROTOCOL.md#events); empty: one is made at start.
     pub session_id: String,
     /// Deadlines.
     pub timeouts: Timeouts,
@@ -118,10 +118,10 @@ pub struct HostConfig {
     pub confine: bool,
     /// The embedder runs built-in tools for extensions' `call_tool`
     /// ([`crate::HostEvent::BuiltinCall`]); false: such calls get an
-    /// error result at once (SPEC 13.4). True.
+    /// error result at once (docs/PROTOCOL.md#calls-from-extensions). True.
     pub runs_builtins: bool,
     /// The embedder shows panels, so interactive tools may wait for the
-    /// user without a deadline; false: they are refused (SPEC 13.3). True.
+    /// user without a deadline; false: they are refused (docs/PROTOCOL.md#interactive-tools). True.
     pub interactive_tools: bool,
     /// Makes the embedder's tool calls durable: each step is journaled
     /// here before it takes effect (docs/JOURNAL.md).
@@ -171,7 +171,7 @@ impl HostConfig {
         Ok(())
     }
 
-    /// Defaults: discovery on, SPEC timeouts, [`BUILTIN_TOOLS`].
+    /// Defaults: discovery on, [`Timeouts::default`], [`BUILTIN_TOOLS`].
     pub fn new(zot_home: PathBuf, cwd: PathBuf) -> HostConfig {
         HostConfig {
             zot_home,
@@ -234,10 +234,10 @@ pub fn new_session_id() -> String {
 mod tests {
     use std::time::Duration;
 
-    /// The defaults are SPEC 3.8's (and 11's probe, 12's backoff): tests
-    /// that set shorter ones through the knobs rely on this.
+    /// The defaults are those of docs/PROTOCOL.md#timeouts: tests that set
+    /// shorter ones through the knobs rely on this.
     #[test]
-    fn the_default_timeouts_are_the_specs() {
+    fn the_default_timeouts_are_the_documented_ones() {
         let t = super::Timeouts::default();
         let (ms, s) = (Duration::from_millis, Duration::from_secs);
         assert_eq!(

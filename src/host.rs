@@ -218,7 +218,7 @@ pub struct HostHandle {
 
 impl HostHandle {
     /// Events put into [`Host::events`] so far. Read inside a reply callback,
-    /// it says how many events to take before acting on the reply (SPEC 3.17;
+    /// it says how many events to take before acting on the reply (docs/PROTOCOL.md#ordering;
     /// [`crate::order`] does the rest).
     pub fn events_sent(&self) -> u64 {
         self.events_sent.load(Ordering::SeqCst)
@@ -266,8 +266,8 @@ impl HostHandle {
             // The reply goes into `slot` and a `()` says it is there (or,
             // its sender dropped, that none will come): one channel type
             // for every `T`, where a channel of each reply type compiled
-            // crossbeam's channel code again (about 2.5 KB each in the
-            // static binary).
+            // crossbeam's channel code again, each time, in the static
+            // binary.
             let (tx, rx) = crossbeam_channel::bounded(1);
             self.submit(make(Box::new(move |r| {
                 *lock_slot(&answer) = Some(r);
@@ -313,7 +313,7 @@ macro_rules! request_methods {
         }
 
         /// Runs a tool after its `tool_call` event and interception chain;
-        /// a built-in one only gets the verdict and final `args` (SPEC 7).
+        /// a built-in one only gets the verdict and final `args` (docs/PROTOCOL.md#tool-pipeline).
         pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
             self.tool(call, true)
         }
@@ -341,7 +341,7 @@ macro_rules! request_methods {
 
         /// Cancels the tool call submitted under `ticket`: it answers
         /// [`HostError::CallCancelled`], and its extension gets `tool_cancel`
-        /// when it asked for that (SPEC 13.2). False when nothing under that
+        /// when it asked for that (docs/PROTOCOL.md#cancellation). False when nothing under that
         /// ticket runs (finished already, or never submitted).
         pub fn cancel(&self, ticket: Ticket) -> Result<bool, HostError> {
             self.call(|reply| Request::Cancel { ticket, reply })
@@ -360,7 +360,7 @@ macro_rules! request_methods {
             self.call(|reply| Request::Intercept { request, reply })
         }
 
-        /// Runs `before_agent_start` (SPEC 14.3) on `system_prompt`: every
+        /// Runs `before_agent_start` (docs/PROTOCOL.md#system-prompt) on `system_prompt`: every
         /// guard in turn may replace it; returns the prompt after the last.
         /// Answers that cannot be used keep the prompt and come as
         /// [`HostEvent::HostNote`]s before the reply.
@@ -729,7 +729,7 @@ impl Host {
         self.handle.clone()
     }
 
-    /// Graceful shutdown (SPEC 3.14); returns when every extension is gone.
+    /// Graceful shutdown (docs/PROTOCOL.md#shutdown); returns when every extension is gone.
     pub fn shutdown(self) {
         drop(self)
     }

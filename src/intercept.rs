@@ -1,4 +1,4 @@
-//! The interception chain (SPEC 3.10) as a pure state machine: every
+//! The interception chain (docs/PROTOCOL.md#interception) as a pure state machine: every
 //! guard is asked at once, the answers are walked in precedence order,
 //! and a rewrite sends the value again to the guards after the rewriter.
 //! The host loop owns the I/O and the deadlines; this module decides.
@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 closed_set! {
-    /// The events a guard may intercept (SPEC 3.10).
+    /// The events a guard may intercept (docs/PROTOCOL.md#interception).
     pub enum InterceptEvent {
         /// The model is about to call a tool: guards may block it or rewrite its args.
         ToolCall = "tool_call",
@@ -17,7 +17,7 @@ closed_set! {
         /// The model's answer is about to be shown: guards may block or rewrite it.
         AssistantMessage = "assistant_message",
         /// A prompt is about to go to the model: guards are asked one after
-        /// another, each with the previous one's system prompt (SPEC 14.3).
+        /// another, each with the previous one's system prompt (docs/PROTOCOL.md#system-prompt).
         BeforeAgentStart = "before_agent_start",
     }
 }
@@ -25,7 +25,7 @@ closed_set! {
 /// Events a guard may intercept, by name.
 pub(crate) const INTERCEPTABLE: &[&str] = InterceptEvent::NAMES;
 
-/// The event whose guards are asked one after another (SPEC 14.3).
+/// The event whose guards are asked one after another (docs/PROTOCOL.md#system-prompt).
 pub(crate) const BEFORE_AGENT_START: &str = "before_agent_start";
 
 /// The longest `system_prompt` answer used, JSON-encoded (upstream's limit).
@@ -97,7 +97,7 @@ pub(crate) struct Chain {
 
 impl Chain {
     /// The guards to ask first: all at once, or for `before_agent_start`
-    /// the first alone (SPEC 14.3).
+    /// the first alone (docs/PROTOCOL.md#system-prompt).
     pub(crate) fn first_round(&self) -> std::ops::Range<usize> {
         match self.event == BEFORE_AGENT_START {
             true => 0..self.answers.len().min(1),

@@ -88,7 +88,7 @@ pub use wire::toolresult::Content;
 /// interface; hidden from the documentation.
 #[doc(hidden)]
 pub mod internal {
-    /// Bundles: skills and themes (SPEC 14.6).
+    /// Bundles: skills and themes (docs/PROTOCOL.md#bundles).
     pub mod bundle {
         pub use crate::ext::bundle::Provides;
     }
@@ -96,7 +96,7 @@ pub mod internal {
     pub mod confine {
         pub use crate::process::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }
-    /// Where extensions live and which run (SPEC 4, 3.1).
+    /// Where extensions live and which run (docs/PROTOCOL.md#discovery).
     pub mod discovery {
         pub use crate::ext::discovery::{
             discover, discover_with, global_dir, logs_dir, project_dir, scan, trust_notices,
@@ -116,7 +116,7 @@ pub mod internal {
     pub mod log {
         pub use crate::log::{inert, log_path, timestamp};
     }
-    /// `extension.json` (SPEC 5).
+    /// `extension.json` (docs/PROTOCOL.md#manifest).
     pub mod manifest {
         pub use crate::ext::manifest::{
             read_file, strip_bom, valid_name, InvalidManifest, Manifest, ManifestError,
@@ -129,20 +129,22 @@ pub mod internal {
             describe_status, end_group, exit, group_alive, read_lines, signal_group, spawn_group,
         };
     }
-    /// Frames and lines of the wire protocol (SPEC 6-7, 13-14).
+    /// Frames and lines of the wire protocol (docs/PROTOCOL.md#wire-format).
     pub mod protocol {
         pub use crate::wire::protocol::{
             event_payload, parse_ext_frame, parse_json, CommandResponse, ExtFrame, HostFrame, Line,
             LineReader, ToolExtras, EVENT_NAMES, HOST_CAPABILITIES, MAX_LINE, PROTOCOL_VERSION,
         };
     }
-    /// Name registries and their bounds (SPEC 3.7, 9).
+    /// Name registries and their bounds (docs/PROTOCOL.md#names-and-precedence,
+    /// docs/PROTOCOL.md#limits-and-bounds).
     pub mod registry {
         pub use crate::wire::registry::{
             footprint, same_command, valid_name, MAX_NAMES, MAX_NAME_BYTES,
         };
     }
-    /// `register_tool`'s fields (SPEC 13.6-13.7).
+    /// `register_tool`'s fields
+    /// (docs/PROTOCOL.md#structured-and-deferred-tools, docs/PROTOCOL.md#commands-and-actions).
     pub mod tooldef {
         pub use crate::wire::tooldef::{tool_info, tool_prompt_fields};
     }
@@ -154,7 +156,7 @@ pub mod internal {
     pub mod sys {
         pub use crate::sys::{process_exists, terminal_size};
     }
-    /// Project trust (SPEC 15).
+    /// Project trust (docs/PROTOCOL.md#trust).
     pub mod trust {
         pub use crate::ext::trust::{
             entry_key, update, Binding, Entry, Record, Snapshot, Untrusted,

@@ -127,7 +127,7 @@ impl LogFile {
             opened => opened?,
         };
         let mut len = file.metadata()?.len();
-        // Rotated at start too (SPEC 3.4), not only at the first write:
+        // Rotated at start too (docs/PROTOCOL.md#processes-and-logs), not only at the first write:
         // a second handle on the same log (a shadowed copy's note)
         // could otherwise rotate first and its note be rotated over
         // the previous run's log.
@@ -245,7 +245,7 @@ mod tests {
     }
 
     /// A log over the limit rotates on the first line after it opens
-    /// (SPEC 3.4: when the extension starts); rotation while it runs is
+    /// (docs/PROTOCOL.md#processes-and-logs: when the extension starts); rotation while it runs is
     /// tests/hostile.rs's flood test.
     #[test]
     fn a_large_log_rotates_when_opened() {

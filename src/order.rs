@@ -1,5 +1,5 @@
 //! Replies and host events in the order the host loop produced them
-//! (SPEC 3.17), for an embedder that pipelines requests.
+//! (docs/PROTOCOL.md#ordering), for an embedder that pipelines requests.
 //!
 //! Replies (to [`Request`](crate::Request)s sent with
 //! [`HostHandle::submit`](crate::HostHandle::submit)) and

@@ -25,7 +25,7 @@ pub struct CommandOutcome {
     /// Text to submit as a user message.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    /// `tool_prompt`: the tool to run before the prompt (SPEC 13.7).
+    /// `tool_prompt`: the tool to run before the prompt (docs/PROTOCOL.md#commands-and-actions).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
     /// `tool_prompt`: its args, a JSON object.
@@ -61,7 +61,8 @@ closed_set! {
         Noop = "noop",
         /// Open [`CommandOutcome::open_panel`].
         OpenPanel = "open_panel",
-        /// Run [`CommandOutcome::tool_name`], then submit the prompt (SPEC 13.7).
+        /// Run [`CommandOutcome::tool_name`], then submit the prompt
+        /// (docs/PROTOCOL.md#commands-and-actions).
         ToolPrompt = "tool_prompt",
     }
 }
@@ -81,7 +82,7 @@ closed_set! {
 }
 
 closed_set! {
-    /// How an extension became ready (SPEC 3.6).
+    /// How an extension became ready (docs/PROTOCOL.md#readiness).
     pub enum ReadyVia {
         /// It sent `ready`.
         Ready = "ready",
@@ -123,9 +124,9 @@ pub enum ExtensionState {
     },
     /// `enabled: false`: never started.
     Disabled,
-    /// No `exec`: a bundle of files, never started (SPEC 14.6).
+    /// No `exec`: a bundle of files, never started (docs/PROTOCOL.md#bundles).
     Bundle,
-    /// A project extension the user has not trusted: never started (SPEC 15).
+    /// A project extension the user has not trusted: never started (docs/PROTOCOL.md#trust).
     Untrusted {
         /// Why it is not trusted (never, or its files changed).
         #[serde(rename = "error")]
@@ -223,7 +224,7 @@ impl ToolRequest {
 }
 
 /// What a tool call came to: an extension's result, or for a built-in
-/// tool (which the embedder runs itself) the pipeline's verdict (SPEC 7).
+/// tool (which the embedder runs itself) the pipeline's verdict (docs/PROTOCOL.md#tool-pipeline).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutcome {
     /// An extension's tool answered, or a guard refused it
@@ -294,7 +295,8 @@ pub struct ToolResult {
     /// The guard's reason, when blocked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// The tool's `structured_content`, as it came (SPEC 13.6).
+    /// The tool's `structured_content`, as it came
+    /// (docs/PROTOCOL.md#structured-and-deferred-tools).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
     /// The tool declares an `output_schema` (MCP clients then require
@@ -367,7 +369,7 @@ impl InterceptRequest {
 /// State of one extension: `name` from the manifest (the directory's when
 /// the manifest is invalid), where it was found, its state (with why it
 /// failed or how it exited), `pid` while it runs, the names it owns or subscribed to, its
-/// `restarts` after crashes (SPEC 12), the absolute paths of the
+/// `restarts` after crashes (docs/PROTOCOL.md#supervision), the absolute paths of the
 /// `skills` files and `theme` it ships, for the embedder to load, how it
 /// became ready, and the names it lost to others.
 #[allow(missing_docs)]
@@ -397,7 +399,7 @@ pub struct ExtensionInfo {
     pub conflicts: Vec<NameConflict>,
 }
 
-/// A command or tool name an extension registered but lost (SPEC 3.7):
+/// A command or tool name an extension registered but lost (docs/PROTOCOL.md#names-and-precedence):
 /// `winner` the extension that owns it, or `built-in`.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -479,27 +481,27 @@ pub enum HostEvent {
         extension: String,
     },
     /// A note from the host itself, e.g. a `before_agent_start` answer
-    /// it could not use (SPEC 14.3); `level` as for [`HostEvent::Notify`].
+    /// it could not use (docs/PROTOCOL.md#system-prompt); `level` as for [`HostEvent::Notify`].
     HostNote { level: Level, message: String },
     /// Close a panel of `extension`.
     PanelClose { panel_id: String, extension: String },
-    /// `extension` opened a panel by itself, outside any command (SPEC 14.1).
+    /// `extension` opened a panel by itself, outside any command (docs/PROTOCOL.md#panels).
     OpenPanel { extension: String, panel: OpenPanel },
-    /// `extension` submits `text` as a user prompt (SPEC 14.2).
+    /// `extension` submits `text` as a user prompt (docs/PROTOCOL.md#submits).
     Submit { extension: String, text: String },
     /// `extension` asks to run the slash command line `text` as if typed.
     SubmitSlash { extension: String, text: String },
     /// An extension finished registering after startup.
     Registered { extension: String },
     /// A `tool_result` of `extension` activated these deferred tools of
-    /// its own (SPEC 13.6).
+    /// its own (docs/PROTOCOL.md#structured-and-deferred-tools).
     ToolsActivated {
         extension: String,
         names: Vec<String>,
     },
     /// An extension exited on its own; `status` is e.g. `exit code 1` or `signal 9`.
     ExtensionExited { extension: String, status: String },
-    /// A crashed extension was started again (SPEC 12); `attempt` counts
+    /// A crashed extension was started again (docs/PROTOCOL.md#supervision); `attempt` counts
     /// from 1, `status` says how the crash before it ended.
     ExtensionRestarted {
         extension: String,
@@ -512,7 +514,7 @@ pub enum HostEvent {
     /// was slow ([`crate::HostConfig::event_budget`]).
     EventsDropped { count: u64 },
     /// An extension's `call_tool` for a built-in tool, which the embedder
-    /// runs (SPEC 13.4): answer with [`BuiltinReply::send`] within the
+    /// runs (docs/PROTOCOL.md#calls-from-extensions): answer with [`BuiltinReply::send`] within the
     /// tool timeout. `args` are final (the guards allowed them).
     BuiltinCall {
         call_id: String,
@@ -589,7 +591,8 @@ pub enum HostError {
     UnknownCommand(String),
     /// No extension registered this tool.
     UnknownTool(String),
-    /// A deferred tool no `tool_result` has activated yet (SPEC 13.6).
+    /// A deferred tool no `tool_result` has activated yet
+    /// (docs/PROTOCOL.md#structured-and-deferred-tools).
     InactiveTool(String),
     /// The command is the embedder's own.
     HostCommand(String),
@@ -598,7 +601,7 @@ pub enum HostError {
     /// Only `tool_call`, `turn_start` and `assistant_message` can be intercepted.
     NotInterceptable(String),
     /// An event payload carries a field the host sets itself (`sequence`,
-    /// or a frame key: `type`, `event`, `id`; SPEC 14.4).
+    /// or a frame key: `type`, `event`, `id`; docs/PROTOCOL.md#events).
     ReservedField(String),
     /// No running extension has this name.
     NoSuchExtension(String),
@@ -611,7 +614,7 @@ pub enum HostError {
         request: String,
         limit: Duration,
     },
-    /// The request waited for an extension still starting (SPEC 3.6), and
+    /// The request waited for an extension still starting (docs/PROTOCOL.md#readiness), and
     /// it failed before it registered the name: `reason` says why.
     #[allow(missing_docs)]
     StartFailed { extension: String, reason: String },
@@ -626,7 +629,7 @@ pub enum HostError {
     ShuttingDown,
     /// A shutdown without waiting (a second Ctrl-C) cancelled it.
     Cancelled,
-    /// Its caller cancelled it (SPEC 13.2).
+    /// Its caller cancelled it (docs/PROTOCOL.md#cancellation).
     CallCancelled,
     /// An extension's `call_tool` of `name` did not finish within `limit`.
     #[allow(missing_docs)]
@@ -724,7 +727,8 @@ pub enum Request {
         args: String,
         reply: Reply<CommandOutcome>,
     },
-    /// Run a tool; with `pipeline`, after its event and interception (SPEC 3.11).
+    /// Run a tool; with `pipeline`, after its event and interception
+    /// (docs/PROTOCOL.md#tool-pipeline).
     Tool {
         call: ToolRequest,
         pipeline: bool,
@@ -749,7 +753,7 @@ pub enum Request {
         text: Option<String>,
         reply: Reply<()>,
     },
-    /// Tell an extension how much room its panel has (SPEC 14.1).
+    /// Tell an extension how much room its panel has (docs/PROTOCOL.md#panels).
     PanelResize {
         extension: String,
         panel_id: String,
@@ -767,7 +771,7 @@ pub enum Request {
     List { reply: Reply<Snapshot> },
     /// Stop every extension, rediscover, start again.
     Reload { reply: Reply<ReloadReport> },
-    /// Graceful stop (SPEC 3.14): accepted requests finish, later ones are
+    /// Graceful stop (docs/PROTOCOL.md#shutdown): accepted requests finish, later ones are
     /// refused; replies once every extension has stopped.
     Shutdown { reply: Reply<()> },
     /// Stop at once (a second Ctrl-C): accepted requests fail.
@@ -777,7 +781,7 @@ pub enum Request {
         ticket: Ticket,
         request: Box<Request>,
     },
-    /// Cancels the tool call submitted under `ticket` (SPEC 13.2);
+    /// Cancels the tool call submitted under `ticket` (docs/PROTOCOL.md#cancellation);
     /// replies whether it was still running (then it answers
     /// [`HostError::CallCancelled`]).
     Cancel { ticket: Ticket, reply: Reply<bool> },

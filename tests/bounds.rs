@@ -1,7 +1,8 @@
 //! The memory and flow bounds of `zot rpc`, `zot mcp` and hosted MCP
-//! servers (SPEC 9 "Bounds", SPEC 11): floods from clients that do not
-//! read, and from servers that do not read, cost bounded memory; a
-//! client that does read is never stalled by requests in flight.
+//! servers (docs/PROTOCOL.md#limits-and-bounds, docs/PROTOCOL.md#mcp-servers):
+//! floods from clients that do not read, and from servers that do not read,
+//! cost bounded memory; a client that does read is never stalled by requests in
+//! flight.
 
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.
 #![cfg_attr(

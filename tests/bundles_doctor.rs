@@ -1,5 +1,6 @@
-//! Bundles without a process (SPEC 14.6), `zot ext doctor` (14.7) and
-//! `$XDG_STATE_HOME` (14.9), through the real binary and the library.
+//! Bundles without a process (docs/PROTOCOL.md#bundles), `zot ext doctor`
+//! (docs/PROTOCOL.md#zot-ext) and `$XDG_STATE_HOME` (docs/PROTOCOL.md#discovery),
+//! through the real binary and the library.
 
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.
 #![cfg_attr(

@@ -378,7 +378,7 @@ fn bad_names_duplicates_descriptions_and_subscriptions() {
 
 #[test]
 fn an_intercept_without_answer_fails_after_the_limit() {
-    // The host's intercept limit (5 s, SPEC 3.8) set to 1 s.
+    // The host's intercept limit (5 s, docs/PROTOCOL.md#timeouts) set to 1 s.
     let limit = [("ZOT_INTERCEPT_TIMEOUT", "1".as_ref())];
     let (code, report) = check_json_with(&fixture_path("check/silent-guard"), &[], &limit);
     assert_eq!(code, 1);

@@ -1,5 +1,6 @@
 //! Host core against real extension processes: handshake, readiness,
-//! precedence, commands, notes, and every misbehaviour of SPEC 2-3.
+//! precedence, commands, notes, and every misbehaviour of an extension
+//! (docs/PROTOCOL.md#wire-format, docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#exits).
 
 mod common;
 
@@ -108,7 +109,7 @@ fn precedence_explicit_then_project_then_global() {
     copy("home/extensions/same", "global");
     let mut cfg = config(&t, &[dev]);
     cfg.discover = true;
-    // The project's own copy starts only when trusted (SPEC 15).
+    // The project's own copy starts only when trusted (docs/PROTOCOL.md#trust).
     cfg.trust_project = true;
     let host = start_ready(cfg.clone());
     assert_eq!(display_of(&host, "who").as_deref(), Some("explicit"));
@@ -357,7 +358,7 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
         json!({"before_hello": [command("x").to_string()]}),
     );
     let empty = ext_dir(&t.join("e"), "empty", json!({"name": " "}));
-    // About the failures themselves, not the restarts that follow (SPEC 12).
+    // About the failures themselves, not the restarts that follow (docs/PROTOCOL.md#supervision).
     for dir in [&quits, &rude, &empty] {
         set_manifest_field(dir, "restart", json!("never"));
     }
@@ -446,7 +447,7 @@ fn crash_mid_command_fails_at_once() {
         "a",
         json!({"register": [command("boom")], "commands": {"boom": {"crash": 3}}}),
     );
-    // About the exit itself, not the restart that follows it (SPEC 12).
+    // About the exit itself, not the restart that follows it (docs/PROTOCOL.md#supervision).
     set_manifest_field(&a, "restart", json!("never"));
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.command = Duration::from_secs(120);
@@ -864,10 +865,10 @@ fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
 }
 
 // ----------------------------------------------------------------------
-// A shutdown asked for during startup (SPEC 12: "Shutdown and reload
-// cancel pending restarts at once"): the shutdown itself waits for the
-// startup to end (SPEC 3.14), but pending restarts end when it arrives,
-// and a crash after it is not restarted.
+// A shutdown asked for during startup (docs/PROTOCOL.md#supervision: "Shutdown
+// and reload cancel pending restarts at once"): the shutdown itself
+// waits for the startup to end (docs/PROTOCOL.md#shutdown), but pending
+// restarts end when it arrives, and a crash after it is not restarted.
 
 #[test]
 fn a_shutdown_during_startup_cancels_restarts_at_once() {
@@ -927,7 +928,7 @@ fn a_shutdown_during_startup_cancels_restarts_at_once() {
 }
 
 // ----------------------------------------------------------------------
-// SPEC 3.13 with 3.17: frames an extension writes right before it
+// docs/PROTOCOL.md#exits with docs/PROTOCOL.md#ordering: frames an extension writes right before it
 // exits (notes, then its `tool_result`) reach the rpc client, in
 // order, before the exit is handled; the exit found by the liveness
 // poll while the pipe still holds them must not drop them
@@ -1073,7 +1074,7 @@ fn an_answer_behind_a_full_pipe_at_exit_is_delivered() {
 
 /// The wait for frames after an exit is bounded: when the extension
 /// exits while a child it started keeps writing frames to its stdout,
-/// the exit is still handled (SPEC 3.13), and the child dies with the
+/// the exit is still handled (docs/PROTOCOL.md#exits), and the child dies with the
 /// group.
 #[test]
 fn an_exit_is_handled_while_a_child_keeps_writing() {
@@ -1234,11 +1235,12 @@ fn a_timeout_is_logged_naming_the_frame_the_extension_owes() {
 }
 
 // ----------------------------------------------------------------------
-// The host loop's fidelity and memory bounds (SPEC 3.9, 3.14, 3.17), with
-// the real `zot` binary and extensions that behave like upstream's
-// SDK-built ones (`fixtures/sdk-like/ext.py`): nothing lost at
-// shutdown, nothing reordered, slow starters waited for, built-in tools
-// through the pipeline, and memory bounded whoever stops reading.
+// The host loop's fidelity and memory bounds (docs/PROTOCOL.md#events,
+// docs/PROTOCOL.md#shutdown, docs/PROTOCOL.md#ordering), with the real `zot`
+// binary and extensions that behave like upstream's SDK-built ones
+// (`fixtures/sdk-like/ext.py`): nothing lost at shutdown, nothing reordered,
+// slow starters waited for, built-in tools through the pipeline, and memory
+// bounded whoever stops reading.
 
 /// stdout lines of a finished `zot rpc`, parsed.
 fn rpc_lines(t: &TempDir, exts: &[&std::path::Path], extra: &[&str], input: &str) -> Vec<Value> {
@@ -1915,7 +1917,7 @@ fn the_session_cancels_a_request_pending_at_sigterm() {
 }
 
 // ----------------------------------------------------------------------
-// SPEC 3.17: a note an extension writes AFTER its
+// docs/PROTOCOL.md#ordering: a note an extension writes AFTER its
 // answer is shown after that answer, in the session and in `zot rpc`,
 // even when both arrive in one read (fixtures/order/after.py).
 
@@ -1983,7 +1985,7 @@ fn a_note_written_after_the_answer_comes_after_it_in_rpc() {
 }
 
 // ----------------------------------------------------------------------
-// Case-insensitive command names (SPEC 14.5), fixtures/frames/ext.py.
+// Case-insensitive command names (docs/PROTOCOL.md#names-and-precedence), fixtures/frames/ext.py.
 
 // ----- 14.5: case-insensitive command names --------------------------
 

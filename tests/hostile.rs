@@ -441,7 +441,7 @@ fn huge_strings_echoed_in_the_log_keep_it_bounded() {
 
 /// An extension that closes its stdout but runs on can never answer
 /// again: the request it was given fails soon, not at its timeout, and
-/// the extension is failed and killed (SPEC 3.5 says so before hello).
+/// the extension is failed and killed (docs/PROTOCOL.md#handshake says so before hello).
 #[test]
 fn an_extension_that_closes_its_stdout_but_runs_on_is_failed() {
     let t = TempDir::new("h2-mute");

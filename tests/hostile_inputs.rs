@@ -308,7 +308,7 @@ fn the_session_ends_when_its_stdout_is_closed() {
 #[test]
 fn rpc_and_mcp_answer_request_ids_of_every_json_type() {
     let t = TempDir::new("hostile-ids");
-    // zot rpc: ids are strings (SPEC 7); `null` is no id; any other type
+    // zot rpc: ids are strings (docs/PROTOCOL.md#zot-rpc); `null` is no id; any other type
     // is refused by name, and each line still gets exactly one answer.
     let mut rpc = Rpc::start(&t, &[]);
     for id in [json!(1), json!({"a": 1}), json!([1]), json!(true)] {
@@ -483,7 +483,7 @@ fn a_zot_home_that_is_a_file_costs_the_logs_not_the_host() {
 
 #[test]
 fn a_second_ctrl_c_to_rpc_leaves_nothing_running() {
-    // SPEC 3.14: the second Ctrl-C skips the wait for a tool call that
+    // docs/PROTOCOL.md#shutdown: the second Ctrl-C skips the wait for a tool call that
     // never ends, from an extension that ignores `shutdown` and SIGTERM
     // and has a child of its own: zot still exits 0, both are gone.
     let t = TempDir::new("hostile-ctrl-c-twice");

@@ -1,8 +1,8 @@
-//! Interception (SPEC 3.10-3.12, 14.3): guards that block, allow or
-//! rewrite `tool_call`, `turn_start` and `assistant_message`, chained
-//! in precedence order with one deadline a round, and
-//! `before_agent_start` chaining system-prompt replacements, through
-//! the library, `zot rpc` and the session.
+//! Interception (docs/PROTOCOL.md#interception,
+//! docs/PROTOCOL.md#system-prompt): guards that block, allow or rewrite
+//! `tool_call`, `turn_start` and `assistant_message`, chained in precedence
+//! order with one deadline a round, and `before_agent_start` chaining
+//! system-prompt replacements, through the library, `zot rpc` and the session.
 
 mod common;
 
@@ -100,7 +100,7 @@ fn silent_guards_cost_one_timeout_and_count_as_allow() {
     let verdict = host.intercept(tool_call_intercept(json!({}))).unwrap();
     let took = started.elapsed();
     assert!(!verdict.block);
-    // Asked at once: one intercept window (SPEC 3.10), not three one after
+    // Asked at once: one intercept window (docs/PROTOCOL.md#interception), not three one after
     // another. The bound sits a whole window above one, so a busy
     // machine's scheduling delays cannot fail it, and a window below three.
     assert!(
@@ -273,7 +273,8 @@ fn a_call_whose_owner_dies_in_the_chain_goes_to_the_next_registrant() {
 }
 
 // ----------------------------------------------------------------------
-// before_agent_start (SPEC 14.3): the session's system prompt, prepared by guards; fixtures/frames/ext.py.
+// before_agent_start (docs/PROTOCOL.md#system-prompt): the session's system
+// prompt, prepared by guards; fixtures/frames/ext.py.
 
 // ----- 14.3: before_agent_start ---------------------------------------
 

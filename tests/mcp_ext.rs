@@ -1,4 +1,4 @@
-//! MCP servers as extensions (SPEC 11), against real servers nobody
+//! MCP servers as extensions (docs/PROTOCOL.md#mcp-servers), against real servers nobody
 //! here wrote: `@modelcontextprotocol/server-everything` (TypeScript SDK,
 //! legacy era) and a server written with the official Python SDK 2.x
 //! (stateless 2026-07-28 era), both installed by `.ci/mcp-deps`; plus a
@@ -44,7 +44,8 @@ const SDK_START: Duration = Duration::from_secs(60);
 
 /// How long the `server/discover` probe may go unanswered
 /// (`$ZOT_MCP_PROBE_TIMEOUT`) where its expiry is what a test waits for;
-/// the default, SPEC 11's 3 s, is checked by mcp_client's unit tests.
+/// the default, 3 s (docs/PROTOCOL.md#timeouts), is checked by mcp_client's unit
+/// tests.
 const SHORT_PROBE: &str = "0.5";
 const SHORT_PROBE_TEXT: &str = "no answer within 500 ms; trying the legacy initialize";
 
@@ -243,7 +244,7 @@ fn a_guard_blocks_an_mcp_tool_and_sees_its_tool_call_event() {
     let mut rpc = patient_rpc(&t, &[guard, ev]);
     until_ready(&mut rpc, "everything");
     // On a busy machine the guard may start after the startup grace too:
-    // its subscription counts only once it arrives (SPEC 3.6).
+    // its subscription counts only once it arrives (docs/PROTOCOL.md#readiness).
     until_ready(&mut rpc, "guard");
     let r = tool_call(
         &mut rpc,

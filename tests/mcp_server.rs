@@ -533,7 +533,7 @@ fn notes_before_initialized_are_buffered_up_to_100() {
                "clientInfo": {"name": "raw", "version": "1"}}),
     );
     assert_eq!(init["result"]["serverInfo"]["name"], "zot");
-    // Its answer comes after every note it wrote before (SPEC 3.17).
+    // Its answer comes after every note it wrote before (docs/PROTOCOL.md#ordering).
     let hi = mcp.request(json!(1), "prompts/get", json!({"name": "hi"}));
     assert_eq!(
         hi["result"]["messages"][0]["content"]["text"], "hello",
@@ -573,7 +573,7 @@ fn legacy_notes_follow_set_level_and_precede_the_result() {
     let result = mcp.position(|v| v["id"] == 1).expect("result");
     assert!(
         note < result,
-        "the note must come before the result (SPEC 3.17)"
+        "the note must come before the result (docs/PROTOCOL.md#ordering)"
     );
     let set = mcp.request(json!(2), "logging/setLevel", json!({"level": "warning"}));
     assert_eq!(set["result"], json!({}));
@@ -851,7 +851,7 @@ fn prompts_and_tool_results_map_as_specified() {
 }
 
 /// Runs a client script that cancels a slow call of the tools fixture's
-/// `slow` tool; the extension must get `tool_cancel` (SPEC 13.2).
+/// `slow` tool; the extension must get `tool_cancel` (docs/PROTOCOL.md#cancellation).
 fn run_cancel_client(tag: &str, interpreter: PathBuf, script: &str) {
     let t = TempDir::new(tag);
     let record = t.join("slow.rec");

@@ -1,4 +1,4 @@
-//! Panels (SPEC section 6, 14.1-14.2). In the interactive session,
+//! Panels (docs/PROTOCOL.md#panels, docs/PROTOCOL.md#submits). In the interactive session,
 //! through the real `zot` binary and the panel fixture
 //! `fixtures/panels/todo.py` (shaped like upstream's todo-panel example):
 //! Esc closes the panel and tells the extension; a render for a panel
@@ -172,7 +172,9 @@ fn a_render_without_lines_or_footer_clears_them() {
 }
 
 // ----------------------------------------------------------------------
-// Spontaneous panels, panel_resize and submit (SPEC 14.1, 14.2), through the library, zot rpc and the session; the extension is fixtures/frames/ext.py.
+// Spontaneous panels, panel_resize and submit (docs/PROTOCOL.md#panels,
+// docs/PROTOCOL.md#submits), through the library, zot rpc and the session; the
+// extension is fixtures/frames/ext.py.
 
 // ----- 14.1, 14.2: spontaneous panels, panel_resize, submit ---------
 

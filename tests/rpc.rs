@@ -186,7 +186,7 @@ fn tool_call_intercept_and_event_requests() {
     rpc.close_stdin();
     assert_eq!(rpc.wait(), Some(0));
     let frames = recorded(&rec);
-    // Beside its payload an event carries the host's identifiers (SPEC 14.4).
+    // Beside its payload an event carries the host's identifiers (docs/PROTOCOL.md#events).
     assert!(frames
         .iter()
         .any(|f| f["type"] == "event" && f["event"] == "turn_end" && f["stop"] == "end_turn"));
@@ -309,9 +309,10 @@ fn a_command_error_comes_without_its_action() {
     assert_eq!(rpc.wait(), Some(0));
 }
 
-/// A reload stops extensions as a shutdown does (SPEC 3.15, 3.14): the
-/// requests already accepted are finished first, also by an extension
-/// that exits as soon as it reads `shutdown`, as upstream's SDK does.
+/// A reload stops extensions as a shutdown does (docs/PROTOCOL.md#reload,
+/// docs/PROTOCOL.md#shutdown): the requests already accepted are finished
+/// first, also by an extension that exits as soon as it reads `shutdown`, as
+/// upstream's SDK does.
 #[test]
 fn reload_finishes_the_requests_already_accepted() {
     let t = TempDir::new("rpc-reload-drain");

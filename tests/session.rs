@@ -1,4 +1,4 @@
-//! The interactive session (`zot [-e PATH]...`, SPEC section 6) driven
+//! The interactive session (`zot [-e PATH]...`, docs/PROTOCOL.md#session) driven
 //! through pipes: commands and their actions, `/call`, `/reload-ext`,
 //! notes, panels, turns through `--agent-cmd`, Ctrl-C, EOF and SIGTERM.
 //!

@@ -1,4 +1,4 @@
-//! Supervision (SPEC 12) through the real binary: crashed extensions are
+//! Supervision (docs/PROTOCOL.md#supervision) through the real binary: crashed extensions are
 //! restarted with backoff and given up on after 5 crashes in 3 minutes;
 //! guards that say `"guard_failure": "block"` fail closed while down.
 //!
@@ -135,7 +135,7 @@ fn a_crash_loop_stops_after_five_starts() {
         json!({"guard_failure": "block"}),
     );
     let tools = supervised_ext(&t, "tools", json!({"tools": ["echo"]}), json!({}));
-    // Backoffs of 0.1 s doubling to 0.8 s (a tenth of SPEC's), so the loop
+    // Backoffs of 0.1 s doubling to 0.8 s (a tenth of the defaults), so the loop
     // is not waited out; `starts` counts, nothing is timed.
     let backoff = Duration::from_millis(100);
     let mut cmd = Rpc::command(&t, &[a, tools]);
@@ -338,7 +338,7 @@ fn a_fail_closed_guard_that_does_not_answer_in_time_blocks() {
         json!({"guard": true, "guard_silent": true}),
         json!({"guard_failure": "block"}),
     );
-    // The intercept limit (5 s, SPEC 3.8) set to 1 s.
+    // The intercept limit (5 s, docs/PROTOCOL.md#timeouts) set to 1 s.
     let mut cmd = Rpc::command(&t, &[tools, g]);
     let mut rpc = Rpc::spawn(cmd.env("ZOT_INTERCEPT_TIMEOUT", "1"));
     all_ready(&mut rpc, &["tools", "g"]);
@@ -367,7 +367,7 @@ fn in_a_long_backoff(t: &TempDir) -> Rpc {
     // a fifth crash, and then no restart is pending.
     let mut cmd = Rpc::command(t, &[a]);
     cmd.args(["--startup-timeout", "60", "--hello-timeout", "60"]);
-    // Backoffs of 0.25 s doubling (half of SPEC's): the three before the
+    // Backoffs of 0.25 s doubling (half the default): the three before the
     // 4th exit are waited out, the 2 s one after it is the window the
     // test's request must fall into.
     cmd.env("ZOT_RESTART_BACKOFF", "0.25");
@@ -404,7 +404,7 @@ fn a_crash_while_shutdown_waits_for_accepted_requests_is_not_restarted() {
     let a = supervised_ext(&t, "a", json!({}), json!({}));
     let mut rpc = Rpc::start(&t, &[slow, a]);
     all_ready(&mut rpc, &["slow", "a"]);
-    // The shutdown waits for the slow tool (SPEC 3.14); a crash meanwhile
+    // The shutdown waits for the slow tool (docs/PROTOCOL.md#shutdown); a crash meanwhile
     // is not restarted, although the wait is far longer than its backoff.
     rpc.send(json!({"type": "tool_call", "id": "1", "name": "slow"}));
     rpc.send(json!({"type": "shutdown", "id": "2"}));
@@ -496,7 +496,7 @@ fn rpc_with_short_hello(t: &TempDir, exts: &[PathBuf]) -> Rpc {
     Rpc::spawn(&mut cmd)
 }
 
-/// A request waiting for a starting extension (SPEC 3.6) keeps waiting
+/// A request waiting for a starting extension (docs/PROTOCOL.md#readiness) keeps waiting
 /// while that extension, never ready yet, waits for its restart after
 /// missing the hello limit: the restart answers it.
 #[test]

@@ -1,7 +1,9 @@
-//! Tools and lifecycle events (SPEC 3.7-3.9, 3.13, 14.4) against real
-//! extension processes, then upstream's newer tool frames (SPEC
-//! 13.1-13.5) and its structured, deferred and namespaced tools (SPEC
-//! 13.6-13.7); interception is in tests/interception.rs.
+//! Tools and lifecycle events (docs/PROTOCOL.md#tools, docs/PROTOCOL.md#events,
+//! docs/PROTOCOL.md#exits) against real extension processes, then upstream's
+//! newer tool frames (docs/PROTOCOL.md#capabilities, docs/PROTOCOL.md#cancellation,
+//! docs/PROTOCOL.md#calls-from-extensions) and its structured, deferred and
+//! namespaced tools (docs/PROTOCOL.md#structured-and-deferred-tools);
+//! interception is in tests/interception.rs.
 
 // Some tests need the `mcp` or `author` feature; their helpers are unused without it.
 #![cfg_attr(
@@ -141,7 +143,7 @@ fn tool_timeout_and_crash_fail_the_call() {
         "a",
         json!({"register": [tool("hang"), tool("boom")], "tools": {"hang": {"hang": true}, "boom": {"crash": 4}}}),
     );
-    // About the exit itself, not the restart that follows it (SPEC 12).
+    // About the exit itself, not the restart that follows it (docs/PROTOCOL.md#supervision).
     set_manifest_field(&a, "restart", json!("never"));
     let mut cfg = config(&t, &[a]);
     cfg.timeouts.tool = Duration::from_millis(300);
@@ -294,7 +296,8 @@ fn a_subscriber_that_never_reads_slows_nobody() {
 }
 
 // ----------------------------------------------------------------------
-// Upstream's event names with sequence, session_id and cwd (SPEC 14.4); the extension is fixtures/frames/ext.py.
+// Upstream's event names with sequence, session_id and cwd
+// (docs/PROTOCOL.md#events); the extension is fixtures/frames/ext.py.
 
 // ----- 14.4: event names and identifiers ----------------------------
 
@@ -533,9 +536,9 @@ fn zot_mcp_emits_session_end_at_its_end() {
     );
 }
 
-// ===== upstream's newer tool frames (SPEC 13.1-13.5) ================
+// ===== upstream's newer tool frames (docs/PROTOCOL.md#tools) ================
 //
-// Upstream's newer tool frames (SPEC 13.1-13.5): capabilities,
+// Upstream's newer tool frames (docs/PROTOCOL.md#tools): capabilities,
 // cancellation, interactive tools, `call_tool` and the pipeline's
 // `tool_result` / `permission_decision` events, driven through the
 // library with `fixtures/tools/ext.py`, which behaves like an extension
@@ -1407,13 +1410,14 @@ fn ctrl_c_during_call_cancels_the_tool() {
     );
 }
 
-// ===== structured, deferred and namespaced tools (SPEC 13.6-13.7) =====
+// ===== structured, deferred and namespaced tools =======================
 //
-// Upstream's structured, deferred and namespaced tools (SPEC 13.6) and
-// the `tool_prompt` action (SPEC 13.7), through every surface: the
-// library, `zot rpc`, `zot mcp` (raw and with the official Python and
-// TypeScript clients, which validate `structuredContent`), the session,
-// `zot ext check`, and a hosted MCP server written with the Python SDK.
+// Upstream's structured, deferred and namespaced tools
+// (docs/PROTOCOL.md#structured-and-deferred-tools) and the `tool_prompt` action
+// (docs/PROTOCOL.md#commands-and-actions), through every surface: the library,
+// `zot rpc`, `zot mcp` (raw and with the official Python and TypeScript
+// clients, which validate `structuredContent`), the session, `zot ext check`,
+// and a hosted MCP server written with the Python SDK.
 //
 // The extension is fixtures/structured/weather (its docstring lists its
 // tools and commands); it speaks the frames as upstream's Go SDK does.

@@ -1,4 +1,4 @@
-//! Workspace trust (SPEC 15): a project's own `.zot/extensions` start
+//! Workspace trust (docs/PROTOCOL.md#trust): a project's own `.zot/extensions` start
 //! only once trusted, and only while what was trusted is unchanged.
 //! Everything through the real binary (`zot ext`, `zot rpc`, `zot mcp`,
 //! the session) and the library, with real extension processes.

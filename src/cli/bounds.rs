@@ -1,4 +1,4 @@
-//! The bounds of `zot rpc` and `zot mcp` (SPEC 9 "Bounds"), kept
+//! The bounds of `zot rpc` and `zot mcp` (docs/PROTOCOL.md#limits-and-bounds), kept
 //! apart so that a client that reads is never stalled by a full count
 //! of slow requests, and one that does not read costs bounded memory.
 //!

@@ -95,7 +95,7 @@ pub struct HostOpts {
     /// `--no-ext`.
     pub no_ext: bool,
     /// `--trust-project`: the project's extensions start this run
-    /// without recorded trust (SPEC 15.4).
+    /// without recorded trust (docs/PROTOCOL.md#trust).
     pub trust_project: bool,
     /// `--cwd`, made absolute.
     pub cwd: Option<PathBuf>,
@@ -111,7 +111,7 @@ pub struct HostOpts {
     pub provider: Option<String>,
     /// `--model NAME`: sent to extensions in `hello_ack.model`.
     pub model: Option<String>,
-    /// `--session-id ID`: the `session_id` of every event (SPEC 14.4).
+    /// `--session-id ID`: the `session_id` of every event (docs/PROTOCOL.md#events).
     pub session_id: Option<String>,
     /// `--startup-timeout SECS` (else `$ZOT_STARTUP_TIMEOUT`).
     pub startup_timeout: Option<std::time::Duration>,
@@ -119,7 +119,7 @@ pub struct HostOpts {
     /// `Timeouts::hello`; a server started through `npx` or a big SDK
     /// may need more than 10 s on a busy machine.
     pub hello_timeout: Option<std::time::Duration>,
-    /// `--confine` (else `$ZOT_CONFINE=1`): extensions run confined (SPEC 16).
+    /// `--confine` (else `$ZOT_CONFINE=1`): extensions run confined (docs/PROTOCOL.md#confinement).
     pub confine: bool,
     /// `--journal PATH`: the embedder's tool calls are journaled there.
     pub journal: Option<PathBuf>,
@@ -202,7 +202,7 @@ pub fn on_signal(f: impl FnMut() + Send + 'static) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(format!("cannot install the signal handler: {e}")))
 }
 
-/// Signals for `zot rpc` and `zot mcp` (SPEC 7, 9): the first hands
+/// Signals for `zot rpc` and `zot mcp` (docs/PROTOCOL.md#shutdown): the first hands
 /// `graceful` a shutdown (requests already read are answered first), the
 /// second asks `host` to stop now (they are not waited for), a third
 /// exits at once, as only a stdout nobody reads can still hold us up.
@@ -250,8 +250,8 @@ fn seconds(option: &str, value: OsString) -> Result<std::time::Duration, CliErro
 
 /// `2`, `0.5` or `.5` seconds, to the nanosecond (later digits are
 /// dropped). Decimal digits only, read as a JSON number: serde_json's
-/// float parser is in the binary already, core's would add about 13 KB
-/// (`make static`).
+/// float parser is in the binary already, core's would add its own to
+/// the static binary.
 fn decimal_seconds(text: &str) -> Option<std::time::Duration> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
@@ -399,11 +399,12 @@ pub fn confine_wanted(flag: bool) -> Result<bool, CliError> {
 }
 
 /// Starts a host for a surface from the shared options. `surface`
-/// adjusts the config to what that surface can do (SPEC 13.3, 13.4:
+/// adjusts the config to what that surface can do
+/// (docs/PROTOCOL.md#interactive-tools, docs/PROTOCOL.md#calls-from-extensions:
 /// panels, built-in tools). The calling (main) thread runs the loop
 /// (`zot_host::internal::surface::poll_with`) while it waits on its own
-/// channel, which the loop selects on with everything else; the stdin
-/// reader's and the signal handler's calls only wait.
+/// channel, which the loop selects on with everything else; the stdin reader's
+/// and the signal handler's calls only wait.
 pub fn start_host(
     opts: &HostOpts,
     surface: impl FnOnce(&mut zot_host::HostConfig),

@@ -1,4 +1,4 @@
-//! `zot rpc`: the JSON-lines control interface (SPEC section 7).
+//! `zot rpc`: the JSON-lines control interface (docs/PROTOCOL.md#zot-rpc).
 //!
 //! stdin carries requests, stdout responses and events, one JSON object
 //! per line; diagnostics go to stderr. Requests are submitted to the
@@ -8,11 +8,11 @@
 //! requests (and answers the few it can itself). Replies reach the main
 //! thread on one channel, which it waits on while it runs the loop, and
 //! events on the host's; it puts them in the order the host produced
-//! them (SPEC 3.17, see `zot_host::order`) and hands the lines to the
+//! them (docs/PROTOCOL.md#ordering, see `zot_host::order`) and hands the lines to the
 //! thread that writes stdout ([`super::stdout`]), so a client that does
 //! not read never stops the loop.
 //!
-//! Memory stays bounded whoever stops reading (SPEC 9 "Bounds", see
+//! Memory stays bounded whoever stops reading (docs/PROTOCOL.md#limits-and-bounds, see
 //! [`super::bounds`]): answers wait for stdout up to a byte bound (over
 //! it stdin is not read), at most `MAX_IN_FLIGHT` requests are served
 //! at once (beyond it a request waits in a queue bounded in bytes and
@@ -41,7 +41,7 @@ use zot_host::{
 };
 
 /// The tickets of the tool calls in flight, by request id: what
-/// `cancel {target}` cancels (SPEC 13.2). An entry leaves when its
+/// `cancel {target}` cancels (docs/PROTOCOL.md#cancellation). An entry leaves when its
 /// request is answered or a cancel takes it.
 type Tickets = Arc<Mutex<HashMap<String, Ticket>>>;
 
@@ -226,7 +226,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 /// Runs the host loop and writes events and responses to stdout until
 /// the loop ends; the `shutdown` response, if any, goes last. While the
 /// client does not read, events and replies wait where they are (the
-/// host's event budget, the replies' byte bound: SPEC 9) and the loop
+/// host's event budget, the replies' byte bound: docs/PROTOCOL.md#limits-and-bounds) and the loop
 /// runs on. A stdout that cannot be written (the client closed it) stops
 /// the host as EOF would: nobody can read the answers any more.
 fn write_output(
@@ -293,7 +293,7 @@ fn write_output(
 }
 
 /// stdout, with events and replies merged in the order the host loop
-/// produced them (SPEC 3.17).
+/// produced them (docs/PROTOCOL.md#ordering).
 struct Writer<'a> {
     /// Lines for the stdout thread.
     lines: Vec<u8>,
@@ -496,7 +496,7 @@ fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
 }
 
 /// Builds a reply that writes the response line for request `id`, after
-/// the events the host sent before replying (SPEC 3.17).
+/// the events the host sent before replying (docs/PROTOCOL.md#ordering).
 fn reply<T: serde::Serialize + 'static>(
     host: &HostHandle,
     out: &Output,
@@ -522,7 +522,7 @@ fn as_is<T: serde::Serialize>(reply: T) -> Vec<u8> {
 
 /// Serves a request read as `line`: one the host answers takes an
 /// in-flight slot, which its reply frees, or waits for one in order
-/// (SPEC 9 "Bounds").
+/// (docs/PROTOCOL.md#limits-and-bounds).
 fn dispatch(
     host: &HostHandle,
     out: &Output,
@@ -584,7 +584,7 @@ fn build(
 ) -> Result<Option<Request>, String> {
     let request = match kind {
         "ping" => {
-            // Like every request, after startup readiness (SPEC 7).
+            // Like every request, after startup readiness (docs/PROTOCOL.md#readiness).
             host.wait_ready();
             respond(
                 host,
@@ -740,7 +740,7 @@ fn build(
             let name = required(&obj, "event")?;
             let payload = payload(obj)?;
             let event: InterceptEvent = name.parse().map_err(|e: HostError| e.to_string())?;
-            // before_agent_start answers the prompt alone (SPEC 14.3).
+            // before_agent_start answers the prompt alone (docs/PROTOCOL.md#system-prompt).
             let start = event == InterceptEvent::BeforeAgentStart;
             Request::Intercept {
                 request: InterceptRequest { event, payload },

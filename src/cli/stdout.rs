@@ -2,8 +2,8 @@
 //! the session): a thread of its own writes it, so a client that stops
 //! reading blocks that thread, never the loop. The main thread hands
 //! lines over and stops taking host events while more than [`ROOM`]
-//! bytes wait (the host then drops notes beyond its event budget, SPEC
-//! 9 "Bounds"); the writer calls `wake` when there is room again, and
+//! bytes wait (the host then drops notes beyond its event budget,
+//! docs/PROTOCOL.md#limits-and-bounds); the writer calls `wake` when there is room again, and
 //! when stdout turns out to be closed. The first write error is kept
 //! ([`Stdout::take_error`]): a departed reader (EPIPE) is a quiet end,
 //! anything else (a full disk) is for the surface to report.

@@ -7,7 +7,7 @@
 //! way, so no file, file descriptor, signal, spawn, reply callback or
 //! channel send is the engine's. The driver carries the actions out in the order
 //! they were decided: a reply comes after the events decided before it
-//! (SPEC 3.17), and an exit's process is reaped before its requests fail.
+//! (docs/PROTOCOL.md#ordering), and an exit's process is reaped before its requests fail.
 
 use crate::ext::discovery::Found;
 use crate::ext::manifest::Manifest;
@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 /// What the engine decided that touches a process, in the order decided.
 pub(super) enum Action {
-    /// Find the extensions (SPEC 3.1, 4), open their logs and say the
+    /// Find the extensions (docs/PROTOCOL.md#discovery), open their logs and say the
     /// trust notices; the list goes back to
     /// [`super::Engine::discovered`].
     Discover,
@@ -76,7 +76,7 @@ pub(super) struct Launch {
     pub(super) log: ExtLog,
     /// How its stdout is handed over.
     pub(super) reading: Reading,
-    /// Confined (SPEC 16), `$CWD` being this directory.
+    /// Confined (docs/PROTOCOL.md#confinement), `$CWD` being this directory.
     pub(super) confine_in: Option<PathBuf>,
     /// A project extension of this project directory: trust is checked
     /// before it starts (`trust::check_start`).
@@ -124,7 +124,7 @@ pub(super) struct Confined {
 
 /// Bytes waiting in a process's writer queue: the one thing the engine
 /// reads that the process layer updates (its writer thread, as the pipe
-/// takes them); it bounds the events queued to a slow reader (SPEC 3.17).
+/// takes them); it bounds the events queued to a slow reader (docs/PROTOCOL.md#ordering).
 #[derive(Clone, Default)]
 pub(crate) struct Backlog(pub(crate) Arc<AtomicUsize>);
 

@@ -88,7 +88,7 @@ pub(crate) struct Driver {
     /// Each confined extension's permissions, resolved at its first start.
     confiner: Confiner,
     /// Starts extension processes. Last, so it is dropped after every
-    /// process it started (its threads' end would kill them, SPEC 3.14).
+    /// process it started (its threads' end would kill them, docs/PROTOCOL.md#shutdown).
     spawner: Spawner,
 }
 
@@ -401,7 +401,7 @@ impl Driver {
         false
     }
 
-    /// Finds the extensions to start (SPEC 3.1, 4) and opens their logs.
+    /// Finds the extensions to start (docs/PROTOCOL.md#discovery) and opens their logs.
     /// The trust notices go to stderr once, and after a reload again only
     /// when they changed; a shadowed copy is noted in the log of the
     /// extension that shadows it and not handed over.

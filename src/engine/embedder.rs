@@ -1,5 +1,5 @@
 //! Events on their way to the embedder ([`crate::Host::events`]), their
-//! waiting bytes bounded (SPEC 3.17): lifecycle events always
+//! waiting bytes bounded (docs/PROTOCOL.md#ordering): lifecycle events always
 //! go through; notes and panel updates are dropped beyond the budget and
 //! counted in the next event that gets through. Each event let through
 //! is an [`Action::Event`]: the driver sends it, in order with replies.

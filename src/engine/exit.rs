@@ -1,4 +1,4 @@
-//! How the loop finds out that a running extension is gone (SPEC 3.13):
+//! How the loop finds out that a running extension is gone (docs/PROTOCOL.md#exits):
 //! one sub-state of its phase, [`ExitWatch`]. An exit shows as the end
 //! of its stdout, as a failed write to its stdin, or to a poll of the
 //! process; each has its own deadline here. The graces are
@@ -156,7 +156,7 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// The default graces (SPEC 3.8), as the tests below spell them.
+    /// The default graces (docs/PROTOCOL.md#timeouts), as the tests below spell them.
     fn t() -> Timeouts {
         Timeouts::default()
     }

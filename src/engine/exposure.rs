@@ -1,4 +1,5 @@
-//! Deferred tools (SPEC 13.6): a `tool_result`'s `activate_tools`.
+//! Deferred tools (docs/PROTOCOL.md#structured-and-deferred-tools): a
+//! `tool_result`'s `activate_tools`.
 
 use super::Engine;
 use crate::types::{Exposure, HostEvent};
@@ -6,7 +7,7 @@ use crate::types::{Exposure, HostEvent};
 impl Engine {
     /// A `tool_result` of extension `idx` names tools in `activate_tools`:
     /// its own deferred tools that are not active yet become active; any
-    /// other name is ignored and logged (SPEC 13.6).
+    /// other name is ignored and logged (docs/PROTOCOL.md#structured-and-deferred-tools).
     pub(super) fn activate_tools(&mut self, idx: usize, names: Vec<String>) {
         if names.is_empty() {
             return;

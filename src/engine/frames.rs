@@ -95,7 +95,7 @@ impl Engine {
             }
             Stage::Ready | Stage::Stopping { hello: true, .. } => {}
         }
-        // `submit` counts from `ready` on (SPEC 14.2).
+        // `submit` counts from `ready` on (docs/PROTOCOL.md#submits).
         let ready = !matches!(ext.stage(), Some(Stage::Registering { .. }));
         let kind = frame.kind();
         match frame {
@@ -260,7 +260,7 @@ impl Engine {
         now: Instant,
     ) {
         let ext = &mut self.exts[idx];
-        // Exact names only; the others are ignored (SPEC 13.1).
+        // Exact names only; the others are ignored (docs/PROTOCOL.md#capabilities).
         ext.tool_cancel = capabilities.iter().any(|c| c == "tool_cancel");
         ext.call_tool = capabilities.iter().any(|c| c == "call_tool");
         if name != ext.name {
@@ -331,7 +331,8 @@ impl Engine {
                 "{kind} {shown} is shadowed by the built-in {kind}"
             ));
         }
-        // Command names differ only in case: the first spelling stays (SPEC 14.5).
+        // Command names differ only in case: the first spelling stays
+        // (docs/PROTOCOL.md#names-and-precedence).
         if let Some(first) = (self.commands.spelling_of(name, idx)).filter(|s| !tool && *s != name)
         {
             return ext.log.line(&format!(
@@ -433,7 +434,7 @@ impl Engine {
             ));
         }
         if !unknown.is_empty() {
-            // Kept: an embedder may emit any name (SPEC 14.4).
+            // Kept: an embedder may emit any name (docs/PROTOCOL.md#events).
             ext.log.line(&format!(
                 "subscribe: {} not among the known events ({}); only an embedder emits it",
                 unknown.join(", "),

@@ -1,4 +1,4 @@
-//! Tool pipeline runs (SPEC 3.11, 13): each tool call, the embedder's or
+//! Tool pipeline runs (docs/PROTOCOL.md#tool-pipeline): each tool call, the embedder's or
 //! an extension's `call_tool`, is one job from its `tool_call` event to
 //! its result. A job knows where it is (guards, running, with the
 //! embedder), so it can be cancelled from anywhere: by its ticket, by
@@ -159,7 +159,7 @@ pub(super) struct CallTool {
     pub(super) parent_id: Option<String>,
 }
 
-/// What `tool_result` events say about how a call ended (SPEC 13.5).
+/// What `tool_result` events say about how a call ended (docs/PROTOCOL.md#tool-pipeline).
 fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
     match result {
         Ok(o) if o.blocked() => "blocked",
@@ -183,7 +183,7 @@ fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content>, bool) {
     }
 }
 
-/// Marks what a `call_tool` of extension `origin` started (SPEC 13.4).
+/// Marks what a `call_tool` of extension `origin` started (docs/PROTOCOL.md#calls-from-extensions).
 fn set_origin(payload: &mut EventPayload, origin: Option<String>) {
     if let Some(name) = origin {
         payload.extra.insert("origin_extension".into(), name.into());
@@ -264,7 +264,7 @@ impl Engine {
         if let Some(j) = self.jobs.get_mut(job) {
             j.at = At::Guards(self.next_chain);
         }
-        // One pipeline for every surface (SPEC 3.11, 7): a built-in tool
+        // One pipeline for every surface (docs/PROTOCOL.md#tool-pipeline): a built-in tool
         // gets the same event and guards; the embedder then runs it.
         self.start_chain("tool_call", payload, super::Then::RunTool { job }, now);
     }
@@ -272,7 +272,7 @@ impl Engine {
     /// [`Engine::run_pipeline`] when no extension guards `tool_call`: the
     /// chain would allow at once, the args as they are. The event is
     /// built only for its subscribers (a call usually has none); its
-    /// sequence number is taken all the same (SPEC 14.4).
+    /// sequence number is taken all the same (docs/PROTOCOL.md#events).
     fn unguarded(&mut self, job: u64, now: Instant) {
         let subscribed = self.subscribed("tool_call");
         let Some(j) = self.jobs.runs.get_mut(&job) else {
@@ -415,7 +415,7 @@ impl Engine {
             return;
         };
         // Only the embedder's calls wait for the user: `call_tool` keeps
-        // its deadline (SPEC 13.3).
+        // its deadline (docs/PROTOCOL.md#interactive-tools).
         let interactive = owner.info.interactive && matches!(j.origin, Origin::Embedder(_));
         let limit = match interactive {
             true => Duration::MAX,
@@ -546,7 +546,7 @@ impl Engine {
     }
 
     /// Tells extension `ext` that its `tool_call` `id` is abandoned, if
-    /// it asked to be told (SPEC 13.2); its late answer is dropped.
+    /// it asked to be told (docs/PROTOCOL.md#cancellation); its late answer is dropped.
     pub(super) fn tool_cancel(&mut self, ext: usize, id: &str, why: &str, now: Instant) {
         let e = &mut self.exts[ext];
         let sent = e.tool_cancel && e.serving() && e.send(&HostFrame::ToolCancel { id }, now);
@@ -611,7 +611,7 @@ impl Engine {
     }
 
     /// A shutdown or reload ends the calls that would wait for it: the
-    /// interactive ones and those the embedder runs (SPEC 13.3).
+    /// interactive ones and those the embedder runs (docs/PROTOCOL.md#interactive-tools).
     pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
         let open = |j: &Job| {
             matches!(
@@ -658,7 +658,7 @@ impl Engine {
         true
     }
 
-    /// An extension's `call_tool` (SPEC 13.4): refused with an error
+    /// An extension's `call_tool` (docs/PROTOCOL.md#calls-from-extensions): refused with an error
     /// result that says why, or run through the pipeline.
     pub(super) fn call_tool_frame(&mut self, idx: usize, call: CallTool, now: Instant) {
         let ext = &self.exts[idx];

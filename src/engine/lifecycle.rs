@@ -1,5 +1,6 @@
 //! The moves between an extension's phases: start, hello, ready,
-//! failure, exit and stop (SPEC 3.5, 3.6, 3.13-3.15).
+//! failure, exit and stop (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#readiness,
+//! docs/PROTOCOL.md#exits, docs/PROTOCOL.md#shutdown).
 
 use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe, Starting};
 use super::pending::Owed;
@@ -339,7 +340,7 @@ impl Engine {
 
     /// Its process exited: reaped with its group; its requests fail at
     /// once, the interceptions it owes are settled as unavailable, its
-    /// names leave the registries (SPEC 3.13); a crash is supervised.
+    /// names leave the registries (docs/PROTOCOL.md#exits); a crash is supervised.
     pub(super) fn exited(&mut self, idx: usize, status: ExitStatus, now: Instant) {
         let mut desc = describe_status(status);
         // Frames its reader still has queued are dropped from now on: a
@@ -365,7 +366,7 @@ impl Engine {
                 "dropped {events} events in total: its queue was full"
             ));
         }
-        // How this run ended, when that was a crash (SPEC 12): a failed
+        // How this run ended, when that was a crash (docs/PROTOCOL.md#supervision): a failed
         // start, a non-zero status or a signal the host did not send.
         let failed = !status.success();
         let crash = match stage {
@@ -467,7 +468,7 @@ impl Engine {
             };
             let term_at = match run.stage {
                 // Without hello it has nothing to finish, and its hello
-                // deadline may be far: stopped at once (SPEC 3.14).
+                // deadline may be far: stopped at once (docs/PROTOCOL.md#shutdown).
                 Stage::AwaitingHello { .. } => now,
                 _ => later(now, self.cfg.timeouts.shutdown_grace),
             };

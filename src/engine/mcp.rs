@@ -1,4 +1,4 @@
-//! MCP servers (SPEC 11): the loop drives each one's client. It hands
+//! MCP servers (docs/PROTOCOL.md#mcp-servers): the loop drives each one's client. It hands
 //! the client the server's lines as it read them, the host's
 //! frames as values (`Ext::send`) and the time (its deadlines are the
 //! loop's); what the client makes is acted on here, on the loop thread.

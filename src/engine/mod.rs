@@ -1,24 +1,39 @@
-//! The host loop: one thread that owns every extension, pending request
-//! and deadline, and waits for the extensions' frames and the
-//! embedder's requests (SPEC 3). The other files add one concern each.
+//! The engine: the host's whole state, and every decision about it.
 //!
-//! # How the host works
+//! State in, actions out. The engine does no I/O and reads no clock:
+//! each input comes with the time (`now`), and each decision is queued
+//! as an [`Action`] (`action.rs`) for the driver to carry out, in the
+//! order decided: write these lines to an extension, start this batch,
+//! close a stdin, signal a group, reap, call a reply, send a host event.
+//! So the rules are tested with made-up times, manifests found in memory
+//! and no processes (`rules.rs`, and the tests in `state.rs`, `exit.rs`,
+//! `supervise.rs`). Two things stay injected: each extension's log
+//! ([`ExtLog`], which the engine writes its `[zot]` lines to) and the
+//! bytes its writer has not written yet (`Backlog`, which bounds the
+//! events queued to a subscriber that stops reading).
 //!
 //! ```text
-//!  embedder / zot rpc / session
-//!         │  Request (+ reply callback)          HostEvent (notes, panels, exits)
-//!         ▼                                               ▲
-//!   ┌─ the thread that runs the loop: one Select, ────────┴──┐
-//!   │  timeout = the engine's next deadline                  │
-//!   │ registries · pending requests · interception chains    │
-//!   └──┬───────────────────────────────▲─────────────────────┘
-//!      │ outbox channel (counted)      │ bounded channel: frames, Eof, WriteFailed
-//!   writer thread ──► stdin   stdout ──► reader thread (parses)     (per extension)
-//!                      extension process (own process group)
-//!                      stderr ──► stderr thread ──► $ZOT_HOME/logs/ext-<name>.log
+//!  embedder / zot rpc / zot mcp / session
+//!         │ Request (+ reply)                    HostEvent ▲
+//!         ▼                                                │
+//!   driver.rs: one crossbeam Select, timeout = the next deadline
+//!         │ inputs (with the time)       actions (in order)│
+//!         ▼                                                │
+//!   Engine: registries · pending requests · chains · jobs ─┘
+//!
+//!   per extension (process.rs): reader thread (stdout -> frames),
+//!   writer thread (lines -> stdin), stderr thread (-> its log)
 //! ```
 //!
-//! The code has the same shape, and its imports run one way:
+//! The inputs: a request (`Engine::request`), what an extension's reader
+//! sent (`Engine::inbound`: a frame, the end of its stdout, a failed
+//! write), the extensions a discovery found (`Engine::discovered`), the
+//! results of a batch of starts (`Engine::spawned`) and the pass after
+//! each turn (`Engine::settle`). `driver.rs` owns the one wait and the
+//! world: the processes (in a table indexed like the engine's
+//! extensions), the channels, the file system (discovery, trust, logs,
+//! `$PATH`, confinement). Whichever thread waits for an answer may run a
+//! turn, so the loop needs no thread of its own.
 //!
 //! - `src/host.rs` is the facade: `Host` runs the loop on its callers'
 //!   threads (inline), on the CLI surface's main thread (owned) or on a
@@ -147,98 +162,22 @@
 //!   The session and `zot rpc` put replies and host events back in the
 //!   host's order (SPEC 3.17) through one module, `src/cli/ordered.rs`.
 //!
-//! - **Discovery and precedence.** `-e/--ext PATH` in the order given, then
-//!   `./.zot/extensions/*` sorted by directory name, then
-//!   `$ZOT_HOME/extensions/*` sorted. The first manifest with a name claims
-//!   it; later copies are not started (logged in that extension's log).
-//!   A disabled winning copy disables the name. `--no-ext` skips the two
-//!   directories. Hidden directories (`.name`) are skipped. Project
-//!   extensions start only once trusted (README: Security model).
-//! - **`$ZOT_HOME`**: `$ZOT_HOME`, else `$XDG_STATE_HOME/zot` (any platform), else
-//!   `~/.local/state/zot` (Linux), `~/Library/Application Support/zot` (macOS).
-//! - **Processes.** `exec` absolute as-is, containing `/` relative to the
-//!   manifest, bare names from `$PATH`; no shell. The child runs in its
-//!   extension directory as the leader of its own process group. Its stderr
-//!   and the host's `[zot] <UTC timestamp>` diagnostics go to
-//!   `$ZOT_HOME/logs/ext-<name>.log` (rotated to `.log.1` at 8 MiB, when
-//!   the extension starts and while it runs).
-//! - **Handshake.** The first frame must be `hello` with a non-empty name,
-//!   within 10 s; otherwise the extension is marked failed (`no hello within
-//!   10 s`, `exited before hello (exit code N)`, `closed its stdout before
-//!   hello`, ``first frame was `x`, expected `hello` ``), its process group
-//!   killed, and the rest of the host goes on. Lines that are not JSON are logged and skipped even
-//!   before `hello`. `hello_ack` is sent at once and carries
-//!   `protocol_version`, `zot_version`, `provider`, `model`, `cwd`,
-//!   `extension_dir` and `data_dir`.
-//! - **Ready.** On the `ready` frame, or 250 ms after the last frame when an
-//!   extension never sends one (logged), or when it exits. Startup waits
-//!   for all, at most 3 s (`--startup-timeout SECS` or `ZOT_STARTUP_TIMEOUT`
-//!   on `zot`, `zot rpc` and `zot mcp`); late extensions keep loading and
-//!   announce themselves with a `registered` event. Every request that
-//!   arrives during startup or a reload (`list` included) is held in order
-//!   and runs once it is done. A command or tool name that is unknown while
-//!   some extension is still starting (no `hello` yet, or registering) waits
-//!   until none is (at most the hello timeout) and is then looked up again,
-//!   so `printf '/cmd\n' | zot -e slow-npx-ext` works however long `npx`
-//!   takes to say hello. Such a request also waits while an extension that
-//!   was never ready is restarted after missing its hello limit (each
-//!   restart gives it its hello limit again); an error that does come says
-//!   why (`extension scratchpad failed: no hello within 10 s`). A reload
-//!   stops extensions as a shutdown does: requests already accepted finish
-//!   first (later ones are held for after it), and an extension that has
-//!   not said `hello` has nothing to finish: it is stopped at once
-//!   (SIGTERM), on reload and shutdown alike, not at its hello deadline.
-//! - **Bad input never ends a stream.** Invalid JSON, a missing or unknown
-//!   `type`, a wrong-typed field that the frame's type uses (other fields
-//!   are ignored), lines over 16 MiB, responses with unknown
-//!   or already-answered ids: each is dropped with one line in the
-//!   extension's log naming the reason.
-//! - **Registries.** A command or tool belongs to its highest-precedence
-//!   registrant whatever the arrival order; built-in names always win
-//!   (host commands; tools `read write edit bash skill`). Shadowing is
-//!   logged in the shadowed extension's log. Names must be non-empty and
-//!   without whitespace; a tool `schema`, when present, must be an object.
-//! - **Exits.** An extension that exits is reaped (noticed at stdout EOF,
-//!   or by a liveness check every 100 ms while answers are awaited and
-//!   every second otherwise, for when a grandchild keeps stdout open). Frames
-//!   it wrote before it exited are delivered first: an exit found by that
-//!   check waits for the stdout EOF. While something (a child) can still
-//!   write to that stdout (its reader has not met the EOF), the wait ends
-//!   after 250 ms of silence or 2 s in all, so a child that keeps writing
-//!   does not hold the exit off. Then every request pending on
-//!   it fails at once with `extension <name> exited (exit code N)` (or
-//!   `signal N`), its guards count as allow (or block, for a guard that
-//!   fails closed), its names leave the registries,
-//!   anything left in its process group is killed, and the embedder gets
-//!   `extension_exited`. A crash is then followed by a restart (see
-//!   Supervision).
-//! - **Timeouts** (all in `zot_host::Timeouts`): command 30 s, tool 60 s,
-//!   each intercept 5 s (SPEC 8; timeout = allow), hello 10 s, startup 3 s,
-//!   shutdown grace 2 s, then SIGTERM to the process group, SIGKILL 1 s later;
-//!   and the graces of an exit (see Exits, a mute and a deaf extension):
-//!   `eof_before_hello` 100 ms, `eof_after_hello` 2 s, `exit_silence`
-//!   250 ms, `exit_drain` 2 s, `stdin_closed` 2 s. The CLI sets all five
-//!   from `$ZOT_EXIT_GRACE` (seconds), so exit tests need not wait them out,
-//!   `restart_backoff` (500 ms) from `$ZOT_RESTART_BACKOFF`, and an MCP
-//!   server's `server/discover` limit `mcp_probe` (3 s) from
-//!   `$ZOT_MCP_PROBE_TIMEOUT`, the guards' answer limit for an
-//!   intercepted event (SPEC 3.8) from `$ZOT_INTERCEPT_TIMEOUT`, and both
-//!   graces of a stop (`shutdown_grace`, `term_grace`) from
-//!   `$ZOT_SHUTDOWN_GRACE`.
-//! - **Shutdown** (`Host::shutdown`, rpc `shutdown` or EOF, the session's
-//!   end, Ctrl-C/SIGTERM): requests already accepted finish first, each
-//!   within its own timeout (an extension built on upstream's SDKs exits on
-//!   `shutdown` without waiting for its handlers, so stopping it earlier
-//!   would lose their answers); requests after that are refused with
-//!   `the extension host is shutting down`; a second Ctrl-C
-//!   (`Request::ShutdownNow`) skips the wait and fails them at once. Then
-//!   every extension is sent `shutdown` in parallel, after every event
-//!   already queued to it; stdin closes after its `shutdown_ack` or exit;
-//!   holdouts get SIGTERM then SIGKILL to the whole process group. Every
-//!   child is reaped and nothing of its group survives: about 3 s worst
-//!   case after the last request, however many extensions there are. (A
-//!   grandchild that leaves the group with `setsid` escapes this; run under
-//!   a sandbox if that matters.)
+//! - `mod.rs`: the [`Engine`] and each extension's [`Phase`] (awaiting
+//!   `hello`, registering, ready, killed, stopping; or gone), each phase
+//!   holding its own deadline; `state.rs`: the host's own [`HostState`]
+//!   (starting, running, reloading, draining, stopping, done), moved on
+//!   by `Engine::advance`; `time.rs`: the next deadline.
+//! - `lifecycle.rs`: starts, readiness, exits, stopping; `exit.rs`: how
+//!   an exit is found and its last frames drained; `supervise.rs`:
+//!   restarts after a crash.
+//! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
+//!   asks, and the interception chain; `pending.rs`: every request sent
+//!   to an extension and not answered yet, one table; `jobs.rs`: tool
+//!   calls from their `tool_call` event to their result, cancellable;
+//!   `exposure.rs`: deferred tools; `oversize.rs`: answers over the
+//!   frame limit; `journaled.rs`: the journal's steps.
+//! - `mcp.rs`: driving the client of each MCP server; `embedder.rs`: the
+//!   bounded queue of events for the embedder.
 //!
 //! ## Tools, events and interception
 //!
@@ -598,7 +537,8 @@ use supervise::Supervision;
 /// `zot ext check`.
 pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
 
-/// Where an extension is in its life (SPEC 3.5, 3.13-3.15, 12). Each
+/// Where an extension is in its life (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#exits,
+/// docs/PROTOCOL.md#supervision). Each
 /// phase owns its deadline; only a running one has a process.
 enum Phase {
     /// The driver is starting its process (within the turn that asked),
@@ -620,7 +560,7 @@ struct Run {
     stdin_open: bool,
     /// Bytes its writer thread has not written yet.
     backlog: action::Backlog,
-    /// For an MCP server (SPEC 11): its client, which every frame to it
+    /// For an MCP server (docs/PROTOCOL.md#mcp-servers): its client, which every frame to it
     /// and every line from it goes through.
     mcp: Option<Box<McpClient>>,
     /// The deadlines that find its exit.
@@ -652,9 +592,9 @@ enum Stage {
 
 enum End {
     Disabled,
-    /// Skills and a theme only (SPEC 14.6): nothing to start.
+    /// Skills and a theme only (docs/PROTOCOL.md#bundles): nothing to start.
     Bundle,
-    /// A project extension not trusted (SPEC 15): why, and how to trust it.
+    /// A project extension not trusted (docs/PROTOCOL.md#trust): why, and how to trust it.
     Untrusted(String),
     Failed(String),
     Exited(String),
@@ -699,7 +639,7 @@ struct Ext {
     ready_via: Option<ReadyVia>,
     /// Names it registered that a built-in owns, each once: `(kind, name)`.
     lost_to_builtin: Vec<(NameKind, String)>,
-    /// Its hello listed `tool_cancel` / `call_tool` (SPEC 13.1).
+    /// Its hello listed `tool_cancel` / `call_tool` (docs/PROTOCOL.md#capabilities).
     tool_cancel: bool,
     call_tool: bool,
 }
@@ -921,7 +861,7 @@ struct Engine {
     cwd: String,
     /// `session_id` of every event: the embedder's, else made at start.
     session_id: String,
-    /// Events emitted so far, over the host's life (SPEC 14.4).
+    /// Events emitted so far, over the host's life (docs/PROTOCOL.md#events).
     sequence: u64,
     /// `before_agent_start` passes so far: each has its `agent_run_id`.
     agent_runs: u64,
@@ -1071,12 +1011,13 @@ impl Engine {
         self.events.send(event, &mut self.actions);
     }
 
-    /// The one place where the host's state moves on by itself (SPEC 3.6,
-    /// 3.14, 3.15), not at an input: held requests run once the startup
-    /// ended, parked ones once their names may have come, a stop begins
-    /// once nothing accepted is left, and ends once every extension is
-    /// gone. Only from [`Engine::settle`]: a reload replaces `exts`,
-    /// indexes and all. True when it moved (ask again).
+    /// The one place where the host's state moves on by itself
+    /// (docs/PROTOCOL.md#readiness, docs/PROTOCOL.md#shutdown,
+    /// docs/PROTOCOL.md#reload), not at an input: held requests run once the
+    /// startup ended, parked ones once their names may have come, a stop begins
+    /// once nothing accepted is left, and ends once every extension is gone.
+    /// Only from [`Engine::settle`]: a reload replaces `exts`, indexes and all.
+    /// True when it moved (ask again).
     fn advance(&mut self, now: Instant) -> bool {
         let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
         let running = self.exts.iter().any(|e| e.run().is_some());

@@ -1,4 +1,4 @@
-//! An answer too long to read (over the 16 MiB frame limit of SPEC 2):
+//! An answer too long to read (over the 16 MiB frame limit of docs/PROTOCOL.md#wire-format):
 //! its request fails at once, saying so, instead of at its timeout.
 
 use super::pending::Waiter;

@@ -1,5 +1,5 @@
 //! Requests from the embedder: commands, tools, events, panels, and
-//! the interception chain (SPEC 3.9-3.12). Each exchange with an
+//! the interception chain (docs/PROTOCOL.md#interception). Each exchange with an
 //! extension is here whole: the request frame, its answer, its timeout.
 
 use super::jobs::Origin;
@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 /// Whether a command or tool with an unknown name may wait for an
-/// extension still starting to register it (SPEC 3.6).
+/// extension still starting to register it (docs/PROTOCOL.md#readiness).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Lookup {
     /// It may wait (parked), at most the hello timeout.
@@ -51,7 +51,7 @@ impl Engine {
         let stop = matches!(req, Request::Shutdown { .. } | Request::Reload { .. });
         if let Some(held) = self.state.held_mut() {
             held.push(req);
-            // A held stop still cancels pending restarts at once (SPEC 12).
+            // A held stop still cancels pending restarts at once (docs/PROTOCOL.md#supervision).
             if stop {
                 self.cancel_restarts();
             }
@@ -69,7 +69,7 @@ impl Engine {
 
     /// Runs a request. With [`Lookup::MayWait`], a command or tool whose
     /// name is unknown while an extension is still starting waits for it
-    /// (SPEC 3.6), at most the hello timeout.
+    /// (docs/PROTOCOL.md#readiness), at most the hello timeout.
     pub(super) fn execute(&mut self, req: Request, lookup: Lookup, now: Instant) {
         // The name first: only a command or tool call can wait, and an
         // event (most requests) is not one, while names_may_come walks
@@ -193,7 +193,7 @@ impl Engine {
                 self.end_open_ended(&HostError::Reloaded, now);
             }
             // Accepted requests finish first (advance); restarts are
-            // cancelled at once (SPEC 12).
+            // cancelled at once (docs/PROTOCOL.md#supervision).
             Request::Shutdown { reply } => {
                 self.cancel_restarts();
                 let parked = self.state.parked_mut().map(std::mem::take);
@@ -208,7 +208,7 @@ impl Engine {
     }
 
     /// A `before_agent_start` request carries the prompt (empty when the
-    /// embedder gave none) and the run's identity (SPEC 14.3); the
+    /// embedder gave none) and the run's identity (docs/PROTOCOL.md#system-prompt); the
     /// embedder's own values win.
     fn agent_start_fields(&mut self, payload: &mut EventPayload) {
         payload.system_prompt.get_or_insert_with(String::new);
@@ -253,7 +253,8 @@ impl Engine {
     }
 
     /// Some extension may still register names: it is starting, or it
-    /// has never been ready and a restart may follow (SPEC 3.6, 12).
+    /// has never been ready and a restart may follow
+    /// (docs/PROTOCOL.md#readiness, docs/PROTOCOL.md#supervision).
     fn names_may_come(&self) -> bool {
         (self.exts.iter()).any(|e| e.loading() || e.restarting_before_ready())
     }
@@ -355,7 +356,8 @@ impl Engine {
         if self.host_command(&name) {
             return self.answer(reply, Err(HostError::HostCommand(name)));
         }
-        // Case-insensitive; the extension gets its own spelling (SPEC 14.5).
+        // Case-insensitive; the extension gets its own spelling
+        // (docs/PROTOCOL.md#names-and-precedence).
         let Some((idx, name)) = (self.commands.owner(&name)).map(|c| (c.rank, c.name.clone()))
         else {
             return self.answer(reply, Err(HostError::UnknownCommand(name)));
@@ -731,7 +733,7 @@ impl Engine {
         for id in state.ids.iter().flatten() {
             self.pending.cancel(id);
         }
-        // Before the reply, so the embedder hears why first (SPEC 3.17).
+        // Before the reply, so the embedder hears why first (docs/PROTOCOL.md#ordering).
         for message in &outcome.warnings {
             let (level, message) = (Level::Warn, message.clone());
             self.event(crate::types::HostEvent::HostNote { level, message });

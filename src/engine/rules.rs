@@ -1,7 +1,8 @@
 //! The lifecycle rules with a made-up clock and no processes: a real
 //! startup of manifests the test finds and starts itself, frames
 //! fed as an extension's reader would hand them over, and the actions
-//! the engine decides asserted (SPEC 3.5, 3.8, 3.12, 3.14, 12, 13).
+//! the engine decides asserted (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#exits,
+//! docs/PROTOCOL.md#shutdown, docs/PROTOCOL.md#supervision).
 
 use super::action::{Action, Attached, Backlog, Discovered, Probe};
 use super::Engine;

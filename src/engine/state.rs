@@ -1,12 +1,13 @@
-//! The host's own state (SPEC 3.6, 3.14, 3.15): one enum, each state
-//! holding exactly its data. The questions the rest of the engine asks
-//! of it (may a request run now? is a stop asked?) are answered here.
+//! The host's own state (docs/PROTOCOL.md#readiness, docs/PROTOCOL.md#shutdown,
+//! docs/PROTOCOL.md#reload): one enum, each state holding exactly its data. The
+//! questions the rest of the engine asks of it (may a request run now? is a
+//! stop asked?) are answered here.
 
 use crate::types::{ReloadReport, Reply, Request};
 use std::time::Instant;
 
 /// A command or tool whose name was unknown while an extension was still
-/// starting: looked up again once none is, or at its deadline (SPEC 3.6).
+/// starting: looked up again once none is, or at its deadline (docs/PROTOCOL.md#readiness).
 pub(super) type Parked = Vec<(Instant, Request)>;
 
 pub(super) enum HostState {
@@ -96,7 +97,7 @@ impl HostState {
     }
 
     /// A shutdown or reload was asked for, also one still held behind a
-    /// startup: a crash now is not restarted (SPEC 12).
+    /// startup: a crash now is not restarted (docs/PROTOCOL.md#supervision).
     pub(super) fn stop_asked(&self) -> bool {
         let stop = |r: &Request| matches!(r, Request::Shutdown { .. } | Request::Reload { .. });
         match self {
@@ -358,7 +359,7 @@ mod tests {
         e.exts[0].phase = Phase::gone(End::Exited("exit code 1".into()));
         started(&mut e, t0);
         e.crashed(0, "exit code 1", t0);
-        // The loop sleeps until the restart, 500 ms away (SPEC 12).
+        // The loop sleeps until the restart, 500 ms away (docs/PROTOCOL.md#supervision).
         assert_eq!(e.next_deadline(), Some(t0 + S / 2));
         e.state = HostState::Starting(Startup {
             deadline: t0 + 3 * S,

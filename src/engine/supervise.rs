@@ -1,4 +1,4 @@
-//! Supervision (SPEC 12): crashed extensions restart after a backoff, up
+//! Supervision (docs/PROTOCOL.md#supervision): crashed extensions restart after a backoff, up
 //! to a limit; a guard that cannot answer blocks when its manifest says
 //! `"guard_failure": "block"`. A pending restart is a gone phase's deadline.
 
@@ -63,7 +63,7 @@ impl Ext {
 
     /// Never ready yet, and a restart may follow: it is being killed
     /// (its exit decides), or its restart is pending. Requests for names
-    /// it may register wait for it (SPEC 3.6).
+    /// it may register wait for it (docs/PROTOCOL.md#readiness).
     pub(super) fn restarting_before_ready(&self) -> bool {
         !self.supervision.ready_once
             && match &self.phase {
@@ -157,7 +157,8 @@ impl Ext {
 }
 
 impl Engine {
-    /// After a crash (SPEC 12) that ended with `status`: schedules a restart, or gives up.
+    /// After a crash (docs/PROTOCOL.md#supervision) that ended with `status`:
+    /// schedules a restart, or gives up.
     pub(super) fn crashed(&mut self, idx: usize, status: &str, now: Instant) {
         let base = self.cfg.timeouts.restart_backoff;
         let stopping = self.state.stop_asked();
@@ -237,7 +238,7 @@ impl Engine {
             return self.fail(idx, e, now);
         }
         // Requests waiting for its names wait for this start too, within
-        // its hello limit (SPEC 3.6).
+        // its hello limit (docs/PROTOCOL.md#readiness).
         if !self.exts[idx].supervision.ready_once {
             let until = later(now, self.cfg.timeouts.hello);
             for (deadline, _) in self.state.parked_mut().into_iter().flatten() {

@@ -1,4 +1,4 @@
-//! What an extension ships besides a process (SPEC 14.6): skill files
+//! What an extension ships besides a process (docs/PROTOCOL.md#bundles): skill files
 //! named by its manifest's `skills`, and a theme (`theme.json` or
 //! `themes/theme.json`). A manifest without `exec` that ships either is a
 //! bundle: valid, listed, never started.

@@ -1,5 +1,5 @@
-//! Where extensions live (SPEC section 4) and which of them run, in
-//! precedence order (SPEC 3.1).
+//! Where extensions live (docs/PROTOCOL.md#discovery) and which of them run, in
+//! precedence order (docs/PROTOCOL.md#discovery).
 
 use crate::ext::manifest::{Manifest, ManifestError, MANIFEST_FILE};
 use crate::ext::trust::{Record, Untrusted};
@@ -34,8 +34,8 @@ pub enum Status {
     },
     /// The manifest is unusable.
     Invalid(ManifestError),
-    /// A project extension the user has not trusted as it is now (SPEC
-    /// 15); it still claims its name.
+    /// A project extension the user has not trusted as it is now
+    /// (docs/PROTOCOL.md#trust); it still claims its name.
     Untrusted(Untrusted),
 }
 
@@ -53,7 +53,7 @@ pub struct Found {
 }
 
 /// The state directory: `$ZOT_HOME`, else `$XDG_STATE_HOME/zot` on every
-/// platform (SPEC 14.9), else the platform default (`~/.local/state/zot`
+/// platform (docs/PROTOCOL.md#discovery), else the platform default (`~/.local/state/zot`
 /// on Linux, `~/Library/Application Support/zot` on macOS).
 pub fn zot_home() -> Option<PathBuf> {
     if let Some(home) = std::env::var_os("ZOT_HOME").filter(|h| !h.is_empty()) {
@@ -156,7 +156,7 @@ pub fn discover(
 }
 
 /// [`discover`]; with `trust_project` every project extension is trusted
-/// for this run, whatever the record says (SPEC 15.4).
+/// for this run, whatever the record says (docs/PROTOCOL.md#trust).
 pub fn discover_with(
     explicit: &[PathBuf],
     cwd: &Path,
@@ -204,7 +204,7 @@ pub fn discover_with(
 }
 
 /// The lines every surface prints on stderr about untrusted project
-/// extensions (SPEC 15.3): why the record is unusable, if it is, then
+/// extensions (docs/PROTOCOL.md#trust): why the record is unusable, if it is, then
 /// `zot: N project extension(s) in <dir>/.zot/extensions not trusted:
 /// <names>; review them and run 'zot ext trust'`. Empty when all are
 /// trusted. Names and paths are shown [`crate::log::inert`].

@@ -1,5 +1,6 @@
 //! `extension.json`: reading and validating an extension's manifest
-//! (SPEC 3.2, bundles 14.6) and resolving its executable (SPEC 3.3).
+//! (docs/PROTOCOL.md#manifest, docs/PROTOCOL.md#bundles) and resolving its
+//! executable (docs/PROTOCOL.md#processes-and-logs).
 
 use crate::ext::bundle::{self, Provides};
 use serde::Deserialize;
@@ -25,7 +26,7 @@ pub struct Manifest {
     /// Unique name, `^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`.
     pub name: String,
     /// Executable: absolute, relative to the manifest (contains `/`), or a
-    /// `$PATH` name. None: a bundle (SPEC 14.6), never started.
+    /// `$PATH` name. None: a bundle (docs/PROTOCOL.md#bundles), never started.
     pub exec: Option<String>,
     /// Extra argv.
     pub args: Vec<String>,
@@ -37,13 +38,13 @@ pub struct Manifest {
     pub description: Option<String>,
     /// `false` keeps it installed but not started.
     pub enabled: bool,
-    /// What the program speaks on stdio (SPEC 11).
+    /// What the program speaks on stdio (docs/PROTOCOL.md#mcp-servers).
     pub protocol: Protocol,
     /// Prepended to an MCP server's tool and command names.
     pub prefix: Option<String>,
-    /// Whether a crashed extension is started again (SPEC 12).
+    /// Whether a crashed extension is started again (docs/PROTOCOL.md#supervision).
     pub(crate) restart: Restart,
-    /// What an interception means while this guard cannot answer (SPEC 12).
+    /// What an interception means while this guard cannot answer (docs/PROTOCOL.md#supervision).
     pub(crate) guard_failure: GuardFailure,
     /// `skills` entries as written: directories scanned for `SKILL.md`
     /// files, or `SKILL.md` files, relative to the manifest.
@@ -52,11 +53,11 @@ pub struct Manifest {
     /// by [`Manifest::load`] (empty after [`Manifest::parse`], which has
     /// no directory).
     pub provides: Provides,
-    /// What it may touch when confined (SPEC 16.1); `None`: not declared.
+    /// What it may touch when confined (docs/PROTOCOL.md#confinement); `None`: not declared.
     pub permissions: Option<Permissions>,
 }
 
-/// Manifest `permissions` (SPEC 16.1): what a confined extension may
+/// Manifest `permissions` (docs/PROTOCOL.md#confinement): what a confined extension may
 /// touch. Paths are kept as written (absolute, or `$EXT`, `$CWD`,
 /// `$HOME`, `$TMP` and an optional `/rest`); `confine` expands them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,7 +78,7 @@ pub(crate) const PATH_VARIABLES: [&str; 4] = ["$EXT", "$CWD", "$HOME", "$TMP"];
 pub enum Protocol {
     /// Zot extension frames (the default).
     Zot,
-    /// An MCP server; the host is its client (SPEC 11).
+    /// An MCP server; the host is its client (docs/PROTOCOL.md#mcp-servers).
     Mcp,
 }
 
@@ -165,13 +166,13 @@ pub fn valid_name(name: &str) -> bool {
 
 impl Manifest {
     /// Reads and validates the manifest at `path`, and finds what its
-    /// directory provides besides a process (SPEC 14.6).
+    /// directory provides besides a process (docs/PROTOCOL.md#bundles).
     pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
         Manifest::load_with_text(path).map(|(manifest, _)| manifest)
     }
 
     /// [`Manifest::load`], also giving the text it parsed (what workspace
-    /// trust compares, SPEC 15.2).
+    /// trust compares, docs/PROTOCOL.md#trust).
     pub(crate) fn load_with_text(path: &Path) -> Result<(Manifest, Vec<u8>), ManifestError> {
         let err = |reason: String| ManifestError {
             path: path.to_path_buf(),

@@ -1,4 +1,4 @@
-//! Workspace trust (SPEC 15): a project's own extensions
+//! Workspace trust (docs/PROTOCOL.md#trust): a project's own extensions
 //! (`.zot/extensions/*`) start only once the user has trusted them, and
 //! only while what was trusted is unchanged.
 //!

@@ -94,7 +94,7 @@ pub(crate) enum Inbound {
 /// How the reader hands over what the process writes to stdout.
 #[derive(Clone, Copy)]
 pub(crate) enum Reading {
-    /// As zot frames (SPEC 2).
+    /// As zot frames (docs/PROTOCOL.md#wire-format).
     Frames,
     /// As lines, for the loop to make sense of; not read while more than
     /// `pause_over` bytes wait for its stdin (what it writes may want
@@ -200,7 +200,7 @@ pub(crate) struct Spawn {
     pub log: ExtLog,
     /// How its stdout is handed over.
     pub reading: Reading,
-    /// Its ruleset and `TMPDIR` when it starts confined (SPEC 16).
+    /// Its ruleset and `TMPDIR` when it starts confined (docs/PROTOCOL.md#confinement).
     pub confine: Option<Confinement>,
 }
 
@@ -536,8 +536,8 @@ fn copy_stderr(mut stderr: UnixStream, log: &ExtLog) {
 /// this process however it dies; [`end_group`] ends it. The watchdog
 /// covers the whole group. Only without it is `PR_SET_PDEATHSIG` set: that
 /// takes a pre-exec hook, so std forks the whole host instead of using
-/// posix_spawn, which made starting 20 extensions several times slower
-/// on a busy machine. Linux sends that signal when the *thread* that
+/// posix_spawn, which makes starting many extensions slower on a busy
+/// machine. Linux sends that signal when the *thread* that
 /// forked ends, so spawn from a thread that outlives the child.
 pub fn spawn_group(command: &mut Command) -> io::Result<Child> {
     let _untold = untold_groups();

@@ -2,7 +2,7 @@
 //! thread may run on more than one CPU: at most [`MAX_PARALLEL`], never
 //! more than those CPUs (one CPU: one after another). Each start is
 //! [`ExtProcess::spawn`] as it is alone: `posix_spawn`, or a fork for a
-//! confined extension (SPEC 16); nothing forks the host once per
+//! confined extension (docs/PROTOCOL.md#confinement); nothing forks the host once per
 //! extension just to start them in parallel.
 //!
 //! The spawning threads belong to the host and end only when it does.

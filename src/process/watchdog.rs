@@ -1,5 +1,5 @@
 //! Kills extension process groups when the host dies, however it dies
-//! (SPEC 3.14): one `sh` per host process, in a group of its own (out of
+//! (docs/PROTOCOL.md#shutdown): one `sh` per host process, in a group of its own (out of
 //! a terminal Ctrl-C's reach), reads group ids from a pipe whose write
 //! end only the host holds (close-on-exec). When the host dies the kernel
 //! closes that end, and the watchdog sends SIGKILL to every group still
@@ -43,8 +43,8 @@ pub fn running() -> bool {
 /// `+`: kill process groups `pgids` if the host dies; `-`: the groups
 /// are gone, forget them (so a later group that reuses an id is never
 /// touched). One write for all of them: each write wakes the watchdog,
-/// which then reads its line a byte at a time, and on two CPUs one
-/// wake-up per extension slowed starting 20 of them by about a tenth.
+/// which then reads its line a byte at a time, so one wake-up per
+/// extension would slow down starting many of them.
 pub fn tell(op: char, pgids: impl IntoIterator<Item = u32>) {
     let lines: String = pgids
         .into_iter()

@@ -1,11 +1,12 @@
 //! JSON-RPC 2.0, one message per line (MCP's stdio transport): the one
 //! message type that the MCP client of `"protocol": "mcp"` extensions
-//! (SPEC 11) and `zot mcp` (SPEC 9) read and write.
+//! (docs/PROTOCOL.md#mcp-servers) and `zot mcp` (docs/PROTOCOL.md#zot-mcp) read and
+//! write.
 //!
-//! [`Message::parse`] reads a line by SPEC 9's rules ("Bad input"):
+//! [`Message::parse`] reads a line by the rules of docs/PROTOCOL.md#zot-mcp:
 //! what is not a request, a notification or a response is an
 //! [`Invalid`] that says what to answer. Ids are kept as the JSON text
-//! they came as (SPEC 9 "Bounds"): a `Value` would turn an integer
+//! they came as (docs/PROTOCOL.md#zot-mcp): a `Value` would turn an integer
 //! beyond 64 bits into a float, so two such ids would collide and come
 //! back changed.
 
@@ -26,7 +27,7 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// Internal error.
 pub const INTERNAL_ERROR: i64 = -32603;
-/// A server error: too many requests in flight (SPEC 9 "Bounds").
+/// A server error: too many requests in flight (docs/PROTOCOL.md#limits-and-bounds).
 pub const SERVER_BUSY: i64 = -32000;
 /// MCP 2026-07-28: the requested protocol version is not supported.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
@@ -214,7 +215,7 @@ impl Serialize for Id {
 }
 
 impl Message {
-    /// Reads one line (SPEC 9 "Bad input").
+    /// Reads one line (docs/PROTOCOL.md#zot-mcp).
     pub fn parse(line: &[u8]) -> Result<Message, Invalid> {
         let parse_error = |why| Invalid {
             reply_to: Some(Id::null()),

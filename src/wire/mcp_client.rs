@@ -1,4 +1,4 @@
-//! MCP servers as extensions (SPEC 11): the host is the server's MCP
+//! MCP servers as extensions (docs/PROTOCOL.md#mcp-servers): the host is the server's MCP
 //! client, and this client translates at the frame layer so the rest of
 //! the host never sees a second protocol. It does no I/O and has no
 //! thread or lock of its own: the host loop (`src/engine/mcp.rs`) hands
@@ -851,7 +851,7 @@ impl McpClient {
         }
     }
 
-    /// The host abandoned its `tool_call` `host_id` (SPEC 13.2): the
+    /// The host abandoned its `tool_call` `host_id` (docs/PROTOCOL.md#cancellation): the
     /// server is told with `notifications/cancelled`; its late answer is
     /// dropped.
     fn cancel(&mut self, host_id: &str) {
@@ -949,7 +949,7 @@ fn cancelled(id: u64, reason: &str) -> Message<Value, ()> {
     Message::notification("notifications/cancelled", Some(params))
 }
 
-/// `notifications/message` -> a note (SPEC 11).
+/// `notifications/message` -> a note (docs/PROTOCOL.md#mcp-servers).
 fn note_from_log(params: &Map<String, Value>) -> Option<ExtFrame> {
     let level = match params.get("level")?.as_str()? {
         "debug" | "info" | "notice" => "info",
@@ -1010,7 +1010,7 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     })
 }
 
-/// A `tools/call` result as content blocks and `is_error` (SPEC 11).
+/// A `tools/call` result as content blocks and `is_error` (docs/PROTOCOL.md#mcp-servers).
 fn tool_content(result: Result<&Value, String>) -> (Vec<Block>, bool) {
     let result = match result {
         Ok(result) => result,
@@ -1029,7 +1029,7 @@ fn text_value(text: &str) -> Value {
     text_block(text).to_value()
 }
 
-/// An MCP content block as zot's (SPEC 11).
+/// An MCP content block as zot's (docs/PROTOCOL.md#mcp-servers).
 fn zot_block(block: &Value) -> Value {
     let field = |b: &Value, key: &str| b[key].as_str().unwrap_or("").to_string();
     match block["type"].as_str().unwrap_or("") {
@@ -1050,7 +1050,8 @@ fn zot_block(block: &Value) -> Value {
 }
 
 /// The arguments of `/name args` for a prompt `declared` (name, required), as
-/// SPEC 11 says; required ones are checked here (servers report them badly).
+/// docs/PROTOCOL.md#mcp-servers says; required ones are checked here (servers
+/// report them badly).
 fn prompt_arguments(declared: &[(String, bool)], args: &str) -> Result<Map<String, Value>, String> {
     let args = args.trim();
     let with_usage = |why: String| {
@@ -1221,7 +1222,7 @@ mod tests {
             probe["params"]["_meta"]["io.modelcontextprotocol/clientInfo"]["version"],
             "9.9"
         );
-        assert_eq!(probe_limit(), 3 * SEC, "the default is SPEC 11's 3 s");
+        assert_eq!(probe_limit(), 3 * SEC, "the default probe limit is 3 s");
         assert_eq!(c.next_deadline(), Some(t0 + probe_limit()));
         c.on_deadline(t0 + probe_limit() - Duration::from_millis(1));
         assert!(written(&mut c).is_empty(), "not before its limit");

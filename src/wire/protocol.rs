@@ -1,4 +1,4 @@
-//! Wire frames (SPEC section 2) and the line reader that turns an
+//! Wire frames (docs/PROTOCOL.md#wire-format) and the line reader that turns an
 //! extension's stdout into frames.
 
 use crate::wire::toolresult::Block;
@@ -16,7 +16,7 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 pub(crate) const MAX_DEPTH: usize = 64;
 
 closed_set! {
-    /// A key forwarded to an open panel (`panel_key.key`, SPEC 6).
+    /// A key forwarded to an open panel (`panel_key.key`, docs/PROTOCOL.md#panels).
     pub enum PanelKey {
         /// Arrow up.
         Up = "up",
@@ -49,7 +49,7 @@ closed_set! {
     }
 }
 
-/// Event names an extension may subscribe to (SPEC 14.4, upstream's
+/// Event names an extension may subscribe to (docs/PROTOCOL.md#events, upstream's
 /// list); the host emits the first five itself, the embedder any.
 pub const EVENT_NAMES: [&str; 14] = [
     "session_start",
@@ -69,13 +69,13 @@ pub const EVENT_NAMES: [&str; 14] = [
 ];
 
 /// Payload keys the host sets itself: the frame's own keys, and the
-/// event counter (SPEC 14.4). An embedder's payload may not carry them.
+/// event counter (docs/PROTOCOL.md#events). An embedder's payload may not carry them.
 pub(crate) const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "sequence"];
 
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// What `hello_ack.capabilities` says this host supports (SPEC 13.1).
+/// What `hello_ack.capabilities` says this host supports (docs/PROTOCOL.md#capabilities).
 pub const HOST_CAPABILITIES: [&str; 6] = [
     "commands",
     "tools",
@@ -86,7 +86,7 @@ pub const HOST_CAPABILITIES: [&str; 6] = [
 ];
 
 /// A frame sent by an extension to the host; the variants and fields
-/// are the frames of SPEC section 2.
+/// are the frames of docs/PROTOCOL.md#frames-from-extensions.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -95,7 +95,7 @@ pub enum ExtFrame {
         name: String,
         /// Used when the manifest has no version.
         version: Option<String>,
-        /// `tool_cancel` and `call_tool` are acted on (SPEC 13.1); other
+        /// `tool_cancel` and `call_tool` are acted on (docs/PROTOCOL.md#capabilities); other
         /// names are ignored.
         capabilities: Option<Vec<String>>,
     },
@@ -123,7 +123,8 @@ pub enum ExtFrame {
         is_error: Option<bool>,
         /// Any JSON, for callers of a tool with an `output_schema`.
         structured_content: Option<Value>,
-        /// Deferred tools of this extension to activate (SPEC 13.6).
+        /// Deferred tools of this extension to activate
+        /// (docs/PROTOCOL.md#structured-and-deferred-tools).
         activate_tools: Option<Vec<String>>,
     },
     EventInterceptResponse {
@@ -132,11 +133,11 @@ pub enum ExtFrame {
         reason: Option<String>,
         modified_args: Option<Value>,
         replace_text: Option<String>,
-        /// `before_agent_start` (SPEC 14.3): kept raw, so that a number
+        /// `before_agent_start` (docs/PROTOCOL.md#system-prompt): kept raw, so that a number
         /// is reported as such rather than dropping the whole answer.
         system_prompt: Option<Value>,
     },
-    /// A tool call of the extension's own (SPEC 13.4). Fields are kept
+    /// A tool call of the extension's own (docs/PROTOCOL.md#calls-from-extensions). Fields are kept
     /// loose so that each mistake gets an error result, not silence.
     CallTool {
         id: Option<Value>,
@@ -159,7 +160,7 @@ pub enum ExtFrame {
     /// A panel opened outside any command (SPEC 14.1): its `panel` field.
     #[serde(deserialize_with = "panel_field")]
     OpenPanel(OpenPanel),
-    /// A prompt to run as if the user typed it (SPEC 14.2).
+    /// A prompt to run as if the user typed it (docs/PROTOCOL.md#submits).
     Submit {
         text: String,
     },
@@ -219,8 +220,9 @@ impl ExtFrame {
     }
 }
 
-/// `register_tool`'s optional fields from upstream (SPEC 13.6), as they
-/// came; the engine validates them.
+/// `register_tool`'s optional fields from upstream
+/// (docs/PROTOCOL.md#structured-and-deferred-tools), as they came; the engine
+/// validates them.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ToolExtras {
@@ -231,14 +233,14 @@ pub struct ToolExtras {
     pub namespace_instructions: Option<String>,
     pub exposure: Option<String>,
     pub deferred: Option<bool>,
-    /// Waits for the user: no reply deadline (SPEC 13.3).
+    /// Waits for the user: no reply deadline (docs/PROTOCOL.md#interactive-tools).
     pub interactive: Option<bool>,
     /// `never`, `safe`, `idempotent` or `reconcile`; anything else is
     /// `never`.
     pub replay: Option<String>,
 }
 
-/// Body of `command_response` (SPEC section 2).
+/// Body of `command_response` (docs/PROTOCOL.md#commands-and-actions).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Deserialize)]
 pub struct CommandResponse {
@@ -312,7 +314,7 @@ pub struct EventPayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system_prompt: Option<String>,
     /// Any other field (`reason`, `status`, `session_id`...), passed
-    /// through unchanged (SPEC 14.4); none of `type`, `event`, `id`, `sequence`.
+    /// through unchanged (docs/PROTOCOL.md#events); none of `type`, `event`, `id`, `sequence`.
     #[serde(flatten)]
     pub extra: serde_json::Map<String, Value>,
 }
@@ -362,7 +364,7 @@ fn is_empty(s: &Option<String>) -> bool {
     s.as_deref().is_none_or(str::is_empty)
 }
 
-/// A frame sent by the host to an extension (SPEC section 2).
+/// A frame sent by the host to an extension (docs/PROTOCOL.md#frames-from-the-host).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -392,11 +394,11 @@ pub enum HostFrame<'a> {
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         reconcile: bool,
     },
-    /// An abandoned `tool_call` (SPEC 13.2).
+    /// An abandoned `tool_call` (docs/PROTOCOL.md#cancellation).
     ToolCancel {
         id: &'a str,
     },
-    /// The answer to the extension's `call_tool` (SPEC 13.4).
+    /// The answer to the extension's `call_tool` (docs/PROTOCOL.md#calls-from-extensions).
     ToolResult {
         id: &'a str,
         name: &'a str,
@@ -406,7 +408,7 @@ pub enum HostFrame<'a> {
         truncated: bool,
     },
     /// `sequence` counts every event of the host's life; `session_id`
-    /// and `cwd` are left out when the payload gives its own (SPEC 14.4).
+    /// and `cwd` are left out when the payload gives its own (docs/PROTOCOL.md#events).
     Event {
         event: &'a str,
         sequence: u64,
@@ -432,7 +434,7 @@ pub enum HostFrame<'a> {
     PanelClose {
         panel_id: &'a str,
     },
-    /// The panel's room on the screen, in columns and rows (SPEC 14.1).
+    /// The panel's room on the screen, in columns and rows (docs/PROTOCOL.md#panels).
     PanelResize {
         panel_id: &'a str,
         width: u32,

@@ -1,10 +1,10 @@
-//! Name registries for commands and tools (SPEC 3.7).
+//! Name registries for commands and tools (docs/PROTOCOL.md#names-and-precedence).
 //!
 //! A name is owned by its highest-precedence registrant, whatever order
 //! the registrations arrive in. Lower-precedence claims are kept so a
 //! name passes to the next registrant when its owner exits. Command
-//! names are case-insensitive (SPEC 14.5): such a registry keys its names
-//! folded and keeps each claim's own spelling.
+//! names are case-insensitive (docs/PROTOCOL.md#names-and-precedence): such a
+//! registry keys its names folded and keeps each claim's own spelling.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -179,7 +179,7 @@ impl<T> Registry<T> {
     }
 }
 
-/// Whether `a` and `b` are the same command name (SPEC 14.5).
+/// Whether `a` and `b` are the same command name (docs/PROTOCOL.md#names-and-precedence).
 pub fn same_command(a: &str, b: &str) -> bool {
     a == b || a.to_lowercase() == b.to_lowercase()
 }

@@ -1,6 +1,7 @@
 //! Upstream's newer tool frames, judged the same way by the host and by
-//! `zot ext check`: a `register_tool` with the optional fields of SPEC
-//! 13.6, and the fields of the `tool_prompt` action (SPEC 13.7), which
+//! `zot ext check`: a `register_tool` with upstream's optional fields
+//! (docs/PROTOCOL.md#structured-and-deferred-tools), and the fields of the
+//! `tool_prompt` action (docs/PROTOCOL.md#commands-and-actions), which
 //! runs a tool, then a prompt with its result.
 
 use crate::wire::protocol::ToolExtras;

@@ -1,5 +1,5 @@
 //! Mapping a tool's result blocks, as an extension, the embedder or an
-//! MCP server sent them, to the blocks the model sees (SPEC 3.12).
+//! MCP server sent them, to the blocks the model sees (docs/PROTOCOL.md#tool-results).
 
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -349,7 +349,7 @@ fn map_block(block: Block) -> Content {
 }
 
 /// Bytes of text and image data a `call_tool` result or a `tool_result`
-/// event carries at most (SPEC 13.4, 13.5).
+/// event carries at most (docs/PROTOCOL.md#calls-from-extensions, docs/PROTOCOL.md#tool-pipeline).
 pub(crate) const RESULT_BUDGET: usize = 256 * 1024;
 
 /// Blocks a `tool_result` event carries at most (upstream's observation limit).

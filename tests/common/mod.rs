@@ -989,7 +989,7 @@ pub fn release_held(pid_file: &Path) {
 }
 
 /// Writes an extension directory `dir` for `fixtures/tools/ext.py`, which
-/// speaks upstream's newer tool frames like its Go SDK (SPEC 13),
+/// speaks upstream's newer tool frames like its Go SDK (docs/PROTOCOL.md#tools),
 /// configured by `cfg` (see its docstring).
 pub fn tools_ext(dir: &Path, name: &str, cfg: Value) -> PathBuf {
     let exec = fixture_path("tools/ext.py");

@@ -1,6 +1,6 @@
 //! `zot ext check`: runs one extension alone, the way the host does, and
-//! reports each rule of SPEC 10 as pass, warn or fail, with the time each
-//! step took.
+//! reports each rule it checks (docs/PROTOCOL.md#author-tools) as pass, warn or
+//! fail, with the time each step took.
 //!
 //! It drives the extension with the library's own pieces (manifest
 //! loading and exec resolution, the frame types and parser of `protocol`,

@@ -1,6 +1,6 @@
 //! `zot ext doctor`: discovery and startup exactly as `zot` runs them (the
 //! library's own host, with the same options and limits), then a report
-//! of every extension found (SPEC 14.7): what was wrong with its manifest,
+//! of every extension found (docs/PROTOCOL.md#zot-ext): what was wrong with its manifest,
 //! whether it is disabled or shadowed, how its start and handshake went,
 //! how it became ready, what it registered and lost to whom, the host's
 //! warnings about it in its log, and where that log is.
@@ -322,7 +322,7 @@ impl Entry {
             Status::Invalid(e) => return format!("invalid manifest: {e}"),
             Status::Shadowed { by } => return format!("shadowed by {}: not started", by.display()),
             Status::Disabled => return "disabled (\"enabled\": false): not started".into(),
-            // Not a failure, as disabled is not: the user decides (SPEC 15.3).
+            // Not a failure, as disabled is not: the user decides (docs/PROTOCOL.md#trust).
             Status::Untrusted(why) => {
                 return format!(
                     "untrusted ({why}): not started; review it, then run \
@@ -562,8 +562,8 @@ impl Report {
 }
 
 /// `d` in seconds, rounded to `places` decimals (at most 3). Integer
-/// arithmetic: core's float formatter would add about 20 KB to the
-/// minimal static binary for these three figures.
+/// arithmetic: core's float formatter would grow the minimal static
+/// binary for these three numbers.
 fn seconds(d: Duration, places: u32) -> String {
     let scale = 10u128.pow(places);
     let units = (d.as_millis() * scale + 500) / 1000;

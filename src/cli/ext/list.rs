@@ -17,7 +17,7 @@ struct Row {
     description: Option<String>,
     protocol: String,
     prefix: Option<String>,
-    /// `process`, skills and theme (SPEC 14.6).
+    /// `process`, skills and theme (docs/PROTOCOL.md#bundles).
     provides: String,
     skills: Vec<PathBuf>,
     theme: Option<PathBuf>,
@@ -33,8 +33,8 @@ pub(super) fn run(ctx: &Ctx, as_json: bool) -> Result<i32, CliError> {
     }
     // Project before global (as discovered), then by name within a scope.
     // Each row goes in after the rows it does not precede: the order of
-    // a stable sort, without compiling std's sort for `Row` (about 3 KB)
-    // for a list that is short.
+    // a stable sort, without compiling std's sort for `Row` into the
+    // binary for a list that is short.
     let mut rows: Vec<Row> = Vec::new();
     for next in found.iter().map(row) {
         let at = rows.partition_point(|r| r.order_key() <= next.order_key());

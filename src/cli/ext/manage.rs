@@ -162,7 +162,8 @@ fn rewrite_enabled(dir: &Path, path: &Path, enabled: bool) -> Result<bool, CliEr
 // The manifest is edited as text rather than parsed and re-encoded:
 // parsing and re-encoding with serde_json reformats the file and changes values
 // (big integers become floats, `1.10` becomes `1.1`, `\u00e9` becomes
-// `é`), and SPEC 5 promises that only `enabled` changes.
+// `é`), and `zot ext enable` and `disable` promise to change only
+// `enabled`.
 
 /// One top-level member of a JSON object: byte ranges of its key
 /// (quotes included) and of its value.

@@ -1,4 +1,4 @@
-//! `zot ext`: manage installed extensions (SPEC section 5).
+//! `zot ext`: manage installed extensions (docs/PROTOCOL.md#zot-ext).
 //!
 //! Global extensions live in `$ZOT_HOME/extensions/<name>/`, project
 //! ones in `./.zot/extensions/<name>/`. `install` only writes the global
@@ -360,7 +360,7 @@ struct Installed {
 }
 
 /// The one installation, project or global (`only` narrows it to one
-/// scope), whose directory name or manifest name is `name` (SPEC 14.8).
+/// scope), whose directory name or manifest name is `name` (docs/PROTOCOL.md#zot-ext).
 /// None: an error saying where it looked. Several: an error listing
 /// them, so nothing is changed on a guess.
 fn lookup(ctx: &Ctx, name: &str, only: Option<Scope>) -> Result<Installed, CliError> {

@@ -1,5 +1,5 @@
 //! `zot ext trust` and `zot ext untrust`: record which of the project's
-//! own extensions may start (SPEC 15.4).
+//! own extensions may start (docs/PROTOCOL.md#trust).
 
 use super::{failed, out, say, CliError, Ctx};
 use crate::cli::{absolute, string};
@@ -232,7 +232,7 @@ fn describe(snapshot: &Snapshot, verdict: &Result<(), Untrusted>) -> String {
         m.protocol.as_str(),
         files.join(", "),
     );
-    // What it may touch once it runs confined (SPEC 16.5).
+    // What it may touch once it runs confined (docs/PROTOCOL.md#confinement).
     let permissions = match &m.permissions {
         Some(p) => p.describe(),
         None => format!(

@@ -155,7 +155,7 @@ impl Level {
         Level::NAMES[self as usize]
     }
 
-    /// A zot note level as an MCP level (SPEC 9).
+    /// A zot note level as an MCP level (docs/PROTOCOL.md#zot-mcp).
     pub fn of_note(level: &str) -> Level {
         match level {
             "success" => Level::Notice,

@@ -1,4 +1,4 @@
-//! What zot things become in MCP (SPEC 9 "Mapping"): tools are tools,
+//! What zot things become in MCP (docs/PROTOCOL.md#zot-mcp): tools are tools,
 //! commands are prompts with one optional `args` argument.
 
 use super::jsonrpc::{RpcError, INTERNAL_ERROR};
@@ -7,7 +7,7 @@ use zot_host::{CommandOutcome, Content, Snapshot, ToolResult};
 
 /// `tools/list` entries: every active extension tool (a deferred one
 /// once activated), with its `outputSchema` when it declares one that
-/// MCP can carry (SPEC 13.6).
+/// MCP can carry (docs/PROTOCOL.md#structured-and-deferred-tools).
 pub fn tools(snapshot: &Snapshot) -> Vec<Value> {
     snapshot
         .tools

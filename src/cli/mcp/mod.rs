@@ -1,4 +1,4 @@
-//! `zot mcp`: the loaded extensions as an MCP server on stdio (SPEC 9).
+//! `zot mcp`: the loaded extensions as an MCP server on stdio (docs/PROTOCOL.md#zot-mcp).
 //!
 //! stdin carries JSON-RPC requests and notifications, stdout nothing but
 //! JSON-RPC messages, stderr diagnostics. Each line is read and written
@@ -114,7 +114,7 @@ read are answered first (a second Ctrl-C skips that wait).
 /// Runs the MCP server until EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // An MCP client shows no panels and runs no built-ins for extensions
-    // (SPEC 13.3, 13.4).
+    // (docs/PROTOCOL.md#interactive-tools, docs/PROTOCOL.md#calls-from-extensions).
     // No channel of its own: its main thread only waits for events.
     let host = super::start_host(&opts, |c| {
         c.runs_builtins = false;

@@ -1,7 +1,7 @@
 //! The state `zot mcp` shares between its threads, and the one place
 //! that writes to the client.
 //!
-//! Ordering (SPEC 3.17): the host loop sends an extension's notes to the
+//! Ordering (docs/PROTOCOL.md#ordering): the host loop sends an extension's notes to the
 //! event channel before it calls the reply for that extension's answer.
 //! Events are only ever taken off that channel while the state lock is
 //! held, and every reply drains the channel under the lock before it
@@ -17,7 +17,7 @@
 //! Nothing here blocks on the host while holding the lock: replies run
 //! on the host loop (the main thread) and take the same lock.
 //!
-//! Bounds (SPEC 9, [`crate::cli::bounds`]): every line for the client
+//! Bounds (docs/PROTOCOL.md#limits-and-bounds, [`crate::cli::bounds`]): every line for the client
 //! counts as unwritten until the writer wrote it, and the stdin reader
 //! waits only while that is over the limit; requests served by the host
 //! are at most `MAX_IN_FLIGHT`, beyond which one waits, as the line it
@@ -107,7 +107,7 @@ struct InFlight {
     /// stays until then, so its id is not taken by a new request that
     /// would get its answer.
     cancelled: bool,
-    /// A tool call: what the host cancels it by (SPEC 13.2).
+    /// A tool call: what the host cancels it by (docs/PROTOCOL.md#cancellation).
     ticket: Option<Ticket>,
     /// It holds an in-flight slot, freed when it is answered.
     slot: bool,
@@ -405,7 +405,7 @@ impl Server {
     }
 
     /// At the end (EOF, a signal): `session_end` once, if the session
-    /// started, queued before the shutdown that follows (SPEC 14.4).
+    /// started, queued before the shutdown that follows (docs/PROTOCOL.md#events).
     pub fn end_session(&self) {
         let started = self.session_started.load(Ordering::Relaxed);
         if started && !self.session_ended.swap(true, Ordering::Relaxed) {

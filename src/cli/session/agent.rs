@@ -4,7 +4,7 @@
 //! The system prompt is in the file `$ZOT_SYSTEM_PROMPT_FILE` (removed
 //! when the command ends), and also in `$ZOT_SYSTEM_PROMPT` when Linux
 //! can pass it there: one environment string is at most 128 KiB, while
-//! `before_agent_start` may make the prompt up to 1 MiB (SPEC 14.3).
+//! `before_agent_start` may make the prompt up to 1 MiB (docs/PROTOCOL.md#system-prompt).
 //! The answer is bounded like a line the session reads ([`MAX_ANSWER`]):
 //! a command that prints more is stopped and the turn fails.
 //!

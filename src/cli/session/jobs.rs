@@ -21,7 +21,7 @@ pub enum Job {
     Request,
     /// `/call` (or a `tool_prompt`'s tool) of `name`: cancelling it
     /// cancels the tool call under `ticket`, so its extension gets
-    /// `tool_cancel` (SPEC 13.2).
+    /// `tool_cancel` (docs/PROTOCOL.md#cancellation).
     Tool {
         ticket: zot_host::Ticket,
         name: String,

@@ -1,4 +1,4 @@
-//! `zot`: the interactive line-based session (SPEC section 6).
+//! `zot`: the interactive line-based session (docs/PROTOCOL.md#session).
 //!
 //! The main thread runs the host loop and the session's: it takes input
 //! lines (read by a thread), host events, replies to our own requests and
@@ -18,12 +18,12 @@
 //! Signals come through `ctrlc`, which does not say which one arrived,
 //! so SIGINT (Ctrl-C), SIGTERM and SIGHUP mean the same: the first
 //! cancels the pending work, or, when nothing is pending, leaves through
-//! the host's graceful shutdown (SPEC 3.14), as EOF and `/quit` do; a
+//! the host's graceful shutdown (docs/PROTOCOL.md#shutdown), as EOF and `/quit` do; a
 //! second within [`AGAIN_WITHIN`], with no line typed between, and any
 //! signal during the shutdown, leave at once (`shutdown_now`). SIGWINCH
 //! cannot come that way: while a panel is open the terminal's size is
 //! looked at every [`panel::SIZE_POLL`] (200 ms) instead, and a change
-//! is sent as `panel_resize` (SPEC 14.1).
+//! is sent as `panel_resize` (docs/PROTOCOL.md#panels).
 
 mod agent;
 mod jobs;
@@ -51,7 +51,7 @@ use zot_host::{
 };
 
 /// The session's own commands: names, arguments, what they do. `/help`
-/// lists them, and every `zot` surface reserves the names (SPEC 3.7):
+/// lists them, and every `zot` surface reserves the names (docs/PROTOCOL.md#names-and-precedence):
 /// an extension command of the same name is ignored.
 pub const HOST_COMMANDS: [(&[&str], &str, &str); 10] = [
     (&["help"], "", "this list"),
@@ -105,7 +105,8 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     })?;
     let cwd = super::project_dir(opts.cwd.as_deref())?;
     // Panels show here, so interactive tools may wait for the user; the
-    // session runs no built-in tools (SPEC 13.3, 13.4).
+    // session runs no built-in tools (docs/PROTOCOL.md#interactive-tools,
+    // docs/PROTOCOL.md#calls-from-extensions).
     let host = super::start_host(&opts, |c| c.runs_builtins = false)?;
     let mut input = read_stdin(bell.clone())?;
     let tty = io::stdout().is_terminal();
@@ -231,7 +232,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 }
 
 impl Session {
-    /// The host's graceful shutdown (SPEC 3.14): the request still
+    /// The host's graceful shutdown (docs/PROTOCOL.md#shutdown): the request still
     /// pending finishes and its answer is shown; a turn's agent is
     /// stopped; a signal meanwhile skips the wait.
     fn close(
@@ -259,7 +260,7 @@ impl Session {
                 Request::Shutdown { reply }
             });
         };
-        // Queued before `shutdown`, so every subscriber gets it (SPEC 14.4).
+        // Queued before `shutdown`, so every subscriber gets it (docs/PROTOCOL.md#events).
         let mut end = EventPayload::default();
         end.extra.insert("reason".into(), "shutdown".into());
         self.emit("session_end", end);
@@ -503,7 +504,7 @@ struct Session {
     /// When the last signal came, unless a line was typed since: the
     /// next one within [`AGAIN_WITHIN`] leaves at once.
     armed: Option<Instant>,
-    /// The terminal size the open panels were last told (SPEC 14.1).
+    /// The terminal size the open panels were last told (docs/PROTOCOL.md#panels).
     size: Option<(u32, u32)>,
     /// Turns started; the first also emits `session_start`.
     step: u64,
@@ -676,7 +677,8 @@ impl Session {
     }
 
     fn slash(&mut self, name: &str, args: &str) {
-        // Command names are case-insensitive, the host's too (SPEC 14.5).
+        // Command names are case-insensitive, the host's too
+        // (docs/PROTOCOL.md#names-and-precedence).
         match name.to_lowercase().as_str() {
             "help" => self.list(View::Help),
             "commands" => self.list(View::Commands),

@@ -1,4 +1,4 @@
-//! Panels (SPEC section 6): opened by a command's `open_panel`, updated
+//! Panels (docs/PROTOCOL.md#panels): opened by a command's `open_panel`, updated
 //! by the extension's `panel_render` while open, shown as boxed blocks,
 //! driven with `/key`. Esc closes the panel, as in upstream's UI.
 //!
@@ -9,8 +9,8 @@
 //! dropped. So an extension that opens panels without end costs the
 //! session a bounded memory and a bounded work per frame.
 //!
-//! Each open panel is told the terminal's size (`panel_resize`, SPEC
-//! 14.1) when it opens and when the size changes, which is looked for
+//! Each open panel is told the terminal's size (`panel_resize`,
+//! docs/PROTOCOL.md#panels) when it opens and when the size changes, which is looked for
 //! every [`SIZE_POLL`] while a panel is open: SIGWINCH would need a
 //! signal handler of our own.
 
@@ -279,7 +279,7 @@ impl Session {
         }
     }
 
-    /// Sends `panel_resize` (SPEC 14.1): not a job, nothing waits for
+    /// Sends `panel_resize` (docs/PROTOCOL.md#panels): not a job, nothing waits for
     /// it; a panel whose extension is gone is no news worth a line.
     fn resize(&self, extension: &str, panel_id: &str, (width, height): (u32, u32)) {
         self.host.submit(Request::PanelResize {

@@ -21,7 +21,7 @@
 //! | `assistant: text` | the agent's answer, as rewritten by guards |
 //! | `reloaded: N stopped, M loaded (K ready)` | `/reload-ext`, followed by one `error:` line per problem |
 //! | `registered: ext` | an extension finished registering after startup (not during `/reload-ext`: its report counts it) |
-//! | `restarted: ext (attempt N: status)` | a crashed extension is started again (SPEC 12) |
+//! | `restarted: ext (attempt N: status)` | a crashed extension is started again |
 //! | `cancelled`, `leaving (Ctrl-C again to exit)` | a signal (Ctrl-C, SIGTERM, SIGHUP): work cancelled, or the session ends |
 //!
 //! Text spanning several lines keeps its prefix on the first line and

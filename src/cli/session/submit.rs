@@ -1,4 +1,4 @@
-//! What extensions submit (SPEC 14.2): `submit` runs a turn, and
+//! What extensions submit (docs/PROTOCOL.md#submits): `submit` runs a turn, and
 //! `submit_slash` a line as if typed, queued behind the work under way,
 //! at most [`MAX_QUEUED`] per extension; after EOF, none.
 

@@ -1,4 +1,4 @@
-//! Turns (SPEC 6): `session_start` once, `turn_start` interception and
+//! Turns (docs/PROTOCOL.md#session): `session_start` once, `turn_start` interception and
 //! event, the agent command, `assistant_message` interception and
 //! event, `turn_end`. Each step is a job whose reply moves the turn on,
 //! so the session loop never blocks on one.
@@ -13,7 +13,7 @@ use zot_host::{
 };
 
 impl Session {
-    /// A `tool_prompt` action (SPEC 13.7): runs `tool` through the
+    /// A `tool_prompt` action (docs/PROTOCOL.md#commands-and-actions): runs `tool` through the
     /// pipeline as `/call` does, prints its result, then starts a turn
     /// for `prompt` with that result in front of it, errors included (as
     /// upstream records them). Cancelling it (Ctrl-C) stops before the turn.
@@ -52,7 +52,7 @@ impl Session {
         self.ask_turn_start(prompt, step);
     }
 
-    /// `before_agent_start` on the session's own prompt (SPEC 14.3); then
+    /// `before_agent_start` on the session's own prompt (docs/PROTOCOL.md#system-prompt); then
     /// the turn that waits for it, if any.
     pub(super) fn prepare_prompt(&mut self, then: Option<(String, u64)>) {
         // Until it is ready (or if Ctrl-C cancels it) the old prompt is

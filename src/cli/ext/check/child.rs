@@ -37,7 +37,7 @@ pub(super) struct Child {
 
 impl Child {
     /// Starts `exe args` in `dir`, its stderr going to the file `log`;
-    /// confined by `confine` when given (SPEC 16).
+    /// confined by `confine` when given (docs/PROTOCOL.md#confinement).
     pub fn spawn(
         exe: &Path,
         args: &[String],

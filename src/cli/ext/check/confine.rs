@@ -1,4 +1,4 @@
-//! The permission rules of `zot ext check` (SPEC 16.5): what the manifest
+//! The permission rules of `zot ext check` (docs/PROTOCOL.md#confinement): what the manifest
 //! declares, and with `--confine` a run under those permissions and the
 //! denials its stderr reports.
 

@@ -160,7 +160,7 @@ impl Report {
 }
 
 /// `3.4 ms`, `250 ms`, `12.5 s`. Rounded to integers first: formatting
-/// a float would add about 15 KB to the binary (`make static`).
+/// a float would link core's float formatter into the static binary.
 pub(super) fn millis(ms: f64) -> String {
     let tenths = |x: f64| {
         let t = (x * 10.0).round() as u64;

@@ -20,7 +20,7 @@ use zot_host::internal::toolresult::{is_empty_text, map_content, Block};
 use zot_host::{Content, Exposure, HostConfig, Timeouts, ToolInfo};
 use zot_host::{EventPayload, InterceptEvent};
 
-/// Lifecycle events zot knows (SPEC 14.4), each sent with a harmless payload.
+/// Lifecycle events zot knows (docs/PROTOCOL.md#events), each sent with a harmless payload.
 use zot_host::internal::protocol::EVENT_NAMES as EVENTS;
 
 /// After a dropped stdout line, how long an awaited answer still gets:
@@ -121,7 +121,8 @@ struct Trial<'a> {
     next_id: u64,
     commands: Names,
     tools: Names,
-    /// What the tool being registered declares of SPEC 13.6, for its line.
+    /// What the tool being registered declares of upstream's optional fields
+    /// (docs/PROTOCOL.md#structured-and-deferred-tools), for its line.
     upstream: String,
     events: Vec<String>,
     intercept: Vec<String>,
@@ -502,7 +503,8 @@ impl Trial<'_> {
                 .fail(&rule, since, format!("{what} {name} is registered twice"));
             return;
         }
-        // Command names are case-insensitive (SPEC 14.5): the host keeps the first.
+        // Command names are case-insensitive
+        // (docs/PROTOCOL.md#names-and-precedence): the host keeps the first.
         let folded = name.to_lowercase();
         let first = match kind {
             Kind::Command => seen.by_folded.get(&folded),
@@ -1026,7 +1028,7 @@ struct Names {
     list: Vec<String>,
     set: HashSet<String>,
     /// Each name lowercased, to the first one registered so: a lookup,
-    /// not a scan, for the case-insensitive duplicate (SPEC 14.5).
+    /// not a scan, for the case-insensitive duplicate (docs/PROTOCOL.md#names-and-precedence).
     by_folded: HashMap<String, String>,
     bytes: usize,
     /// The host's cap was reached (reported once).
