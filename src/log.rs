@@ -1,4 +1,4 @@
-//! Per-extension logs, `$ZOT_HOME/logs/ext-<name>.log` (SPEC 3.4): the
+//! Per-extension logs, `$ZOT_HOME/logs/ext-<name>.log` (docs/PROTOCOL.md#processes-and-logs): the
 //! extension's stderr (copied here by its stderr thread, see `process/mod.rs`)
 //! and the host's own `[zot]` lines for it. Before any write that would
 //! take the file over its limit, it is renamed to `.log.1`, so one

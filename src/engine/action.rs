@@ -86,7 +86,7 @@ pub(super) struct Launch {
 /// What a start needs besides its process, kept while it is spawned.
 pub(super) struct Starting {
     pub(super) key: u64,
-    /// For an MCP server: its client's options (SPEC 11).
+    /// For an MCP server: its client's options (docs/PROTOCOL.md#mcp-servers).
     pub(super) mcp: Option<McpOptions>,
 }
 

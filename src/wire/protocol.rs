@@ -107,7 +107,7 @@ pub enum ExtFrame {
         name: String,
         description: Option<String>,
         schema: Option<Value>,
-        /// Upstream's optional fields (SPEC 13.6).
+        /// Upstream's optional fields (docs/PROTOCOL.md#structured-and-deferred-tools).
         #[serde(flatten)]
         extra: ToolExtras,
     },
@@ -157,7 +157,7 @@ pub enum ExtFrame {
     PanelClose {
         panel_id: String,
     },
-    /// A panel opened outside any command (SPEC 14.1): its `panel` field.
+    /// A panel opened outside any command (docs/PROTOCOL.md#panels): its `panel` field.
     #[serde(deserialize_with = "panel_field")]
     OpenPanel(OpenPanel),
     /// A prompt to run as if the user typed it (docs/PROTOCOL.md#submits).
@@ -170,13 +170,13 @@ pub enum ExtFrame {
     },
     ShutdownAck,
     /// Internal, never read from the wire: an MCP server's prompt left
-    /// its list (SPEC 11).
+    /// its list (docs/PROTOCOL.md#mcp-servers).
     #[serde(skip_deserializing)]
     UnregisterCommand {
         name: String,
     },
     /// Internal, never read from the wire: an MCP server's tool left its
-    /// list (SPEC 11).
+    /// list (docs/PROTOCOL.md#mcp-servers).
     #[serde(skip_deserializing)]
     UnregisterTool {
         name: String,

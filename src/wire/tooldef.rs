@@ -11,7 +11,7 @@ use serde_json::Value;
 
 /// A registered tool, the JSON Schema of its args, and its owning
 /// extension; with the optional fields of upstream's `register_tool`
-/// (SPEC 13.6), kept as registered.
+/// (docs/PROTOCOL.md#structured-and-deferred-tools), kept as registered.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolInfo {
@@ -33,7 +33,7 @@ pub struct ToolInfo {
     pub exposure: Exposure,
     /// False for a deferred tool until a `tool_result` activates it.
     pub active: bool,
-    /// Waits for the user: no reply deadline (SPEC 13.3).
+    /// Waits for the user: no reply deadline (docs/PROTOCOL.md#interactive-tools).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
     /// What a durable host may do with a call a crash interrupted.

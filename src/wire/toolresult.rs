@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 
-/// One block of a tool's result (SPEC 3.12). Serialized as the frames
+/// One block of a tool's result (docs/PROTOCOL.md#tool-results). Serialized as the frames
 /// carry it: `{"type":"text","text":...}` or
 /// `{"type":"image","mime_type":...,"data":...}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
