@@ -212,7 +212,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// `30 s` or `250 ms`: whole seconds when exact, else milliseconds.
 /// Milliseconds as u64 (585 million years): formatting a u128 would
-/// link a formatter of its own (about 1 KB, `make static`).
+/// link a formatter of its own (`make static` shows its size).
 pub(crate) fn human(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{} s", d.as_secs())

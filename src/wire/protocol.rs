@@ -459,65 +459,11 @@ impl HostFrame<'_> {
         out.reserve(128);
         // Serialising these types cannot fail: every map key is a string.
         let start = out.len();
-        let written = match *self {
-            // The frames of every command and tool call, field by field
-            // in the derive's order: the derive's internally tagged
-            // serializer costs about 2,000 instructions a frame.
-            HostFrame::CommandInvoked { id, name, args } => {
-                start_call(out, br#"{"type":"command_invoked","id":"#, id, name);
-                push_json_str(out, args);
-                out.push(b'}');
-                Ok(())
-            }
-            HostFrame::ToolCall {
-                id,
-                name,
-                args,
-                operation_key,
-                reconcile,
-            } => {
-                start_call(out, br#"{"type":"tool_call","id":"#, id, name);
-                let args = serde_json::to_writer(&mut *out, args);
-                if let Some(key) = operation_key {
-                    out.extend_from_slice(br#","operation_key":"#);
-                    push_json_str(out, key);
-                }
-                if reconcile {
-                    out.extend_from_slice(br#","reconcile":true"#);
-                }
-                out.push(b'}');
-                args
-            }
-            _ => serde_json::to_writer(&mut *out, self),
-        };
+        let written = serde_json::to_writer(&mut *out, self);
         if written.is_err() {
             out.truncate(start);
         }
         out.push(b'\n');
-    }
-}
-
-/// Appends `head` (`{"type":...,"id":`), then `id` and `name` and the
-/// `"args":` key: the start the two call frames share.
-fn start_call(out: &mut Vec<u8>, head: &[u8], id: &str, name: &str) {
-    out.extend_from_slice(head);
-    push_json_str(out, id);
-    out.extend_from_slice(br#","name":"#);
-    push_json_str(out, name);
-    out.extend_from_slice(br#","args":"#);
-}
-
-/// Appends `s` as a JSON string, as serde_json writes it: in one copy
-/// when nothing in it needs escaping (serde_json escapes only `"`, `\\`
-/// and control characters).
-fn push_json_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        // Writing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, s);
     }
 }
 
@@ -969,47 +915,6 @@ pub(crate) fn snippet(line: &[u8]) -> Cow<'_, str> {
 mod tests {
     use super::*;
     use std::io::BufReader;
-
-    #[test]
-    fn call_frames_are_written_as_the_derive_writes_them() {
-        let args = serde_json::json!({"q": "a\"b", "n": [1, 2.5, null]});
-        for text in [
-            "",
-            "plain",
-            "quote \" and \\",
-            "tab\t nul\u{0} del\u{7f}",
-            "é ✓ 🙂",
-        ] {
-            for frame in [
-                HostFrame::CommandInvoked {
-                    id: "7",
-                    name: text,
-                    args: text,
-                },
-                HostFrame::ToolCall {
-                    id: text,
-                    name: "t",
-                    args: &args,
-                    operation_key: None,
-                    reconcile: false,
-                },
-                HostFrame::ToolCall {
-                    id: "8",
-                    name: "t",
-                    args: &args,
-                    operation_key: Some(text),
-                    reconcile: true,
-                },
-            ] {
-                let mut derived = serde_json::to_vec(&frame).unwrap();
-                derived.push(b'\n');
-                assert_eq!(
-                    String::from_utf8(frame.to_line()).unwrap(),
-                    String::from_utf8(derived).unwrap()
-                );
-            }
-        }
-    }
 
     #[test]
     fn fields_of_other_frame_types_are_ignored() {
