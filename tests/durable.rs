@@ -599,6 +599,69 @@ mod journal {
         );
     }
 
+    /// Calls in flight together share the journal's syncs: each call's
+    /// `accepted` and `dispatched` go to disk with one sync (before its
+    /// frame is written), and answers that come together share one.
+    #[test]
+    fn the_records_of_a_turn_share_one_sync() {
+        both(|| {
+            const CALLS: usize = 64;
+            let t = TempDir::new("journal-batch");
+            let tool = json!({"replay": "safe", "batch": CALLS});
+            let ext = durable_ext(&t, "d", json!({"tools": {"held": tool}}));
+            let path = t.join("j");
+            let host = start_ready(journaled_config(&t, &ext, &path));
+            let callers: Vec<_> = (0..CALLS)
+                .map(|i| {
+                    let handle = host.handle();
+                    std::thread::spawn(move || {
+                        handle.call_tool(ToolRequest::new("held", json!({"i": i})))
+                    })
+                })
+                .collect();
+            for caller in callers {
+                let got = ran(caller.join().expect("caller").expect("call"));
+                assert!(!got.is_error, "{got:?}");
+            }
+            let (records, syncs) = host.journal_counts().expect("a journal");
+            assert_eq!(records, 3 * CALLS as u64, "accepted, dispatched, finished");
+            // One sync per record would be three per call.
+            assert!(
+                syncs <= 2 * CALLS as u64,
+                "{syncs} syncs for {records} records"
+            );
+            eprintln!("{records} records, {syncs} syncs");
+            drop(host);
+            assert!(open_keys(&path).is_empty());
+        });
+    }
+
+    #[test]
+    fn calls_in_flight_on_a_journal_that_cannot_be_written_all_fail() {
+        both(|| {
+            let t = TempDir::new("journal-full-batch");
+            let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+            let host = start_ready(journaled_config(&t, &ext, Path::new("/dev/full")));
+            let callers: Vec<_> = (0..8)
+                .map(|_| {
+                    let handle = host.handle();
+                    std::thread::spawn(move || {
+                        handle.call_tool(ToolRequest::new("quick", json!({})))
+                    })
+                })
+                .collect();
+            for caller in callers {
+                match caller.join().expect("caller") {
+                    Err(HostError::Journal(why)) => assert!(why.contains("/dev/full"), "{why}"),
+                    other => panic!("expected a journal error, got {other:?}"),
+                }
+            }
+            assert_eq!(host.journal_counts(), Some((0, 0)));
+            drop(host);
+            assert!(tool_calls(&t, "d").is_empty(), "nothing ran unrecorded");
+        });
+    }
+
     #[test]
     fn guard_verdicts_are_journaled() {
         let t = TempDir::new("journal-guard");
