@@ -479,6 +479,300 @@ mod journal {
         );
     }
 
+    /// The `event_intercept` frames guard `g` received.
+    fn intercepts(t: &TempDir) -> usize {
+        let got = recorded(&t.join("g.record"));
+        got.iter()
+            .filter(|f| f["type"] == "event_intercept")
+            .count()
+    }
+
+    #[test]
+    fn kill_9_while_the_guards_decide_then_each_policy_recovers() {
+        let t = TempDir::new("journal-kill-guards");
+        let ext = blocking_ext(&t);
+        // A guard that never answers (then one that allows): the calls
+        // stop between `accepted` and `dispatched`.
+        let guard = |silent: bool| {
+            ext_dir(
+                &t.join("g"),
+                "g",
+                json!({"register": [subscribe(&[], &["tool_call"])],
+                       "guard": {"silent": silent}, "record": t.join("g.record")}),
+            )
+        };
+        let path = t.join("calls.journal");
+        let start = |guard: PathBuf| {
+            let mut cmd = Rpc::command(&t, &[ext.clone(), guard]);
+            cmd.arg("--journal").arg(&path);
+            let mut rpc = Rpc::spawn(&mut cmd);
+            rpc.wait_ready(2);
+            rpc
+        };
+        let mut rpc = start(guard(true));
+        let tools = ["s_never", "s_safe", "s_idem", "s_rec"];
+        for (i, tool) in tools.iter().enumerate() {
+            let args = json!({"n": i});
+            rpc.send(
+                json!({"type": "tool_call", "id": format!("c{i}"), "name": tool, "args": args}),
+            );
+        }
+        wait_for("the guard holds every call", || {
+            intercepts(&t) == tools.len()
+        });
+        // The guard heard of each call only once its `accepted` was on disk.
+        assert_eq!(open_keys(&path).len(), tools.len(), "{:?}", records(&path));
+        rpc.child.kill().expect("kill -9");
+        rpc.child.wait().expect("reaped");
+        assert!(!records(&path).iter().any(|r| r["step"] == "dispatched"));
+        assert!(tool_calls(&t, "d").is_empty(), "nothing reached the tool");
+        let open = open_keys(&path);
+        let key_of = |tool: &str| {
+            (open.iter())
+                .find(|(_, t)| *t == tool)
+                .map(|(k, _)| k.clone())
+                .expect("key")
+        };
+        std::fs::write(t.join("gate"), "").expect("gate");
+
+        let mut rpc = start(guard(false));
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"].as_array().map(Vec::len), Some(4), "{event}");
+        let never = rpc.call("r0", json!({"type": "resume", "call": key_of("s_never")}));
+        assert!(
+            never["error"].as_str().is_some_and(|e| e.contains("never")),
+            "{never}"
+        );
+        let asked = intercepts(&t);
+        let safe = rpc.call("r1", json!({"type": "resume", "call": key_of("s_safe")}));
+        assert_eq!(safe["success"], true, "{safe}");
+        assert_eq!(intercepts(&t), asked + 1, "safe asks the guards again");
+        let idem = rpc.call("r2", json!({"type": "resume", "call": key_of("s_idem")}));
+        assert_eq!(idem["success"], true, "{idem}");
+        assert_eq!(
+            effects_of(&t, &key_of("s_idem")),
+            1,
+            "ran once, under its key"
+        );
+        let rec = rpc.call("r3", json!({"type": "resume", "call": key_of("s_rec")}));
+        assert_eq!(rec["data"]["reconciled"], "not_started", "{rec}");
+        assert_eq!(effects_of(&t, &key_of("s_rec")), 1);
+        rpc.close_stdin();
+        rpc.wait();
+        let left: Vec<String> = open_keys(&path).into_values().collect();
+        assert_eq!(left, ["s_never"], "never stays open until abandoned");
+    }
+
+    #[test]
+    fn kill_9_before_accepted_is_durable_leaves_nothing_unrecorded() {
+        let t = TempDir::new("journal-kill-early");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        for round in 0..3 {
+            let mut rpc = rpc_with_journal(&t, &ext, &path);
+            rpc.wait_ready(1);
+            let call =
+                json!({"type": "tool_call", "id": "c", "name": "quick", "args": {"r": round}});
+            rpc.send(call);
+            // At once: most likely before the host read the line.
+            rpc.child.kill().expect("kill -9");
+            rpc.child.wait().expect("reaped");
+            // Every frame the tool got has its `accepted` and `dispatched` on disk.
+            let steps = records(&path);
+            for frame in tool_calls(&t, "d") {
+                let key = &frame["operation_key"];
+                for step in ["accepted", "dispatched"] {
+                    assert!(
+                        steps.iter().any(|r| r["call"] == *key && r["step"] == step),
+                        "{frame} ran without {step} on disk: {steps:?}"
+                    );
+                }
+            }
+        }
+        // What a restart reports is exactly what the journal left open.
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let mut reported: Vec<String> = host
+            .interrupted_calls()
+            .into_iter()
+            .map(|c| c.call)
+            .collect();
+        let mut open: Vec<String> = open_keys(&path).into_keys().collect();
+        reported.sort();
+        open.sort();
+        assert_eq!(reported, open);
+        for key in &open {
+            host.abandon(key).expect("abandon");
+        }
+        assert!(host.interrupted_calls().is_empty());
+    }
+
+    #[test]
+    fn kill_9_while_the_result_is_returned() {
+        let t = TempDir::new("journal-kill-late");
+        let path = t.join("j");
+        // The client got its answer, then the host died: `finished` was on disk.
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let got = rpc.call(
+            "c",
+            json!({"type": "tool_call", "name": "quick", "args": {}}),
+        );
+        assert_eq!(got["success"], true, "{got}");
+        rpc.child.kill().expect("kill -9");
+        rpc.child.wait().expect("reaped");
+        let steps = records(&path);
+        let finished = steps
+            .iter()
+            .find(|r| r["step"] == "finished")
+            .expect("finished");
+        assert_eq!(finished["status"], "completed");
+        assert_eq!(finished["result"]["content"][0]["text"], "quick ran {}");
+        assert!(open_keys(&path).is_empty());
+
+        // The tool answers and kills the host at once: the answer is on
+        // its way in. Either the host journaled `finished` (and only then
+        // could the client have been told) or the call is interrupted.
+        let spec = json!({"replay": "idempotent", "kill_host": true});
+        let ext = durable_ext(&t, "d", json!({"tools": {"dies": spec}}));
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        rpc.send(json!({"type": "tool_call", "id": "k", "name": "dies", "args": {}}));
+        rpc.child.wait().expect("killed by its extension");
+        let mut told = false;
+        while let Some(line) = rpc.next_within(std::time::Duration::from_secs(2)) {
+            told |= line["id"] == "k";
+        }
+        let key = tool_calls(&t, "d").last().expect("the call ran")["operation_key"].clone();
+        let steps = records(&path);
+        let done = steps
+            .iter()
+            .any(|r| r["call"] == key && r["step"] == "finished");
+        assert!(
+            !told || done,
+            "the client was told before `finished` was on disk"
+        );
+        // The same tool, no longer killing its host.
+        let ext = durable_ext(
+            &t,
+            "d",
+            json!({"tools": {"dies": {"replay": "idempotent"}}}),
+        );
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let open = host.interrupted_calls();
+        match done {
+            true => assert!(open.is_empty(), "{open:?}"),
+            false => {
+                assert_eq!(open.len(), 1, "{open:?}");
+                assert!(open[0].dispatched);
+                let again = ran(host.resume(&open[0].call).expect("resume"));
+                assert!(!again.is_error, "{again:?}");
+                assert!(host.interrupted_calls().is_empty());
+            }
+        }
+    }
+
+    /// Writes a journal of `bytes` or a little more: an open call `old`
+    /// of tool `quick`, then finished calls with results cut at 64 KiB.
+    fn fill(path: &Path, bytes: u64) {
+        use std::io::Write;
+        let file = std::fs::File::create(path).expect("journal");
+        let mut out = std::io::BufWriter::new(file);
+        let old = json!({"step": "accepted", "at": 1, "call": "old", "tool": "quick",
+                         "extension": "d", "args": {"a": 1}, "origin": "embedder",
+                         "replay": "safe"});
+        writeln!(out, "{old}").expect("write");
+        let text = "x".repeat(60 * 1024);
+        let (mut written, mut n) = (0u64, 0u64);
+        while written < bytes {
+            let accepted = json!({"step": "accepted", "at": 2, "call": format!("k{n}"),
+                                  "tool": "quick", "extension": "d", "args": {},
+                                  "origin": "embedder", "replay": "safe"});
+            let finished = json!({"step": "finished", "at": 3, "call": format!("k{n}"),
+                                  "status": "completed", "result_text": text,
+                                  "truncated": true, "size": 100_000});
+            let lines = format!("{accepted}\n{finished}\n");
+            out.write_all(lines.as_bytes()).expect("write");
+            written += lines.len() as u64;
+            n += 1;
+        }
+        out.flush().expect("flush");
+    }
+
+    #[test]
+    fn rotation_past_the_bound_carries_the_unfinished_calls_over() {
+        let t = TempDir::new("journal-rotate");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        let bound = zot_host::journal::ROTATE_BYTES;
+        fill(&path, bound - 200 * 1024);
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        assert_eq!(host.interrupted_calls().len(), 1);
+        for _ in 0..4 {
+            let big = json!({"pad": "y".repeat(60 * 1024)});
+            let got = ran(host
+                .call_tool(ToolRequest::new("quick", big))
+                .expect("call"));
+            assert!(!got.is_error, "{got:?}");
+        }
+        drop(host);
+        let mut old = path.clone().into_os_string();
+        old.push(".1");
+        let old = PathBuf::from(old);
+        let rotated = std::fs::metadata(&old).expect("PATH.1").len();
+        assert!(
+            rotated > bound - 400 * 1024 && rotated <= bound,
+            "{rotated}"
+        );
+        let now = records(&path);
+        assert!(std::fs::metadata(&path).expect("PATH").len() < 1024 * 1024);
+        assert_eq!(now[0]["call"], "old", "{:?}", now[0]);
+        assert_eq!(now[0]["origin"], "carried");
+        assert_eq!(now[0]["args"], json!({"a": 1}));
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let open = host.interrupted_calls();
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!(open[0].call, "old");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect("journal").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// The size of the big journal a start reads: `ZOT_TEST_JOURNAL_BYTES`,
+    /// else 1 GiB.
+    fn big_journal_bytes() -> u64 {
+        std::env::var("ZOT_TEST_JOURNAL_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 30)
+    }
+
+    #[test]
+    fn a_start_on_a_big_journal_stays_bounded_in_memory() {
+        let t = TempDir::new("journal-huge");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        let bytes = big_journal_bytes();
+        fill(&path, bytes);
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"][0]["call"], "old", "{event}");
+        let peak = peak_rss_kb(rpc.child.id()).expect("VmHWM");
+        // A line at a time: the file's size is not the host's.
+        assert!(peak < 64 * 1024, "peak {peak} kB reading {bytes} bytes");
+        eprintln!("started on a journal of {bytes} bytes: peak rss {peak} kB");
+        let got = rpc.call(
+            "c",
+            json!({"type": "tool_call", "name": "quick", "args": {}}),
+        );
+        assert_eq!(got["success"], true, "{got}");
+        rpc.close_stdin();
+        rpc.wait();
+        let _ = std::fs::remove_file(&path);
+    }
+
     fn journaled_config(t: &TempDir, ext: &Path, journal: &Path) -> zot_host::HostConfig {
         let mut cfg = config(t, &[ext.to_path_buf()]);
         cfg.journal = Some(journal.to_path_buf());
