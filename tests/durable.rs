@@ -1021,6 +1021,40 @@ mod journal {
         );
         // It did not run by itself.
         assert!(tool_calls(&t, "d").is_empty());
+
+        // `/resume` lists them, `/resume CALL` runs one by its policy,
+        // `/abandon CALL` closes one; both journaled.
+        let other = json!({"step": "accepted", "at": 6, "call": "k8", "tool": "quick",
+                           "extension": "d", "args": {"b": 2}, "origin": "embedder",
+                           "replay": "never"});
+        std::fs::write(&path, format!("{accepted}\n{other}\n")).expect("write");
+        let (_, lines) = run_zot(
+            &t,
+            &[
+                "--no-ext",
+                "-e",
+                &ext.to_string_lossy(),
+                "--journal",
+                &path.to_string_lossy(),
+            ],
+            "/resume\n/resume k8\n/resume k9\n/abandon k8\n/abandon k8\n",
+        );
+        let text = lines.join("\n");
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("no {needle:?} in:\n{text}"))
+        };
+        let listed = at("interrupted calls:");
+        assert!(at("k9  quick (d, replay idempotent) {}") > listed);
+        assert!(at("k8  quick (d, replay never) {\"b\":2}") > listed);
+        assert!(at("/resume k8: ") > listed, "never is refused");
+        assert!(at("quick ran {}") > at("/resume k8: "));
+        assert!(at("abandoned: k8") > at("quick ran {}"));
+        assert!(at("/abandon k8: ") > at("abandoned: k8"), "only once");
+        let sent = tool_calls(&t, "d");
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["operation_key"], "k9");
+        assert!(open_keys(&path).is_empty(), "{:?}", records(&path));
     }
 
     #[cfg(feature = "mcp")]

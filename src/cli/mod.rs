@@ -62,6 +62,7 @@ session commands (type /help in the session):
   /key [EXT PANEL] KEY [TEXT]          send a key to the open panel; /key esc closes it
   /reload-ext  /clear  /quit           restart extensions, clear notes, leave
   /prompt                              show the system prompt (after before_agent_start)
+  /resume [CALL]  /abandon CALL        with --journal: a call a crash interrupted
   /NAME [ARGS]                         run an extension's command; plain text is a prompt
 
 files:
