@@ -38,6 +38,10 @@ pub struct InterruptedCall {
     pub replay: Replay,
     /// Milliseconds since the Unix epoch.
     pub accepted_at: u64,
+    /// Who asked for it: the surface (`embedder` for the library,
+    /// `rpc`, `mcp`, `session`), or `extension:NAME` for an extension's
+    /// `call_tool`.
+    pub origin: String,
     /// It was handed to its extension before the crash.
     #[serde(skip)]
     pub dispatched: bool,
@@ -163,11 +167,11 @@ impl Open {
 }
 
 /// The `accepted` record of `call`.
-fn accepted_record(call: &InterruptedCall, origin: &str) -> Value {
+fn accepted_record(call: &InterruptedCall) -> Value {
     json!({
         "step": "accepted", "at": call.accepted_at, "call": call.call,
         "tool": call.tool, "extension": call.extension, "args": call.args,
-        "origin": origin, "replay": call.replay,
+        "origin": call.origin, "replay": call.replay,
     })
 }
 
@@ -293,8 +297,8 @@ impl Journal {
     }
 
     /// Buffers `accepted` for call `key`, for the turn's sync.
-    pub fn accepted(&self, call: &InterruptedCall, origin: &str) -> Result<(), String> {
-        let record = accepted_record(call, origin);
+    pub fn accepted(&self, call: &InterruptedCall) -> Result<(), String> {
+        let record = accepted_record(call);
         self.buffer(
             &call.call,
             record.to_string(),
@@ -488,7 +492,8 @@ impl Journal {
             .map_err(|e| fail(io::Error::other(e.to_string())))?;
         let mut text = Vec::new();
         for call in inner.open.values() {
-            let accepted = accepted_record(call, "carried");
+            let mut accepted = accepted_record(call);
+            accepted["carried"] = true.into();
             text.extend_from_slice(accepted.to_string().as_bytes());
             text.push(b'\n');
             if call.dispatched {
@@ -627,6 +632,7 @@ fn apply_record(open: &mut Open, record: Map<String, Value>) {
                 args: record.get("args").cloned().unwrap_or(Value::Null),
                 replay: replay.and_then(Replay::parse).unwrap_or_default(),
                 accepted_at: record.get("at").and_then(Value::as_u64).unwrap_or(0),
+                origin: text("origin"),
                 dispatched: false,
             };
             open.insert(key, call);
@@ -815,6 +821,7 @@ mod tests {
             args: json!({"a": 1}),
             replay: Replay::Safe,
             accepted_at: 1,
+            origin: "embedder".into(),
             dispatched: false,
         }
     }
@@ -823,10 +830,10 @@ mod tests {
     fn unfinished_calls_survive_a_reopen_and_rotation_carries_them() {
         let path = temp("reopen");
         let j = Journal::open(&path).expect("open");
-        j.accepted(&call("k1"), "embedder").expect("accepted");
+        j.accepted(&call("k1")).expect("accepted");
         j.verdict("k1", None, &json!({"a": 2})).expect("verdict");
         j.dispatched("k1").expect("dispatched");
-        j.accepted(&call("k2"), "embedder").expect("accepted");
+        j.accepted(&call("k2")).expect("accepted");
         j.finished("k2", "completed", Some(r#"{"x":1}"#))
             .expect("finished");
         j.sync().expect("one sync");
@@ -859,8 +866,8 @@ mod tests {
     fn an_append_past_the_bound_rotates_first() {
         let path = temp("bound");
         let j = Journal::open(&path).expect("open");
-        j.accepted(&call("open"), "embedder").expect("accepted");
-        j.accepted(&call("done"), "embedder").expect("accepted");
+        j.accepted(&call("open")).expect("accepted");
+        j.accepted(&call("done")).expect("accepted");
         j.finished("done", "completed", None).expect("finished");
         j.sync().expect("sync");
         // As if the file had grown to the bound.
@@ -936,7 +943,7 @@ mod tests {
     #[test]
     fn a_failed_sync_names_the_file_and_the_calls_and_applies_nothing() {
         let j = Journal::open(Path::new("/dev/full")).expect("open");
-        j.accepted(&call("x"), "embedder").expect("buffered");
+        j.accepted(&call("x")).expect("buffered");
         j.dispatched("x").expect("buffered");
         let failed = j.sync().expect_err("no space");
         assert!(failed.error.contains("/dev/full"), "{}", failed.error);

@@ -466,7 +466,7 @@ mod journal {
             .output()
             .expect("zot journal");
         let text = String::from_utf8_lossy(&text.stdout);
-        assert!(text.contains("s_rec  d  embedder  -  completed"), "{text}");
+        assert!(text.contains("s_rec  d  rpc  -  completed"), "{text}");
         let unfinished = zot()
             .args(["journal", "--unfinished"])
             .arg(&path)
@@ -727,7 +727,10 @@ mod journal {
         let now = records(&path);
         assert!(std::fs::metadata(&path).expect("PATH").len() < 1024 * 1024);
         assert_eq!(now[0]["call"], "old", "{:?}", now[0]);
-        assert_eq!(now[0]["origin"], "carried");
+        assert_eq!(
+            (&now[0]["origin"], &now[0]["carried"]),
+            (&json!("embedder"), &json!(true))
+        );
         assert_eq!(now[0]["args"], json!({"a": 1}));
         let host = start_ready(journaled_config(&t, &ext, &path));
         let open = host.interrupted_calls();
@@ -1055,6 +1058,13 @@ mod journal {
         assert_eq!(sent.len(), 1, "{sent:?}");
         assert_eq!(sent[0]["operation_key"], "k9");
         assert!(open_keys(&path).is_empty(), "{:?}", records(&path));
+        let steps = records(&path);
+        let resumed = steps.iter().filter(|r| r["step"] == "accepted").nth(2);
+        assert_eq!(
+            resumed.map(|r| &r["origin"]),
+            Some(&json!("session")),
+            "{steps:?}"
+        );
     }
 
     #[cfg(feature = "mcp")]
@@ -1095,5 +1105,91 @@ mod journal {
             .collect();
         // No guard: no verdict to record.
         assert_eq!(steps, ["accepted", "dispatched", "finished"]);
+        assert_eq!(records(&path)[0]["origin"], "mcp");
+    }
+
+    /// Who asked is journaled: the surface, or the extension whose
+    /// `call_tool` made the call; `zot journal` shows it.
+    #[test]
+    fn the_origin_of_each_call_is_journaled_and_shown() {
+        let t = TempDir::new("journal-origin");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let relay = json!({"kind": "call", "target": "quick", "args": {"via": "relay"}});
+        let caller = tools_ext(&t.join("c"), "caller", json!({"tools": {"relay": relay}}));
+        let path = t.join("j");
+        let mut cmd = Rpc::command(&t, &[ext, caller]);
+        cmd.arg("--journal").arg(&path);
+        let mut rpc = Rpc::spawn(&mut cmd);
+        rpc.wait_ready(2);
+        let got = rpc.call(
+            "r",
+            json!({"type": "tool_call", "name": "relay", "args": {}}),
+        );
+        assert_eq!(got["success"], true, "{got}");
+        rpc.close_stdin();
+        rpc.wait();
+        let origins: Vec<(Value, Value)> = records(&path)
+            .iter()
+            .filter(|r| r["step"] == "accepted")
+            .map(|r| (r["tool"].clone(), r["origin"].clone()))
+            .collect();
+        assert_eq!(
+            origins,
+            [
+                (json!("relay"), json!("rpc")),
+                (json!("quick"), json!("extension:caller"))
+            ]
+        );
+        assert!(open_keys(&path).is_empty());
+        let out = zot()
+            .arg("journal")
+            .arg(&path)
+            .output()
+            .expect("zot journal");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("  relay  caller  rpc  -  completed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  quick  d  extension:caller  -  completed"),
+            "{text}"
+        );
+        let out = zot()
+            .arg("journal")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("zot journal");
+        let first: Value = serde_json::from_str(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .unwrap_or(""),
+        )
+        .expect("json");
+        assert_eq!(first["origin"], "rpc");
+    }
+
+    #[test]
+    fn the_library_is_the_embedder_unless_it_says_otherwise() {
+        let t = TempDir::new("journal-origin-lib");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+        let path = t.join("j");
+        for origin in [None, Some("my-agent")] {
+            let mut cfg = journaled_config(&t, &ext, &path);
+            if let Some(origin) = origin {
+                cfg.journal_origin = origin.into();
+            }
+            let host = start_ready(cfg);
+            host.call_tool(ToolRequest::new("quick", json!({})))
+                .expect("call");
+        }
+        let origins: Vec<Value> = records(&path)
+            .iter()
+            .filter(|r| r["step"] == "accepted")
+            .map(|r| r["origin"].clone())
+            .collect();
+        assert_eq!(origins, [json!("embedder"), json!("my-agent")]);
     }
 }

@@ -415,6 +415,16 @@ pub fn start_host(
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
 }
 
+/// Names the surface in the journal's `origin` of the calls it makes.
+pub fn journal_origin(config: &mut zot_host::HostConfig, surface: &str) {
+    #[cfg(feature = "journal")]
+    {
+        config.journal_origin = surface.into();
+    }
+    #[cfg(not(feature = "journal"))]
+    let _ = (config, surface);
+}
+
 /// The host config every surface runs with, from the shared options.
 pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError> {
     let zot_home = zot_home()?;

@@ -782,6 +782,10 @@ impl Engine {
         let deadline = Some(later(now, self.cfg.timeouts.tool));
         let origin = Origin::Ext { ext: idx, id };
         let job = self.new_job(name, args, None, origin, None, chain, parent, deadline);
+        // Journaled like the embedder's, its origin the extension.
+        if let Err(e) = self.journal_accepted(job) {
+            return self.finish_job(job, Err(e), now);
+        }
         self.run_pipeline(job, now);
     }
 

@@ -6,9 +6,10 @@
 //! frame and its answer are parked here, so 64 calls in flight share a
 //! sync instead of paying one each. A step that cannot be journaled ends
 //! the call with [`HostError::Journal`], which names the file. Reconcile
-//! calls perform nothing and are not journaled; nor are extensions'
-//! `call_tool`s, which a crash takes down with their caller. Without the
-//! `journal` feature every step is a no-op.
+//! calls perform nothing and are not journaled. Every call is journaled
+//! with its origin: the embedder's surface, or the extension whose
+//! `call_tool` made it. Without the `journal` feature every step is a
+//! no-op.
 
 #[cfg(feature = "journal")]
 use super::jobs::{At, Origin};
@@ -58,9 +59,13 @@ impl Engine {
         let Some(j) = self.jobs.get(job) else {
             return Ok(());
         };
-        if j.reconcile || !matches!(j.origin, Origin::Embedder(_)) {
+        if j.reconcile {
             return Ok(());
         }
+        let origin = match &j.origin {
+            Origin::Embedder(_) => self.cfg.journal_origin.clone(),
+            Origin::Ext { ext, .. } => format!("extension:{}", self.exts[*ext].name),
+        };
         let claim = self.tools.owner(&j.name);
         let call = crate::journal::InterruptedCall {
             call: (j.operation_key.clone()).unwrap_or_else(|| journal.new_key()),
@@ -69,11 +74,10 @@ impl Engine {
             args: j.args.clone(),
             replay: claim.map(|c| c.info.replay).unwrap_or_default(),
             accepted_at: crate::journal::now_ms(),
+            origin,
             dispatched: false,
         };
-        journal
-            .accepted(&call, "embedder")
-            .map_err(HostError::Journal)?;
+        journal.accepted(&call).map_err(HostError::Journal)?;
         if let Some(j) = self.jobs.get_mut(job) {
             j.operation_key = Some(call.call);
             j.journaled = true;

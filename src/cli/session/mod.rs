@@ -116,7 +116,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let cwd = super::project_dir(opts.cwd.as_deref())?;
     // Panels show here, so interactive tools may wait for the user; the
     // session runs no built-in tools (SPEC 13.3, 13.4).
-    let host = super::start_host(&opts, |c| c.runs_builtins = false)?;
+    let host = super::start_host(&opts, |c| {
+        c.runs_builtins = false;
+        super::journal_origin(c, "session");
+    })?;
     let mut input = read_stdin(bell.clone())?;
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
