@@ -1,9 +1,11 @@
-//! The journal: a durable, append-only record of every tool call the
-//! embedder makes, one JSON line per step (`accepted`, `verdict`,
-//! `dispatched`, `finished`), each written and `fdatasync`ed before the
-//! step takes effect. Started on a journal whose calls have no
-//! `finished` (a crash), the host reports them and runs none by itself;
-//! the embedder resumes or abandons each (docs/JOURNAL.md).
+//! The journal: a durable, append-only record of every tool call, one
+//! JSON line per step (`accepted`, `verdict`, `dispatched`, `finished`),
+//! each on disk before the step takes effect. The host's loop buffers
+//! the records of a turn and writes and `fdatasync`s them at once
+//! ([`Journal::sync`]) before the turn's frames and answers go out.
+//! Started on a journal whose calls have no `finished` (a crash), the
+//! host reports them and runs none by itself; the embedder resumes or
+//! abandons each (docs/JOURNAL.md).
 
 use crate::types::{HostError, ReconcileState, Replay, ToolOutcome, ToolRequest};
 use serde::Serialize;
