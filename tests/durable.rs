@@ -842,6 +842,68 @@ mod journal {
         assert!(again.interrupted_calls().is_empty());
     }
 
+    /// `zot rpc` on a journal it cannot use: a full disk fails each call
+    /// naming the file (nothing reaches the tool); a path it cannot open
+    /// or a line edited into garbage stops the start naming the file (and
+    /// the line); a torn last line is said once, in the event's notes.
+    #[test]
+    fn zot_rpc_on_a_full_disk_a_read_only_path_and_a_hand_edited_journal() {
+        let t = TempDir::new("journal-rpc-faults");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let mut rpc = rpc_with_journal(&t, &ext, Path::new("/dev/full"));
+        rpc.wait_ready(1);
+        for id in ["a", "b"] {
+            let got = rpc.call(
+                id,
+                json!({"type": "tool_call", "name": "quick", "args": {}}),
+            );
+            let why = got["error"].as_str().unwrap_or("");
+            assert!(why.contains("cannot write journal /dev/full"), "{got}");
+        }
+        assert_eq!(rpc.call("p", json!({"type": "ping"}))["success"], true);
+        rpc.close_stdin();
+        rpc.wait();
+        assert!(tool_calls(&t, "d").is_empty(), "nothing ran unrecorded");
+
+        let refused = |journal: &Path| {
+            let out = Rpc::command(&t, &[ext.clone()])
+                .arg("--journal")
+                .arg(journal)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("zot rpc");
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let why = refused(Path::new("/proc/zot-journal-test"));
+        assert!(
+            why.contains("cannot open journal /proc/zot-journal-test"),
+            "{why}"
+        );
+        let path = t.join("edited");
+        let accepted = json!({"step": "accepted", "at": 5, "call": "k1", "tool": "quick",
+                              "extension": "d", "args": {}, "origin": "rpc", "replay": "safe"});
+        std::fs::write(
+            &path,
+            format!("{accepted}\n{{\"step\": \"oops\"}}\n{accepted}\n"),
+        )
+        .expect("write");
+        let why = refused(&path);
+        assert!(
+            why.contains(&*path.to_string_lossy()) && why.contains("line 2"),
+            "{why}"
+        );
+        std::fs::write(&path, format!("{accepted}\n{{\"step\":\"fin")).expect("write");
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"][0]["call"], "k1", "{event}");
+        let notes = event["notes"].to_string();
+        assert!(notes.contains("cut short"), "{event}");
+        rpc.close_stdin();
+        rpc.wait();
+    }
+
     #[test]
     fn a_torn_last_line_is_ignored_and_any_other_bad_line_stops_the_start() {
         let t = TempDir::new("journal-lines");
