@@ -866,7 +866,7 @@ mod journal {
         assert!(tool_calls(&t, "d").is_empty(), "nothing ran unrecorded");
 
         let refused = |journal: &Path| {
-            let out = Rpc::command(&t, &[ext.clone()])
+            let out = Rpc::command(&t, std::slice::from_ref(&ext))
                 .arg("--journal")
                 .arg(journal)
                 .stdin(std::process::Stdio::null())
