@@ -218,6 +218,7 @@ fn ext_check_reports_the_display_hint() {
 #[allow(unused)]
 fn _unused(_: &Path) {}
 
+#[cfg(feature = "author")]
 #[test]
 fn ext_doctor_shows_each_tools_replay_policy() {
     let t = TempDir::new("durable-doctor");
