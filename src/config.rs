@@ -127,6 +127,10 @@ pub struct HostConfig {
     /// here before it takes effect (docs/JOURNAL.md).
     #[cfg(feature = "journal")]
     pub journal: Option<PathBuf>,
+    /// Who the embedder is, in the journal's `origin` of its calls
+    /// (an extension's `call_tool` is `extension:NAME`). `"embedder"`.
+    #[cfg(feature = "journal")]
+    pub journal_origin: String,
     /// The journal, once the host opened it.
     #[cfg(feature = "journal")]
     #[doc(hidden)]
@@ -194,6 +198,8 @@ impl HostConfig {
             interactive_tools: true,
             #[cfg(feature = "journal")]
             journal: None,
+            #[cfg(feature = "journal")]
+            journal_origin: "embedder".into(),
             #[cfg(feature = "journal")]
             opened_journal: None,
         }

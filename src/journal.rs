@@ -1,9 +1,11 @@
-//! The journal: a durable, append-only record of every tool call the
-//! embedder makes, one JSON line per step (`accepted`, `verdict`,
-//! `dispatched`, `finished`), each written and `fdatasync`ed before the
-//! step takes effect. Started on a journal whose calls have no
-//! `finished` (a crash), the host reports them and runs none by itself;
-//! the embedder resumes or abandons each (docs/JOURNAL.md).
+//! The journal: a durable, append-only record of every tool call, one
+//! JSON line per step (`accepted`, `verdict`, `dispatched`, `finished`),
+//! each on disk before the step takes effect. The host's loop buffers
+//! the records of a turn and writes and `fdatasync`s them at once
+//! ([`Journal::sync`]) before the turn's frames and answers go out.
+//! Started on a journal whose calls have no `finished` (a crash), the
+//! host reports them and runs none by itself; the embedder resumes or
+//! abandons each (docs/JOURNAL.md).
 
 use crate::types::Replay;
 use serde::Serialize;
@@ -38,6 +40,10 @@ pub struct InterruptedCall {
     pub replay: Replay,
     /// Milliseconds since the Unix epoch.
     pub accepted_at: u64,
+    /// Who asked for it: the surface (`embedder` for the library,
+    /// `rpc`, `mcp`, `session`), or `extension:NAME` for an extension's
+    /// `call_tool`.
+    pub origin: String,
     /// It was handed to its extension before the crash.
     #[serde(skip)]
     pub dispatched: bool,
@@ -69,6 +75,65 @@ struct Inner {
     notes: Vec<String>,
     /// The host stopped: the lock is released, nothing more is written.
     closed: bool,
+    /// Records of the loop's turn not on disk yet ([`Journal::sync`]).
+    pending: Vec<Buffered>,
+    /// Records written and syncs made so far ([`Journal::counts`]).
+    records: u64,
+    syncs: u64,
+}
+
+/// A record waiting for the turn's sync, and what it changes in the
+/// calls known once it is on disk.
+struct Buffered {
+    line: Vec<u8>,
+    key: String,
+    apply: Apply,
+}
+
+/// What a record changes in [`Inner::open`] once it is on disk.
+enum Apply {
+    Accepted(Box<InterruptedCall>),
+    Args(Value),
+    Dispatched,
+    Finished,
+    Nothing,
+}
+
+impl Apply {
+    fn to(self, inner: &mut Inner, key: &str) {
+        match self {
+            Apply::Accepted(call) => {
+                inner.open.insert(key.to_string(), *call);
+                // Resumed: no longer the crash's to resolve.
+                inner.interrupted.retain(|k| k != key);
+            }
+            Apply::Args(args) => {
+                if let Some(open) = inner.open.get_mut(key) {
+                    open.args = args;
+                }
+            }
+            Apply::Dispatched => {
+                if let Some(open) = inner.open.get_mut(key) {
+                    open.dispatched = true;
+                }
+            }
+            Apply::Finished => {
+                inner.open.remove(key);
+                inner.interrupted.retain(|k| k != key);
+            }
+            Apply::Nothing => {}
+        }
+    }
+}
+
+/// A failed [`Journal::sync`]: the error, naming the file, and the keys
+/// of the calls whose records were lost with it.
+#[derive(Debug)]
+pub struct SyncFailed {
+    /// Why, naming the file.
+    pub error: String,
+    /// The calls with records in the lost batch.
+    pub keys: Vec<String>,
 }
 
 /// The calls open (accepted, not finished), oldest first: few at a
@@ -104,11 +169,11 @@ impl Open {
 }
 
 /// The `accepted` record of `call`.
-fn accepted_record(call: &InterruptedCall, origin: &str) -> Value {
+fn accepted_record(call: &InterruptedCall) -> Value {
     json!({
         "step": "accepted", "at": call.accepted_at, "call": call.call,
         "tool": call.tool, "extension": call.extension, "args": call.args,
-        "origin": origin, "replay": call.replay,
+        "origin": call.origin, "replay": call.replay,
     })
 }
 
@@ -181,6 +246,9 @@ impl Journal {
                 interrupted,
                 notes,
                 closed: false,
+                pending: Vec::new(),
+                records: 0,
+                syncs: 0,
             }),
             counter: AtomicU64::new(0),
         })
@@ -230,37 +298,36 @@ impl Journal {
             .flatten()
     }
 
-    /// Journals `accepted` for call `key`.
-    pub fn accepted(&self, call: &InterruptedCall, origin: &str) -> Result<(), String> {
-        self.append(&accepted_record(call, origin), |inner| {
-            inner.open.insert(call.call.clone(), call.clone());
-            // Resumed: no longer the crash's to resolve.
-            inner.interrupted.retain(|k| *k != call.call);
-        })
+    /// Buffers `accepted` for call `key`, for the turn's sync.
+    pub fn accepted(&self, call: &InterruptedCall) -> Result<(), String> {
+        let record = accepted_record(call);
+        self.buffer(
+            &call.call,
+            record.to_string(),
+            Apply::Accepted(Box::new(call.clone())),
+        )
     }
 
-    /// Journals the guards' verdict on call `key`: `block` with `reason`,
+    /// Buffers the guards' verdict on call `key`: `block` with `reason`,
     /// else allowed with `args` (rewritten or not).
     pub fn verdict(&self, key: &str, block: Option<&str>, args: &Value) -> Result<(), String> {
         let mut record = json!({"step": "verdict", "at": now_ms(), "call": key});
-        match block {
+        let apply = match block {
             Some(reason) => {
                 record["decision"] = "block".into();
                 record["reason"] = reason.into();
+                Apply::Nothing
             }
             None => {
                 record["decision"] = "allow".into();
                 record["args"] = args.clone();
+                Apply::Args(args.clone())
             }
-        }
-        self.append(&record, |inner| {
-            if let (Some(open), None) = (inner.open.get_mut(key), block) {
-                open.args = args.clone();
-            }
-        })
+        };
+        self.buffer(key, record.to_string(), apply)
     }
 
-    /// Journals one guard's answer on call `key`: `decision` (`allow`,
+    /// Buffers one guard's answer on call `key`: `decision` (`allow`,
     /// `block`, `rewrite`, `unavailable`) with its reason or new args.
     pub fn guard(
         &self,
@@ -274,82 +341,133 @@ impl Journal {
         if let Some((field, value)) = detail {
             record[field] = value;
         }
-        self.append(&record, |_| {})
+        self.buffer(key, record.to_string(), Apply::Nothing)
     }
 
-    /// Journals that call `key` is handed to its extension.
+    /// Buffers that call `key` is handed to its extension.
     pub fn dispatched(&self, key: &str) -> Result<(), String> {
         let record = json!({"step": "dispatched", "at": now_ms(), "call": key});
-        self.append(&record, |inner| {
-            if let Some(open) = inner.open.get_mut(key) {
-                open.dispatched = true;
-            }
-        })
+        self.buffer(key, record.to_string(), Apply::Dispatched)
     }
 
-    /// Journals how call `key` ended: `status`, and `result` (JSON text;
+    /// Buffers how call `key` ended: `status`, and `result` (JSON text;
     /// past [`RESULT_LIMIT`] bytes its start as `result_text`, with its
     /// whole size).
     pub fn finished(&self, key: &str, status: &str, result: Option<&str>) -> Result<(), String> {
-        let mut record = json!({"step": "finished", "at": now_ms(), "call": key, "status": status});
-        let mut raw = None;
-        match result {
-            Some(text) if text.len() > RESULT_LIMIT => {
-                let mut end = RESULT_LIMIT;
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                record["result_text"] = text[..end].into();
-                record["truncated"] = true.into();
-                record["size"] = text.len().into();
-            }
-            other => raw = other,
-        }
-        let mut line = record.to_string();
-        if let Some(raw) = raw {
-            // Spliced in as it is: no tree of it is built.
-            line.pop();
-            line.push_str(",\"result\":");
-            line.push_str(raw);
-            line.push('}');
-        }
-        self.append_line(line, |inner| {
-            inner.open.remove(key);
-            inner.interrupted.retain(|k| k != key);
-        })
+        self.buffer(key, finished_line(key, status, result), Apply::Finished)
     }
 
-    /// Writes `record` as one line and syncs it; then `apply` updates
-    /// what is known of the calls. On failure the file is cut back to
-    /// where it was, and the error names it.
-    fn append(&self, record: &Value, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
-        self.append_line(record.to_string(), apply)
+    /// Writes how call `key` ended at once, with its own sync: for a
+    /// resolution outside the loop's turns (abandon, a recovered result).
+    pub fn finished_now(
+        &self,
+        key: &str,
+        status: &str,
+        result: Option<&str>,
+    ) -> Result<(), String> {
+        let mut inner = self.lock();
+        self.open_for_writing(&inner)?;
+        let mut line = finished_line(key, status, result).into_bytes();
+        line.push(b'\n');
+        self.write_synced(&mut inner, &[(line, key)])?;
+        Apply::Finished.to(&mut inner, key);
+        Ok(())
     }
 
-    fn append_line(&self, line: String, apply: impl FnOnce(&mut Inner)) -> Result<(), String> {
+    /// Adds a record to the turn's buffer: on disk at the next
+    /// [`Journal::sync`], which the loop makes before the turn's effects.
+    fn buffer(&self, key: &str, line: String, apply: Apply) -> Result<(), String> {
+        let mut inner = self.lock();
+        self.open_for_writing(&inner)?;
         let mut line = line.into_bytes();
         line.push(b'\n');
-        let mut inner = self.lock();
-        if inner.closed {
-            return Err(format!(
+        inner.pending.push(Buffered {
+            line,
+            key: key.to_string(),
+            apply,
+        });
+        Ok(())
+    }
+
+    fn open_for_writing(&self, inner: &Inner) -> Result<(), String> {
+        match inner.closed {
+            true => Err(format!(
                 "journal {} is closed: the host stopped",
                 self.path.display()
-            ));
+            )),
+            false => Ok(()),
         }
-        if inner.size + line.len() as u64 > ROTATE_BYTES {
-            self.rotate(&mut inner)?;
+    }
+
+    /// Whether records wait for [`Journal::sync`].
+    pub fn has_pending(&self) -> bool {
+        !self.lock().pending.is_empty()
+    }
+
+    /// Writes the records buffered since the last sync in one write and
+    /// one `fdatasync`. On failure the file is cut back to where it
+    /// was; the error names it, with the keys of the calls whose records
+    /// were lost (those calls fail).
+    pub fn sync(&self) -> Result<(), SyncFailed> {
+        let mut inner = self.lock();
+        let pending = std::mem::take(&mut inner.pending);
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let failed = |error: String, pending: &[Buffered]| {
+            let mut keys: Vec<String> = Vec::new();
+            for b in pending {
+                if !keys.contains(&b.key) {
+                    keys.push(b.key.clone());
+                }
+            }
+            SyncFailed { error, keys }
+        };
+        if let Err(error) = self.open_for_writing(&inner) {
+            return Err(failed(error, &pending));
+        }
+        let lines: Vec<(Vec<u8>, &str)> = (pending.iter())
+            .map(|b| (b.line.clone(), b.key.as_str()))
+            .collect();
+        if let Err(error) = self.write_synced(&mut inner, &lines) {
+            return Err(failed(error, &pending));
+        }
+        for b in pending {
+            b.apply.to(&mut inner, &b.key);
+        }
+        Ok(())
+    }
+
+    /// How many records were written and how many syncs made, since the
+    /// host opened the journal: the records of a turn share one sync.
+    pub fn counts(&self) -> (u64, u64) {
+        let inner = self.lock();
+        (inner.records, inner.syncs)
+    }
+
+    /// Writes `lines` (each ending in a newline) and syncs them, rotating
+    /// first when they would take the file past [`ROTATE_BYTES`].
+    fn write_synced(&self, inner: &mut Inner, lines: &[(Vec<u8>, &str)]) -> Result<(), String> {
+        let len: u64 = lines.iter().map(|(l, _)| l.len() as u64).sum();
+        if inner.size > 0 && inner.size + len > ROTATE_BYTES {
+            self.rotate(inner)?;
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        for (line, _) in lines {
+            bytes.extend_from_slice(line);
         }
         let written = inner
             .file
-            .write_all(&line)
+            .write_all(&bytes)
             .and_then(|_| inner.file.sync_data());
         if let Err(e) = written {
             let size = inner.size;
             let _ = inner.file.set_len(size);
             return Err(format!("cannot write journal {}: {e}", self.path.display()));
         }
-        inner.size += line.len() as u64;
-        apply(&mut inner);
+        inner.size += len;
+        inner.records += lines.len() as u64;
+        inner.syncs += 1;
         Ok(())
     }
 
@@ -376,7 +494,8 @@ impl Journal {
             .map_err(|e| fail(io::Error::other(e.to_string())))?;
         let mut text = Vec::new();
         for call in inner.open.values() {
-            let accepted = accepted_record(call, "carried");
+            let mut accepted = accepted_record(call);
+            accepted["carried"] = true.into();
             text.extend_from_slice(accepted.to_string().as_bytes());
             text.push(b'\n');
             if call.dispatched {
@@ -396,6 +515,33 @@ impl Journal {
         inner.size = text.len() as u64;
         Ok(())
     }
+}
+
+/// The `finished` record of call `key`, as a line (no newline).
+fn finished_line(key: &str, status: &str, result: Option<&str>) -> String {
+    let mut record = json!({"step": "finished", "at": now_ms(), "call": key, "status": status});
+    let mut raw = None;
+    match result {
+        Some(text) if text.len() > RESULT_LIMIT => {
+            let mut end = RESULT_LIMIT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            record["result_text"] = text[..end].into();
+            record["truncated"] = true.into();
+            record["size"] = text.len().into();
+        }
+        other => raw = other,
+    }
+    let mut line = record.to_string();
+    if let Some(raw) = raw {
+        // Spliced in as it is: no tree of it is built.
+        line.pop();
+        line.push_str(",\"result\":");
+        line.push_str(raw);
+        line.push('}');
+    }
+    line
 }
 
 /// A line longer than this is no record (the journal is not read into
@@ -488,6 +634,7 @@ fn apply_record(open: &mut Open, record: Map<String, Value>) {
                 args: record.get("args").cloned().unwrap_or(Value::Null),
                 replay: replay.and_then(Replay::parse).unwrap_or_default(),
                 accepted_at: record.get("at").and_then(Value::as_u64).unwrap_or(0),
+                origin: text("origin"),
                 dispatched: false,
             };
             open.insert(key, call);
@@ -545,6 +692,7 @@ mod tests {
             args: json!({"a": 1}),
             replay: Replay::Safe,
             accepted_at: 1,
+            origin: "embedder".into(),
             dispatched: false,
         }
     }
@@ -553,12 +701,14 @@ mod tests {
     fn unfinished_calls_survive_a_reopen_and_rotation_carries_them() {
         let path = temp("reopen");
         let j = Journal::open(&path).expect("open");
-        j.accepted(&call("k1"), "embedder").expect("accepted");
+        j.accepted(&call("k1")).expect("accepted");
         j.verdict("k1", None, &json!({"a": 2})).expect("verdict");
         j.dispatched("k1").expect("dispatched");
-        j.accepted(&call("k2"), "embedder").expect("accepted");
+        j.accepted(&call("k2")).expect("accepted");
         j.finished("k2", "completed", Some(r#"{"x":1}"#))
             .expect("finished");
+        j.sync().expect("one sync");
+        assert_eq!(j.counts(), (5, 1), "five records share one sync");
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(&path).unwrap().permissions(),
         );
@@ -587,12 +737,14 @@ mod tests {
     fn an_append_past_the_bound_rotates_first() {
         let path = temp("bound");
         let j = Journal::open(&path).expect("open");
-        j.accepted(&call("open"), "embedder").expect("accepted");
-        j.accepted(&call("done"), "embedder").expect("accepted");
+        j.accepted(&call("open")).expect("accepted");
+        j.accepted(&call("done")).expect("accepted");
         j.finished("done", "completed", None).expect("finished");
+        j.sync().expect("sync");
         // As if the file had grown to the bound.
         j.lock().size = ROTATE_BYTES;
-        j.dispatched("open").expect("dispatched after rotation");
+        j.dispatched("open").expect("dispatched");
+        j.sync().expect("synced after rotation");
         let now = read_records(&path).expect("records");
         let steps: Vec<_> = now
             .iter()
@@ -642,7 +794,7 @@ mod tests {
             "{:?}",
             j.notes()
         );
-        j.finished("a", "abandoned", None)
+        j.finished_now("a", "abandoned", None)
             .expect("write after the torn line");
         drop(j);
         let j = Journal::open(&path).expect("repaired");
@@ -653,9 +805,23 @@ mod tests {
         std::fs::write(&path, whole).unwrap();
         let j = Journal::open(&path).expect("open");
         j.dispatched("b").expect("dispatched");
+        j.sync().expect("sync");
         drop(j);
         let j = Journal::open(&path).expect("reopen");
         assert!(j.interrupted()[0].dispatched);
+    }
+
+    #[test]
+    fn a_failed_sync_names_the_file_and_the_calls_and_applies_nothing() {
+        let j = Journal::open(Path::new("/dev/full")).expect("open");
+        j.accepted(&call("x")).expect("buffered");
+        j.dispatched("x").expect("buffered");
+        let failed = j.sync().expect_err("no space");
+        assert!(failed.error.contains("/dev/full"), "{}", failed.error);
+        assert_eq!(failed.keys, ["x"]);
+        assert!(!j.has_pending());
+        assert_eq!(j.counts(), (0, 0));
+        assert!(j.lock().open.get("x").is_none(), "not known as open");
     }
 
     #[test]
@@ -666,6 +832,7 @@ mod tests {
         j.finished("k", "completed", Some(&big)).expect("finished");
         j.finished("k2", "completed", Some(r#"{"a":[1]}"#))
             .expect("finished");
+        j.sync().expect("sync");
         let records = read_records(&path).expect("records");
         assert_eq!(records[0]["truncated"], true);
         assert_eq!(records[0]["size"], RESULT_LIMIT * 2 + 2);

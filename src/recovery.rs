@@ -23,6 +23,13 @@ macro_rules! recovery_methods {
             self.journal_ref().map_or_else(Vec::new, |j| j.notes())
         }
 
+        /// How many journal records this host wrote and how many syncs
+        /// it made (`None` without a journal): the records of one loop
+        /// turn share a sync, so calls in flight together share them.
+        pub fn journal_counts(&self) -> Option<(u64, u64)> {
+            self.journal_ref().map(Journal::counts)
+        }
+
         /// Resolves interrupted call `key` by its tool's replay policy:
         /// `never` is refused; `safe` goes through the guards again, then
         /// runs; `idempotent` runs with the same `operation_key`;
@@ -50,7 +57,7 @@ macro_rules! recovery_methods {
                     match state {
                         Some(ReconcileState::Completed) => {
                             let text = serde_json::to_string(&probe).ok();
-                            (journal.finished(key, "completed", text.as_deref()))
+                            (journal.finished_now(key, "completed", text.as_deref()))
                                 .map_err(HostError::Journal)?;
                             Ok(probe)
                         }
@@ -71,7 +78,7 @@ macro_rules! recovery_methods {
         pub fn abandon(&self, key: &str) -> Result<(), HostError> {
             let (journal, _) = self.interrupted(key)?;
             journal
-                .finished(key, "abandoned", None)
+                .finished_now(key, "abandoned", None)
                 .map_err(HostError::Journal)
         }
 
@@ -113,6 +120,11 @@ impl crate::Host {
     /// [`crate::HostHandle::journal_notes`].
     pub fn journal_notes(&self) -> Vec<String> {
         self.handle_ref().journal_notes()
+    }
+
+    /// [`crate::HostHandle::journal_counts`].
+    pub fn journal_counts(&self) -> Option<(u64, u64)> {
+        self.handle_ref().journal_counts()
     }
 
     /// [`crate::HostHandle::resume`].

@@ -467,7 +467,7 @@ mod journal {
             .output()
             .expect("zot journal");
         let text = String::from_utf8_lossy(&text.stdout);
-        assert!(text.contains("s_rec  d  embedder  -  completed"), "{text}");
+        assert!(text.contains("s_rec  d  rpc  -  completed"), "{text}");
         let unfinished = zot()
             .args(["journal", "--unfinished"])
             .arg(&path)
@@ -478,6 +478,303 @@ mod journal {
             "{}",
             String::from_utf8_lossy(&unfinished.stdout)
         );
+    }
+
+    /// The `event_intercept` frames guard `g` received.
+    fn intercepts(t: &TempDir) -> usize {
+        let got = recorded(&t.join("g.record"));
+        got.iter()
+            .filter(|f| f["type"] == "event_intercept")
+            .count()
+    }
+
+    #[test]
+    fn kill_9_while_the_guards_decide_then_each_policy_recovers() {
+        let t = TempDir::new("journal-kill-guards");
+        let ext = blocking_ext(&t);
+        // A guard that never answers (then one that allows): the calls
+        // stop between `accepted` and `dispatched`.
+        let guard = |silent: bool| {
+            ext_dir(
+                &t.join("g"),
+                "g",
+                json!({"register": [subscribe(&[], &["tool_call"])],
+                       "guard": {"silent": silent}, "record": t.join("g.record")}),
+            )
+        };
+        let path = t.join("calls.journal");
+        let start = |guard: PathBuf| {
+            let mut cmd = Rpc::command(&t, &[ext.clone(), guard]);
+            cmd.arg("--journal").arg(&path);
+            let mut rpc = Rpc::spawn(&mut cmd);
+            rpc.wait_ready(2);
+            rpc
+        };
+        let mut rpc = start(guard(true));
+        let tools = ["s_never", "s_safe", "s_idem", "s_rec"];
+        for (i, tool) in tools.iter().enumerate() {
+            let args = json!({"n": i});
+            rpc.send(
+                json!({"type": "tool_call", "id": format!("c{i}"), "name": tool, "args": args}),
+            );
+        }
+        wait_for("the guard holds every call", || {
+            intercepts(&t) == tools.len()
+        });
+        // The guard heard of each call only once its `accepted` was on disk.
+        assert_eq!(open_keys(&path).len(), tools.len(), "{:?}", records(&path));
+        rpc.child.kill().expect("kill -9");
+        rpc.child.wait().expect("reaped");
+        assert!(!records(&path).iter().any(|r| r["step"] == "dispatched"));
+        assert!(tool_calls(&t, "d").is_empty(), "nothing reached the tool");
+        let open = open_keys(&path);
+        let key_of = |tool: &str| {
+            (open.iter())
+                .find(|(_, t)| *t == tool)
+                .map(|(k, _)| k.clone())
+                .expect("key")
+        };
+        std::fs::write(t.join("gate"), "").expect("gate");
+
+        let mut rpc = start(guard(false));
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"].as_array().map(Vec::len), Some(4), "{event}");
+        let never = rpc.call("r0", json!({"type": "resume", "call": key_of("s_never")}));
+        assert!(
+            never["error"].as_str().is_some_and(|e| e.contains("never")),
+            "{never}"
+        );
+        let asked = intercepts(&t);
+        let safe = rpc.call("r1", json!({"type": "resume", "call": key_of("s_safe")}));
+        assert_eq!(safe["success"], true, "{safe}");
+        assert_eq!(intercepts(&t), asked + 1, "safe asks the guards again");
+        let idem = rpc.call("r2", json!({"type": "resume", "call": key_of("s_idem")}));
+        assert_eq!(idem["success"], true, "{idem}");
+        assert_eq!(
+            effects_of(&t, &key_of("s_idem")),
+            1,
+            "ran once, under its key"
+        );
+        let rec = rpc.call("r3", json!({"type": "resume", "call": key_of("s_rec")}));
+        assert_eq!(rec["data"]["reconciled"], "not_started", "{rec}");
+        assert_eq!(effects_of(&t, &key_of("s_rec")), 1);
+        rpc.close_stdin();
+        rpc.wait();
+        let left: Vec<String> = open_keys(&path).into_values().collect();
+        assert_eq!(left, ["s_never"], "never stays open until abandoned");
+    }
+
+    #[test]
+    fn kill_9_before_accepted_is_durable_leaves_nothing_unrecorded() {
+        let t = TempDir::new("journal-kill-early");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        for round in 0..3 {
+            let mut rpc = rpc_with_journal(&t, &ext, &path);
+            rpc.wait_ready(1);
+            let call =
+                json!({"type": "tool_call", "id": "c", "name": "quick", "args": {"r": round}});
+            rpc.send(call);
+            // At once: most likely before the host read the line.
+            rpc.child.kill().expect("kill -9");
+            rpc.child.wait().expect("reaped");
+            // Every frame the tool got has its `accepted` and `dispatched` on disk.
+            let steps = records(&path);
+            for frame in tool_calls(&t, "d") {
+                let key = &frame["operation_key"];
+                for step in ["accepted", "dispatched"] {
+                    assert!(
+                        steps.iter().any(|r| r["call"] == *key && r["step"] == step),
+                        "{frame} ran without {step} on disk: {steps:?}"
+                    );
+                }
+            }
+        }
+        // What a restart reports is exactly what the journal left open.
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let mut reported: Vec<String> = host
+            .interrupted_calls()
+            .into_iter()
+            .map(|c| c.call)
+            .collect();
+        let mut open: Vec<String> = open_keys(&path).into_keys().collect();
+        reported.sort();
+        open.sort();
+        assert_eq!(reported, open);
+        for key in &open {
+            host.abandon(key).expect("abandon");
+        }
+        assert!(host.interrupted_calls().is_empty());
+    }
+
+    #[test]
+    fn kill_9_while_the_result_is_returned() {
+        let t = TempDir::new("journal-kill-late");
+        let path = t.join("j");
+        // The client got its answer, then the host died: `finished` was on disk.
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let got = rpc.call(
+            "c",
+            json!({"type": "tool_call", "name": "quick", "args": {}}),
+        );
+        assert_eq!(got["success"], true, "{got}");
+        rpc.child.kill().expect("kill -9");
+        rpc.child.wait().expect("reaped");
+        let steps = records(&path);
+        let finished = steps
+            .iter()
+            .find(|r| r["step"] == "finished")
+            .expect("finished");
+        assert_eq!(finished["status"], "completed");
+        assert_eq!(finished["result"]["content"][0]["text"], "quick ran {}");
+        assert!(open_keys(&path).is_empty());
+
+        // The tool answers and kills the host at once: the answer is on
+        // its way in. Either the host journaled `finished` (and only then
+        // could the client have been told) or the call is interrupted.
+        let spec = json!({"replay": "idempotent", "kill_host": true});
+        let ext = durable_ext(&t, "d", json!({"tools": {"dies": spec}}));
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        rpc.send(json!({"type": "tool_call", "id": "k", "name": "dies", "args": {}}));
+        rpc.child.wait().expect("killed by its extension");
+        let mut told = false;
+        while let Some(line) = rpc.next_within(std::time::Duration::from_secs(2)) {
+            told |= line["id"] == "k";
+        }
+        let key = tool_calls(&t, "d").last().expect("the call ran")["operation_key"].clone();
+        let steps = records(&path);
+        let done = steps
+            .iter()
+            .any(|r| r["call"] == key && r["step"] == "finished");
+        assert!(
+            !told || done,
+            "the client was told before `finished` was on disk"
+        );
+        // The same tool, no longer killing its host.
+        let ext = durable_ext(
+            &t,
+            "d",
+            json!({"tools": {"dies": {"replay": "idempotent"}}}),
+        );
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let open = host.interrupted_calls();
+        match done {
+            true => assert!(open.is_empty(), "{open:?}"),
+            false => {
+                assert_eq!(open.len(), 1, "{open:?}");
+                assert!(open[0].dispatched);
+                let again = ran(host.resume(&open[0].call).expect("resume"));
+                assert!(!again.is_error, "{again:?}");
+                assert!(host.interrupted_calls().is_empty());
+            }
+        }
+    }
+
+    /// Writes a journal of `bytes` or a little more: an open call `old`
+    /// of tool `quick`, then finished calls with results cut at 64 KiB.
+    fn fill(path: &Path, bytes: u64) {
+        use std::io::Write;
+        let file = std::fs::File::create(path).expect("journal");
+        let mut out = std::io::BufWriter::new(file);
+        let old = json!({"step": "accepted", "at": 1, "call": "old", "tool": "quick",
+                         "extension": "d", "args": {"a": 1}, "origin": "embedder",
+                         "replay": "safe"});
+        writeln!(out, "{old}").expect("write");
+        let text = "x".repeat(60 * 1024);
+        let (mut written, mut n) = (0u64, 0u64);
+        while written < bytes {
+            let accepted = json!({"step": "accepted", "at": 2, "call": format!("k{n}"),
+                                  "tool": "quick", "extension": "d", "args": {},
+                                  "origin": "embedder", "replay": "safe"});
+            let finished = json!({"step": "finished", "at": 3, "call": format!("k{n}"),
+                                  "status": "completed", "result_text": text,
+                                  "truncated": true, "size": 100_000});
+            let lines = format!("{accepted}\n{finished}\n");
+            out.write_all(lines.as_bytes()).expect("write");
+            written += lines.len() as u64;
+            n += 1;
+        }
+        out.flush().expect("flush");
+    }
+
+    #[test]
+    fn rotation_past_the_bound_carries_the_unfinished_calls_over() {
+        let t = TempDir::new("journal-rotate");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        let bound = zot_host::journal::ROTATE_BYTES;
+        fill(&path, bound - 200 * 1024);
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        assert_eq!(host.interrupted_calls().len(), 1);
+        for _ in 0..4 {
+            let big = json!({"pad": "y".repeat(60 * 1024)});
+            let got = ran(host
+                .call_tool(ToolRequest::new("quick", big))
+                .expect("call"));
+            assert!(!got.is_error, "{got:?}");
+        }
+        drop(host);
+        let mut old = path.clone().into_os_string();
+        old.push(".1");
+        let old = PathBuf::from(old);
+        let rotated = std::fs::metadata(&old).expect("PATH.1").len();
+        assert!(
+            rotated > bound - 400 * 1024 && rotated <= bound,
+            "{rotated}"
+        );
+        let now = records(&path);
+        assert!(std::fs::metadata(&path).expect("PATH").len() < 1024 * 1024);
+        assert_eq!(now[0]["call"], "old", "{:?}", now[0]);
+        assert_eq!(
+            (&now[0]["origin"], &now[0]["carried"]),
+            (&json!("embedder"), &json!(true))
+        );
+        assert_eq!(now[0]["args"], json!({"a": 1}));
+        let host = start_ready(journaled_config(&t, &ext, &path));
+        let open = host.interrupted_calls();
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!(open[0].call, "old");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect("journal").permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// The size of the big journal a start reads: `ZOT_TEST_JOURNAL_BYTES`,
+    /// else 1 GiB.
+    fn big_journal_bytes() -> u64 {
+        std::env::var("ZOT_TEST_JOURNAL_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 30)
+    }
+
+    #[test]
+    fn a_start_on_a_big_journal_stays_bounded_in_memory() {
+        let t = TempDir::new("journal-huge");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let path = t.join("j");
+        let bytes = big_journal_bytes();
+        fill(&path, bytes);
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"][0]["call"], "old", "{event}");
+        let peak = peak_rss_kb(rpc.child.id()).expect("VmHWM");
+        // A line at a time: the file's size is not the host's.
+        assert!(peak < 64 * 1024, "peak {peak} kB reading {bytes} bytes");
+        eprintln!("started on a journal of {bytes} bytes: peak rss {peak} kB");
+        let got = rpc.call(
+            "c",
+            json!({"type": "tool_call", "name": "quick", "args": {}}),
+        );
+        assert_eq!(got["success"], true, "{got}");
+        rpc.close_stdin();
+        rpc.wait();
+        let _ = std::fs::remove_file(&path);
     }
 
     fn journaled_config(t: &TempDir, ext: &Path, journal: &Path) -> zot_host::HostConfig {
@@ -546,6 +843,68 @@ mod journal {
         assert!(again.interrupted_calls().is_empty());
     }
 
+    /// `zot rpc` on a journal it cannot use: a full disk fails each call
+    /// naming the file (nothing reaches the tool); a path it cannot open
+    /// or a line edited into garbage stops the start naming the file (and
+    /// the line); a torn last line is said once, in the event's notes.
+    #[test]
+    fn zot_rpc_on_a_full_disk_a_read_only_path_and_a_hand_edited_journal() {
+        let t = TempDir::new("journal-rpc-faults");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let mut rpc = rpc_with_journal(&t, &ext, Path::new("/dev/full"));
+        rpc.wait_ready(1);
+        for id in ["a", "b"] {
+            let got = rpc.call(
+                id,
+                json!({"type": "tool_call", "name": "quick", "args": {}}),
+            );
+            let why = got["error"].as_str().unwrap_or("");
+            assert!(why.contains("cannot write journal /dev/full"), "{got}");
+        }
+        assert_eq!(rpc.call("p", json!({"type": "ping"}))["success"], true);
+        rpc.close_stdin();
+        rpc.wait();
+        assert!(tool_calls(&t, "d").is_empty(), "nothing ran unrecorded");
+
+        let refused = |journal: &Path| {
+            let out = Rpc::command(&t, std::slice::from_ref(&ext))
+                .arg("--journal")
+                .arg(journal)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .expect("zot rpc");
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        };
+        let why = refused(Path::new("/proc/zot-journal-test"));
+        assert!(
+            why.contains("cannot open journal /proc/zot-journal-test"),
+            "{why}"
+        );
+        let path = t.join("edited");
+        let accepted = json!({"step": "accepted", "at": 5, "call": "k1", "tool": "quick",
+                              "extension": "d", "args": {}, "origin": "rpc", "replay": "safe"});
+        std::fs::write(
+            &path,
+            format!("{accepted}\n{{\"step\": \"oops\"}}\n{accepted}\n"),
+        )
+        .expect("write");
+        let why = refused(&path);
+        assert!(
+            why.contains(&*path.to_string_lossy()) && why.contains("line 2"),
+            "{why}"
+        );
+        std::fs::write(&path, format!("{accepted}\n{{\"step\":\"fin")).expect("write");
+        let mut rpc = rpc_with_journal(&t, &ext, &path);
+        rpc.wait_ready(1);
+        let event = rpc.until("interrupted_calls", |v| v["type"] == "interrupted_calls");
+        assert_eq!(event["calls"][0]["call"], "k1", "{event}");
+        let notes = event["notes"].to_string();
+        assert!(notes.contains("cut short"), "{event}");
+        rpc.close_stdin();
+        rpc.wait();
+    }
+
     #[test]
     fn a_torn_last_line_is_ignored_and_any_other_bad_line_stops_the_start() {
         let t = TempDir::new("journal-lines");
@@ -598,6 +957,69 @@ mod journal {
             !out.status.success() && stderr.contains("line 2"),
             "{stderr}"
         );
+    }
+
+    /// Calls in flight together share the journal's syncs: each call's
+    /// `accepted` and `dispatched` go to disk with one sync (before its
+    /// frame is written), and answers that come together share one.
+    #[test]
+    fn the_records_of_a_turn_share_one_sync() {
+        both(|| {
+            const CALLS: usize = 64;
+            let t = TempDir::new("journal-batch");
+            let tool = json!({"replay": "safe", "batch": CALLS});
+            let ext = durable_ext(&t, "d", json!({"tools": {"held": tool}}));
+            let path = t.join("j");
+            let host = start_ready(journaled_config(&t, &ext, &path));
+            let callers: Vec<_> = (0..CALLS)
+                .map(|i| {
+                    let handle = host.handle();
+                    std::thread::spawn(move || {
+                        handle.call_tool(ToolRequest::new("held", json!({"i": i})))
+                    })
+                })
+                .collect();
+            for caller in callers {
+                let got = ran(caller.join().expect("caller").expect("call"));
+                assert!(!got.is_error, "{got:?}");
+            }
+            let (records, syncs) = host.journal_counts().expect("a journal");
+            assert_eq!(records, 3 * CALLS as u64, "accepted, dispatched, finished");
+            // One sync per record would be three per call.
+            assert!(
+                syncs <= 2 * CALLS as u64,
+                "{syncs} syncs for {records} records"
+            );
+            eprintln!("{records} records, {syncs} syncs");
+            drop(host);
+            assert!(open_keys(&path).is_empty());
+        });
+    }
+
+    #[test]
+    fn calls_in_flight_on_a_journal_that_cannot_be_written_all_fail() {
+        both(|| {
+            let t = TempDir::new("journal-full-batch");
+            let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+            let host = start_ready(journaled_config(&t, &ext, Path::new("/dev/full")));
+            let callers: Vec<_> = (0..8)
+                .map(|_| {
+                    let handle = host.handle();
+                    std::thread::spawn(move || {
+                        handle.call_tool(ToolRequest::new("quick", json!({})))
+                    })
+                })
+                .collect();
+            for caller in callers {
+                match caller.join().expect("caller") {
+                    Err(HostError::Journal(why)) => assert!(why.contains("/dev/full"), "{why}"),
+                    other => panic!("expected a journal error, got {other:?}"),
+                }
+            }
+            assert_eq!(host.journal_counts(), Some((0, 0)));
+            drop(host);
+            assert!(tool_calls(&t, "d").is_empty(), "nothing ran unrecorded");
+        });
     }
 
     #[test]
@@ -665,6 +1087,47 @@ mod journal {
         );
         // It did not run by itself.
         assert!(tool_calls(&t, "d").is_empty());
+
+        // `/resume` lists them, `/resume CALL` runs one by its policy,
+        // `/abandon CALL` closes one; both journaled.
+        let other = json!({"step": "accepted", "at": 6, "call": "k8", "tool": "quick",
+                           "extension": "d", "args": {"b": 2}, "origin": "embedder",
+                           "replay": "never"});
+        std::fs::write(&path, format!("{accepted}\n{other}\n")).expect("write");
+        let (_, lines) = run_zot(
+            &t,
+            &[
+                "--no-ext",
+                "-e",
+                &ext.to_string_lossy(),
+                "--journal",
+                &path.to_string_lossy(),
+            ],
+            "/resume\n/resume k8\n/resume k9\n/abandon k8\n/abandon k8\n",
+        );
+        let text = lines.join("\n");
+        let at = |needle: &str| {
+            text.find(needle)
+                .unwrap_or_else(|| panic!("no {needle:?} in:\n{text}"))
+        };
+        let listed = at("interrupted calls:");
+        assert!(at("k9  quick (d, replay idempotent) {}") > listed);
+        assert!(at("k8  quick (d, replay never) {\"b\":2}") > listed);
+        assert!(at("/resume k8: ") > listed, "never is refused");
+        assert!(at("quick ran {}") > at("/resume k8: "));
+        assert!(at("abandoned: k8") > at("quick ran {}"));
+        assert!(at("/abandon k8: ") > at("abandoned: k8"), "only once");
+        let sent = tool_calls(&t, "d");
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0]["operation_key"], "k9");
+        assert!(open_keys(&path).is_empty(), "{:?}", records(&path));
+        let steps = records(&path);
+        let resumed = steps.iter().filter(|r| r["step"] == "accepted").nth(2);
+        assert_eq!(
+            resumed.map(|r| &r["origin"]),
+            Some(&json!("session")),
+            "{steps:?}"
+        );
     }
 
     #[cfg(feature = "mcp")]
@@ -705,5 +1168,91 @@ mod journal {
             .collect();
         // No guard: no verdict to record.
         assert_eq!(steps, ["accepted", "dispatched", "finished"]);
+        assert_eq!(records(&path)[0]["origin"], "mcp");
+    }
+
+    /// Who asked is journaled: the surface, or the extension whose
+    /// `call_tool` made the call; `zot journal` shows it.
+    #[test]
+    fn the_origin_of_each_call_is_journaled_and_shown() {
+        let t = TempDir::new("journal-origin");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {"replay": "safe"}}}));
+        let relay = json!({"kind": "call", "target": "quick", "args": {"via": "relay"}});
+        let caller = tools_ext(&t.join("c"), "caller", json!({"tools": {"relay": relay}}));
+        let path = t.join("j");
+        let mut cmd = Rpc::command(&t, &[ext, caller]);
+        cmd.arg("--journal").arg(&path);
+        let mut rpc = Rpc::spawn(&mut cmd);
+        rpc.wait_ready(2);
+        let got = rpc.call(
+            "r",
+            json!({"type": "tool_call", "name": "relay", "args": {}}),
+        );
+        assert_eq!(got["success"], true, "{got}");
+        rpc.close_stdin();
+        rpc.wait();
+        let origins: Vec<(Value, Value)> = records(&path)
+            .iter()
+            .filter(|r| r["step"] == "accepted")
+            .map(|r| (r["tool"].clone(), r["origin"].clone()))
+            .collect();
+        assert_eq!(
+            origins,
+            [
+                (json!("relay"), json!("rpc")),
+                (json!("quick"), json!("extension:caller"))
+            ]
+        );
+        assert!(open_keys(&path).is_empty());
+        let out = zot()
+            .arg("journal")
+            .arg(&path)
+            .output()
+            .expect("zot journal");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("  relay  caller  rpc  -  completed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  quick  d  extension:caller  -  completed"),
+            "{text}"
+        );
+        let out = zot()
+            .arg("journal")
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .expect("zot journal");
+        let first: Value = serde_json::from_str(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .next()
+                .unwrap_or(""),
+        )
+        .expect("json");
+        assert_eq!(first["origin"], "rpc");
+    }
+
+    #[test]
+    fn the_library_is_the_embedder_unless_it_says_otherwise() {
+        let t = TempDir::new("journal-origin-lib");
+        let ext = durable_ext(&t, "d", json!({"tools": {"quick": {}}}));
+        let path = t.join("j");
+        for origin in [None, Some("my-agent")] {
+            let mut cfg = journaled_config(&t, &ext, &path);
+            if let Some(origin) = origin {
+                cfg.journal_origin = origin.into();
+            }
+            let host = start_ready(cfg);
+            host.call_tool(ToolRequest::new("quick", json!({})))
+                .expect("call");
+        }
+        let origins: Vec<Value> = records(&path)
+            .iter()
+            .filter(|r| r["step"] == "accepted")
+            .map(|r| r["origin"].clone())
+            .collect();
+        assert_eq!(origins, [json!("embedder"), json!("my-agent")]);
     }
 }

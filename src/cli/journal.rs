@@ -18,8 +18,8 @@ time, tool, extension, origin, each guard verdict, status, duration.
 options:
       --json        one JSON object per call
       --unfinished  only the calls with no finished record (a crash
-                    interrupted them: resume or abandon them over zot rpc
-                    or the library)
+                    interrupted them: resume or abandon them in the
+                    session, over zot rpc or the library)
   -h, --help        show this help
 ";
 
@@ -135,7 +135,7 @@ pub fn startup_lines(host: &zot_host::Host) -> Vec<String> {
     for c in host.interrupted_calls() {
         lines.push(format!(
             "journal: call {} of tool {} ({}, replay {}) was interrupted by a crash and not run \
-             again; resume or abandon it over zot rpc or the library",
+             again; resume or abandon it (the session's /resume, /abandon; zot rpc; the library)",
             c.call, c.tool, c.extension, c.replay
         ));
     }

@@ -62,6 +62,7 @@ session commands (type /help in the session):
   /key [EXT PANEL] KEY [TEXT]          send a key to the open panel; /key esc closes it
   /reload-ext  /clear  /quit           restart extensions, clear notes, leave
   /prompt                              show the system prompt (after before_agent_start)
+  /resume [CALL]  /abandon CALL        with --journal: a call a crash interrupted
   /NAME [ARGS]                         run an extension's command; plain text is a prompt
 
 files:
@@ -413,6 +414,16 @@ pub fn start_host(
     surface(&mut config);
     zot_host::internal::surface::start(config)
         .map_err(|e| CliError::Failed(format!("cannot start the host: {e}")))
+}
+
+/// Names the surface in the journal's `origin` of the calls it makes.
+pub fn journal_origin(config: &mut zot_host::HostConfig, surface: &str) {
+    #[cfg(feature = "journal")]
+    {
+        config.journal_origin = surface.into();
+    }
+    #[cfg(not(feature = "journal"))]
+    let _ = (config, surface);
 }
 
 /// The host config every surface runs with, from the shared options.

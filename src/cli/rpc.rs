@@ -184,7 +184,7 @@ impl Output {
 
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let host = super::start_host(&opts, |_| {})?;
+    let host = super::start_host(&opts, |c| super::journal_origin(c, "rpc"))?;
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
     // What the main thread waits on while it runs the loop: a reply, or
     // the stdout thread's news (room again, stdout closed). The loop

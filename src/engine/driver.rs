@@ -265,13 +265,39 @@ impl Driver {
         self.engine.inbound(msg, eof, now);
     }
 
-    /// The pass after a turn's inputs ([`Engine::settle`]), with the
-    /// processes it asked about looked at first; then its actions.
+    /// The pass after a turn's inputs, then its actions.
     fn settle(&mut self, now: Instant) {
-        let probes = self.probes(now);
-        self.engine.settle(now, &probes);
+        self.settle_engine(now);
         self.act(now);
     }
+
+    /// [`Engine::settle`], with the processes it asked about looked at
+    /// first; then the journal records of the turn go to disk with one
+    /// sync, before any of the turn's effects (its frames are queued for
+    /// the writers only after it, and the calls' replies wait for it).
+    fn settle_engine(&mut self, now: Instant) {
+        let probes = self.probes(now);
+        self.engine.settle(now, &probes);
+        self.sync_journal(now);
+        self.engine.queue_writes();
+    }
+
+    /// Syncs the records the engine buffered and hands it the outcome,
+    /// until none are left (a failed sync fails calls, which journals
+    /// their end in turn).
+    #[cfg(feature = "journal")]
+    fn sync_journal(&mut self, now: Instant) {
+        let Some(journal) = self.engine.cfg.opened_journal.clone() else {
+            return;
+        };
+        while journal.has_pending() {
+            let synced = journal.sync();
+            self.engine.journal_synced(synced, now);
+        }
+    }
+
+    #[cfg(not(feature = "journal"))]
+    fn sync_journal(&mut self, _: Instant) {}
 
     /// The processes the engine's tick at `now` asks about.
     fn probes(&mut self, now: Instant) -> Probes {
@@ -317,8 +343,7 @@ impl Driver {
                 (self.progress)();
             }
             if answered {
-                let probes = self.probes(now);
-                self.engine.settle(now, &probes);
+                self.settle_engine(now);
             }
         }
     }

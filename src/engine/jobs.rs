@@ -132,7 +132,7 @@ impl Jobs {
         self.runs.iter().find(|(_, j)| pick(j)).map(|(&k, _)| k)
     }
 
-    fn all(&self, pick: impl Fn(&Job) -> bool) -> Vec<u64> {
+    pub(super) fn all(&self, pick: impl Fn(&Job) -> bool) -> Vec<u64> {
         self.runs
             .iter()
             .filter(|(_, j)| pick(j))
@@ -160,7 +160,7 @@ pub(super) struct CallTool {
 }
 
 /// What `tool_result` events say about how a call ended (docs/PROTOCOL.md#tool-pipeline).
-fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
+pub(super) fn status(result: &Result<ToolOutcome, HostError>) -> &'static str {
     match result {
         Ok(o) if o.blocked() => "blocked",
         Ok(ToolOutcome::Ran(o)) if o.is_error => "failed",
@@ -400,20 +400,28 @@ impl Engine {
         let Some(j) = self.jobs.runs.get(&job) else {
             return;
         };
+        if self.tools.owner(&j.name).is_none() {
+            let error = HostError::UnknownTool(j.name.clone());
+            return self.finish_job(job, Err(error), now);
+        }
+        // Journaled, it goes once `dispatched` is on disk: the turn's sync.
+        match self.journal_dispatched(job) {
+            Err(e) => self.finish_job(job, Err(e), now),
+            Ok(true) => {}
+            Ok(false) => self.send_tool(job, now),
+        }
+    }
+
+    /// Writes `job`'s `tool_call` frame to the extension that owns its tool.
+    pub(super) fn send_tool(&mut self, job: u64, now: Instant) {
+        let Some(j) = self.jobs.runs.get(&job) else {
+            return;
+        };
         let Some(owner) = self.tools.owner(&j.name) else {
             let error = HostError::UnknownTool(j.name.clone());
             return self.finish_job(job, Err(error), now);
         };
         let idx = owner.rank;
-        if let Err(e) = self.journal_dispatched(job) {
-            return self.finish_job(job, Err(e), now);
-        }
-        let Some(j) = self.jobs.runs.get(&job) else {
-            return;
-        };
-        let Some(owner) = self.tools.owner(&j.name) else {
-            return;
-        };
         // Only the embedder's calls wait for the user: `call_tool` keeps
         // its deadline (docs/PROTOCOL.md#interactive-tools).
         let interactive = owner.info.interactive && matches!(j.origin, Origin::Embedder(_));
@@ -463,15 +471,26 @@ impl Engine {
         let Some(j) = self.jobs.runs.remove(&job) else {
             return;
         };
-        // The caller hears of no result the journal does not hold.
-        let result = match self.journal_finished(&j, status(&result), &result) {
-            Ok(()) => result,
-            Err(e) => Err(e),
-        };
         // Calls made while serving it lose their context with it.
         for child in self.jobs.all(|c| c.parent == Some(job)) {
             self.abort_job(child, HostError::CallCancelled, Caller::Listening, now);
         }
+        // The caller hears of no result the journal does not hold: a
+        // journaled call's end waits for the turn's sync.
+        if let Some((j, result, caller)) = self.journal_finished(j, result, caller) {
+            self.ended(j, result, caller, now);
+        }
+    }
+
+    /// What follows the end of job `j`: the `tool_result` event, the
+    /// answer to its caller.
+    pub(super) fn ended(
+        &mut self,
+        j: Job,
+        result: Result<ToolOutcome, HostError>,
+        caller: Caller,
+        now: Instant,
+    ) {
         let verdict_only = matches!(
             &result,
             Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. }))
@@ -760,6 +779,10 @@ impl Engine {
         let deadline = Some(later(now, self.cfg.timeouts.tool));
         let origin = Origin::Ext { ext: idx, id };
         let job = self.new_job(name, args, None, origin, None, chain, parent, deadline);
+        // Journaled like the embedder's, its origin the extension.
+        if let Err(e) = self.journal_accepted(job) {
+            return self.finish_job(job, Err(e), now);
+        }
         self.run_pipeline(job, now);
     }
 

@@ -1,17 +1,48 @@
 //! The engine's side of the journal (`crate::journal`): each step of an
-//! embedder's tool call is journaled before it takes effect. A step that
-//! cannot be journaled ends the call with [`HostError::Journal`], which
-//! names the file. Reconcile calls perform nothing and are not journaled;
-//! nor are extensions' `call_tool`s, which a crash takes down with their
-//! caller. Without the `journal` feature every step is a no-op.
+//! embedder's tool call is journaled before it takes effect. The engine
+//! only buffers the records; the driver syncs the records of a turn at
+//! once, after the engine settled and before the turn's frames are
+//! written ([`Engine::journal_synced`]). Until then a call's `tool_call`
+//! frame and its answer are parked here, so 64 calls in flight share a
+//! sync instead of paying one each. A step that cannot be journaled ends
+//! the call with [`HostError::Journal`], which names the file. Reconcile
+//! calls perform nothing and are not journaled. Every call is journaled
+//! with its origin: the embedder's surface, or the extension whose
+//! `call_tool` made it. Without the `journal` feature every step is a
+//! no-op.
 
-use super::jobs::Job;
 #[cfg(feature = "journal")]
 use super::jobs::{At, Origin};
+use super::jobs::{Caller, Job};
 use super::Engine;
 use crate::intercept::Answer;
 use crate::types::{HostError, ToolOutcome};
 use serde_json::Value;
+#[cfg(feature = "journal")]
+use std::time::Instant;
+
+/// A call's step that waits for the turn's journal sync.
+#[cfg_attr(not(feature = "journal"), allow(dead_code))]
+enum Wait {
+    /// Its `tool_call` frame (`dispatched` is buffered).
+    Dispatch(u64),
+    /// Its answer (`finished` is buffered).
+    Finish(Box<Job>, Result<ToolOutcome, HostError>, Caller),
+}
+
+/// The steps parked until the turn's sync, in the order decided.
+#[derive(Default)]
+pub(super) struct Parked(Vec<Wait>);
+
+impl Parked {
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The result of ending a job: the job, what it ended with and whether
+/// its caller listens; `None` when it waits for the turn's sync.
+type Ending = Option<(Job, Result<ToolOutcome, HostError>, Caller)>;
 
 #[cfg(feature = "journal")]
 impl Engine {
@@ -28,9 +59,13 @@ impl Engine {
         let Some(j) = self.jobs.get(job) else {
             return Ok(());
         };
-        if j.reconcile || !matches!(j.origin, Origin::Embedder(_)) {
+        if j.reconcile {
             return Ok(());
         }
+        let origin = match &j.origin {
+            Origin::Embedder(_) => self.cfg.journal_origin.clone(),
+            Origin::Ext { ext, .. } => format!("extension:{}", self.exts[*ext].name),
+        };
         let claim = self.tools.owner(&j.name);
         let call = crate::journal::InterruptedCall {
             call: (j.operation_key.clone()).unwrap_or_else(|| journal.new_key()),
@@ -39,11 +74,10 @@ impl Engine {
             args: j.args.clone(),
             replay: claim.map(|c| c.info.replay).unwrap_or_default(),
             accepted_at: crate::journal::now_ms(),
+            origin,
             dispatched: false,
         };
-        journal
-            .accepted(&call, "embedder")
-            .map_err(HostError::Journal)?;
+        journal.accepted(&call).map_err(HostError::Journal)?;
         if let Some(j) = self.jobs.get_mut(job) {
             j.operation_key = Some(call.call);
             j.journaled = true;
@@ -89,30 +123,78 @@ impl Engine {
         (journal.guard(&key, guard, decision, detail)).map_err(HostError::Journal)
     }
 
-    /// Journals that `job` is handed to its extension.
-    pub(super) fn journal_dispatched(&self, job: u64) -> Result<(), HostError> {
-        match (self.journal(), self.journaled_key(job)) {
-            (Some(journal), Some(key)) => journal.dispatched(&key).map_err(HostError::Journal),
-            _ => Ok(()),
-        }
+    /// Buffers that `job` is handed to its extension; true when its
+    /// frame now waits for the turn's sync.
+    pub(super) fn journal_dispatched(&mut self, job: u64) -> Result<bool, HostError> {
+        let (Some(journal), Some(key)) = (self.journal(), self.journaled_key(job)) else {
+            return Ok(false);
+        };
+        journal.dispatched(&key).map_err(HostError::Journal)?;
+        self.parked.0.push(Wait::Dispatch(job));
+        Ok(true)
     }
 
-    /// Journals how `j` ended, before its caller hears of it.
+    /// Buffers how `j` ended: its answer waits for the turn's sync (the
+    /// caller hears of no result the journal does not hold).
     pub(super) fn journal_finished(
-        &self,
-        j: &Job,
-        status: &str,
-        result: &Result<ToolOutcome, HostError>,
-    ) -> Result<(), HostError> {
+        &mut self,
+        j: Job,
+        result: Result<ToolOutcome, HostError>,
+        caller: Caller,
+    ) -> Ending {
         let (Some(journal), true, Some(key)) = (self.journal(), j.journaled, &j.operation_key)
         else {
-            return Ok(());
+            return Some((j, result, caller));
         };
-        let text = match result {
+        let text = match &result {
             Ok(outcome) => serde_json::to_string(outcome).ok(),
             Err(e) => serde_json::to_string(&e.to_string()).ok(),
         };
-        (journal.finished(key, status, text.as_deref())).map_err(HostError::Journal)
+        let status = super::jobs::status(&result);
+        if let Err(e) = journal.finished(key, status, text.as_deref()) {
+            return Some((j, Err(HostError::Journal(e)), caller));
+        }
+        self.parked
+            .0
+            .push(Wait::Finish(Box::new(j), result, caller));
+        None
+    }
+
+    /// The driver synced the turn's records (or could not): the parked
+    /// frames are sent and answers given, or, when the sync failed, those
+    /// calls fail with its error, as do the calls whose earlier records
+    /// were lost with it (their ends are journaled in turn).
+    pub(super) fn journal_synced(
+        &mut self,
+        synced: Result<(), crate::journal::SyncFailed>,
+        now: Instant,
+    ) {
+        let parked = std::mem::take(&mut self.parked.0);
+        let failed = synced.err();
+        let error = (failed.as_ref()).map(|f| HostError::Journal(f.error.clone()));
+        for wait in parked {
+            match (wait, &error) {
+                (Wait::Dispatch(job), None) => {
+                    if self.jobs.get(job).is_some_and(|j| j.at == At::Starting) {
+                        self.send_tool(job, now);
+                    }
+                }
+                (Wait::Dispatch(job), Some(e)) => self.finish_job(job, Err(e.clone()), now),
+                (Wait::Finish(j, result, caller), None) => self.ended(*j, result, caller, now),
+                (Wait::Finish(j, _, caller), Some(e)) => {
+                    self.ended(*j, Err(e.clone()), caller, now)
+                }
+            }
+        }
+        if let (Some(failed), Some(e)) = (failed, error) {
+            let lost = |j: &Job| {
+                j.journaled && (j.operation_key.as_ref()).is_some_and(|k| failed.keys.contains(k))
+            };
+            for job in self.jobs.all(lost) {
+                self.abort_job(job, e.clone(), Caller::Listening, now);
+            }
+        }
+        while self.advance(now) {}
     }
 
     fn journaled_key(&self, job: u64) -> Option<String> {
@@ -136,8 +218,8 @@ impl Engine {
         Ok(())
     }
 
-    pub(super) fn journal_dispatched(&self, _: u64) -> Result<(), HostError> {
-        Ok(())
+    pub(super) fn journal_dispatched(&mut self, _: u64) -> Result<bool, HostError> {
+        Ok(false)
     }
 
     pub(super) fn journal_guard(&self, _: u64, _: &str, _: &Answer) -> Result<(), HostError> {
@@ -145,11 +227,11 @@ impl Engine {
     }
 
     pub(super) fn journal_finished(
-        &self,
-        _: &Job,
-        _: &str,
-        _: &Result<ToolOutcome, HostError>,
-    ) -> Result<(), HostError> {
-        Ok(())
+        &mut self,
+        j: Job,
+        result: Result<ToolOutcome, HostError>,
+        caller: Caller,
+    ) -> Ending {
+        Some((j, result, caller))
     }
 }

@@ -450,6 +450,8 @@ struct Engine {
     liveness_at: Option<Instant>,
     /// What the driver is to do, in the order decided (`action.rs`).
     actions: Vec<Action>,
+    /// Steps of journaled calls waiting for the turn's sync (`journaled.rs`).
+    parked: journaled::Parked,
 }
 
 pub(crate) use driver::{run, Channels, BATCH};
@@ -490,6 +492,7 @@ impl Engine {
             },
             liveness_at: None,
             actions: Vec::new(),
+            parked: journaled::Parked::default(),
         }
     }
 
@@ -499,11 +502,16 @@ impl Engine {
 
     /// After the inputs of one turn: the deadlines that came due (with
     /// what the driver saw of the processes [`Engine::probes_due`]
-    /// named), then the host's state moves on as far as it can, then the
-    /// frames of the turn are queued for the writers.
+    /// named), then the host's state moves on as far as it can. The
+    /// driver then syncs the turn's journal records and has the frames
+    /// of the turn queued for the writers ([`Engine::queue_writes`]).
     fn settle(&mut self, now: Instant, probes: &Probes) {
         self.tick(now, probes);
         while self.advance(now) {}
+    }
+
+    /// Queues the frames of the turn for the writers, one write each.
+    fn queue_writes(&mut self) {
         for idx in 0..self.exts.len() {
             self.flush(idx);
         }
@@ -513,6 +521,7 @@ impl Engine {
     #[cfg(test)]
     fn settle_at(&mut self, now: Instant) {
         self.settle(now, &Probes::default());
+        self.queue_writes();
     }
 
     /// For tests without a driver: carries out the replies and events
@@ -585,7 +594,10 @@ impl Engine {
     /// Only from [`Engine::settle`]: a reload replaces `exts`, indexes and all.
     /// True when it moved (ask again).
     fn advance(&mut self, now: Instant) -> bool {
-        let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
+        let busy = !self.pending.is_empty()
+            || !self.chains.is_empty()
+            || !self.jobs.is_empty()
+            || !self.parked.is_empty();
         let running = self.exts.iter().any(|e| e.run().is_some());
         match &mut self.state {
             // It ends at an input or in tick (check_startup).

@@ -119,6 +119,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let host = super::start_host(&opts, |c| {
         c.runs_builtins = false;
         c.interactive_tools = false;
+        super::journal_origin(c, "mcp");
     })?;
     let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);
     let server = Server::new(

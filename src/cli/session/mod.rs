@@ -53,7 +53,7 @@ use zot_host::{
 /// The session's own commands: names, arguments, what they do. `/help`
 /// lists them, and every `zot` surface reserves the names (docs/PROTOCOL.md#names-and-precedence):
 /// an extension command of the same name is ignored.
-pub const HOST_COMMANDS: [(&[&str], &str, &str); 10] = [
+pub const HOST_COMMANDS: [(&[&str], &str, &str); 12] = [
     (&["help"], "", "this list"),
     (&["commands"], "", "extension commands"),
     (&["tools"], "", "tools and their arguments"),
@@ -83,6 +83,16 @@ pub const HOST_COMMANDS: [(&[&str], &str, &str); 10] = [
         "",
         "show the system prompt the agent command gets",
     ),
+    (
+        &["resume"],
+        " [CALL]",
+        "run a call a crash interrupted again, by its tool's replay policy (--journal); no CALL lists them",
+    ),
+    (
+        &["abandon"],
+        " CALL",
+        "close a call a crash interrupted without running it (--journal)",
+    ),
     (&["quit", "exit"], "", "leave (Ctrl-D too)"),
 ];
 
@@ -107,7 +117,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // Panels show here, so interactive tools may wait for the user; the
     // session runs no built-in tools (docs/PROTOCOL.md#interactive-tools,
     // docs/PROTOCOL.md#calls-from-extensions).
-    let host = super::start_host(&opts, |c| c.runs_builtins = false)?;
+    let host = super::start_host(&opts, |c| {
+        c.runs_builtins = false;
+        super::journal_origin(c, "session");
+    })?;
     let mut input = read_stdin(bell.clone())?;
     let tty = io::stdout().is_terminal();
     let color = tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -696,6 +709,7 @@ impl Session {
                 self.prepare_prompt(None);
             }
             "quit" | "exit" => self.leave = Some(Leave::Graceful),
+            "resume" | "abandon" => self.resolve(name == "resume", args),
             "key" => self.key(args),
             "prompt" => self.show_prompt(),
             "" => self.out.error("empty command (/help lists them)"),
@@ -764,6 +778,72 @@ impl Session {
             }),
         };
         self.submit(job, request, then);
+    }
+
+    /// `/resume [CALL]`, `/abandon CALL`: a call a crash interrupted,
+    /// resolved on a thread of its own (a resume runs the call, which
+    /// may take long); lines typed meanwhile wait, as for `/call`.
+    #[cfg(feature = "journal")]
+    fn resolve(&mut self, resume: bool, key: &str) {
+        let word = if resume { "resume" } else { "abandon" };
+        if self.host.journal_path().is_none() {
+            return self
+                .out
+                .error(&format!("/{word}: this session has no --journal"));
+        }
+        if key.is_empty() {
+            let open = self.host.interrupted_calls();
+            if open.is_empty() {
+                return self.out.line("interrupted calls: none");
+            }
+            self.out.toned(Tone::Bold, "interrupted calls:");
+            for c in open {
+                self.out.line(&format!(
+                    "  {}  {} ({}, replay {}) {}",
+                    c.call, c.tool, c.extension, c.replay, c.args
+                ));
+            }
+            if !resume {
+                self.out.error("usage: /abandon CALL");
+            }
+            return;
+        }
+        let (id, back) = self.jobs.next();
+        self.jobs.begin(id, Job::Request);
+        let (host, key) = (self.host.clone(), key.to_string());
+        let spawned = std::thread::Builder::new()
+            .name("zot-session-resume".into())
+            .spawn(move || {
+                let result = match resume {
+                    true => host.resume(&key).map(Some),
+                    false => host.abandon(&key).map(|()| None),
+                };
+                back.send(host.events_sent(), move |s| match result {
+                    Ok(Some(outcome)) => {
+                        if let ToolOutcome::Ran(r) = &outcome {
+                            if let Some(state) = r.reconciled {
+                                s.out.line(&format!("reconciled: {key} {state}"));
+                            }
+                        }
+                        s.tool_done(&key, &Ok(outcome));
+                    }
+                    Ok(None) => s.out.line(&format!("abandoned: {key}")),
+                    Err(e) => s.out.error(&format!("/{word} {key}: {e}")),
+                });
+            });
+        if let Err(e) = spawned {
+            self.jobs.cancel();
+            self.out
+                .error(&format!("/{word}: cannot start a thread: {e}"));
+        }
+    }
+
+    #[cfg(not(feature = "journal"))]
+    fn resolve(&mut self, resume: bool, _: &str) {
+        let word = if resume { "resume" } else { "abandon" };
+        self.out.error(&format!(
+            "/{word}: this zot was built without the journal feature"
+        ));
     }
 
     // ----- requests and replies -------------------------------------
