@@ -687,12 +687,9 @@ fn build(
             // one per tool call in flight, however many a client sends.
             let Some(ticket) = lock(&out.tickets).remove(&target) else {
                 // A call still waiting for a slot leaves the queue and is
-                // answered as cancelled; it never reaches an extension.
+                // never answered (the cancel's answer says it was taken);
+                // it never reaches an extension.
                 let waiting = out.waiting().slots[Class::Work as usize].cancel(&target);
-                if waiting.is_some() {
-                    let cancelled = Err("cancelled".to_string());
-                    respond(host, out, Some(&target), "tool_call", cancelled);
-                }
                 respond(host, out, id.as_deref(), kind, Ok(shape(waiting.is_some())));
                 return Ok(None);
             };
