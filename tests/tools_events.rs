@@ -1574,6 +1574,41 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
 }
 
 #[test]
+fn a_result_too_deep_to_read_fails_at_once_and_the_host_goes_on() {
+    let t = TempDir::new("structured-lib-deep");
+    // Were the unreadable result only dropped, the call would end with its
+    // 60 s timeout, an error, not this result.
+    let host = start(config(&t, &[weather()]));
+    // The frame, its structured_content and 68 arrays: 70 levels.
+    let o = host
+        .call_tool(ToolRequest::new("huge", json!({"deep": 70})))
+        .expect("deep answers")
+        .result();
+    assert!(o.is_error, "{o:?}");
+    let text = o.content[0].text().unwrap_or_default();
+    assert_eq!(
+        text,
+        "the result of tool huge from extension weather could not be read \
+         (tool_result: nested deeper than 64 levels): dropped"
+    );
+    // 64 levels are read whole.
+    let o = host
+        .call_tool(ToolRequest::new("huge", json!({"deep": 64})))
+        .expect("64 levels")
+        .result();
+    assert!(!o.is_error, "{o:?}");
+    let o = host
+        .call_tool(ToolRequest::new("weather", json!({"city": "Berlin"})))
+        .expect("still works")
+        .result();
+    assert_eq!(o.structured_content.unwrap()["temperature"], 16.5);
+    host.shutdown();
+    assert!(
+        log_of(&t, "weather").contains("dropped frame (tool_result: nested deeper than 64 levels)")
+    );
+}
+
+#[test]
 fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on() {
     let t = TempDir::new("structured-lib-huge");
     // Were the oversized result only dropped, the call would end with its

@@ -228,7 +228,7 @@ impl Engine {
             ExtFrame::ShutdownAck => ext.log.line("ignored shutdown_ack: no shutdown was sent"),
             ExtFrame::UnregisterCommand { name } => self.unregister(idx, NameKind::Command, &name),
             ExtFrame::UnregisterTool { name } => self.unregister(idx, NameKind::Tool, &name),
-            ExtFrame::TooLong { kind, id, len } => self.too_long(idx, &kind, &id, len, now),
+            ExtFrame::Unreadable { kind, id, why } => self.unreadable(idx, &kind, &id, &why, now),
         }
     }
 

@@ -1,17 +1,17 @@
-//! An answer too long to read (over the 16 MiB frame limit of docs/PROTOCOL.md#wire-format):
-//! its request fails at once, saying so, instead of at its timeout.
+//! An answer that cannot be read (over the 16 MiB frame limit of
+//! docs/PROTOCOL.md#wire-format, too deep, not a valid frame): its request
+//! fails at once, saying why, instead of at its timeout.
 
 use super::pending::Waiter;
 use super::Engine;
 use crate::types::{Action, CommandOutcome, ToolOutcome, ToolResult};
-use crate::wire::protocol::MAX_LINE;
 use crate::wire::toolresult::text_block;
 use std::time::Instant;
 
 impl Engine {
-    /// Extension `idx` wrote a `kind` frame for request `id` that was
-    /// `len` bytes long; it was dropped unread.
-    pub(super) fn too_long(&mut self, idx: usize, kind: &str, id: &str, len: usize, now: Instant) {
+    /// Extension `idx` wrote a `kind` frame for request `id` that could
+    /// not be read: it `why`.
+    pub(super) fn unreadable(&mut self, idx: usize, kind: &str, id: &str, why: &str, now: Instant) {
         if !matches!(kind, "tool_result" | "command_response") {
             return; // logged already, and answers nothing the host waits for
         }
@@ -19,12 +19,7 @@ impl Engine {
             return;
         };
         let extension = self.exts[idx].name.clone();
-        let why = |what: &str| {
-            format!(
-                "{what} from extension {extension} was {len} bytes, over the {} MiB frame limit: dropped",
-                MAX_LINE >> 20
-            )
-        };
+        let why = |what: &str| format!("{what} from extension {extension} {why}: dropped");
         match waiter {
             Waiter::Tool { job } => {
                 let name = self.jobs.get_mut(job).map(|j| j.name.clone());

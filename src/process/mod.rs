@@ -43,7 +43,9 @@ pub(crate) mod watchdog;
 use crate::log::ExtLog;
 use crate::process::confine::{Confinement, PrivateTmp};
 use crate::sys;
-use crate::wire::protocol::{frame_head, parse_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE};
+use crate::wire::protocol::{
+    dropped_frame, frame_head, read_ext_frame, ExtFrame, Filled, LineReader, MAX_LINE,
+};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
@@ -459,8 +461,13 @@ fn read_stdout(
                 head: head.to_vec(),
             }),
             // A frame too long to read: the request it answers fails at once.
-            Reading::Frames => frame_head(head)
-                .map(|(kind, id)| Inbound::Frame(ExtFrame::TooLong { kind, id, len })),
+            Reading::Frames => frame_head(head).map(|(kind, id)| {
+                let why = format!(
+                    "was {len} bytes, over the {} MiB frame limit",
+                    MAX_LINE >> 20
+                );
+                Inbound::Frame(ExtFrame::Unreadable { kind, id, why })
+            }),
         };
         if let Some(msg) = msg {
             let _ = inbound.send(msg);
@@ -468,11 +475,16 @@ fn read_stdout(
     };
     let handle = |line: &[u8]| {
         let msg = match reading {
-            Reading::Frames => match parse_ext_frame(line) {
+            Reading::Frames => match read_ext_frame(line) {
                 Ok(frame) => Inbound::Frame(frame),
-                Err(why) => {
-                    log.line(&why);
-                    return true;
+                Err(reason) => {
+                    log.line(&dropped_frame(&reason, line));
+                    // An answer that cannot be read fails its request at once.
+                    let Some((kind, id)) = frame_head(line) else {
+                        return true;
+                    };
+                    let why = format!("could not be read ({reason})");
+                    Inbound::Frame(ExtFrame::Unreadable { kind, id, why })
                 }
             },
             Reading::Lines { .. } => Inbound::Line(line.to_vec()),

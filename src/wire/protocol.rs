@@ -181,13 +181,14 @@ pub enum ExtFrame {
     UnregisterTool {
         name: String,
     },
-    /// Internal: a line over [`MAX_LINE`] bytes whose start says it is a
-    /// frame `kind` with `id` (see `frame_head`); the rest was dropped.
+    /// Internal: a line that could not be read (over [`MAX_LINE`] bytes,
+    /// too deep, not a valid frame) whose start says it is a frame `kind`
+    /// with `id` (see `frame_head`); `why` completes "it ...".
     #[serde(skip_deserializing)]
-    TooLong {
+    Unreadable {
         kind: String,
         id: String,
-        len: usize,
+        why: String,
     },
 }
 
@@ -215,7 +216,7 @@ impl ExtFrame {
             ExtFrame::ShutdownAck => "shutdown_ack",
             ExtFrame::UnregisterCommand { .. } => "unregister_command",
             ExtFrame::UnregisterTool { .. } => "unregister_tool",
-            ExtFrame::TooLong { .. } => "too_long",
+            ExtFrame::Unreadable { .. } => "unreadable",
         }
     }
 }
@@ -739,10 +740,15 @@ fn replace_lone_surrogates(json: &[u8]) -> Vec<u8> {
 /// Parses one line into a frame, or says in one line why it cannot.
 /// Lone surrogate escapes read as U+FFFD, as in [`parse_json`].
 pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
+    read_ext_frame(line).map_err(|e| dropped_frame(&e, line))
+}
+
+/// [`parse_ext_frame`], its error only the reason.
+pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
     parse_json(line).map_err(|e| {
         // serde names the field or the variant; the frame's type says where.
         let kind = head_fields(line).into_iter().find(|(k, _)| k == "type");
-        let e = match kind.as_ref().and_then(|(_, v)| v.as_str()) {
+        match kind.as_ref().and_then(|(_, v)| v.as_str()) {
             _ if e.starts_with("unknown variant") => {
                 let kind = e.split('`').nth(1).unwrap_or_default();
                 format!("unknown frame type `{kind}`")
@@ -752,9 +758,13 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
                 None => format!("{kind}: {e}"),
             },
             None => e,
-        };
-        format!("dropped frame ({e}): {}", snippet(line))
+        }
     })
+}
+
+/// The log line of a frame dropped for `reason`.
+pub(crate) fn dropped_frame(reason: &str, line: &[u8]) -> String {
+    format!("dropped frame ({reason}): {}", snippet(line))
 }
 
 /// The top-level field of the object `line` that a serde "invalid
@@ -955,7 +965,9 @@ mod tests {
             );
         }
         // Internal frames are never read from the wire.
-        assert!(error(r#"{"type":"too_long","kind":"x","id":"1","len":1}"#).contains("too_long"));
+        assert!(
+            error(r#"{"type":"unreadable","kind":"x","id":"1","why":"x"}"#).contains("unreadable")
+        );
         let panel = parse_ext_frame(br#"{"type":"open_panel","panel":{"id":"p","lines":["a"]}}"#);
         assert!(
             matches!(panel, Ok(ExtFrame::OpenPanel(ref p)) if p.id == "p"),

@@ -471,7 +471,7 @@ impl Trial<'_> {
             | ExtFrame::PanelClose { .. }
             | ExtFrame::UnregisterCommand { .. }
             | ExtFrame::UnregisterTool { .. }
-            | ExtFrame::TooLong { .. }
+            | ExtFrame::Unreadable { .. }
             | ExtFrame::CallTool { .. }
             | ExtFrame::CallToolCancel { .. } => {}
         }
