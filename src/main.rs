@@ -2,7 +2,7 @@
 
 mod cli;
 
-use cli::CliError;
+use cli::common::CliError;
 use zot_host::internal::log::inert;
 
 fn main() {

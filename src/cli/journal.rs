@@ -3,7 +3,7 @@
 //! was accepted, the tool and its extension, the origin, the guards'
 //! verdicts, how it ended and how long it took.
 
-use super::CliError;
+use super::common::CliError;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::ffi::OsString;

@@ -25,8 +25,8 @@
 //! tool calls in flight cannot keep out what they wait for.
 
 use super::bounds::{self, Admit, Slots, Unwritten};
+use super::common::{CliError, HostOpts};
 use super::stdout::Stdout;
-use super::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -184,7 +184,7 @@ impl Output {
 
 /// Runs the control interface until shutdown, EOF or a signal.
 pub fn run(opts: HostOpts) -> Result<i32, CliError> {
-    let host = super::start_host(&opts, |c| super::journal_origin(c, "rpc"))?;
+    let host = super::common::start_host(&opts, |c| super::common::journal_origin(c, "rpc"))?;
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Out>();
     // What the main thread waits on while it runs the loop: a reply, or
     // the stdout thread's news (room again, stdout closed). The loop
@@ -202,7 +202,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
 
     // Behind the requests waiting for a slot: they are answered first.
     let graceful = out.clone();
-    super::stop_on_signal(
+    super::common::stop_on_signal(
         "zot",
         move |r| graceful.stop_after_waiting(r),
         host.handle(),

@@ -14,7 +14,7 @@ mod schema;
 mod trial;
 
 use super::{out, say, usage};
-use crate::cli::{absolute, string, CliError};
+use crate::cli::common::{absolute, string, CliError};
 use report::{Report, Status};
 use serde_json::Value;
 use std::ffi::OsString;
@@ -80,7 +80,7 @@ pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliE
     };
     // Ctrl-C or kill: the extension's group dies with this process
     // (`spawn_group`), so exiting is enough once the watchdog knows it.
-    crate::cli::on_signal(|| {
+    crate::cli::common::on_signal(|| {
         let _ = writeln!(std::io::stderr(), "zot ext check: interrupted");
         zot_host::internal::process::exit(130);
     })?;
@@ -128,14 +128,14 @@ fn parse(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<Option<Opts>, CliE
     }
     let cwd = match cwd {
         Some(dir) => dir,
-        None => crate::cli::project_dir(None)?,
+        None => crate::cli::common::project_dir(None)?,
     };
-    let mut config = crate::cli::host_config(PathBuf::new(), cwd.clone());
-    crate::cli::apply_limits(&mut config, None, None)?;
-    config.confine = crate::cli::confine_wanted(confine)?;
+    let mut config = crate::cli::common::host_config(PathBuf::new(), cwd.clone());
+    crate::cli::common::apply_limits(&mut config, None, None)?;
+    config.confine = crate::cli::common::confine_wanted(confine)?;
     if config.confine {
         // Where its data directory is, as in the host.
-        config.zot_home = crate::cli::zot_home()?;
+        config.zot_home = crate::cli::common::zot_home()?;
     }
     Ok(Some(Opts {
         path: absolute(path.unwrap_or_else(|| PathBuf::from(".")))?,

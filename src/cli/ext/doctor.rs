@@ -6,7 +6,7 @@
 //! warnings about it in its log, and where that log is.
 
 use super::{out, say, usage};
-use crate::cli::{shared_option, surface_config, CliError, HostOpts};
+use crate::cli::common::{shared_option, surface_config, CliError, HostOpts};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::ffi::OsString;

@@ -43,7 +43,7 @@ pub(super) fn run(ctx: &Ctx, source: &OsStr, force: bool) -> Result<i32, CliErro
     fs::create_dir_all(&root)
         .map_err(|e| failed(format!("cannot create {}: {e}", root.display())))?;
     // Without a handler a Ctrl-C would leave the scratch directory behind.
-    let _ = crate::cli::on_signal(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    let _ = crate::cli::common::on_signal(|| INTERRUPTED.store(true, Ordering::SeqCst));
     let scratch = Scratch::create(&root)?;
     match &source {
         Source::Local(dir) => copy_local(dir, &scratch.path)?,

@@ -18,7 +18,7 @@ mod new;
 mod scratch;
 mod trust;
 
-use super::{absolute, string, CliError};
+use super::common::{absolute, string, CliError};
 use serde_json::{Map, Value};
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -173,7 +173,10 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         Some("doctor") => return doctor::run(cwd, args[at + 1..].to_vec()),
         #[cfg(not(feature = "author"))]
         Some(sub @ ("check" | "new" | "doctor")) => {
-            return Err(super::not_built(&format!("zot ext {sub}"), "author"))
+            return Err(super::common::not_built(
+                &format!("zot ext {sub}"),
+                "author",
+            ))
         }
         Some(sub @ ("trust" | "untrust")) => {
             return trust::run(cwd, args[at + 1..].to_vec(), sub == "trust")
@@ -301,13 +304,13 @@ pub(super) struct Ctx {
 
 impl Ctx {
     fn new(cwd: Option<PathBuf>) -> Result<Ctx, CliError> {
-        let home = absolute(super::zot_home()?)?;
+        let home = absolute(super::common::zot_home()?)?;
         // Else a file there reads as "no extensions installed".
         if std::fs::metadata(&home).is_ok_and(|m| !m.is_dir()) {
             let home = home.display();
             return Err(failed(format!("$ZOT_HOME ({home}) is not a directory")));
         }
-        let cwd = super::project_dir(cwd.as_deref())?;
+        let cwd = super::common::project_dir(cwd.as_deref())?;
         Ok(Ctx { home, cwd })
     }
 
@@ -414,7 +417,7 @@ fn say(text: &str) -> Result<(), CliError> {
 
 /// Writes to stdout; a closed stdout (`| head`) is not an error.
 fn out(text: &str) -> Result<(), CliError> {
-    super::print_out(text).map(drop)
+    super::common::print_out(text).map(drop)
 }
 
 /// Asks `question` on the terminal (`[y/N]`); without a terminal,

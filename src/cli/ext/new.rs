@@ -3,7 +3,7 @@
 //! from templates compiled into the binary.
 
 use super::{out, usage};
-use crate::cli::{absolute, string, CliError};
+use crate::cli::common::{absolute, string, CliError};
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;

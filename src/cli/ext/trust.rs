@@ -2,7 +2,7 @@
 //! own extensions may start (docs/PROTOCOL.md#trust).
 
 use super::{failed, out, say, CliError, Ctx};
-use crate::cli::{absolute, string};
+use crate::cli::common::{absolute, string};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use zot_host::internal::discovery::{self, Found, Status};

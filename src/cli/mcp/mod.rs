@@ -87,7 +87,7 @@ mod mapping;
 mod methods;
 mod server;
 
-use super::{CliError, HostOpts};
+use super::common::{CliError, HostOpts};
 use server::Server;
 use std::io::{self, Write};
 use std::time::Duration;
@@ -116,10 +116,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // An MCP client shows no panels and runs no built-ins for extensions
     // (docs/PROTOCOL.md#interactive-tools, docs/PROTOCOL.md#calls-from-extensions).
     // No channel of its own: its main thread only waits for events.
-    let host = super::start_host(&opts, |c| {
+    let host = super::common::start_host(&opts, |c| {
         c.runs_builtins = false;
         c.interactive_tools = false;
-        super::journal_origin(c, "mcp");
+        super::common::journal_origin(c, "mcp");
     })?;
     let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);
     let server = Server::new(
@@ -162,7 +162,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         graceful.end_session();
         graceful.after_waiting(r)
     };
-    super::stop_on_signal("zot mcp", stop, host.handle())?;
+    super::common::stop_on_signal("zot mcp", stop, host.handle())?;
 
     let reader = {
         let server = server.clone();

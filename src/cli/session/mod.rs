@@ -32,7 +32,7 @@ mod render;
 mod submit;
 mod turn;
 
-use super::{CliError, HostOpts};
+use super::common::{CliError, HostOpts};
 use crossbeam_channel::{select, Receiver, Sender};
 use jobs::{Job, Jobs, Reply};
 use render::{Out, Tone};
@@ -50,52 +50,6 @@ use zot_host::{
     InterceptOutcome, InterceptRequest, ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
 };
 
-/// The session's own commands: names, arguments, what they do. `/help`
-/// lists them, and every `zot` surface reserves the names (docs/PROTOCOL.md#names-and-precedence):
-/// an extension command of the same name is ignored.
-pub const HOST_COMMANDS: [(&[&str], &str, &str); 12] = [
-    (&["help"], "", "this list"),
-    (&["commands"], "", "extension commands"),
-    (&["tools"], "", "tools and their arguments"),
-    (&["ext"], "", "extensions: scope, state, pid, error"),
-    (
-        &["call"],
-        " TOOL [JSON]",
-        "run a tool as the model would (event, guards, result)",
-    ),
-    (
-        &["reload-ext"],
-        "",
-        "stop every extension, start them again",
-    ),
-    (
-        &["key"],
-        " [EXT PANEL] KEY [TEXT]",
-        "send a key to the panel; esc (or close) closes it",
-    ),
-    (
-        &["clear"],
-        "",
-        "clear the notes (and prepare the system prompt again)",
-    ),
-    (
-        &["prompt"],
-        "",
-        "show the system prompt the agent command gets",
-    ),
-    (
-        &["resume"],
-        " [CALL]",
-        "run a call a crash interrupted again, by its tool's replay policy (--journal); no CALL lists them",
-    ),
-    (
-        &["abandon"],
-        " CALL",
-        "close a call a crash interrupted without running it (--journal)",
-    ),
-    (&["quit", "exit"], "", "leave (Ctrl-D too)"),
-];
-
 /// How soon a second signal must follow the first to leave at once.
 pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
 
@@ -109,17 +63,17 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     let (bell, rung) = bell();
     let (signal_tx, signals) = crossbeam_channel::bounded(16);
     let ring = bell.clone();
-    super::on_signal(move || {
+    super::common::on_signal(move || {
         let _ = signal_tx.try_send(());
         ring.ring();
     })?;
-    let cwd = super::project_dir(opts.cwd.as_deref())?;
+    let cwd = super::common::project_dir(opts.cwd.as_deref())?;
     // Panels show here, so interactive tools may wait for the user; the
     // session runs no built-in tools (docs/PROTOCOL.md#interactive-tools,
     // docs/PROTOCOL.md#calls-from-extensions).
-    let host = super::start_host(&opts, |c| {
+    let host = super::common::start_host(&opts, |c| {
         c.runs_builtins = false;
-        super::journal_origin(c, "session");
+        super::common::journal_origin(c, "session");
     })?;
     let mut input = read_stdin(bell.clone())?;
     let tty = io::stdout().is_terminal();

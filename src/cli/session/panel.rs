@@ -340,7 +340,7 @@ fn is_key(word: &str) -> bool {
 /// Appends a `[zot]` line to the extension's log (the session has no
 /// handle on it; appending keeps lines whole beside the host's own).
 pub(super) fn log_line(extension: &str, msg: &str) {
-    let Ok(home) = crate::cli::zot_home() else {
+    let Ok(home) = crate::cli::common::zot_home() else {
         return;
     };
     let logs = zot_host::internal::discovery::logs_dir(&home);

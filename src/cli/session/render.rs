@@ -29,7 +29,7 @@
 //! on a terminal without `NO_COLOR`; the prompt and the hints are only
 //! shown when both ends are a terminal.
 
-use super::HOST_COMMANDS;
+use crate::cli::common::HOST_COMMANDS;
 use crate::cli::stdout::Stdout;
 use serde_json::Value;
 use zot_host::internal::log::inert;
