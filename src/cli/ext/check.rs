@@ -13,7 +13,7 @@ mod report;
 mod schema;
 mod trial;
 
-use super::{out, say, usage};
+use super::common::{out, say, usage};
 use crate::cli::common::{absolute, string, CliError};
 use report::{Report, Status};
 use serde_json::Value;

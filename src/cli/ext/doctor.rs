@@ -5,7 +5,7 @@
 //! how it became ready, what it registered and lost to whom, the host's
 //! warnings about it in its log, and where that log is.
 
-use super::{out, say, usage};
+use super::common::{out, say, usage};
 use crate::cli::common::{shared_option, surface_config, CliError, HostOpts};
 use serde_json::{json, Value};
 use std::collections::HashMap;

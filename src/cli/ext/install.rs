@@ -7,8 +7,9 @@
 //! keep their `.git` directory (a shallow clone); local copies take the
 //! whole tree as it is.
 
+use super::common::{failed, remove_tree, say, Ctx};
 use super::scratch::{self, Kind};
-use super::{failed, remove_tree, say, CliError, Ctx};
+use crate::cli::common::CliError;
 use std::ffi::OsStr;
 use std::fs;
 use std::io;

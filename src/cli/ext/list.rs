@@ -1,6 +1,7 @@
 //! `zot ext list`: every project and global extension with its status.
 
-use super::{out, raw_manifest, CliError, Ctx};
+use super::common::{out, raw_manifest, Ctx};
+use crate::cli::common::CliError;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use zot_host::internal::discovery::{self, Found, Status};

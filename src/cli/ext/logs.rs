@@ -9,7 +9,8 @@
 //! line is shown [`inert`], as the session and `doctor` show it; piped,
 //! the bytes are copied as they are.
 
-use super::{check_name, failed, CliError, Ctx};
+use super::common::{check_name, failed, Ctx};
+use crate::cli::common::CliError;
 use std::fs::{self, File};
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;

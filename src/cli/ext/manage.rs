@@ -1,7 +1,8 @@
 //! `zot ext remove`, `enable` and `disable`.
 
+use super::common::{check_name, failed, lookup, remove_tree, say, Ctx, Installed};
 use super::scratch::{self, Kind};
-use super::{check_name, failed, lookup, remove_tree, say, CliError, Ctx, Installed};
+use crate::cli::common::CliError;
 use serde_json::Value;
 use std::fs;
 use std::io::{self, Write};
@@ -35,7 +36,7 @@ pub(super) fn remove(
 
 /// Asks whether to remove `name` from `dir`.
 fn confirm(name: &str, dir: &Path) -> Result<bool, CliError> {
-    super::confirm(
+    super::common::confirm(
         &format!("remove {name} ({})?", dir.display()),
         format!(
             "refusing to remove {name} ({}) without confirmation: stdin is not a terminal; \

@@ -2,7 +2,7 @@
 //! tool with a JSON Schema, `ready`, a clean `shutdown`, logs on stderr)
 //! from templates compiled into the binary.
 
-use super::{out, usage};
+use super::common::{out, usage};
 use crate::cli::common::{absolute, string, CliError};
 use std::ffi::OsString;
 use std::io::Write;

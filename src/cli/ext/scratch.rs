@@ -7,7 +7,7 @@
 //! names are skipped by discovery, so a half-done operation is never
 //! mistaken for an extension; the pid tells whether its owner still runs.
 
-use super::remove_tree;
+use super::common::remove_tree;
 use std::fs;
 use std::path::{Path, PathBuf};
 use zot_host::internal::manifest::valid_name;

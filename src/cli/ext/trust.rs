@@ -1,7 +1,8 @@
 //! `zot ext trust` and `zot ext untrust`: record which of the project's
 //! own extensions may start (docs/PROTOCOL.md#trust).
 
-use super::{failed, out, say, CliError, Ctx};
+use super::common::{failed, out, say, Ctx};
+use crate::cli::common::CliError;
 use crate::cli::common::{absolute, string};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -254,7 +255,7 @@ fn confirm(names: &[String], cwd: &Path) -> Result<bool, CliError> {
         names.len(),
         names.join(", ")
     );
-    super::confirm(
+    super::common::confirm(
         &format!("trust {what} in {}?", cwd.display()),
         format!(
             "refusing to trust {what} without confirmation: stdin is not a terminal; \
