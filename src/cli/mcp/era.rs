@@ -3,8 +3,8 @@
 //! stateless 2026-07-28 revision, where each request names its version
 //! in `params._meta` and every result says what it is (`resultType`).
 
-use super::jsonrpc::{RpcError, UNSUPPORTED_PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
+use zot_host::internal::jsonrpc::{RpcError, UNSUPPORTED_PROTOCOL_VERSION};
 
 /// Versions reachable through `initialize`, oldest first.
 pub const LEGACY_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -196,7 +196,10 @@ mod tests {
         let bad = era_of(&params(
             json!({META_PROTOCOL_VERSION: "2026-07-28", META_LOG_LEVEL: "loud"}),
         ));
-        assert_eq!(bad.unwrap_err().code, super::super::jsonrpc::INVALID_PARAMS);
+        assert_eq!(
+            bad.unwrap_err().code,
+            zot_host::internal::jsonrpc::INVALID_PARAMS
+        );
     }
 
     #[test]

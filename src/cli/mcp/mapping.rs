@@ -1,8 +1,8 @@
 //! What zot things become in MCP (docs/PROTOCOL.md#zot-mcp): tools are tools,
 //! commands are prompts with one optional `args` argument.
 
-use super::jsonrpc::{RpcError, INTERNAL_ERROR};
 use serde_json::{json, Map, Value};
+use zot_host::internal::jsonrpc::{RpcError, INTERNAL_ERROR};
 use zot_host::{CommandOutcome, Content, Snapshot, ToolResult};
 
 /// `tools/list` entries: every active extension tool (a deferred one

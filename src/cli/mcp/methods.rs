@@ -1,10 +1,10 @@
 //! Serving one MCP request or notification: the method table.
 
 use super::era::{self, Era, Kind, Level};
-use super::jsonrpc::{Id, RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use super::mapping;
 use super::server::Server;
 use serde_json::{json, Map, Value};
+use zot_host::internal::jsonrpc::{Id, RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 use zot_host::{EventPayload, Request, ToolOutcome, ToolRequest};
 
 /// Whether a request of `method` is served by the host, and so takes an

@@ -88,7 +88,7 @@ mod methods;
 mod server;
 
 use super::common::{CliError, HostOpts};
-use server::Server;
+use server::{diagnostic, Server};
 use std::io::{self, Write};
 use std::time::Duration;
 use zot_host::internal::jsonrpc::{self, Message};
@@ -233,9 +233,4 @@ fn read_messages(server: &Server) {
     server.after_waiting(Request::Shutdown {
         reply: Box::new(|_| {}),
     });
-}
-
-/// One line on stderr; a closed stderr is no reason to stop serving.
-pub fn diagnostic(message: &str) {
-    let _ = writeln!(io::stderr(), "zot mcp: {message}");
 }

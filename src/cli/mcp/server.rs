@@ -26,7 +26,6 @@
 //! is refused at once.
 
 use super::era::{self, Level};
-use super::jsonrpc::{self, Id, Message, RpcError};
 use crate::cli::bounds::{self, Admit, Slots, Unwritten};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use serde::Serialize;
@@ -35,6 +34,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use zot_host::internal::jsonrpc::{self, Id, Message, RpcError};
 use zot_host::{HostEvent, HostHandle, Request, Snapshot, Ticket};
 
 /// Notes kept for a legacy client until `notifications/initialized`.
@@ -433,7 +433,7 @@ impl Server {
         self.with(|s| {
             s.handshake = Handshake::Initialized;
             if s.dropped_notes > 0 {
-                super::diagnostic(&format!(
+                diagnostic(&format!(
                     "{} notes dropped before the client was initialized (at most {BUFFERED_NOTES} are kept)",
                     s.dropped_notes
                 ));
@@ -493,7 +493,7 @@ impl Server {
     pub fn report_dropped(&self) {
         self.with(|s| {
             if s.unread_dropped > 0 {
-                super::diagnostic(&format!(
+                diagnostic(&format!(
                     "{} notes dropped: they came faster than the client read them",
                     s.unread_dropped
                 ));
@@ -661,7 +661,7 @@ fn write_note(s: &mut State, note: &Note) {
 /// line each: a stderr nobody reads must not fill up either).
 fn dropped(s: &mut State, count: u64) {
     if s.unread_dropped == 0 {
-        super::diagnostic(
+        diagnostic(
             "notes come faster than the client reads them: some are dropped \
              (the total is given at exit)",
         );
@@ -719,4 +719,9 @@ struct SubscriptionMeta<'a> {
     server_info: Option<Value>,
     #[serde(rename = "io.modelcontextprotocol/subscriptionId")]
     subscription_id: &'a Id,
+}
+
+/// One line on stderr; a closed stderr is no reason to stop serving.
+pub fn diagnostic(message: &str) {
+    let _ = writeln!(std::io::stderr(), "zot mcp: {message}");
 }
