@@ -9,14 +9,15 @@
 
 mod child;
 mod confine;
+mod opts;
 mod report;
 mod schema;
 mod trial;
 
 use super::common::{out, say, usage};
 use crate::cli::common::{absolute, string, CliError};
+use opts::{Opts, Probe};
 use report::{Report, Status};
-use serde_json::Value;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,22 +56,6 @@ const STDERR_TAIL: usize = 20;
 
 /// The most bytes of the end of stderr read to find those lines.
 const STDERR_TAIL_BYTES: u64 = 64 << 10;
-
-/// An extra request from the command line.
-pub(super) enum Probe {
-    Call { tool: String, args: Value },
-    Command { name: String, args: String },
-}
-
-pub(super) struct Opts {
-    path: PathBuf,
-    cwd: PathBuf,
-    /// The host's config, limits included, as `zot` would run it here.
-    config: zot_host::HostConfig,
-    json: bool,
-    strict: bool,
-    probes: Vec<Probe>,
-}
 
 /// Runs `zot ext check <args>`; `cwd` is a `--cwd` given before `check`.
 pub(super) fn run(cwd: Option<PathBuf>, args: Vec<OsString>) -> Result<i32, CliError> {

@@ -2,8 +2,8 @@
 //! declares, and with `--confine` a run under those permissions and the
 //! denials its stderr reports.
 
+use super::opts::Opts;
 use super::report::Report;
-use super::Opts;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use zot_host::internal::confine::{Confinement, Places};

@@ -2,9 +2,9 @@
 //! adding its findings to the report.
 
 use super::child::{Child, Seen};
+use super::opts::{Opts, Probe};
 use super::report::{human, Report};
 use super::schema::schema_problem;
-use super::{Opts, Probe};
 use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
