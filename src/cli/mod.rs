@@ -1,5 +1,6 @@
-//! Command-line surfaces: argument parsing shared by all of them, and
-//! dispatch to `zot ext`, `zot rpc` and the interactive session.
+//! Command-line surfaces: the top level's help and dispatch to `zot ext`,
+//! `zot rpc`, `zot mcp`, `zot journal` and the interactive session; what
+//! they share is in `common.rs`.
 
 mod bounds;
 pub mod common;
