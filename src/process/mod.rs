@@ -11,7 +11,9 @@
 //! - its writer (`zot-write-<name>`) takes whole lines from a channel
 //!   and writes them to stdin, blocking while the extension does not
 //!   read; a failed write is reported on the same bounded channel
-//!   ([`Inbound::WriteFailed`]); once the channel closes so does stdin;
+//!   ([`Inbound::WriteFailed`]); once the channel closes so does stdin.
+//!   While nothing waits for it, the loop writes a line itself when the
+//!   socket takes it at once ([`ExtProcess::send`]), without waking it;
 //! - its stderr thread (`zot-err-<name>`) copies stderr into its log,
 //!   which rotates as it grows (`src/log.rs`); without a log file stderr is
 //!   the host's own and no thread is needed.
@@ -460,14 +462,13 @@ fn read_stdout(
                 len,
                 head: head.to_vec(),
             }),
-            // A frame too long to read: the request it answers fails at once.
-            Reading::Frames => frame_head(head).map(|(kind, id)| {
-                let why = format!(
+            Reading::Frames => unreadable(
+                head,
+                format!(
                     "was {len} bytes, over the {} MiB frame limit",
                     MAX_LINE >> 20
-                );
-                Inbound::Frame(ExtFrame::Unreadable { kind, id, why })
-            }),
+                ),
+            ),
         };
         if let Some(msg) = msg {
             let _ = inbound.send(msg);
@@ -479,12 +480,11 @@ fn read_stdout(
                 Ok(frame) => Inbound::Frame(frame),
                 Err(reason) => {
                     log.line(&dropped_frame(&reason, line));
-                    // An answer that cannot be read fails its request at once.
-                    let Some((kind, id)) = frame_head(line) else {
+                    let why = format!("could not be read ({reason})");
+                    let Some(msg) = unreadable(line, why) else {
                         return true;
                     };
-                    let why = format!("could not be read ({reason})");
-                    Inbound::Frame(ExtFrame::Unreadable { kind, id, why })
+                    msg
                 }
             },
             Reading::Lines { .. } => Inbound::Line(line.to_vec()),
@@ -507,6 +507,13 @@ fn read_stdout(
         log.line(&format!("reading stdout failed: {e}"));
     }
     let _ = inbound.send(Inbound::Eof);
+}
+
+/// A frame that could not be read, for the loop when its start (`head`)
+/// names its type and id: the request it answers fails at once, `why`.
+fn unreadable(head: &[u8], why: String) -> Option<Inbound> {
+    let (kind, id) = frame_head(head)?;
+    Some(Inbound::Frame(ExtFrame::Unreadable { kind, id, why }))
 }
 
 /// The writer thread. Chunks come batched by the host loop: one write
