@@ -107,7 +107,7 @@ impl ToolId {
 #[derive(Default)]
 pub(super) struct Jobs {
     last: u64,
-    runs: super::IdMap<u64, Job>,
+    runs: super::idmap::IdMap<u64, Job>,
 }
 
 impl Jobs {

@@ -63,8 +63,10 @@ mod embedder;
 mod exit;
 mod exposure;
 mod frames;
+mod idmap;
 mod jobs;
 mod journaled;
+mod later;
 mod lifecycle;
 mod mcp;
 mod oversize;
@@ -92,11 +94,13 @@ use action::{Action, Probes};
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use exit::ExitWatch;
+use idmap::IdMap;
+use later::later;
 use pending::Pending;
 use state::HostState;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use supervise::Supervision;
 
 /// The caps on what one extension registers, shared with
@@ -638,46 +642,6 @@ impl Engine {
             | HostState::Reloading { .. }
             | HostState::Stopping { .. } => false,
         }
-    }
-}
-
-/// `now + d`, or decades away when `d` is too large (`Duration::MAX`
-/// says "no timeout").
-fn later(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(now)
-}
-
-/// A map keyed by the engine's own numbers (jobs, chains, process keys,
-/// extension indexes, request ids): they come from counters, never from
-/// outside (an answer's id is only looked up), so std's SipHash (built
-/// against keys an attacker picks) buys nothing and costs about 100
-/// instructions a lookup, several per call.
-type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
-
-/// The hash of [`IdMap`], FxHash's step: a rotate, an xor and a
-/// multiplication per word.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
     }
 }
 
