@@ -58,7 +58,7 @@
 //! around the engine fits together, and why, in docs/INTERNALS.md.
 
 mod action;
-mod driver;
+pub(crate) mod driver;
 mod embedder;
 mod exit;
 mod exposure;
@@ -457,10 +457,6 @@ struct Engine {
     /// Steps of journaled calls waiting for the turn's sync (`journaled.rs`).
     parked: journaled::Parked,
 }
-
-pub(crate) use driver::{run, Channels, BATCH};
-#[allow(unused_imports)] // The inline host drives the loop through it.
-pub(crate) use driver::{Driver, Until};
 
 impl Engine {
     /// An engine whose events go to `events` (it only reads how many
