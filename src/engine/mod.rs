@@ -7,7 +7,7 @@
 //! close a stdin, signal a group, reap, call a reply, send a host event.
 //! So the rules are tested with made-up times, manifests found in memory
 //! and no processes (`rules.rs`, and the tests in `state.rs`, `exit.rs`,
-//! `supervise.rs`). Two things stay injected: each extension's log
+//! `crashes.rs`). Two things stay injected: each extension's log
 //! ([`ExtLog`], which the engine writes its `[zot]` lines to) and the
 //! bytes its writer has not written yet (`Backlog`, which bounds the
 //! events queued to a subscriber that stops reading).
@@ -58,6 +58,7 @@
 //! around the engine fits together, and why, in docs/INTERNALS.md.
 
 mod action;
+mod crashes;
 pub(crate) mod driver;
 mod embedder;
 mod exit;
@@ -91,6 +92,7 @@ use crate::wire::mcp_client::McpClient;
 use crate::wire::protocol::HostFrame;
 use crate::wire::registry::Registry;
 use action::{Action, Probes};
+use crashes::Supervision;
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use exit::ExitWatch;
@@ -101,7 +103,6 @@ use state::HostState;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Instant;
-use supervise::Supervision;
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
