@@ -72,6 +72,7 @@ mod lifecycle;
 mod mcp;
 mod oversize;
 mod pending;
+mod pipeline;
 mod requests;
 #[cfg(test)]
 mod rules;
@@ -415,7 +416,7 @@ impl Ext {
 enum Then {
     /// The embedder, who asked for the chain alone.
     Reply(Reply<InterceptOutcome>),
-    /// The tool pipeline run (`super::jobs`) the chain guards.
+    /// The tool pipeline run (`pipeline.rs`) the chain guards.
     RunTool { job: u64 },
 }
 
