@@ -85,6 +85,16 @@ impl ToolId {
     }
 }
 
+/// A journaled call's step that waits for the turn's journal sync
+/// (`journaled.rs`).
+#[cfg(feature = "journal")]
+pub(super) enum Wait {
+    /// Its `tool_call` frame (`dispatched` is buffered).
+    Dispatch(u64),
+    /// Its answer (`finished` is buffered).
+    Finish(Box<Job>, Result<ToolOutcome, HostError>, Caller),
+}
+
 /// The jobs in flight.
 #[derive(Default)]
 pub(super) struct Jobs {

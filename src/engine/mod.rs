@@ -66,6 +66,7 @@ mod exposure;
 mod frames;
 mod idmap;
 mod jobs;
+#[cfg(feature = "journal")]
 mod journaled;
 mod later;
 mod lifecycle;
@@ -456,8 +457,10 @@ struct Engine {
     liveness_at: Option<Instant>,
     /// What the driver is to do, in the order decided (`action.rs`).
     actions: Vec<Action>,
-    /// Steps of journaled calls waiting for the turn's sync (`journaled.rs`).
-    parked: journaled::Parked,
+    /// Steps of journaled calls waiting for the turn's sync, in the
+    /// order decided (`journaled.rs`).
+    #[cfg(feature = "journal")]
+    parked: Vec<jobs::Wait>,
 }
 
 impl Engine {
@@ -494,7 +497,8 @@ impl Engine {
             },
             liveness_at: None,
             actions: Vec::new(),
-            parked: journaled::Parked::default(),
+            #[cfg(feature = "journal")]
+            parked: Vec::new(),
         }
     }
 
@@ -596,10 +600,9 @@ impl Engine {
     /// Only from [`Engine::settle`]: a reload replaces `exts`, indexes and all.
     /// True when it moved (ask again).
     fn advance(&mut self, now: Instant) -> bool {
-        let busy = !self.pending.is_empty()
-            || !self.chains.is_empty()
-            || !self.jobs.is_empty()
-            || !self.parked.is_empty();
+        let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
+        #[cfg(feature = "journal")]
+        let busy = busy || !self.parked.is_empty();
         let running = self.exts.iter().any(|e| e.run().is_some());
         match &mut self.state {
             // It ends at an input or in tick (check_startup).

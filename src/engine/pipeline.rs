@@ -157,10 +157,8 @@ impl Engine {
         args: Value,
         now: Instant,
     ) {
-        let block = outcome
-            .block
-            .then(|| outcome.reason.as_deref().unwrap_or(""));
-        if let Err(e) = self.journal_verdict(job, block, &args) {
+        #[cfg(feature = "journal")]
+        if let Err(e) = self.journal_verdict(job, &outcome, &args) {
             return self.finish_job(job, Err(e), now);
         }
         let Some(j) = self.jobs.get_mut(job) else {
@@ -258,11 +256,13 @@ impl Engine {
             return self.finish_job(job, Err(error), now);
         }
         // Journaled, it goes once `dispatched` is on disk: the turn's sync.
+        #[cfg(feature = "journal")]
         match self.journal_dispatched(job) {
-            Err(e) => self.finish_job(job, Err(e), now),
-            Ok(true) => {}
-            Ok(false) => self.send_tool(job, now),
+            Err(e) => return self.finish_job(job, Err(e), now),
+            Ok(true) => return,
+            Ok(false) => {}
         }
+        self.send_tool(job, now);
     }
 
     /// Writes `job`'s `tool_call` frame to the extension that owns its tool.
@@ -330,9 +330,11 @@ impl Engine {
         }
         // The caller hears of no result the journal does not hold: a
         // journaled call's end waits for the turn's sync.
-        if let Some((j, result, caller)) = self.journal_finished(j, result, caller) {
-            self.ended(j, result, caller, now);
-        }
+        #[cfg(feature = "journal")]
+        let Some((j, result, caller)) = self.journal_finished(j, result, caller) else {
+            return;
+        };
+        self.ended(j, result, caller, now);
     }
 
     /// What follows the end of job `j`: the `tool_result` event, the
@@ -633,6 +635,7 @@ impl Engine {
         let origin = Origin::Ext { ext: idx, id };
         let job = self.new_job(name, args, None, origin, None, chain, parent, deadline);
         // Journaled like the embedder's, its origin the extension.
+        #[cfg(feature = "journal")]
         if let Err(e) = self.journal_accepted(job) {
             return self.finish_job(job, Err(e), now);
         }

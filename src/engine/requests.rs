@@ -486,6 +486,7 @@ impl Engine {
             j.operation_key = call.operation_key;
             j.reconcile = call.reconcile;
         }
+        #[cfg(feature = "journal")]
         if let Err(e) = self.journal_accepted(job) {
             return self.finish_job(job, Err(e), now);
         }
@@ -699,6 +700,7 @@ impl Engine {
     /// Records the answer of the guard at `pos` and walks the chain on.
     pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
         // A tool call's guard verdicts are journaled one by one.
+        #[cfg(feature = "journal")]
         if let Some(ChainState {
             then: Then::RunTool { job },
             guards,
