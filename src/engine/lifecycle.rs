@@ -3,9 +3,11 @@
 //! docs/PROTOCOL.md#exits, docs/PROTOCOL.md#shutdown).
 
 use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe, Starting};
+use super::exit::ExitWatch;
+use super::ext::{End, Ext, Phase, Run, Stage};
 use super::pending::Owed;
 use super::state::{HostState, Startup};
-use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage, Then};
+use super::{later, Engine, Then};
 use crate::ext::discovery::{Scope, Status};
 use crate::ext::manifest::Protocol;
 use crate::log::human;

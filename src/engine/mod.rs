@@ -8,8 +8,8 @@
 //! So the rules are tested with made-up times, manifests found in memory
 //! and no processes (`rules.rs`, and the tests in `state.rs`, `exit.rs`,
 //! `crashes.rs`). Two things stay injected: each extension's log
-//! ([`ExtLog`], which the engine writes its `[zot]` lines to) and the
-//! bytes its writer has not written yet (`Backlog`, which bounds the
+//! ([`crate::log::ExtLog`], which the engine writes its `[zot]` lines
+//! to) and the bytes its writer has not written yet (`Backlog`, which bounds the
 //! events queued to a subscriber that stops reading).
 //!
 //! ```text
@@ -63,6 +63,7 @@ pub(crate) mod driver;
 mod embedder;
 mod exit;
 mod exposure;
+mod ext;
 mod frames;
 mod idmap;
 mod jobs;
@@ -82,336 +83,25 @@ mod supervise;
 mod time;
 
 use crate::config::HostConfig;
-use crate::ext::discovery::Scope;
-use crate::ext::manifest::Manifest;
-use crate::intercept::{Chain, InterceptEvent, InterceptOutcome};
-use crate::log::ExtLog;
+use crate::intercept::{Chain, InterceptOutcome};
 use crate::types::{
-    CommandInfo, ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, NameConflict,
-    NameKind, ReadyVia, Reply, Request, Snapshot, ToolInfo,
+    CommandInfo, HostError, HostEvent, InFlight, NameConflict, NameKind, Reply, Request, Snapshot,
+    ToolInfo,
 };
-use crate::wire::mcp_client::McpClient;
-use crate::wire::protocol::HostFrame;
 use crate::wire::registry::Registry;
 use action::{Action, Probes};
-use crashes::Supervision;
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
-use exit::ExitWatch;
+use ext::{Ext, Phase};
 use idmap::IdMap;
 use later::later;
 use pending::Pending;
 use state::HostState;
-use std::collections::HashSet;
-use std::path::PathBuf;
 use std::time::Instant;
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
 pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
-
-/// Where an extension is in its life (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#exits,
-/// docs/PROTOCOL.md#supervision). Each
-/// phase owns its deadline; only a running one has a process.
-enum Phase {
-    /// The driver is starting its process (within the turn that asked),
-    /// or found it cannot (its `exec` or confinement).
-    Spawning,
-    Running(Run),
-    /// No process: how it ended, and when it restarts after a crash.
-    Gone {
-        end: End,
-        restart_at: Option<Instant>,
-    },
-}
-
-/// A running extension as the engine sees it: its process is the
-/// driver's (`action.rs`), at the same index.
-struct Run {
-    pid: u32,
-    /// Its stdin takes lines: not closed, no write to it failed.
-    stdin_open: bool,
-    /// Bytes its writer thread has not written yet.
-    backlog: action::Backlog,
-    /// For an MCP server (docs/PROTOCOL.md#mcp-servers): its client, which every frame to it
-    /// and every line from it goes through.
-    mcp: Option<Box<McpClient>>,
-    /// The deadlines that find its exit.
-    exit: ExitWatch,
-    /// Confined, its data directory (else `data_dir` is its directory).
-    data_dir: Option<PathBuf>,
-    stage: Stage,
-}
-
-enum Stage {
-    /// Failed at `deadline` without `hello` (or when its stdout closed).
-    AwaitingHello {
-        deadline: Instant,
-    },
-    /// Said hello: ready at `ready_at` (silence) unless `ready` comes first.
-    Registering {
-        ready_at: Instant,
-    },
-    Ready,
-    /// Failed (its handshake) and killed: its exit is awaited.
-    Killed(String),
-    /// Sent `shutdown`; `signal` goes to its group at the time given
-    /// (SIGTERM, then SIGKILL). `hello`: its frames still count.
-    Stopping {
-        hello: bool,
-        signal: Option<(Instant, libc::c_int)>,
-    },
-}
-
-enum End {
-    Disabled,
-    /// Skills and a theme only (docs/PROTOCOL.md#bundles): nothing to start.
-    Bundle,
-    /// A project extension not trusted (docs/PROTOCOL.md#trust): why, and how to trust it.
-    Untrusted(String),
-    Failed(String),
-    Exited(String),
-}
-
-impl End {
-    /// Why it failed, how it exited, or why it is not trusted.
-    fn detail(&self) -> Option<&String> {
-        match self {
-            End::Untrusted(why) | End::Failed(why) | End::Exited(why) => Some(why),
-            End::Disabled | End::Bundle => None,
-        }
-    }
-}
-
-struct Ext {
-    name: String,
-    version: Option<String>,
-    scope: Scope,
-    dir: PathBuf,
-    phase: Phase,
-    log: ExtLog,
-    /// Observed events in subscription order, and as a set for lookups.
-    events: Vec<String>,
-    event_set: HashSet<String>,
-    /// Bytes of those names, against [`MAX_NAME_BYTES`].
-    event_bytes: usize,
-    intercept: Vec<InterceptEvent>,
-    commands_claimed: Claims,
-    tools_claimed: Claims,
-    /// Events its full stdin queue did not take.
-    dropped_events: Drops,
-    /// Notes and panel updates the embedder did not take in time.
-    dropped_notes: Drops,
-    /// Frames queued during this loop iteration.
-    out: Vec<u8>,
-    /// What it was started from (`None` when invalid): restarts reuse it.
-    manifest: Option<Manifest>,
-    /// Crashes and remembered guard subscriptions.
-    supervision: Supervision,
-    /// How this run became ready.
-    ready_via: Option<ReadyVia>,
-    /// Names it registered that a built-in owns, each once: `(kind, name)`.
-    lost_to_builtin: Vec<(NameKind, String)>,
-    /// Its hello listed `tool_cancel` / `call_tool` (docs/PROTOCOL.md#capabilities).
-    tool_cancel: bool,
-    call_tool: bool,
-}
-
-/// Names one extension claimed in a registry, against [`MAX_NAMES`] and
-/// [`MAX_NAME_BYTES`].
-#[derive(Default)]
-struct Claims {
-    count: usize,
-    bytes: usize,
-    /// The cap was hit (logged once).
-    capped: bool,
-}
-
-/// Messages dropped for one extension, logged when a streak of drops
-/// begins and ends, and in total at its exit.
-#[derive(Default)]
-struct Drops {
-    total: u64,
-    streak: bool,
-}
-
-impl Drops {
-    /// Counts a drop: true when it begins a streak.
-    fn count(&mut self) -> bool {
-        self.total += 1;
-        !std::mem::replace(&mut self.streak, true)
-    }
-
-    /// Ends a streak: the total so far, when one was running.
-    fn end(&mut self) -> Option<u64> {
-        std::mem::take(&mut self.streak).then_some(self.total)
-    }
-}
-
-impl Ext {
-    /// An extension as discovered, before anything ran: disabled until
-    /// the startup says otherwise.
-    fn new(
-        name: String,
-        scope: Scope,
-        dir: PathBuf,
-        log: ExtLog,
-        manifest: Option<Manifest>,
-    ) -> Ext {
-        Ext {
-            name,
-            version: manifest.as_ref().and_then(|m| m.version.clone()),
-            scope,
-            dir,
-            phase: Phase::Gone {
-                end: End::Disabled,
-                restart_at: None,
-            },
-            log,
-            events: Vec::new(),
-            event_set: HashSet::new(),
-            event_bytes: 0,
-            intercept: Vec::new(),
-            commands_claimed: Claims::default(),
-            tools_claimed: Claims::default(),
-            dropped_events: Drops::default(),
-            dropped_notes: Drops::default(),
-            out: Vec::new(),
-            manifest,
-            supervision: Supervision::default(),
-            ready_via: None,
-            lost_to_builtin: Vec::new(),
-            tool_cancel: false,
-            call_tool: false,
-        }
-    }
-
-    fn run(&self) -> Option<&Run> {
-        match &self.phase {
-            Phase::Running(run) => Some(run),
-            Phase::Spawning | Phase::Gone { .. } => None,
-        }
-    }
-
-    fn stage(&self) -> Option<&Stage> {
-        self.run().map(|r| &r.stage)
-    }
-
-    /// Handshaken and not being stopped: may get requests.
-    fn serving(&self) -> bool {
-        matches!(self.stage(), Some(Stage::Registering { .. } | Stage::Ready))
-    }
-
-    /// Not yet ready and not being stopped.
-    fn loading(&self) -> bool {
-        matches!(self.phase, Phase::Spawning)
-            || matches!(
-                self.stage(),
-                Some(Stage::AwaitingHello { .. } | Stage::Registering { .. })
-            )
-    }
-
-    /// Its state as listed, with why it failed or how it exited.
-    fn state(&self) -> ExtensionState {
-        let text = |s: &String| s.clone();
-        match &self.phase {
-            Phase::Spawning => ExtensionState::Starting,
-            Phase::Running(r) => match &r.stage {
-                Stage::Ready | Stage::Stopping { hello: true, .. } => ExtensionState::Ready,
-                Stage::Killed(why) => ExtensionState::Failed { reason: text(why) },
-                _ => ExtensionState::Starting,
-            },
-            Phase::Gone { end, .. } => match end {
-                End::Disabled => ExtensionState::Disabled,
-                End::Bundle => ExtensionState::Bundle,
-                End::Untrusted(why) => ExtensionState::Untrusted { reason: text(why) },
-                End::Failed(why) => ExtensionState::Failed { reason: text(why) },
-                End::Exited(how) => ExtensionState::Exited { status: text(how) },
-            },
-        }
-    }
-
-    /// How it ended, when it is gone and that has a text.
-    fn end_detail(&self) -> Option<&String> {
-        match &self.phase {
-            Phase::Gone { end, .. } => end.detail(),
-            Phase::Spawning | Phase::Running(_) => None,
-        }
-    }
-
-    /// Its entry in a [`Snapshot`], with the names it owns.
-    fn info(
-        &self,
-        commands: Vec<String>,
-        tools: Vec<String>,
-        conflicts: Vec<NameConflict>,
-    ) -> ExtensionInfo {
-        let state = self.state();
-        // An untrusted project's skill files are not the embedder's to load.
-        let untrusted = matches!(state, ExtensionState::Untrusted { .. });
-        let provides = self
-            .manifest
-            .as_ref()
-            .map(|m| &m.provides)
-            .filter(|_| !untrusted);
-        ExtensionInfo {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            scope: self.scope,
-            dir: self.dir.clone(),
-            state,
-            pid: self.run().map(|r| r.pid),
-            commands,
-            tools,
-            events: self.events.clone(),
-            intercept: self.intercept.clone(),
-            restarts: self.supervision.restarts,
-            skills: provides.map(|p| p.skills.clone()).unwrap_or_default(),
-            theme: provides.and_then(|p| p.theme.clone()),
-            ready_via: self.ready_via,
-            conflicts,
-        }
-    }
-
-    /// Whether its stdin takes lines.
-    fn writable(&self) -> bool {
-        self.run().is_some_and(|r| r.stdin_open)
-    }
-
-    /// Queues a frame, written batched at the end of the loop iteration;
-    /// an MCP server's client is handed it to translate (its deadlines
-    /// count from `now`). False when stdin is closed.
-    fn send(&mut self, frame: &HostFrame, now: Instant) -> bool {
-        let Phase::Running(run) = &mut self.phase else {
-            return false;
-        };
-        if !run.stdin_open {
-            return false;
-        }
-        let Some(client) = &mut run.mcp else {
-            frame.write_line(&mut self.out);
-            return true;
-        };
-        client.on_host_frame(frame, now);
-        self.out.append(&mut client.take_lines());
-        true
-    }
-
-    /// Queues a frame already serialized, or lines of an MCP server's
-    /// client. False when stdin is closed.
-    fn send_line(&mut self, line: &[u8]) -> bool {
-        if !self.writable() {
-            return false;
-        }
-        self.out.extend_from_slice(line);
-        true
-    }
-
-    /// Bytes waiting for this extension, queued or not yet handed over.
-    fn backlog(&self) -> usize {
-        self.out.len() + self.run().map_or(0, |r| r.backlog.bytes())
-    }
-}
 
 /// Who gets the outcome of an interception chain.
 enum Then {

@@ -2,10 +2,11 @@
 //! the interception chain (docs/PROTOCOL.md#interception). Each exchange with an
 //! extension is here whole: the request frame, its answer, its timeout.
 
+use super::ext::Ext;
 use super::jobs::Origin;
 use super::pending::{Owed, Waiter};
 use super::state::HostState;
-use super::{later, ChainState, Engine, Ext, Then};
+use super::{later, ChainState, Engine, Then};
 use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
 use crate::log::human;
 use crate::types::{
