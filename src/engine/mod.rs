@@ -9,8 +9,8 @@
 //! and no processes (`rules.rs`, and the tests in `state.rs`, `exit.rs`,
 //! `crashes.rs`). Two things stay injected: each extension's log
 //! ([`crate::log::ExtLog`], which the engine writes its `[zot]` lines
-//! to) and the bytes its writer has not written yet (`Backlog`, which bounds the
-//! events queued to a subscriber that stops reading).
+//! to) and the bytes its writer has not written yet (`Backlog`, which
+//! bounds the events queued to a subscriber that stops reading).
 //!
 //! ```text
 //!  embedder / zot rpc / zot mcp / session
@@ -35,29 +35,49 @@
 //! `$PATH`, confinement). Whichever thread waits for an answer may run a
 //! turn, so the loop needs no thread of its own.
 //!
-//! Where each concern lives:
+//! Where each concern lives. The imports run one way: `mod.rs` holds
+//! the [`Engine`] and imports the files that hold its parts, each part's
+//! data with its own methods; none of these imports `mod.rs`. The files
+//! that add the engine's methods for one concern (`impl Engine`) import
+//! `mod.rs`, and `mod.rs` imports none of them.
 //!
-//! - `mod.rs`: the [`Engine`] and each extension's [`Phase`] (awaiting
-//!   `hello`, registering, ready, killed, stopping; or gone), each phase
-//!   holding its own deadline; `state.rs`: the host's own [`HostState`]
-//!   (starting, running, reloading, draining, stopping, done), moved on
-//!   by `Engine::advance`; `time.rs`: the next deadline.
-//! - `lifecycle.rs`: starts, readiness, exits, stopping; `exit.rs`: how
-//!   an exit is found and its last frames drained; `supervise.rs`:
-//!   restarts after a crash.
+//! The parts (imported by `mod.rs`):
+//!
+//! - `ext.rs`: one extension, with its [`Phase`] (awaiting `hello`,
+//!   registering, ready, killed, stopping; or gone), each phase holding
+//!   its own deadline, and what is asked of it alone; `exit.rs`: how its
+//!   exit is found and its last frames drained; `crashes.rs`: its crash
+//!   history and backoff.
+//! - `state.rs`: the host's own [`HostState`] (starting, running,
+//!   reloading, draining, stopping, done), moved on by
+//!   `Engine::advance`.
+//! - `pending.rs`: every request sent to an extension and not answered
+//!   yet, one table; `jobs.rs`: the tool calls in flight, each a job from
+//!   its `tool_call` event to its result; `chains.rs`: the interception
+//!   chains in flight.
+//! - `action.rs`: what the engine asks of the driver, and what the driver
+//!   tells it back; `embedder.rs`: the bounded queue of events for the
+//!   embedder; `idmap.rs` and `later.rs`: the engine's map and deadlines.
+//!
+//! The engine's methods, by concern (each imports `mod.rs`):
+//!
+//! - `lifecycle.rs`: starts, readiness, exits, stopping; `supervise.rs`:
+//!   restarts after a crash; `time.rs`: the next deadline, and what is
+//!   due at it.
 //! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
-//!   asks, and the interception chain; `pending.rs`: every request sent
-//!   to an extension and not answered yet, one table; `jobs.rs`: tool
-//!   calls from their `tool_call` event to their result, cancellable;
-//!   `exposure.rs`: deferred tools; `oversize.rs`: answers over the
-//!   frame limit; `journaled.rs`: the journal's steps.
-//! - `mcp.rs`: driving the client of each MCP server; `embedder.rs`: the
-//!   bounded queue of events for the embedder.
+//!   asks, and the interception chains; `pipeline.rs`: the tool pipeline,
+//!   cancellable; `exposure.rs`: deferred tools; `oversize.rs`: answers
+//!   over the frame limit; `journaled.rs` (only with the `journal`
+//!   feature): the journal's steps.
+//! - `mcp.rs`: driving the client of each MCP server.
+//! - `driver.rs`: the loop around the engine; the crate reaches it as
+//!   `engine::driver`.
 //!
 //! What the host does on the wire is in docs/PROTOCOL.md; how the code
 //! around the engine fits together, and why, in docs/INTERNALS.md.
 
 mod action;
+mod chains;
 mod crashes;
 pub(crate) mod driver;
 mod embedder;
@@ -83,18 +103,17 @@ mod supervise;
 mod time;
 
 use crate::config::HostConfig;
-use crate::intercept::{Chain, InterceptOutcome};
 use crate::types::{
     CommandInfo, HostError, HostEvent, InFlight, NameConflict, NameKind, Reply, Request, Snapshot,
     ToolInfo,
 };
 use crate::wire::registry::Registry;
 use action::{Action, Probes};
+use chains::ChainState;
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use ext::{Ext, Phase};
 use idmap::IdMap;
-use later::later;
 use pending::Pending;
 use state::HostState;
 use std::time::Instant;
@@ -102,22 +121,6 @@ use std::time::Instant;
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
 pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
-
-/// Who gets the outcome of an interception chain.
-enum Then {
-    /// The embedder, who asked for the chain alone.
-    Reply(Reply<InterceptOutcome>),
-    /// The tool pipeline run (`pipeline.rs`) the chain guards.
-    RunTool { job: u64 },
-}
-
-struct ChainState {
-    chain: Chain,
-    guards: Vec<usize>,
-    /// The request id each guard was last asked under.
-    ids: Vec<Option<String>>,
-    then: Then,
-}
 
 struct Engine {
     cfg: HostConfig,

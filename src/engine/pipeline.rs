@@ -6,9 +6,11 @@
 //! in [`Engine::finish_job`], which emits the `tool_result` event and
 //! answers the caller.
 
+use super::chains::Then;
 use super::jobs::{status, At, CallTool, Caller, Job, Origin, ToolId};
+use super::later::later;
 use super::pending::Waiter;
-use super::{later, Engine};
+use super::Engine;
 use crate::intercept::InterceptOutcome;
 use crate::types::{
     BuiltinReply, BuiltinVerdict, HostError, HostEvent, Request, Ticket, ToolOutcome, ToolResult,
@@ -119,7 +121,7 @@ impl Engine {
         }
         // One pipeline for every surface (docs/PROTOCOL.md#tool-pipeline): a built-in tool
         // gets the same event and guards; the embedder then runs it.
-        self.start_chain("tool_call", payload, super::Then::RunTool { job }, now);
+        self.start_chain("tool_call", payload, Then::RunTool { job }, now);
     }
 
     /// [`Engine::run_pipeline`] when no extension guards `tool_call`: the

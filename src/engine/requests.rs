@@ -2,11 +2,13 @@
 //! the interception chain (docs/PROTOCOL.md#interception). Each exchange with an
 //! extension is here whole: the request frame, its answer, its timeout.
 
+use super::chains::{ChainState, Then};
 use super::ext::Ext;
 use super::jobs::Origin;
+use super::later::later;
 use super::pending::{Owed, Waiter};
 use super::state::HostState;
-use super::{later, ChainState, Engine, Then};
+use super::Engine;
 use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
 use crate::log::human;
 use crate::types::{

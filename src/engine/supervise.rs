@@ -8,7 +8,8 @@
 use super::action::AfterSpawn;
 use super::crashes::MAX_CRASHES;
 use super::ext::{Drops, Phase};
-use super::{later, Engine};
+use super::later::later;
+use super::Engine;
 use crate::ext::manifest::Restart;
 use crate::log::human;
 use crate::types::HostEvent;

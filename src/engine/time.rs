@@ -4,7 +4,8 @@
 use super::action::{Action, Probe, Probes};
 use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
 use super::ext::{Ext, Phase, Stage};
-use super::{later, Engine};
+use super::later::later;
+use super::Engine;
 use crate::log::human;
 use crate::types::{HostError, ReadyVia};
 use std::time::{Duration, Instant};
