@@ -37,7 +37,7 @@ pub(super) enum At {
         id: String,
         interactive: bool,
     },
-    /// A built-in tool the embedder runs ([`HostEvent::BuiltinCall`]).
+    /// A built-in tool the embedder runs ([`crate::types::HostEvent::BuiltinCall`]).
     Builtin,
 }
 
