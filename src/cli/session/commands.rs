@@ -110,10 +110,11 @@ impl Session {
         });
     }
 
-    /// `/key [EXT PANEL] KEY [TEXT]` (see [`panel::Panels::key`]):
-    /// sent as a job when nothing waits, else as a side request, so a
-    /// key reaches a panel while a job waits (for it, maybe: an
-    /// interactive tool that waits for its user).
+    /// `/key [EXT PANEL] KEY [TEXT]`, read by
+    /// [`Panels::key`](super::panel::Panels::key): sent as a job when
+    /// nothing waits, else as a side request, so a key reaches a panel
+    /// while a job waits (for it, maybe: an interactive tool that waits
+    /// for its user).
     fn key(&mut self, args: &str) {
         let Some(to_panel) = self.panels.key(&mut self.out, args) else {
             return;

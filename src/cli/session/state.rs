@@ -5,8 +5,9 @@
 //! [`Session::emit`]), and how a tool call's outcome is shown.
 //!
 //! Fields are `pub(super)`: the session's `impl` is spread over the
-//! folder (input and commands in `mod.rs`, turns, submissions), each
-//! part importing this file and none of the others.
+//! folder (the loop in `mod.rs`, commands, events, turns, submissions),
+//! and each part imports this file; this file imports only the data it
+//! holds (the queue, the job table, the panels, the output).
 
 use super::input::Lines;
 use super::jobs::{Job, Jobs, Reply};
