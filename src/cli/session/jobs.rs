@@ -150,3 +150,59 @@ impl<S> Jobs<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::bell::bell;
+    use super::*;
+
+    /// What the replies ran, in order: the state a test table runs on.
+    type Ran = Vec<&'static str>;
+
+    #[test]
+    fn a_reply_runs_on_the_state_while_its_job_is_current() {
+        let (ring, rung) = bell();
+        let (mut jobs, replies) = Jobs::<Ran>::new(ring);
+        let (id, back) = jobs.next();
+        jobs.begin(id, Job::Request);
+        back.send(3, |ran| ran.push("answer"));
+        let reply = replies.try_recv().expect("the reply is sent");
+        assert_eq!(reply.after, 3);
+        assert!(rung.try_recv().is_ok(), "the bell rang");
+        let then = jobs.finish(reply).expect("its job is current");
+        let mut ran = Ran::new();
+        then(&mut ran);
+        assert_eq!(ran, ["answer"]);
+        assert!(!jobs.busy(), "the job is done");
+    }
+
+    #[test]
+    fn a_reply_for_a_cancelled_job_is_dropped() {
+        let (ring, _rung) = bell();
+        let (mut jobs, replies) = Jobs::<Ran>::new(ring);
+        let (old, old_back) = jobs.next();
+        jobs.begin(old, Job::Reload);
+        assert!(matches!(jobs.cancel(), Some(Job::Reload)));
+        let (new, _new_back) = jobs.next();
+        jobs.begin(new, Job::Request);
+        old_back.send(0, |ran| ran.push("late"));
+        let reply = replies.try_recv().expect("the reply is sent");
+        assert!(jobs.finish(reply).is_none());
+        assert_eq!(jobs.current_id(), Some(new), "the new job still waits");
+    }
+
+    #[test]
+    fn a_side_reply_runs_and_the_job_stays_current() {
+        let (ring, _rung) = bell();
+        let (mut jobs, replies) = Jobs::<Ran>::new(ring);
+        let (id, _back) = jobs.next();
+        jobs.begin(id, Job::Request);
+        jobs.side().send(0, |ran| ran.push("side"));
+        let reply = replies.try_recv().expect("the reply is sent");
+        let then = jobs.finish(reply).expect("a side reply always runs");
+        let mut ran = Ran::new();
+        then(&mut ran);
+        assert_eq!(ran, ["side"]);
+        assert_eq!(jobs.current_id(), Some(id));
+    }
+}

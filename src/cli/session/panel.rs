@@ -393,3 +393,33 @@ fn terminal_size() -> (u32, u32) {
     };
     (env("COLUMNS", 80), env("LINES", 24))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_extension_over_its_count_loses_its_oldest_panel_only() {
+        let mut panels = Panels::default();
+        assert!(panels.insert("other", "keep", None).is_empty());
+        for n in 0..MAX_PANELS {
+            assert!(panels.insert("a", &format!("p{n}"), None).is_empty());
+        }
+        assert_eq!(panels.insert("a", "newest", None), ["p0"]);
+        assert!(panels.is_open("other", "keep"));
+        assert!(panels.is_open("a", "newest") && !panels.is_open("a", "p0"));
+    }
+
+    #[test]
+    fn titles_over_the_bytes_close_the_oldest_but_never_the_newest() {
+        let mut panels = Panels::default();
+        let big = "x".repeat(MAX_PANEL_BYTES);
+        assert!(panels.insert("a", "first", None).is_empty());
+        assert_eq!(panels.insert("a", "huge", Some(big.clone())), ["first"]);
+        assert!(
+            panels.insert("a", "huge", Some(big)).is_empty(),
+            "re-opened"
+        );
+        assert!(panels.is_open("a", "huge"));
+    }
+}
