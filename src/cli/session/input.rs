@@ -117,6 +117,8 @@ pub enum Input {
     Eof,
 }
 
+/// Starts the thread that reads stdin: each line, a line too long, or
+/// EOF comes on the channel, and `bell` rings after each.
 pub fn read_stdin(bell: Bell) -> Result<Receiver<Input>, CliError> {
     // One line read ahead at most; the rest waits in the pipe.
     let (tx, rx) = crossbeam_channel::bounded(1);
