@@ -60,14 +60,19 @@ test:
 #   2. stable glibc with crt-static;
 # both at opt-level z and non-PIE (relocation-model=static drops the
 # self-relocation tables a static PIE carries), generated and linked for
-# size as below. With STATIC_NIGHTLY=yes
-# a nightly toolchain with rust-src is tried first: the musl target with
-# std rebuilt for size (-Z build-std, no backtrace symbolization), about
-# 20 % smaller but unstable flags. Each route uses its own target dir so
-# none disturbs `make build`. The release profile strips symbols.
+# size as below. Before them, a nightly toolchain is tried when one is
+# installed with rust-src and the musl target (STATIC_NIGHTLY=auto, the
+# default; =yes installs what is missing, =no skips it): the musl target
+# with std rebuilt for size (-Z build-std), which leaves out std's
+# backtrace symbolizer and the unwinder that a stable std always links
+# although a static build has no unwind tables to use them (about a fifth
+# of the binary). Each route uses its own target dir so none disturbs
+# `make build`; each says which built the binary. The release profile
+# strips symbols.
 # Whether the result is really static is reported by `make bench`
-# (`bench binary static=... minimal_static=...`, read from the ELF headers).
-STATIC_NIGHTLY ?= no
+# (`bench binary static=... minimal_static=...`, read from the ELF headers),
+# with the route that built each (`route=`, from target/zot-static*.route).
+STATIC_NIGHTLY ?= auto
 STATIC_OPT := --config 'profile.release.opt-level="z"'
 # The unwind tables (.eh_frame, its index, .gcc_except_table: about
 # 165 KB) serve only unwinding and backtraces; with panic = "abort"
@@ -102,15 +107,19 @@ static:
 	for build in full minimal; do \
 		if [ $$build = full ]; then out=$(STATIC_BIN); features=; \
 		else out=$(STATIC_MINIMAL_BIN); features=--no-default-features; fi; \
-		rm -f $$out; \
+		rm -f $$out $$out.route; \
 		if [ "$(STATIC_NIGHTLY)" = yes ] && rustup run nightly rustc --version >/dev/null 2>&1; then \
 			rustup component list --toolchain nightly --installed | grep -q '^rust-src' || \
 				rustup component add --toolchain nightly rust-src || true; \
 			rustup target list --toolchain nightly --installed | grep -qx '$(MUSL_TARGET)' || \
 				rustup target add --toolchain nightly $(MUSL_TARGET) || true; \
+		fi; \
+		if [ "$(STATIC_NIGHTLY)" != no ] && rustup run nightly rustc --version >/dev/null 2>&1 && \
+			rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src' && \
+			rustup target list --toolchain nightly --installed 2>/dev/null | grep -qx '$(MUSL_TARGET)'; then \
 			if RUSTFLAGS="$(STATIC_RUSTFLAGS) $$(lld_flags rustup run nightly rustc)" $(CARGO) +nightly build --release --bin zot $$features \
 				--target $(MUSL_TARGET) --target-dir target/static-nightly $(STATIC_OPT) $(STATIC_STD); then \
-				cp target/static-nightly/$(MUSL_TARGET)/release/zot $$out; \
+				cp target/static-nightly/$(MUSL_TARGET)/release/zot $$out; echo nightly-build-std > $$out.route; \
 				echo "static: $$build built with nightly -Z build-std for $(MUSL_TARGET)"; \
 			else echo "static: nightly build-std failed, trying stable"; fi; \
 		fi; \
@@ -119,14 +128,14 @@ static:
 				rustup target add $(MUSL_TARGET) || true; \
 			if RUSTFLAGS="$(STATIC_RUSTFLAGS) $$(lld_flags rustc)" $(CARGO) build --release --bin zot $$features \
 				--target $(MUSL_TARGET) --target-dir target/static $(STATIC_OPT); then \
-				cp target/static/$(MUSL_TARGET)/release/zot $$out; \
+				cp target/static/$(MUSL_TARGET)/release/zot $$out; echo stable-musl > $$out.route; \
 				echo "static: $$build built with stable for $(MUSL_TARGET)"; \
 			else echo "static: musl build failed, falling back to static glibc"; fi; \
 		fi; \
 		if [ ! -f $$out ]; then \
 			RUSTFLAGS="-C target-feature=+crt-static $(STATIC_RUSTFLAGS) $$(lld_flags rustc)" $(CARGO) build --release --bin zot \
 				$$features --target $(GNU_TARGET) --target-dir target/static $(STATIC_OPT); \
-			cp target/static/$(GNU_TARGET)/release/zot $$out; \
+			cp target/static/$(GNU_TARGET)/release/zot $$out; echo stable-glibc > $$out.route; \
 			echo "static: $$build built with stable for $(GNU_TARGET) (crt-static)"; \
 		fi; \
 	done; \

@@ -86,10 +86,12 @@ pub const HOST_CAPABILITIES: [&str; 6] = [
 ];
 
 /// A frame sent by an extension to the host; the variants and fields
-/// are the frames of docs/PROTOCOL.md#frames-from-extensions.
+/// are the frames of docs/PROTOCOL.md#frames-from-extensions. The wire
+/// tags a frame with its `type` field; [`read_ext_frame`] finds it and
+/// hands it to this derive as the variant's name (see [`Tagged`]).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum ExtFrame {
     Hello {
         name: String,
@@ -626,10 +628,18 @@ fn panel_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<OpenPanel, D::E
 /// UTF-16 surrogate escape (what Python's `json.dumps` writes for a file
 /// name that is not UTF-8) reads as U+FFFD.
 pub fn parse_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, String> {
+    parse_json_with(json, |json: &[u8]| serde_json::from_slice(json))
+}
+
+/// [`parse_json`] with `parse` in place of `serde_json::from_slice`.
+fn parse_json_with<T>(
+    json: &[u8],
+    parse: impl Fn(&[u8]) -> serde_json::Result<T>,
+) -> Result<T, String> {
     check_depth(json)?;
-    match serde_json::from_slice(json) {
+    match parse(json) {
         Err(e) if lone_surrogate(&e.to_string()) => {
-            serde_json::from_slice(&replace_lone_surrogates(json)).map_err(|e| e.to_string())
+            parse(&replace_lone_surrogates(json)).map_err(|e| e.to_string())
         }
         parsed => parsed.map_err(|e| e.to_string()),
     }
@@ -745,21 +755,105 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
 
 /// [`parse_ext_frame`], its error only the reason.
 pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    parse_json(line).map_err(|e| {
+    let kind = match top_level_scalar(line, "type") {
+        Some(Value::String(kind)) => kind,
+        Some(_) => return Err("field `type` is not a string".into()),
+        // Not a frame: a syntax error or a value other than an object
+        // in serde's words, else an object without a type.
+        None => {
+            let object = parse_json::<serde_json::Map<String, Value>>(line);
+            return Err(object.err().unwrap_or("missing field `type`".into()));
+        }
+    };
+    let parse = |json: &[u8]| {
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let frame = ExtFrame::deserialize(Tagged {
+            kind: &kind,
+            fields: &mut de,
+        })?;
+        de.end().map(|()| frame)
+    };
+    parse_json_with(line, parse).map_err(|e| {
         // serde names the field or the variant; the frame's type says where.
-        let kind = head_fields(line).into_iter().find(|(k, _)| k == "type");
-        match kind.as_ref().and_then(|(_, v)| v.as_str()) {
-            _ if e.starts_with("unknown variant") => {
-                let kind = e.split('`').nth(1).unwrap_or_default();
-                format!("unknown frame type `{kind}`")
-            }
-            Some(kind) => match wrong_field(line, &e) {
-                Some(field) => format!("{kind}: field `{field}`: {e}"),
-                None => format!("{kind}: {e}"),
-            },
-            None => e,
+        if e.starts_with("unknown variant") {
+            return format!("unknown frame type `{kind}`");
+        }
+        match wrong_field(line, &e) {
+            Some(field) => format!("{kind}: field `{field}`: {e}"),
+            None => format!("{kind}: {e}"),
         }
     })
+}
+
+/// A frame's object whose `type` is `kind`, read as the externally
+/// tagged enum variant `kind` with the object's fields: serde's code for
+/// a tag stated beside the fields would first buffer the whole object.
+/// The variant's own fields ignore the `type` field among them.
+struct Tagged<'a, D> {
+    kind: &'a str,
+    fields: D,
+}
+
+impl<'de, D: serde::Deserializer<'de>> serde::Deserializer<'de> for Tagged<'_, D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        visitor.visit_enum(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+impl<'de, D: serde::Deserializer<'de>> serde::de::EnumAccess<'de> for Tagged<'_, D> {
+    type Error = D::Error;
+    type Variant = VariantFields<D>;
+
+    fn variant_seed<S: serde::de::DeserializeSeed<'de>>(
+        self,
+        seed: S,
+    ) -> Result<(S::Value, VariantFields<D>), D::Error> {
+        use serde::de::IntoDeserializer;
+        let variant = seed.deserialize(self.kind.into_deserializer())?;
+        Ok((variant, VariantFields(self.fields)))
+    }
+}
+
+/// The fields of a [`Tagged`] frame: the whole object.
+struct VariantFields<D>(D);
+
+impl<'de, D: serde::Deserializer<'de>> serde::de::VariantAccess<'de> for VariantFields<D> {
+    type Error = D::Error;
+
+    fn unit_variant(self) -> Result<(), D::Error> {
+        serde::de::IgnoredAny::deserialize(self.0).map(drop)
+    }
+
+    fn newtype_variant_seed<T: serde::de::DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, D::Error> {
+        seed.deserialize(self.0)
+    }
+
+    fn tuple_variant<V: serde::de::Visitor<'de>>(
+        self,
+        len: usize,
+        v: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_tuple(len, v)
+    }
+
+    fn struct_variant<V: serde::de::Visitor<'de>>(
+        self,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_struct("", fields, visitor)
+    }
 }
 
 /// The log line of a frame dropped for `reason`.
@@ -791,11 +885,17 @@ fn wrong_field(line: &[u8], error: &str) -> Option<String> {
 }
 
 /// The top-level `"id"` of a JSON object's text when it is a string or
-/// an integer, found by one pass that steps over nested values without
-/// reading them: what is known of a message too deep or too big to
-/// parse, wherever its `id` is.
+/// an integer: what is known of a message too deep or too big to parse,
+/// wherever its `id` is.
 #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
+    top_level_scalar(text, "id")
+}
+
+/// The top-level field `key` of a JSON object's text when it is a
+/// string or an integer, found by one pass that steps over nested values
+/// without reading them (`key` is compared as written, unescaped).
+fn top_level_scalar(text: &[u8], key: &str) -> Option<Value> {
     let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
     if text[start] != b'{' {
         return None;
@@ -805,7 +905,7 @@ pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
         match text[i] {
             b'"' => {
                 let end = string_end(text, i)?;
-                if depth == 1 && &text[i..end] == b"\"id\"" {
+                if depth == 1 && &text[i + 1..end - 1] == key.as_bytes() {
                     let after = text[end..].trim_ascii_start();
                     if let Some(value) = after.strip_prefix(b":") {
                         return json_scalar(value.trim_ascii_start()).map(|(v, _)| v);
@@ -825,7 +925,6 @@ pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
 
 /// Where the JSON string starting at `text[at]` (a `"`) ends: just past
 /// its closing quote.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 fn string_end(text: &[u8], at: usize) -> Option<usize> {
     let mut escaped = false;
     let len = text[at + 1..].iter().position(|&b| {

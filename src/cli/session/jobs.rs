@@ -9,10 +9,11 @@
 //! reply always runs, and the current job stays current.
 //! The table keeps only what the rest of the session must know about
 //! the current job: what cancelling it undoes, and whether it is a
-//! reload.
+//! reload. It does not know the session itself: a reply's continuation
+//! runs on whatever state `S` the loop hands it (the session's).
 
 use super::agent::Agent;
-use super::{Bell, Session};
+use super::bell::Bell;
 use crossbeam_channel::{Receiver, Sender};
 
 /// What the current job is, apart from what its reply does.
@@ -36,28 +37,28 @@ pub enum Job {
 /// The job id of side requests' replies.
 const SIDE: u64 = 0;
 
-/// What a reply does on the loop, with the answer inside.
-pub type Then = Box<dyn FnOnce(&mut Session) + Send>;
+/// What a reply does on the loop's state `S`, with the answer inside.
+pub type Then<S> = Box<dyn FnOnce(&mut S) + Send>;
 
 /// A reply on its way back to the session loop.
-pub struct Reply {
+pub struct Reply<S> {
     job: u64,
     /// Host events sent when the host replied: they are handled first.
     pub after: u64,
-    then: Then,
+    then: Then<S>,
 }
 
 /// The way back for one job's reply.
-pub struct Back {
+pub struct Back<S> {
     job: u64,
-    tx: Sender<Reply>,
+    tx: Sender<Reply<S>>,
     bell: Bell,
 }
 
-impl Back {
+impl<S> Back<S> {
     /// Sends the reply: `then` runs on the loop, after the first `after`
     /// host events, if the job is still current.
-    pub fn send(self, after: u64, then: impl FnOnce(&mut Session) + Send + 'static) {
+    pub fn send(self, after: u64, then: impl FnOnce(&mut S) + Send + 'static) {
         let then = Box::new(then);
         let _ = self.tx.send(Reply {
             job: self.job,
@@ -69,16 +70,16 @@ impl Back {
 }
 
 /// At most one job at a time (lines typed meanwhile wait), by id.
-pub struct Jobs {
-    tx: Sender<Reply>,
+pub struct Jobs<S> {
+    tx: Sender<Reply<S>>,
     bell: Bell,
     last: u64,
     current: Option<(u64, Job)>,
 }
 
-impl Jobs {
+impl<S> Jobs<S> {
     /// The table, and where the replies arrive (`bell` rung after each).
-    pub fn new(bell: Bell) -> (Jobs, Receiver<Reply>) {
+    pub fn new(bell: Bell) -> (Jobs<S>, Receiver<Reply<S>>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let jobs = Jobs {
             tx,
@@ -91,7 +92,7 @@ impl Jobs {
 
     /// A new job id and the way back for its reply; [`Jobs::begin`]
     /// makes it current once it is under way.
-    pub fn next(&mut self) -> (u64, Back) {
+    pub fn next(&mut self) -> (u64, Back<S>) {
         self.last += 1;
         let back = Back {
             job: self.last,
@@ -103,7 +104,7 @@ impl Jobs {
 
     /// The way back for a side request's reply, which runs whatever
     /// job is current (id 0 is never a job's: ids start at 1).
-    pub fn side(&self) -> Back {
+    pub fn side(&self) -> Back<S> {
         Back {
             job: SIDE,
             tx: self.tx.clone(),
@@ -136,7 +137,7 @@ impl Jobs {
 
     /// What `reply` does, if its job is the current one (which it then
     /// no longer is); None for a job cancelled meanwhile.
-    pub fn finish(&mut self, reply: Reply) -> Option<Then> {
+    pub fn finish(&mut self, reply: Reply<S>) -> Option<Then<S>> {
         if reply.job == SIDE {
             return Some(reply.then);
         }
@@ -147,5 +148,61 @@ impl Jobs {
             }
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::bell::bell;
+    use super::*;
+
+    /// What the replies ran, in order: the state a test table runs on.
+    type Ran = Vec<&'static str>;
+
+    #[test]
+    fn a_reply_runs_on_the_state_while_its_job_is_current() {
+        let (ring, rung) = bell();
+        let (mut jobs, replies) = Jobs::<Ran>::new(ring);
+        let (id, back) = jobs.next();
+        jobs.begin(id, Job::Request);
+        back.send(3, |ran| ran.push("answer"));
+        let reply = replies.try_recv().expect("the reply is sent");
+        assert_eq!(reply.after, 3);
+        assert!(rung.try_recv().is_ok(), "the bell rang");
+        let then = jobs.finish(reply).expect("its job is current");
+        let mut ran = Ran::new();
+        then(&mut ran);
+        assert_eq!(ran, ["answer"]);
+        assert!(!jobs.busy(), "the job is done");
+    }
+
+    #[test]
+    fn a_reply_for_a_cancelled_job_is_dropped() {
+        let (ring, _rung) = bell();
+        let (mut jobs, replies) = Jobs::<Ran>::new(ring);
+        let (old, old_back) = jobs.next();
+        jobs.begin(old, Job::Reload);
+        assert!(matches!(jobs.cancel(), Some(Job::Reload)));
+        let (new, _new_back) = jobs.next();
+        jobs.begin(new, Job::Request);
+        old_back.send(0, |ran| ran.push("late"));
+        let reply = replies.try_recv().expect("the reply is sent");
+        assert!(jobs.finish(reply).is_none());
+        assert_eq!(jobs.current_id(), Some(new), "the new job still waits");
+    }
+
+    #[test]
+    fn a_side_reply_runs_and_the_job_stays_current() {
+        let (ring, _rung) = bell();
+        let (mut jobs, replies) = Jobs::<Ran>::new(ring);
+        let (id, _back) = jobs.next();
+        jobs.begin(id, Job::Request);
+        jobs.side().send(0, |ran| ran.push("side"));
+        let reply = replies.try_recv().expect("the reply is sent");
+        let then = jobs.finish(reply).expect("a side reply always runs");
+        let mut ran = Ran::new();
+        then(&mut ran);
+        assert_eq!(ran, ["side"]);
+        assert_eq!(jobs.current_id(), Some(id));
     }
 }

@@ -24,31 +24,55 @@
 //! cannot come that way: while a panel is open the terminal's size is
 //! looked at every [`panel::SIZE_POLL`] (200 ms) instead, and a change
 //! is sent as `panel_resize` (docs/PROTOCOL.md#panels).
+//!
+//! This file runs the loop and ties the parts together: what comes is
+//! handed to the part that handles it, the queue is run when nothing is
+//! pending, and cancelling and the shutdown are done here. The parts,
+//! each owning its data:
+//!
+//! - `state.rs`: the [`Session`] every part works on, and the requests
+//!   they all send (as the job the session waits for, or beside it);
+//! - `input.rs`: the thread reading stdin, and the queue of lines typed
+//!   and submitted; `bell.rs`: the [`Bell`];
+//! - `jobs.rs`: the one job waited for and its replies, which knows no
+//!   `Session` (it is generic over the state a reply runs on);
+//! - `commands.rs`: what a line does (host commands, the extensions'
+//!   commands and their actions, prompts); `turn.rs`: a turn, with
+//!   `agent.rs`, the agent command; `submit.rs`: what extensions submit;
+//!   `events.rs`: the host's events;
+//! - `panel.rs`: the open panels, driven with the output and the host
+//!   they are handed; `render.rs`: the output; `ext_log.rs`: lines for an
+//!   extension's log.
+//!
+//! Imports go one way: this file imports its parts, the parts that
+//! extend `Session` import `state.rs`, and no part imports this file or
+//! a part that imports it (`.ci/check-imports`).
 
 mod agent;
+mod bell;
+mod commands;
+mod events;
+mod ext_log;
+mod input;
 mod jobs;
 mod panel;
 mod render;
+mod state;
 mod submit;
 mod turn;
 
 use super::common::{CliError, HostOpts};
-use crossbeam_channel::{select, Receiver, Sender};
+use bell::{bell, Bell};
+use crossbeam_channel::{select, Receiver};
+use input::{read_stdin, Input, Work};
 use jobs::{Job, Jobs, Reply};
-use render::{Out, Tone};
-use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use render::Out;
+use state::{Leave, Session};
 use std::io::{self, IsTerminal};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use zot_host::internal::protocol::{Line, LineReader, MAX_LINE};
 use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
-use zot_host::Panel;
-use zot_host::{
-    BuiltinVerdict, CommandOutcome, EventPayload, HostError, HostEvent, HostHandle, InterceptEvent,
-    InterceptOutcome, InterceptRequest, ReloadReport, Request, Snapshot, ToolOutcome, ToolRequest,
-};
+use zot_host::{EventPayload, HostError, HostEvent, HostHandle, Request, Snapshot};
 
 /// How soon a second signal must follow the first to leave at once.
 pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
@@ -83,33 +107,14 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         .map_err(|e| CliError::Failed(format!("cannot start the output thread: {e}")))?;
     let out = Out::new(color, tty && io::stdin().is_terminal(), stdout);
     let (jobs, done) = Jobs::new(bell.clone());
-    let mut s = Session {
-        host: host.handle(),
+    let mut s = Session::new(
+        host.handle(),
         out,
-        agent_cmd: opts.agent_cmd.clone(),
-        base_prompt: opts.system_prompt.clone().unwrap_or_default(),
-        system_prompt: None,
-        cwd,
         jobs,
-        order: Ordered::default(),
-        queue: Lines::default(),
-        ready: false,
-        eof: false,
-        leave: None,
-        armed: None,
-        size: None,
-        step: 0,
-        notes: HashMap::new(),
-        panels: panel::Panels::default(),
-        keyed: None,
-        eof_checked: None,
-        stranded: None,
-        after_eof: 0,
-        submits_dropped: HashMap::new(),
-        panels_evicted: HashMap::new(),
-        unshown: HashMap::new(),
-        insert: None,
-    };
+        opts.agent_cmd.clone(),
+        opts.system_prompt.clone().unwrap_or_default(),
+        cwd,
+    );
     #[cfg(feature = "journal")]
     for line in super::journal::startup_lines(&host) {
         s.out.toned(render::Tone::Yellow, &line);
@@ -173,7 +178,7 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             }
         }
         if !s.panels.is_empty() && Instant::now() >= size_due {
-            s.poll_size();
+            s.panels.poll_size(&s.host);
             size_due = Instant::now() + panel::SIZE_POLL;
         }
         s.run_queue();
@@ -207,7 +212,11 @@ impl Session {
         host: &zot_host::Host,
         rung: &Receiver<()>,
         bell: &Bell,
-        (events, done, signals): (&Receiver<HostEvent>, &Receiver<Reply>, &Receiver<()>),
+        (events, done, signals): (
+            &Receiver<HostEvent>,
+            &Receiver<Reply<Session>>,
+            &Receiver<()>,
+        ),
     ) {
         self.queue.clear();
         let hurry = self.leave == Some(Leave::Now);
@@ -264,242 +273,6 @@ impl Session {
             }
         }
     }
-}
-
-/// Wakes the main thread while it runs the host loop: whatever sends
-/// the session something from another thread rings it after sending.
-/// The loop selects on its channel with everything else.
-#[derive(Clone)]
-pub struct Bell(Sender<()>);
-
-impl Bell {
-    pub fn ring(&self) {
-        // One ring waiting is enough: the session then looks at all.
-        let _ = self.0.try_send(());
-    }
-}
-
-/// A bell, and what the host loop waits on for it.
-fn bell() -> (Bell, Receiver<()>) {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    (Bell(tx), rx)
-}
-
-/// Input lines (and what extensions submitted) waiting to run, in
-/// order; small, so that stdin is not read far ahead of the work.
-#[derive(Default)]
-struct Lines {
-    lines: VecDeque<Work>,
-    bytes: usize,
-}
-
-/// One thing waiting to run.
-enum Work {
-    /// A line typed (or piped).
-    Typed(String),
-    /// An extension's `submit` (a prompt) or `submit_slash` (a line).
-    Submitted {
-        extension: String,
-        text: String,
-        slash: bool,
-    },
-}
-
-impl Work {
-    fn len(&self) -> usize {
-        match self {
-            Work::Typed(line) => line.len(),
-            Work::Submitted { text, .. } => text.len(),
-        }
-    }
-
-    /// A `/key` line the user typed.
-    fn is_key(&self) -> bool {
-        let Work::Typed(line) = self else {
-            return false;
-        };
-        let Some(rest) = line.trim_start().strip_prefix('/') else {
-            return false;
-        };
-        let name = rest.split(char::is_whitespace).next().unwrap_or("");
-        name.eq_ignore_ascii_case("key")
-    }
-}
-
-impl Lines {
-    /// Lines or bytes waiting beyond which stdin is not read.
-    const MAX_LINES: usize = 64;
-    const MAX_BYTES: usize = 1 << 20;
-
-    fn has_room(&self) -> bool {
-        self.lines.len() < Self::MAX_LINES && self.bytes < Self::MAX_BYTES
-    }
-
-    fn push_back(&mut self, work: Work) {
-        self.bytes += work.len();
-        self.lines.push_back(work);
-    }
-
-    fn pop_front(&mut self) -> Option<Work> {
-        let work = self.lines.pop_front()?;
-        self.bytes -= work.len();
-        Some(work)
-    }
-
-    /// Takes out the first `/key` line typed, wherever it waits.
-    fn take_key(&mut self) -> Option<String> {
-        let at = self.lines.iter().position(Work::is_key)?;
-        let work = self.lines.remove(at)?;
-        self.bytes -= work.len();
-        match work {
-            Work::Typed(line) => Some(line),
-            Work::Submitted { .. } => None,
-        }
-    }
-
-    /// Whether a `/key` line typed waits.
-    fn has_key(&self) -> bool {
-        self.lines.iter().any(Work::is_key)
-    }
-
-    /// Drops what extensions submitted; what was typed stays.
-    fn drop_submitted(&mut self) -> usize {
-        let before = self.lines.len();
-        self.lines.retain(|w| matches!(w, Work::Typed(_)));
-        self.bytes = self.lines.iter().map(Work::len).sum();
-        before - self.lines.len()
-    }
-
-    /// What `extension` submitted and still waits.
-    fn submitted_by(&self, extension: &str) -> usize {
-        (self.lines.iter())
-            .filter(|w| matches!(w, Work::Submitted { extension: e, .. } if e == extension))
-            .count()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.lines.is_empty()
-    }
-
-    fn clear(&mut self) {
-        self.lines.clear();
-        self.bytes = 0;
-    }
-}
-
-/// A line from stdin.
-enum Input {
-    Line(String),
-    TooLong(usize),
-    Eof,
-}
-
-fn read_stdin(bell: Bell) -> Result<Receiver<Input>, CliError> {
-    // One line read ahead at most; the rest waits in the pipe.
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    std::thread::Builder::new()
-        .name("zot-session-stdin".into())
-        .spawn(move || {
-            let mut lines = LineReader::new(io::stdin().lock(), MAX_LINE);
-            loop {
-                let input = match lines.next_line() {
-                    Ok(Some(Line::Text(l))) => Input::Line(String::from_utf8_lossy(&l).into()),
-                    Ok(Some(Line::TooLong(n))) => Input::TooLong(n),
-                    Ok(None) | Err(_) => Input::Eof,
-                };
-                let eof = matches!(input, Input::Eof);
-                if tx.send(input).is_err() {
-                    break;
-                }
-                bell.ring();
-                if eof {
-                    break;
-                }
-            }
-        })
-        .map_err(|e| CliError::Failed(format!("cannot start the input thread: {e}")))?;
-    Ok(rx)
-}
-
-/// `error` about `what`, prefixed with `what: ` unless it names the
-/// command or tool already (`unknown command /x` stays, `extension a
-/// exited` does not).
-fn about(what: &str, error: HostError) -> String {
-    if error.is_unknown_name() || matches!(error, HostError::TimedOut { .. }) {
-        error.to_string()
-    } else {
-        format!("{what}: {error}")
-    }
-}
-
-/// What a `/help`-like command shows.
-#[derive(Debug, Clone, Copy)]
-enum View {
-    Help,
-    Commands,
-    Tools,
-    Extensions,
-}
-
-/// Why the session ends before its input does.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Leave {
-    /// `/quit`: what is running finishes first.
-    Graceful,
-    /// A second signal: the shutdown does not wait for requests.
-    Now,
-}
-
-struct Session {
-    host: HostHandle,
-    out: Out,
-    agent_cmd: Option<String>,
-    /// `--system-prompt`, as given (empty without it).
-    base_prompt: String,
-    /// What `before_agent_start` made of it; `None` until it ran.
-    system_prompt: Option<String>,
-    cwd: PathBuf,
-    /// The work the session waits for.
-    jobs: Jobs,
-    /// Replies waiting for host events, to keep the host's order.
-    order: Ordered<Reply>,
-    queue: Lines,
-    /// Startup readiness reached: input is held until then.
-    ready: bool,
-    eof: bool,
-    leave: Option<Leave>,
-    /// When the last signal came, unless a line was typed since: the
-    /// next one within [`AGAIN_WITHIN`] leaves at once.
-    armed: Option<Instant>,
-    /// The terminal size the open panels were last told (docs/PROTOCOL.md#panels).
-    size: Option<(u32, u32)>,
-    /// Turns started; the first also emits `session_start`.
-    step: u64,
-    /// Notes shown and not retracted, counted per extension (`clear_notes`
-    /// and `/clear` retract them): a count, so a flood costs no memory.
-    notes: HashMap<String, u64>,
-    /// Open panels, at most [`panel::MAX_PANELS`] per extension.
-    panels: panel::Panels,
-    /// The job during which a `/key` line went ahead of the queue.
-    keyed: Option<u64>,
-    /// The job whose tool was looked up after EOF (interactive or not).
-    eof_checked: Option<u64>,
-    /// After EOF: the interactive tool call nothing typed can answer any
-    /// more (its job), and when it is cancelled unless answered.
-    stranded: Option<(u64, Instant)>,
-    /// Submissions dropped because input had ended: said at 1, 10, 100...
-    after_eof: u64,
-    /// Submissions dropped per extension (its queue was full): said at
-    /// the 1st, 10th, 100th...
-    submits_dropped: HashMap<String, u64>,
-    /// Panels closed per extension to make room for newer ones: logged
-    /// at the 1st, 10th, 100th...
-    panels_evicted: HashMap<String, u64>,
-    /// Renders of panels that were not open, per extension: logged at
-    /// 1, 10, 100... (this log is not rotated by the host).
-    unshown: HashMap<String, u64>,
-    /// An `insert` on offer: an empty line on a terminal accepts it.
-    insert: Option<String>,
 }
 
 impl Session {
@@ -612,9 +385,7 @@ impl Session {
             return;
         }
         if !self.queue.has_key() && !self.panels.is_empty() {
-            for (extension, panel_id) in self.panels.take_all() {
-                self.panel_closed(&extension, &panel_id);
-            }
+            self.panels.close_all(&mut self.out, &self.host);
         }
         if Instant::now() >= at {
             self.stranded = None;
@@ -622,346 +393,6 @@ impl Session {
                 "input ended while /call {name} waited for an answer: cancelled"
             ));
             self.cancel(false);
-        }
-    }
-
-    fn line(&mut self, line: String) {
-        let offered = self.insert.take();
-        let mut text = line.trim().to_string();
-        if text.is_empty() {
-            match offered {
-                Some(insert) if self.out.interactive() => text = insert,
-                _ => return,
-            }
-        }
-        match text.strip_prefix('/') {
-            Some(rest) => {
-                let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                self.slash(name, args.trim());
-            }
-            None => self.start_turn(text),
-        }
-    }
-
-    fn slash(&mut self, name: &str, args: &str) {
-        // Command names are case-insensitive, the host's too
-        // (docs/PROTOCOL.md#names-and-precedence).
-        match name.to_lowercase().as_str() {
-            "help" => self.list(View::Help),
-            "commands" => self.list(View::Commands),
-            "tools" => self.list(View::Tools),
-            "ext" => self.list(View::Extensions),
-            "call" => self.call(args),
-            "reload-ext" => {
-                let request = |reply| Request::Reload { reply };
-                self.submit(Job::Reload, request, Session::reloaded);
-            }
-            "clear" => {
-                let n: u64 = self.notes.drain().map(|(_, n)| n).sum();
-                self.out.line(&format!("notes cleared ({n} removed)"));
-                // A cleared conversation starts from the base prompt again.
-                self.prepare_prompt(None);
-            }
-            "quit" | "exit" => self.leave = Some(Leave::Graceful),
-            "resume" | "abandon" => self.resolve(name == "resume", args),
-            "key" => self.key(args),
-            "prompt" => self.show_prompt(),
-            "" => self.out.error("empty command (/help lists them)"),
-            _ => {
-                let (name, args) = (name.to_string(), args.to_string());
-                let shown = name.clone();
-                let request = |reply| Request::Command { name, args, reply };
-                self.submit(Job::Request, request, move |s, r| s.command_done(&shown, r));
-            }
-        }
-    }
-
-    fn list(&mut self, view: View) {
-        let request = |reply| Request::List { reply };
-        self.submit(Job::Request, request, move |s, r| match r {
-            Ok(snap) => match view {
-                View::Help => s.out.help(&snap),
-                View::Commands => s.out.commands(&snap),
-                View::Tools => s.out.tools(&snap),
-                View::Extensions => s.out.extensions(&snap),
-            },
-            Err(e) => s.out.error(&e.to_string()),
-        });
-    }
-
-    /// `/call TOOL [JSON]`.
-    fn call(&mut self, args: &str) {
-        let (name, json) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
-        if name.is_empty() {
-            return self.out.error("usage: /call TOOL [JSON]");
-        }
-        let args = match json.trim() {
-            "" => Value::Object(Default::default()),
-            json => match serde_json::from_str(json) {
-                Ok(v) => v,
-                Err(e) => return self.out.error(&format!("/call {name}: invalid JSON: {e}")),
-            },
-        };
-        // Built-in tools go through the same pipeline (event, guards);
-        // the outcome says so, and this session does not run them.
-        let name = name.to_string();
-        self.call_tool(ToolRequest::new(name.clone(), args), move |s, r| {
-            s.tool_done(&name, &r)
-        });
-    }
-
-    /// Runs `call` through the pipeline as a cancellable job: Ctrl-C (or
-    /// EOF, for an interactive tool) cancels the call itself, not only
-    /// the wait for it; `then` gets the outcome.
-    pub(super) fn call_tool(
-        &mut self,
-        call: ToolRequest,
-        then: impl FnOnce(&mut Session, Result<ToolOutcome, HostError>) + Send + 'static,
-    ) {
-        let ticket = self.host.ticket();
-        let job = Job::Tool {
-            ticket,
-            name: call.name.clone(),
-        };
-        let request = |reply| Request::Cancellable {
-            ticket,
-            request: Box::new(Request::Tool {
-                call,
-                pipeline: true,
-                reply,
-            }),
-        };
-        self.submit(job, request, then);
-    }
-
-    /// `/resume [CALL]`, `/abandon CALL`: a call a crash interrupted,
-    /// resolved on a thread of its own (a resume runs the call, which
-    /// may take long); lines typed meanwhile wait, as for `/call`.
-    #[cfg(feature = "journal")]
-    fn resolve(&mut self, resume: bool, key: &str) {
-        let word = if resume { "resume" } else { "abandon" };
-        if self.host.journal_path().is_none() {
-            return self
-                .out
-                .error(&format!("/{word}: this session has no --journal"));
-        }
-        if key.is_empty() {
-            let open = self.host.interrupted_calls();
-            if open.is_empty() {
-                return self.out.line("interrupted calls: none");
-            }
-            self.out.toned(Tone::Bold, "interrupted calls:");
-            for c in open {
-                self.out.line(&format!(
-                    "  {}  {} ({}, replay {}) {}",
-                    c.call, c.tool, c.extension, c.replay, c.args
-                ));
-            }
-            if !resume {
-                self.out.error("usage: /abandon CALL");
-            }
-            return;
-        }
-        let (id, back) = self.jobs.next();
-        self.jobs.begin(id, Job::Request);
-        let (host, key) = (self.host.clone(), key.to_string());
-        let spawned = std::thread::Builder::new()
-            .name("zot-session-resume".into())
-            .spawn(move || {
-                let result = match resume {
-                    true => host.resume(&key).map(Some),
-                    false => host.abandon(&key).map(|()| None),
-                };
-                back.send(host.events_sent(), move |s| match result {
-                    Ok(Some(outcome)) => {
-                        if let ToolOutcome::Ran(r) = &outcome {
-                            if let Some(state) = r.reconciled {
-                                s.out.line(&format!("reconciled: {key} {state}"));
-                            }
-                        }
-                        s.tool_done(&key, &Ok(outcome));
-                    }
-                    Ok(None) => s.out.line(&format!("abandoned: {key}")),
-                    Err(e) => s.out.error(&format!("/{word} {key}: {e}")),
-                });
-            });
-        if let Err(e) = spawned {
-            self.jobs.cancel();
-            self.out
-                .error(&format!("/{word}: cannot start a thread: {e}"));
-        }
-    }
-
-    #[cfg(not(feature = "journal"))]
-    fn resolve(&mut self, resume: bool, _: &str) {
-        let word = if resume { "resume" } else { "abandon" };
-        self.out.error(&format!(
-            "/{word}: this zot was built without the journal feature"
-        ));
-    }
-
-    // ----- requests and replies -------------------------------------
-
-    /// Sends the request `make` builds around its reply, and waits for
-    /// it as `job`; `then` gets the answer unless the job is cancelled
-    /// first.
-    fn submit<T: Send + 'static>(
-        &mut self,
-        job: Job,
-        make: impl FnOnce(zot_host::Reply<T>) -> Request,
-        then: impl FnOnce(&mut Session, Result<T, HostError>) + Send + 'static,
-    ) {
-        let (id, back) = self.jobs.next();
-        let host = self.host.clone();
-        let reply: zot_host::Reply<T> = Box::new(move |result| {
-            // Runs on the host loop, the only sender of events: exact.
-            back.send(host.events_sent(), move |s| then(s, result));
-        });
-        self.jobs.begin(id, job);
-        self.host.submit(make(reply));
-    }
-
-    /// Sends a request that is no job, while one may be pending: `then`
-    /// gets its answer whatever the session waits for meanwhile.
-    fn submit_side<T: Send + 'static>(
-        &mut self,
-        make: impl FnOnce(zot_host::Reply<T>) -> Request,
-        then: impl FnOnce(&mut Session, Result<T, HostError>) + Send + 'static,
-    ) {
-        let back = self.jobs.side();
-        let host = self.host.clone();
-        let reply: zot_host::Reply<T> = Box::new(move |result| {
-            back.send(host.events_sent(), move |s| then(s, result));
-        });
-        self.host.submit(make(reply));
-    }
-
-    /// Asks the guards about `event`; `then` gets their verdict.
-    fn intercept(
-        &mut self,
-        job: Job,
-        event: InterceptEvent,
-        payload: EventPayload,
-        then: impl FnOnce(&mut Session, Result<InterceptOutcome, HostError>) + Send + 'static,
-    ) {
-        let request = InterceptRequest { event, payload };
-        let make = |reply| Request::Intercept { request, reply };
-        self.submit(job, make, then);
-    }
-
-    /// Emits a lifecycle event; requests run in order, so it reaches
-    /// subscribers before anything submitted after it.
-    fn emit(&self, event: &str, payload: EventPayload) {
-        self.host.submit(Request::Emit {
-            event: event.to_string(),
-            payload,
-            reply: Box::new(|_| {}),
-        });
-    }
-
-    pub(super) fn tool_done(&mut self, name: &str, result: &Result<ToolOutcome, HostError>) {
-        match result {
-            Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { args })) => {
-                self.out.text(
-                    "allowed: ",
-                    Tone::Green,
-                    &format!("{name} {args} (built-in tool: this session does not run it)"),
-                );
-            }
-            Ok(ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, .. })) => {
-                self.out.blocked(reason)
-            }
-            Ok(ToolOutcome::Ran(result)) => self.out.tool_outcome(result),
-            Err(e) => self.out.error(&about(&format!("/call {name}"), e.clone())),
-        }
-    }
-
-    fn reloaded(&mut self, result: Result<ReloadReport, HostError>) {
-        match result {
-            Ok(report) => {
-                self.panels.clear();
-                self.out.line(&format!(
-                    "reloaded: {} stopped, {} loaded ({} ready)",
-                    report.stopped, report.loaded, report.ready
-                ));
-                for e in &report.errors {
-                    self.out.error(e);
-                }
-                // New extensions, maybe new guards: prepare it again.
-                self.prepare_prompt(None);
-            }
-            Err(e) => self.out.error(&e.to_string()),
-        }
-    }
-
-    /// `/prompt`: the system prompt, as `before_agent_start` left it.
-    fn show_prompt(&mut self) {
-        let (text, how) = match &self.system_prompt {
-            Some(p) => (p.clone(), "after before_agent_start"),
-            None => (
-                self.base_prompt.clone(),
-                "before_agent_start runs before the first turn",
-            ),
-        };
-        if text.is_empty() {
-            return self.out.line(&format!("system prompt: (empty; {how})"));
-        }
-        let head = format!("system prompt ({} bytes, {how}): ", text.len());
-        self.out.text(&head, Tone::Cyan, &text);
-    }
-
-    /// The answer to a request that only says whether it worked.
-    fn done(&mut self, result: Result<(), HostError>) {
-        if let Err(e) = result {
-            self.out.error(&e.to_string());
-        }
-    }
-
-    fn command_done(&mut self, name: &str, result: Result<CommandOutcome, HostError>) {
-        let o = match result {
-            Ok(o) => o,
-            Err(e) => {
-                return self.out.error(&about(&format!("/{name}"), e));
-            }
-        };
-        if let Some(e) = o.error.as_deref().filter(|e| !e.is_empty()) {
-            self.out.error(e);
-        }
-        match o.action.as_str() {
-            "display" => {
-                let text = o.display.unwrap_or_default();
-                self.out.text(&format!("[/{name}] "), Tone::Cyan, &text);
-            }
-            "insert" => {
-                let text = o.insert.unwrap_or_default();
-                self.out.text("insert: ", Tone::Cyan, &text);
-                self.out
-                    .hint("Enter on an empty line sends it; type anything else to discard it");
-                self.insert = Some(text);
-            }
-            "prompt" => {
-                // An empty prompt runs no turn, as upstream.
-                if let Some(text) = o.prompt.filter(|p| !p.trim().is_empty()) {
-                    self.out.text("prompt: ", Tone::Cyan, &text);
-                    self.start_turn(text);
-                }
-            }
-            "tool_prompt" => {
-                let (tool, args) = (o.tool_name.unwrap_or_default(), o.tool_args);
-                self.tool_prompt(tool, args.unwrap_or_default(), o.prompt.unwrap_or_default());
-            }
-            "open_panel" => {
-                if let Some(p) = o.open_panel {
-                    let panel = Panel {
-                        panel_id: p.id,
-                        title: p.title,
-                        lines: p.lines,
-                        footer: p.footer,
-                    };
-                    self.open_panel(o.extension, panel);
-                }
-            }
-            _ => {} // noop
         }
     }
 
@@ -1007,101 +438,17 @@ impl Session {
             self.out.line("cancelled");
         }
     }
-
-    // ----- host events ----------------------------------------------
-
-    fn on_event(&mut self, event: HostEvent) {
-        match event {
-            HostEvent::Ready { extensions } => {
-                self.ready = true;
-                if extensions.is_empty() {
-                    self.out.line("ready: no extensions");
-                } else {
-                    self.out.line(&format!("ready: {}", extensions.join(", ")));
-                }
-                self.out
-                    .hint("/help lists commands; plain text is a prompt; /quit or Ctrl-D leaves");
-            }
-            HostEvent::Notify {
-                extension,
-                level,
-                message,
-            } => {
-                self.out.note(&extension, level.as_str(), &message);
-                *self.notes.entry(extension).or_default() += 1;
-            }
-            HostEvent::HostNote { level, message } => {
-                self.out.note("zot", level.as_str(), &message)
-            }
-            HostEvent::ClearNotes { extension } => {
-                let n = self.notes.remove(&extension).unwrap_or(0);
-                self.out
-                    .line(&format!("notes cleared for {extension} ({n} removed)"));
-            }
-            HostEvent::PanelRender { panel, extension } => self.render_panel(extension, panel),
-            HostEvent::OpenPanel { extension, panel } => {
-                let panel = Panel {
-                    panel_id: panel.id,
-                    title: panel.title,
-                    lines: panel.lines,
-                    footer: panel.footer,
-                };
-                self.open_panel(extension, panel);
-            }
-            HostEvent::Submit { extension, text } => self.submitted(extension, text, false),
-            HostEvent::SubmitSlash { extension, text } => self.submitted(extension, text, true),
-            HostEvent::PanelClose {
-                panel_id,
-                extension,
-            } => self.close_panel(&extension, &panel_id),
-            HostEvent::Registered { extension } => {
-                // During /reload-ext the report counts it.
-                if !matches!(self.jobs.current(), Some(Job::Reload)) {
-                    self.out.line(&format!("registered: {extension}"))
-                }
-            }
-            HostEvent::ToolsActivated { extension, names } => self.out.line(&format!(
-                "tools activated by {extension}: {}",
-                names.join(", ")
-            )),
-            HostEvent::ExtensionExited { extension, status } => {
-                self.panels.forget(&extension);
-                self.out
-                    .error(&format!("extension {extension} exited ({status})"));
-            }
-            HostEvent::ExtensionFailed { extension, error } => {
-                self.panels.forget(&extension);
-                if matches!(self.jobs.current(), Some(Job::Reload)) {
-                    return; // the reload's report lists it
-                }
-                self.out
-                    .error(&format!("extension {extension} failed: {error}"));
-            }
-            HostEvent::ExtensionRestarted {
-                extension,
-                attempt,
-                status,
-            } => self.out.line(&format!(
-                "restarted: {extension} (attempt {attempt}: {status})"
-            )),
-            HostEvent::EventsDropped { count } => self.out.error(&format!(
-                "{count} notes or panel updates dropped: output was not read fast enough"
-            )),
-            // Never sent: the session's host runs no built-ins.
-            HostEvent::BuiltinCall { .. } => {}
-        }
-    }
 }
 
 /// Host events and replies reach the session in the host's order.
 impl InOrder for Session {
-    type Reply = Reply;
+    type Reply = Reply<Session>;
 
-    fn ordered(&mut self) -> &mut Ordered<Reply> {
+    fn ordered(&mut self) -> &mut Ordered<Reply<Session>> {
         &mut self.order
     }
 
-    fn after(reply: &Reply) -> u64 {
+    fn after(reply: &Reply<Session>) -> u64 {
         reply.after
     }
 
@@ -1109,7 +456,7 @@ impl InOrder for Session {
         self.on_event(event);
     }
 
-    fn handle_reply(&mut self, reply: Reply) {
+    fn handle_reply(&mut self, reply: Reply<Session>) {
         if let Some(then) = self.jobs.finish(reply) {
             then(self);
         }

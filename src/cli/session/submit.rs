@@ -2,9 +2,10 @@
 //! `submit_slash` a line as if typed, queued behind the work under way,
 //! at most [`MAX_QUEUED`] per extension; after EOF, none.
 
-use super::panel::{log_line, power_of_ten};
+use super::ext_log::{log_line, power_of_ten};
+use super::input::Work;
 use super::render::Tone;
-use super::{Session, Work};
+use super::state::Session;
 
 /// Submissions one extension may have waiting; the rest are dropped.
 pub(super) const MAX_QUEUED: usize = 16;

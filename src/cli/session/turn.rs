@@ -4,8 +4,9 @@
 //! so the session loop never blocks on one.
 
 use super::agent::Agent;
+use super::jobs::Job;
 use super::render::Tone;
-use super::{Job, Session};
+use super::state::Session;
 use serde_json::Value;
 use zot_host::{
     BuiltinVerdict, Content, EventPayload, HostError, InterceptEvent, InterceptOutcome,
