@@ -283,7 +283,7 @@ impl Ext {
     }
 
     /// Whether its stdin takes lines.
-    pub(super) fn writable(&self) -> bool {
+    fn writable(&self) -> bool {
         self.run().is_some_and(|r| r.stdin_open)
     }
 
