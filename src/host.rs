@@ -30,7 +30,7 @@
 //! extension with it.
 
 use crate::config::HostConfig;
-use crate::engine::{self, Channels, Driver};
+use crate::engine::driver::{self, Channels, Driver};
 use crate::intercept::InterceptOutcome;
 use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
@@ -243,7 +243,7 @@ impl HostHandle {
             e.into_inner().fail(HostError::Stopped);
             return;
         }
-        if self.shared.drives_here() && self.tx.len() >= engine::BATCH {
+        if self.shared.drives_here() && self.tx.len() >= driver::BATCH {
             self.shared.turn_now();
         }
     }
@@ -541,7 +541,7 @@ impl Host {
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
             .spawn(move || {
-                engine::run(config, channels);
+                driver::run(config, channels);
                 // Callers waiting for an event learn that none will come.
                 if let Some(shared) = shared.upgrade() {
                     *shared.lock() = Slot::Done;

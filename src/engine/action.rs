@@ -154,4 +154,4 @@ impl Probe {
 }
 
 /// The probes of one tick, by extension index.
-pub(super) type Probes = super::IdMap<usize, Probe>;
+pub(super) type Probes = super::idmap::IdMap<usize, Probe>;

@@ -5,7 +5,7 @@
 //! [`Timeouts`]' (`eof_before_hello`, `eof_after_hello`, `exit_silence`,
 //! `exit_drain`, `stdin_closed`); the polling steps are below.
 
-use super::later;
+use super::later::later;
 use crate::config::Timeouts;
 use std::time::{Duration, Instant};
 

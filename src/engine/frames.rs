@@ -2,8 +2,10 @@
 
 use super::action::Probe;
 use super::exit::Handshake;
+use super::ext::{Claims, Phase, Stage};
 use super::jobs::CallTool;
-use super::{later, Claims, Engine, Phase, Stage, MAX_NAMES, MAX_NAME_BYTES};
+use super::later::later;
+use super::{Engine, MAX_NAMES, MAX_NAME_BYTES};
 use crate::intercept::{GuardReply, InterceptEvent, INTERCEPTABLE};
 use crate::log::ExtLog;
 use crate::process::{Inbound, InboundMsg};

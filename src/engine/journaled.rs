@@ -8,43 +8,19 @@
 //! the call with [`HostError::Journal`], which names the file. Reconcile
 //! calls perform nothing and are not journaled. Every call is journaled
 //! with its origin: the embedder's surface, or the extension whose
-//! `call_tool` made it. Without the `journal` feature every step is a
-//! no-op.
+//! `call_tool` made it. Only in the `journal` feature's build.
 
-#[cfg(feature = "journal")]
-use super::jobs::{At, Origin};
-use super::jobs::{Caller, Job};
+use super::jobs::{status, At, Caller, Job, Origin, Wait};
 use super::Engine;
-use crate::intercept::Answer;
+use crate::intercept::{Answer, InterceptOutcome};
 use crate::types::{HostError, ToolOutcome};
 use serde_json::Value;
-#[cfg(feature = "journal")]
 use std::time::Instant;
-
-/// A call's step that waits for the turn's journal sync.
-#[cfg_attr(not(feature = "journal"), allow(dead_code))]
-enum Wait {
-    /// Its `tool_call` frame (`dispatched` is buffered).
-    Dispatch(u64),
-    /// Its answer (`finished` is buffered).
-    Finish(Box<Job>, Result<ToolOutcome, HostError>, Caller),
-}
-
-/// The steps parked until the turn's sync, in the order decided.
-#[derive(Default)]
-pub(super) struct Parked(Vec<Wait>);
-
-impl Parked {
-    pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
 
 /// The result of ending a job: the job, what it ended with and whether
 /// its caller listens; `None` when it waits for the turn's sync.
 type Ending = Option<(Job, Result<ToolOutcome, HostError>, Caller)>;
 
-#[cfg(feature = "journal")]
 impl Engine {
     fn journal(&self) -> Option<std::sync::Arc<crate::journal::Journal>> {
         self.cfg.opened_journal.clone()
@@ -89,9 +65,10 @@ impl Engine {
     pub(super) fn journal_verdict(
         &self,
         job: u64,
-        block: Option<&str>,
+        outcome: &InterceptOutcome,
         args: &Value,
     ) -> Result<(), HostError> {
+        let block = (outcome.block).then(|| outcome.reason.as_deref().unwrap_or(""));
         // Without guards there is no verdict to record (one sync less).
         let guarded = (self.jobs.get(job)).is_some_and(|j| matches!(j.at, At::Guards(_)));
         match (self.journal(), self.journaled_key(job)) {
@@ -130,7 +107,7 @@ impl Engine {
             return Ok(false);
         };
         journal.dispatched(&key).map_err(HostError::Journal)?;
-        self.parked.0.push(Wait::Dispatch(job));
+        self.parked.push(Wait::Dispatch(job));
         Ok(true)
     }
 
@@ -150,13 +127,11 @@ impl Engine {
             Ok(outcome) => serde_json::to_string(outcome).ok(),
             Err(e) => serde_json::to_string(&e.to_string()).ok(),
         };
-        let status = super::jobs::status(&result);
+        let status = status(&result);
         if let Err(e) = journal.finished(key, status, text.as_deref()) {
             return Some((j, Err(HostError::Journal(e)), caller));
         }
-        self.parked
-            .0
-            .push(Wait::Finish(Box::new(j), result, caller));
+        self.parked.push(Wait::Finish(Box::new(j), result, caller));
         None
     }
 
@@ -169,7 +144,7 @@ impl Engine {
         synced: Result<(), crate::journal::SyncFailed>,
         now: Instant,
     ) {
-        let parked = std::mem::take(&mut self.parked.0);
+        let parked = std::mem::take(&mut self.parked);
         let failed = synced.err();
         let error = (failed.as_ref()).map(|f| HostError::Journal(f.error.clone()));
         for wait in parked {
@@ -200,38 +175,5 @@ impl Engine {
     fn journaled_key(&self, job: u64) -> Option<String> {
         let j = self.jobs.get(job)?;
         j.journaled.then(|| j.operation_key.clone()).flatten()
-    }
-}
-
-#[cfg(not(feature = "journal"))]
-impl Engine {
-    pub(super) fn journal_accepted(&mut self, _: u64) -> Result<(), HostError> {
-        Ok(())
-    }
-
-    pub(super) fn journal_verdict(
-        &self,
-        _: u64,
-        _: Option<&str>,
-        _: &Value,
-    ) -> Result<(), HostError> {
-        Ok(())
-    }
-
-    pub(super) fn journal_dispatched(&mut self, _: u64) -> Result<bool, HostError> {
-        Ok(false)
-    }
-
-    pub(super) fn journal_guard(&self, _: u64, _: &str, _: &Answer) -> Result<(), HostError> {
-        Ok(())
-    }
-
-    pub(super) fn journal_finished(
-        &mut self,
-        j: Job,
-        result: Result<ToolOutcome, HostError>,
-        caller: Caller,
-    ) -> Ending {
-        Some((j, result, caller))
     }
 }

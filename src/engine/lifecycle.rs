@@ -3,9 +3,13 @@
 //! docs/PROTOCOL.md#exits, docs/PROTOCOL.md#shutdown).
 
 use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe, Starting};
+use super::chains::Then;
+use super::exit::ExitWatch;
+use super::ext::{End, Ext, Phase, Run, Stage};
+use super::later::later;
 use super::pending::Owed;
 use super::state::{HostState, Startup};
-use super::{later, End, Engine, ExitWatch, Ext, Phase, Run, Stage, Then};
+use super::Engine;
 use crate::ext::discovery::{Scope, Status};
 use crate::ext::manifest::Protocol;
 use crate::log::human;

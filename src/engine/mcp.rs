@@ -3,7 +3,8 @@
 //! frames as values (`Ext::send`) and the time (its deadlines are the
 //! loop's); what the client makes is acted on here, on the loop thread.
 
-use super::{Engine, Phase, Stage};
+use super::ext::{Phase, Stage};
+use super::Engine;
 use crate::wire::mcp_client::McpClient;
 use std::time::Instant;
 

@@ -7,10 +7,10 @@
 //! close a stdin, signal a group, reap, call a reply, send a host event.
 //! So the rules are tested with made-up times, manifests found in memory
 //! and no processes (`rules.rs`, and the tests in `state.rs`, `exit.rs`,
-//! `supervise.rs`). Two things stay injected: each extension's log
-//! ([`ExtLog`], which the engine writes its `[zot]` lines to) and the
-//! bytes its writer has not written yet (`Backlog`, which bounds the
-//! events queued to a subscriber that stops reading).
+//! `crashes.rs`). Two things stay injected: each extension's log
+//! ([`crate::log::ExtLog`], which the engine writes its `[zot]` lines
+//! to) and the bytes its writer has not written yet (`Backlog`, which
+//! bounds the events queued to a subscriber that stops reading).
 //!
 //! ```text
 //!  embedder / zot rpc / zot mcp / session
@@ -35,40 +35,66 @@
 //! `$PATH`, confinement). Whichever thread waits for an answer may run a
 //! turn, so the loop needs no thread of its own.
 //!
-//! Where each concern lives:
+//! Where each concern lives. The imports run one way: `mod.rs` holds
+//! the [`Engine`] and imports the files that hold its parts, each part's
+//! data with its own methods; none of these imports `mod.rs`. The files
+//! that add the engine's methods for one concern (`impl Engine`) import
+//! `mod.rs`, and `mod.rs` imports none of them.
 //!
-//! - `mod.rs`: the [`Engine`] and each extension's [`Phase`] (awaiting
-//!   `hello`, registering, ready, killed, stopping; or gone), each phase
-//!   holding its own deadline; `state.rs`: the host's own [`HostState`]
-//!   (starting, running, reloading, draining, stopping, done), moved on
-//!   by `Engine::advance`; `time.rs`: the next deadline.
-//! - `lifecycle.rs`: starts, readiness, exits, stopping; `exit.rs`: how
-//!   an exit is found and its last frames drained; `supervise.rs`:
-//!   restarts after a crash.
+//! The parts (imported by `mod.rs`):
+//!
+//! - `ext.rs`: one extension, with its [`Phase`] (awaiting `hello`,
+//!   registering, ready, killed, stopping; or gone), each phase holding
+//!   its own deadline, and what is asked of it alone; `exit.rs`: how its
+//!   exit is found and its last frames drained; `crashes.rs`: its crash
+//!   history and backoff.
+//! - `state.rs`: the host's own [`HostState`] (starting, running,
+//!   reloading, draining, stopping, done), moved on by
+//!   `Engine::advance`.
+//! - `pending.rs`: every request sent to an extension and not answered
+//!   yet, one table; `jobs.rs`: the tool calls in flight, each a job from
+//!   its `tool_call` event to its result; `chains.rs`: the interception
+//!   chains in flight.
+//! - `action.rs`: what the engine asks of the driver, and what the driver
+//!   tells it back; `embedder.rs`: the bounded queue of events for the
+//!   embedder; `idmap.rs` and `later.rs`: the engine's map and deadlines.
+//!
+//! The engine's methods, by concern (each imports `mod.rs`):
+//!
+//! - `lifecycle.rs`: starts, readiness, exits, stopping; `supervise.rs`:
+//!   restarts after a crash; `time.rs`: the next deadline, and what is
+//!   due at it.
 //! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
-//!   asks, and the interception chain; `pending.rs`: every request sent
-//!   to an extension and not answered yet, one table; `jobs.rs`: tool
-//!   calls from their `tool_call` event to their result, cancellable;
-//!   `exposure.rs`: deferred tools; `oversize.rs`: answers over the
-//!   frame limit; `journaled.rs`: the journal's steps.
-//! - `mcp.rs`: driving the client of each MCP server; `embedder.rs`: the
-//!   bounded queue of events for the embedder.
+//!   asks, and the interception chains; `pipeline.rs`: the tool pipeline,
+//!   cancellable; `exposure.rs`: deferred tools; `oversize.rs`: answers
+//!   over the frame limit; `journaled.rs` (only with the `journal`
+//!   feature): the journal's steps.
+//! - `mcp.rs`: driving the client of each MCP server.
+//! - `driver.rs`: the loop around the engine; the crate reaches it as
+//!   `engine::driver`.
 //!
 //! What the host does on the wire is in docs/PROTOCOL.md; how the code
 //! around the engine fits together, and why, in docs/INTERNALS.md.
 
 mod action;
-mod driver;
+mod chains;
+mod crashes;
+pub(crate) mod driver;
 mod embedder;
 mod exit;
 mod exposure;
+mod ext;
 mod frames;
+mod idmap;
 mod jobs;
+#[cfg(feature = "journal")]
 mod journaled;
+mod later;
 mod lifecycle;
 mod mcp;
 mod oversize;
 mod pending;
+mod pipeline;
 mod requests;
 #[cfg(test)]
 mod rules;
@@ -77,350 +103,24 @@ mod supervise;
 mod time;
 
 use crate::config::HostConfig;
-use crate::ext::discovery::Scope;
-use crate::ext::manifest::Manifest;
-use crate::intercept::{Chain, InterceptEvent, InterceptOutcome};
-use crate::log::ExtLog;
 use crate::types::{
-    CommandInfo, ExtensionInfo, ExtensionState, HostError, HostEvent, InFlight, NameConflict,
-    NameKind, ReadyVia, Reply, Request, Snapshot, ToolInfo,
+    CommandInfo, HostError, HostEvent, InFlight, NameConflict, NameKind, Reply, Request, Snapshot,
+    ToolInfo,
 };
-use crate::wire::mcp_client::McpClient;
-use crate::wire::protocol::HostFrame;
 use crate::wire::registry::Registry;
 use action::{Action, Probes};
+use chains::ChainState;
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
-use exit::ExitWatch;
+use ext::{Ext, Phase};
+use idmap::IdMap;
 use pending::Pending;
 use state::HostState;
-use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
-use supervise::Supervision;
+use std::time::Instant;
 
 /// The caps on what one extension registers, shared with
 /// `zot ext check`.
 pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
-
-/// Where an extension is in its life (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#exits,
-/// docs/PROTOCOL.md#supervision). Each
-/// phase owns its deadline; only a running one has a process.
-enum Phase {
-    /// The driver is starting its process (within the turn that asked),
-    /// or found it cannot (its `exec` or confinement).
-    Spawning,
-    Running(Run),
-    /// No process: how it ended, and when it restarts after a crash.
-    Gone {
-        end: End,
-        restart_at: Option<Instant>,
-    },
-}
-
-/// A running extension as the engine sees it: its process is the
-/// driver's (`action.rs`), at the same index.
-struct Run {
-    pid: u32,
-    /// Its stdin takes lines: not closed, no write to it failed.
-    stdin_open: bool,
-    /// Bytes its writer thread has not written yet.
-    backlog: action::Backlog,
-    /// For an MCP server (docs/PROTOCOL.md#mcp-servers): its client, which every frame to it
-    /// and every line from it goes through.
-    mcp: Option<Box<McpClient>>,
-    /// The deadlines that find its exit.
-    exit: ExitWatch,
-    /// Confined, its data directory (else `data_dir` is its directory).
-    data_dir: Option<PathBuf>,
-    stage: Stage,
-}
-
-enum Stage {
-    /// Failed at `deadline` without `hello` (or when its stdout closed).
-    AwaitingHello {
-        deadline: Instant,
-    },
-    /// Said hello: ready at `ready_at` (silence) unless `ready` comes first.
-    Registering {
-        ready_at: Instant,
-    },
-    Ready,
-    /// Failed (its handshake) and killed: its exit is awaited.
-    Killed(String),
-    /// Sent `shutdown`; `signal` goes to its group at the time given
-    /// (SIGTERM, then SIGKILL). `hello`: its frames still count.
-    Stopping {
-        hello: bool,
-        signal: Option<(Instant, libc::c_int)>,
-    },
-}
-
-enum End {
-    Disabled,
-    /// Skills and a theme only (docs/PROTOCOL.md#bundles): nothing to start.
-    Bundle,
-    /// A project extension not trusted (docs/PROTOCOL.md#trust): why, and how to trust it.
-    Untrusted(String),
-    Failed(String),
-    Exited(String),
-}
-
-impl End {
-    /// Why it failed, how it exited, or why it is not trusted.
-    fn detail(&self) -> Option<&String> {
-        match self {
-            End::Untrusted(why) | End::Failed(why) | End::Exited(why) => Some(why),
-            End::Disabled | End::Bundle => None,
-        }
-    }
-}
-
-struct Ext {
-    name: String,
-    version: Option<String>,
-    scope: Scope,
-    dir: PathBuf,
-    phase: Phase,
-    log: ExtLog,
-    /// Observed events in subscription order, and as a set for lookups.
-    events: Vec<String>,
-    event_set: HashSet<String>,
-    /// Bytes of those names, against [`MAX_NAME_BYTES`].
-    event_bytes: usize,
-    intercept: Vec<InterceptEvent>,
-    commands_claimed: Claims,
-    tools_claimed: Claims,
-    /// Events its full stdin queue did not take.
-    dropped_events: Drops,
-    /// Notes and panel updates the embedder did not take in time.
-    dropped_notes: Drops,
-    /// Frames queued during this loop iteration.
-    out: Vec<u8>,
-    /// What it was started from (`None` when invalid): restarts reuse it.
-    manifest: Option<Manifest>,
-    /// Crashes and remembered guard subscriptions.
-    supervision: Supervision,
-    /// How this run became ready.
-    ready_via: Option<ReadyVia>,
-    /// Names it registered that a built-in owns, each once: `(kind, name)`.
-    lost_to_builtin: Vec<(NameKind, String)>,
-    /// Its hello listed `tool_cancel` / `call_tool` (docs/PROTOCOL.md#capabilities).
-    tool_cancel: bool,
-    call_tool: bool,
-}
-
-/// Names one extension claimed in a registry, against [`MAX_NAMES`] and
-/// [`MAX_NAME_BYTES`].
-#[derive(Default)]
-struct Claims {
-    count: usize,
-    bytes: usize,
-    /// The cap was hit (logged once).
-    capped: bool,
-}
-
-/// Messages dropped for one extension, logged when a streak of drops
-/// begins and ends, and in total at its exit.
-#[derive(Default)]
-struct Drops {
-    total: u64,
-    streak: bool,
-}
-
-impl Drops {
-    /// Counts a drop: true when it begins a streak.
-    fn count(&mut self) -> bool {
-        self.total += 1;
-        !std::mem::replace(&mut self.streak, true)
-    }
-
-    /// Ends a streak: the total so far, when one was running.
-    fn end(&mut self) -> Option<u64> {
-        std::mem::take(&mut self.streak).then_some(self.total)
-    }
-}
-
-impl Ext {
-    /// An extension as discovered, before anything ran: disabled until
-    /// the startup says otherwise.
-    fn new(
-        name: String,
-        scope: Scope,
-        dir: PathBuf,
-        log: ExtLog,
-        manifest: Option<Manifest>,
-    ) -> Ext {
-        Ext {
-            name,
-            version: manifest.as_ref().and_then(|m| m.version.clone()),
-            scope,
-            dir,
-            phase: Phase::Gone {
-                end: End::Disabled,
-                restart_at: None,
-            },
-            log,
-            events: Vec::new(),
-            event_set: HashSet::new(),
-            event_bytes: 0,
-            intercept: Vec::new(),
-            commands_claimed: Claims::default(),
-            tools_claimed: Claims::default(),
-            dropped_events: Drops::default(),
-            dropped_notes: Drops::default(),
-            out: Vec::new(),
-            manifest,
-            supervision: Supervision::default(),
-            ready_via: None,
-            lost_to_builtin: Vec::new(),
-            tool_cancel: false,
-            call_tool: false,
-        }
-    }
-
-    fn run(&self) -> Option<&Run> {
-        match &self.phase {
-            Phase::Running(run) => Some(run),
-            Phase::Spawning | Phase::Gone { .. } => None,
-        }
-    }
-
-    fn stage(&self) -> Option<&Stage> {
-        self.run().map(|r| &r.stage)
-    }
-
-    /// Handshaken and not being stopped: may get requests.
-    fn serving(&self) -> bool {
-        matches!(self.stage(), Some(Stage::Registering { .. } | Stage::Ready))
-    }
-
-    /// Not yet ready and not being stopped.
-    fn loading(&self) -> bool {
-        matches!(self.phase, Phase::Spawning)
-            || matches!(
-                self.stage(),
-                Some(Stage::AwaitingHello { .. } | Stage::Registering { .. })
-            )
-    }
-
-    /// Its state as listed, with why it failed or how it exited.
-    fn state(&self) -> ExtensionState {
-        let text = |s: &String| s.clone();
-        match &self.phase {
-            Phase::Spawning => ExtensionState::Starting,
-            Phase::Running(r) => match &r.stage {
-                Stage::Ready | Stage::Stopping { hello: true, .. } => ExtensionState::Ready,
-                Stage::Killed(why) => ExtensionState::Failed { reason: text(why) },
-                _ => ExtensionState::Starting,
-            },
-            Phase::Gone { end, .. } => match end {
-                End::Disabled => ExtensionState::Disabled,
-                End::Bundle => ExtensionState::Bundle,
-                End::Untrusted(why) => ExtensionState::Untrusted { reason: text(why) },
-                End::Failed(why) => ExtensionState::Failed { reason: text(why) },
-                End::Exited(how) => ExtensionState::Exited { status: text(how) },
-            },
-        }
-    }
-
-    /// How it ended, when it is gone and that has a text.
-    fn end_detail(&self) -> Option<&String> {
-        match &self.phase {
-            Phase::Gone { end, .. } => end.detail(),
-            Phase::Spawning | Phase::Running(_) => None,
-        }
-    }
-
-    /// Its entry in a [`Snapshot`], with the names it owns.
-    fn info(
-        &self,
-        commands: Vec<String>,
-        tools: Vec<String>,
-        conflicts: Vec<NameConflict>,
-    ) -> ExtensionInfo {
-        let state = self.state();
-        // An untrusted project's skill files are not the embedder's to load.
-        let untrusted = matches!(state, ExtensionState::Untrusted { .. });
-        let provides = self
-            .manifest
-            .as_ref()
-            .map(|m| &m.provides)
-            .filter(|_| !untrusted);
-        ExtensionInfo {
-            name: self.name.clone(),
-            version: self.version.clone(),
-            scope: self.scope,
-            dir: self.dir.clone(),
-            state,
-            pid: self.run().map(|r| r.pid),
-            commands,
-            tools,
-            events: self.events.clone(),
-            intercept: self.intercept.clone(),
-            restarts: self.supervision.restarts,
-            skills: provides.map(|p| p.skills.clone()).unwrap_or_default(),
-            theme: provides.and_then(|p| p.theme.clone()),
-            ready_via: self.ready_via,
-            conflicts,
-        }
-    }
-
-    /// Whether its stdin takes lines.
-    fn writable(&self) -> bool {
-        self.run().is_some_and(|r| r.stdin_open)
-    }
-
-    /// Queues a frame, written batched at the end of the loop iteration;
-    /// an MCP server's client is handed it to translate (its deadlines
-    /// count from `now`). False when stdin is closed.
-    fn send(&mut self, frame: &HostFrame, now: Instant) -> bool {
-        let Phase::Running(run) = &mut self.phase else {
-            return false;
-        };
-        if !run.stdin_open {
-            return false;
-        }
-        let Some(client) = &mut run.mcp else {
-            frame.write_line(&mut self.out);
-            return true;
-        };
-        client.on_host_frame(frame, now);
-        self.out.append(&mut client.take_lines());
-        true
-    }
-
-    /// Queues a frame already serialized, or lines of an MCP server's
-    /// client. False when stdin is closed.
-    fn send_line(&mut self, line: &[u8]) -> bool {
-        if !self.writable() {
-            return false;
-        }
-        self.out.extend_from_slice(line);
-        true
-    }
-
-    /// Bytes waiting for this extension, queued or not yet handed over.
-    fn backlog(&self) -> usize {
-        self.out.len() + self.run().map_or(0, |r| r.backlog.bytes())
-    }
-}
-
-/// Who gets the outcome of an interception chain.
-enum Then {
-    /// The embedder, who asked for the chain alone.
-    Reply(Reply<InterceptOutcome>),
-    /// The tool pipeline run (`super::jobs`) the chain guards.
-    RunTool { job: u64 },
-}
-
-struct ChainState {
-    chain: Chain,
-    guards: Vec<usize>,
-    /// The request id each guard was last asked under.
-    ids: Vec<Option<String>>,
-    then: Then,
-}
 
 struct Engine {
     cfg: HostConfig,
@@ -450,13 +150,11 @@ struct Engine {
     liveness_at: Option<Instant>,
     /// What the driver is to do, in the order decided (`action.rs`).
     actions: Vec<Action>,
-    /// Steps of journaled calls waiting for the turn's sync (`journaled.rs`).
-    parked: journaled::Parked,
+    /// Steps of journaled calls waiting for the turn's sync, in the
+    /// order decided (`journaled.rs`).
+    #[cfg(feature = "journal")]
+    parked: Vec<jobs::Wait>,
 }
-
-pub(crate) use driver::{run, Channels, BATCH};
-#[allow(unused_imports)] // The inline host drives the loop through it.
-pub(crate) use driver::{Driver, Until};
 
 impl Engine {
     /// An engine whose events go to `events` (it only reads how many
@@ -492,7 +190,8 @@ impl Engine {
             },
             liveness_at: None,
             actions: Vec::new(),
-            parked: journaled::Parked::default(),
+            #[cfg(feature = "journal")]
+            parked: Vec::new(),
         }
     }
 
@@ -594,10 +293,9 @@ impl Engine {
     /// Only from [`Engine::settle`]: a reload replaces `exts`, indexes and all.
     /// True when it moved (ask again).
     fn advance(&mut self, now: Instant) -> bool {
-        let busy = !self.pending.is_empty()
-            || !self.chains.is_empty()
-            || !self.jobs.is_empty()
-            || !self.parked.is_empty();
+        let busy = !self.pending.is_empty() || !self.chains.is_empty() || !self.jobs.is_empty();
+        #[cfg(feature = "journal")]
+        let busy = busy || !self.parked.is_empty();
         let running = self.exts.iter().any(|e| e.run().is_some());
         match &mut self.state {
             // It ends at an input or in tick (check_startup).
@@ -638,46 +336,6 @@ impl Engine {
             | HostState::Reloading { .. }
             | HostState::Stopping { .. } => false,
         }
-    }
-}
-
-/// `now + d`, or decades away when `d` is too large (`Duration::MAX`
-/// says "no timeout").
-fn later(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d)
-        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
-        .unwrap_or(now)
-}
-
-/// A map keyed by the engine's own numbers (jobs, chains, process keys,
-/// extension indexes, request ids): they come from counters, never from
-/// outside (an answer's id is only looked up), so std's SipHash (built
-/// against keys an attacker picks) buys nothing and costs about 100
-/// instructions a lookup, several per call.
-type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
-
-/// The hash of [`IdMap`], FxHash's step: a rotate, an xor and a
-/// multiplication per word.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.write_u64(n as u64);
     }
 }
 

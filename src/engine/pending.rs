@@ -4,7 +4,7 @@
 //! or failed with its extension.
 
 use super::action::Action;
-use super::IdMap;
+use super::idmap::IdMap;
 use crate::types::{CommandOutcome, HostError, Reply};
 use std::time::{Duration, Instant};
 
@@ -94,7 +94,7 @@ impl Pending {
         waiter: Waiter,
         now: Instant,
     ) {
-        let deadline = super::later(now, limit);
+        let deadline = super::later::later(now, limit);
         self.earliest = Some(self.earliest.map_or(deadline, |e| e.min(deadline)));
         let entry = Entry {
             ext,

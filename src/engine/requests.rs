@@ -2,10 +2,13 @@
 //! the interception chain (docs/PROTOCOL.md#interception). Each exchange with an
 //! extension is here whole: the request frame, its answer, its timeout.
 
+use super::chains::{ChainState, Then};
+use super::ext::Ext;
 use super::jobs::Origin;
+use super::later::later;
 use super::pending::{Owed, Waiter};
 use super::state::HostState;
-use super::{later, ChainState, Engine, Ext, Then};
+use super::Engine;
 use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
 use crate::log::human;
 use crate::types::{
@@ -486,6 +489,7 @@ impl Engine {
             j.operation_key = call.operation_key;
             j.reconcile = call.reconcile;
         }
+        #[cfg(feature = "journal")]
         if let Err(e) = self.journal_accepted(job) {
             return self.finish_job(job, Err(e), now);
         }
@@ -699,6 +703,7 @@ impl Engine {
     /// Records the answer of the guard at `pos` and walks the chain on.
     pub(super) fn answer_guard(&mut self, chain: u64, pos: usize, answer: Answer, now: Instant) {
         // A tool call's guard verdicts are journaled one by one.
+        #[cfg(feature = "journal")]
         if let Some(ChainState {
             then: Then::RunTool { job },
             guards,

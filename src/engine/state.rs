@@ -123,8 +123,9 @@ impl HostState {
 #[cfg(test)]
 mod tests {
     use super::super::action::Action;
+    use super::super::ext::{End, Ext, Phase};
     use super::super::pending::Waiter;
-    use super::super::{End, Engine, Ext, Phase};
+    use super::super::Engine;
     use super::*;
     use crate::config::HostConfig;
     use crate::ext::discovery::Scope;

@@ -1,160 +1,19 @@
-//! Supervision (docs/PROTOCOL.md#supervision): crashed extensions restart after a backoff, up
-//! to a limit; a guard that cannot answer blocks when its manifest says
-//! `"guard_failure": "block"`. A pending restart is a gone phase's deadline.
+//! Supervision (docs/PROTOCOL.md#supervision), the engine's side: a
+//! crashed extension restarts after a backoff, up to a limit (its crash
+//! history: `crashes.rs`), and a shutdown or reload cancels pending
+//! restarts. A pending restart is a gone phase's deadline. Whether a
+//! guard answers while it restarts, or blocks because its manifest says
+//! `"guard_failure": "block"`, is asked of the extension (`ext.rs`).
 
 use super::action::AfterSpawn;
-use super::{later, Drops, End, Engine, Ext, Phase, Stage};
-use crate::ext::manifest::{GuardFailure, Restart};
-use crate::intercept::Answer;
+use super::crashes::MAX_CRASHES;
+use super::ext::{Drops, Phase};
+use super::later::later;
+use super::Engine;
+use crate::ext::manifest::Restart;
 use crate::log::human;
 use crate::types::HostEvent;
-use std::time::{Duration, Instant};
-
-/// Crashes older than this no longer count towards giving up.
-const CRASH_WINDOW: Duration = Duration::from_secs(180);
-/// The crash within [`CRASH_WINDOW`] after which the host gives up.
-const MAX_CRASHES: usize = 5;
-/// The backoff doubles per crash, up to this many times its base.
-const MAX_BACKOFF_FACTOR: u32 = 16;
-
-/// One extension's crash history.
-#[derive(Debug, Default)]
-pub(super) struct Supervision {
-    /// When it crashed, within [`CRASH_WINDOW`].
-    crashes: Vec<Instant>,
-    /// Crashes since it last ran for [`CRASH_WINDOW`] without one: the
-    /// backoff grows with it, so a slow crash loop also backs off to 8 s.
-    streak: u32,
-    /// Restarts since it was (re)loaded.
-    pub(super) restarts: u32,
-    /// Its `intercept` list is from its previous run: it has not
-    /// subscribed again yet, so it cannot answer but still counts.
-    pub(super) remembered: bool,
-    /// It became ready since it was (re)loaded.
-    pub(super) ready_once: bool,
-}
-
-impl Supervision {
-    /// Records a crash at `now`: the backoff before the restart, or
-    /// `None` at the 5th crash within the window: give up.
-    fn crashed(&mut self, now: Instant, base: Duration) -> Option<Duration> {
-        let recent = |t: &Instant| now.saturating_duration_since(*t) < CRASH_WINDOW;
-        if !self.crashes.last().is_some_and(recent) {
-            self.streak = 0;
-        }
-        self.crashes.retain(recent);
-        self.crashes.push(now);
-        self.streak = self.streak.saturating_add(1);
-        if self.crashes.len() >= MAX_CRASHES {
-            return None;
-        }
-        let factor = 1u32
-            .checked_shl(self.streak - 1)
-            .map_or(MAX_BACKOFF_FACTOR, |f| f.min(MAX_BACKOFF_FACTOR));
-        Some(base.saturating_mul(factor))
-    }
-}
-
-impl Ext {
-    /// Whether it can answer an interception now.
-    pub(super) fn answers_guard(&self) -> bool {
-        self.serving() && !self.supervision.remembered
-    }
-
-    /// Never ready yet, and a restart may follow: it is being killed
-    /// (its exit decides), or its restart is pending. Requests for names
-    /// it may register wait for it (docs/PROTOCOL.md#readiness).
-    pub(super) fn restarting_before_ready(&self) -> bool {
-        !self.supervision.ready_once
-            && match &self.phase {
-                Phase::Running(run) => matches!(run.stage, Stage::Killed(_)),
-                Phase::Gone { restart_at, .. } => restart_at.is_some(),
-                Phase::Spawning => true,
-            }
-    }
-
-    /// Why it failed for good once started, without ever becoming ready
-    /// (an invalid manifest never started: it could register nothing).
-    pub(super) fn failed_before_ready(&self) -> Option<&String> {
-        if self.supervision.ready_once || self.manifest.is_none() {
-            return None;
-        }
-        match &self.phase {
-            Phase::Running(run) => match &run.stage {
-                Stage::Killed(why) => Some(why),
-                _ => None,
-            },
-            Phase::Gone {
-                end: End::Failed(why),
-                ..
-            } => Some(why),
-            Phase::Spawning | Phase::Gone { .. } => None,
-        }
-    }
-
-    /// Whether its manifest says `"guard_failure": "block"`.
-    fn fails_closed(&self) -> bool {
-        self.manifest
-            .as_ref()
-            .is_some_and(|m| m.guard_failure == GuardFailure::Block)
-    }
-
-    /// Whether it is a guard for `event` now: it answers, or it fails
-    /// closed while it cannot (a disabled extension is no guard at all).
-    pub(super) fn guards(&self, event: &str) -> bool {
-        let disabled = matches!(
-            self.phase,
-            Phase::Gone {
-                end: End::Disabled,
-                ..
-            }
-        );
-        let closed = self.fails_closed() && !disabled;
-        self.intercept.iter().any(|e| e.as_str() == event) && (self.answers_guard() || closed)
-    }
-
-    /// Why it cannot answer an interception now.
-    pub(super) fn why_unavailable(&self) -> String {
-        match (self.run(), self.end_detail()) {
-            (Some(run), _) => match run.stage {
-                Stage::Stopping { .. } => "stopping".into(),
-                _ if !run.stdin_open => "stdin closed".into(),
-                // A new run that has not subscribed to interception again yet.
-                _ => "restarting".into(),
-            },
-            // Gone: its deadline is its restart.
-            (None, Some(how)) if self.deadline().is_some() => format!("restarting after {how}"),
-            (None, Some(how)) => format!("{}: {how}", self.state().as_str()),
-            (None, None) => "not running".into(),
-        }
-    }
-
-    /// Its answer when it cannot give one: allow, or block if it fails closed.
-    pub(super) fn unavailable(&self, why: &str) -> Answer {
-        if self.fails_closed() {
-            self.log
-                .line(&format!("cannot answer an interception ({why}): blocked"));
-            Answer::Block(format!("guard {} unavailable ({why})", self.name))
-        } else {
-            self.log.line(&format!(
-                "cannot answer an interception ({why}): counted as allow"
-            ));
-            let what = "before_agent_start: extension";
-            Answer::Unusable(format!(
-                "{what} {} could not answer ({why}): the system prompt is kept",
-                self.name
-            ))
-        }
-    }
-
-    /// Its new run subscribed to interception again, or became ready
-    /// without: the subscriptions of its previous run no longer count.
-    pub(super) fn forget_remembered_intercept(&mut self) {
-        if std::mem::take(&mut self.supervision.remembered) {
-            self.intercept.clear();
-        }
-    }
-}
+use std::time::Instant;
 
 impl Engine {
     /// After a crash (docs/PROTOCOL.md#supervision) that ended with `status`:
@@ -267,28 +126,5 @@ impl Engine {
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_to_a_cap_and_gives_up_at_the_fifth_crash_in_the_window() {
-        let (t0, base) = (Instant::now(), Duration::from_millis(500));
-        let after = |s: &mut Supervision, at: Duration| {
-            s.crashed(t0 + at, base).map(|d| d.as_millis() as u64)
-        };
-        let mut fast = Supervision::default();
-        let fast: Vec<_> = (0..5).map(|i| after(&mut fast, base * i)).collect();
-        assert_eq!(fast, [Some(500), Some(1000), Some(2000), Some(4000), None]);
-        // One crash a minute is never 5 within 3 minutes; after 3 quiet
-        // minutes (the last crash at 6, the next at 9) it starts over.
-        let mut slow = Supervision::default();
-        let minutes = [0, 1, 2, 3, 4, 5, 6, 9];
-        let slow = minutes.map(|m| after(&mut slow, Duration::from_secs(60 * m)));
-        let capped = [500, 1000, 2000, 4000, 8000, 8000, 8000, 500];
-        assert_eq!(slow, capped.map(Some));
     }
 }

@@ -3,7 +3,9 @@
 
 use super::action::{Action, Probe, Probes};
 use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
-use super::{later, Engine, Ext, Phase, Stage};
+use super::ext::{Ext, Phase, Stage};
+use super::later::later;
+use super::Engine;
 use crate::log::human;
 use crate::types::{HostError, ReadyVia};
 use std::time::{Duration, Instant};
