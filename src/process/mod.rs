@@ -594,7 +594,7 @@ fn start_group(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
     #[cfg(target_os = "linux")]
     if !watchdog::running() {
-        sys::die_with_host(command, std::process::id());
+        sys::before_exec(command, Some(std::process::id()), None);
     }
     command.spawn()
 }
