@@ -242,12 +242,12 @@ fn thread_names(pid: u32) -> Vec<String> {
     names
 }
 
-/// Per extension a reader thread and a writer thread, named after it
-/// and joined when it is done with: `zot rpc` with N extensions runs at
-/// least 2N+1 threads, and reloads (each one stopping N extensions and
-/// starting N again) leave the threads as they were.
+/// Per extension a reader, a writer and a waiter thread, named after
+/// it and joined when it is done with: `zot rpc` with N extensions runs
+/// at least 3N+1 threads, and reloads (each one stopping N extensions
+/// and starting N again) leave the threads as they were.
 #[test]
-fn each_extension_has_a_reader_and_a_writer_thread_and_reloads_keep_the_count() {
+fn each_extension_has_a_reader_a_writer_and_a_waiter_thread_and_reloads_keep_the_count() {
     const N: usize = 4;
     let t = TempDir::new("threads");
     let exts: Vec<PathBuf> = (0..N)
@@ -260,13 +260,13 @@ fn each_extension_has_a_reader_and_a_writer_thread_and_reloads_keep_the_count() 
     let zot = rpc.child.id();
     let before = thread_names(zot);
     for i in 0..N {
-        for role in ["read", "write"] {
+        for role in ["read", "write", "wait"] {
             let name = format!("zot-{role}-e{i}");
             assert!(before.contains(&name), "no thread {name} in {before:?}");
         }
     }
     assert!(
-        before.len() > 2 * N,
+        before.len() > 3 * N,
         "{} threads for {N} extensions: {before:?}",
         before.len()
     );
