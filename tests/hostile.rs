@@ -320,14 +320,22 @@ fn a_flooding_extension_keeps_its_logs_bounded() {
     });
     drop(host);
     assert!(size(&live) <= limit && size(&old) <= limit);
-    // The stderr reader may still drain up to a pipe's worth of the
-    // flood after the host's last line, rotating that line into the
-    // kept file: the log is both files.
+    // The flood goes on after the host's earlier lines (the signal's),
+    // rotating them into the kept file or out: the log is both files.
     let text = std::fs::read_to_string(&live).unwrap_or_default()
         + &std::fs::read_to_string(&old).unwrap_or_default();
     assert!(
         text.contains("[zot] "),
         "the host's own lines still reach the log (live or kept file)"
+    );
+    // Its exit is handled once what it wrote to stderr is in the log:
+    // the host's line about it is the last (a log rotates before a
+    // write, so the live file has it).
+    let live_text = std::fs::read_to_string(&live).unwrap_or_default();
+    let last = live_text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("[zot] ") && last.contains(" exited ("),
+        "the log ends with the host's line about the exit, not {last:?}"
     );
 }
 

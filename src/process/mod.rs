@@ -20,7 +20,9 @@
 //! - its waiter (`zot-wait-<name>`) blocks until the process exits and
 //!   sends [`Inbound::Exited`] on the same channel, so the loop learns of
 //!   an exit as it learns of a frame, even while a grandchild holds
-//!   stdout open. It does not reap the process (waitid(2) with
+//!   stdout open; first it lets the stderr thread copy what the process
+//!   left in the socket and end, so the log has the process's last
+//!   stderr before the host's line about its exit. It does not reap the process (waitid(2) with
 //!   `WNOWAIT`, in `sys.rs`): until the loop reaps it
 //!   ([`ExtProcess::try_wait`], which then returns at once) its pid, also
 //!   its group's id, cannot be reused, so signalling the group never
@@ -327,14 +329,20 @@ impl ExtProcess {
         let writer = move || write_stdin(stdin, &outbox, &backlog, &inbound);
         self.threads
             .push(start("write", COPIER_STACK, Box::new(writer))?);
-        let waiter = move || wait_exit(pid, &inbound2);
-        self.threads
-            .push(start("wait", COPIER_STACK, Box::new(waiter))?);
+        // The waiter's handle on stderr, and the end of the stderr thread,
+        // which it awaits: the copier's sender is dropped when it ends.
+        let mut copied = None;
         if let Some(stderr) = stderr {
-            let copier = move || copy_stderr(stderr, &log);
+            let end = stderr.try_clone()?;
+            let (done, ended) = crossbeam_channel::bounded::<()>(0);
+            let copier = move || copy_stderr(stderr, &log, done);
             self.threads
                 .push(start("err", COPIER_STACK, Box::new(copier))?);
+            copied = Some((end, ended));
         }
+        let waiter = move || wait_exit(pid, copied, &inbound2);
+        self.threads
+            .push(start("wait", COPIER_STACK, Box::new(waiter))?);
         Ok(())
     }
 
@@ -565,16 +573,28 @@ fn write_stdin(
 /// reaped already (`ECHILD`): whoever reaped it has its status, and the
 /// message tells the loop to ask. No message goes once the loop has let
 /// go of the channel (the process is done with).
-fn wait_exit(pid: u32, inbound: &Sender<Inbound>) {
+///
+/// With a stderr thread (`copied`: the host's end of stderr, and a
+/// channel that disconnects when that thread ends), the message waits
+/// until what the process wrote to stderr is in its log, so the host's
+/// line about its exit comes after it: the end is shut down for reading
+/// (the thread copies what the socket still buffers, then meets the end
+/// of the stream; a child left behind can write there no more) and the
+/// thread's end awaited, which the socket's bounded buffer bounds.
+fn wait_exit(pid: u32, copied: Option<(UnixStream, Receiver<()>)>, inbound: &Sender<Inbound>) {
     // waitid(2) fails otherwise only for arguments that are never given.
     let _ = sys::wait_exited(pid);
+    if let Some((end, ended)) = copied {
+        let _ = end.shutdown(Shutdown::Read);
+        let _ = ended.recv();
+    }
     let _ = inbound.send(Inbound::Exited);
 }
 
 /// The stderr thread: copies what comes into the log until the end of
 /// the stream, or until the host shuts the socket down and what it
-/// still buffered is copied.
-fn copy_stderr(mut stderr: UnixStream, log: &ExtLog) {
+/// still buffered is copied. `_done` is dropped when it ends.
+fn copy_stderr(mut stderr: UnixStream, log: &ExtLog, _done: Sender<()>) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match stderr.read(&mut buf) {
