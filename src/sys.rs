@@ -161,3 +161,42 @@ pub(crate) fn before_exec(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn wait_exited_leaves_the_child_for_try_wait_and_then_says_echild() {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .expect("/bin/sh starts");
+        wait_exited(child.id()).expect("it exits");
+        // Not reaped: its status is still there, at once.
+        let status = child.try_wait().expect("try_wait").expect("exited");
+        assert_eq!(status.code(), Some(3));
+        // Reaped now: nothing more to wait for.
+        let again = wait_exited(child.id()).expect_err("reaped");
+        assert_eq!(again.raw_os_error(), Some(libc::ECHILD));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_child_that_dies_with_the_host_is_killed_when_its_spawning_thread_ends() {
+        let spawned = std::thread::spawn(|| {
+            let mut command = Command::new("/bin/sh");
+            command.args(["-c", "exec sleep 60"]);
+            before_exec(&mut command, Some(std::process::id()), None);
+            command.spawn()
+        });
+        let mut child = (spawned.join())
+            .expect("the spawning thread")
+            .expect("/bin/sh starts");
+        // Its spawning thread has ended: the parent-death signal came
+        // (without it, this waits out the sleep and sees exit code 0).
+        let status = child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    }
+}
