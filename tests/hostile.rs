@@ -651,6 +651,43 @@ fn a_crash_loop_costs_the_host_no_cpu_while_it_backs_off() {
     );
 }
 
+/// How often thread `tid` of process `pid` has gone to sleep so far
+/// (`voluntary_ctxt_switches`): once per wake-up of a thread that waits.
+fn sleeps_of(pid: u32, tid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .expect("read /proc/PID/task/TID/status");
+    let line = (status.lines())
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .expect("a voluntary_ctxt_switches line");
+    line.trim().parse().expect("a count")
+}
+
+/// With nothing to do, the loop sleeps until something comes: no
+/// check wakes it to look for exits (an exit is a message from the
+/// extension's waiter thread), so its thread (`zot rpc`'s main thread)
+/// does not wake at all while the host is idle, for as long as one
+/// looks. The look lasts 3 s; a periodic check, even once a second,
+/// would wake it more than once.
+#[test]
+fn an_idle_host_does_not_wake_its_loop() {
+    let t = TempDir::new("h2-idle");
+    let ext = ext_dir(&t.join("quiet"), "quiet", json!({}));
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.until("the ready event", |v| v["type"] == "ready");
+    // Every deadline of the startup is behind once `list` has answered.
+    rpc.call("l", json!({"type": "list"}));
+    let zot = rpc.child.id();
+    let before = sleeps_of(zot, zot);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let woke = sleeps_of(zot, zot) - before;
+    assert!(
+        woke <= 1,
+        "the idle loop woke {woke} times in 3 s: something polls"
+    );
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
+
 /// An MCP server's tools that leave its list give their share of the
 /// registration caps back: a server whose list churns (each `rotate`
 /// swaps a 2 MiB tool for a new one) keeps registering past the 16 MiB
