@@ -98,12 +98,7 @@ impl Engine {
                         return self.release(idx, Some(&error), "stdin closed", now);
                     };
                     // It exited: the frames still in its pipe come first.
-                    if run.exit.stdout_ended() {
-                        return self.exited(idx, status, now);
-                    }
-                    if run.exit.exit_status().is_none() {
-                        run.exit.exited(now, status, t);
-                    }
+                    return self.exit_found(idx, status, now);
                 }
                 Some(Due::Mute) => {
                     let why = match run.stage {

@@ -22,12 +22,12 @@
 //!   an exit as it learns of a frame, even while a grandchild holds
 //!   stdout open; first it lets the stderr thread copy what the process
 //!   left in the socket and end, so the log has the process's last
-//!   stderr before the host's line about its exit. It does not reap the process (waitid(2) with
-//!   `WNOWAIT`, in `sys.rs`): until the loop reaps it
-//!   ([`ExtProcess::try_wait`], which then returns at once) its pid, also
-//!   its group's id, cannot be reused, so signalling the group never
-//!   reaches a stranger. It ends once it has sent that message, or when
-//!   something else reaped the process first.
+//!   stderr before the host's line about its exit. It does not reap the
+//!   process (waitid(2) with `WNOWAIT`, in `sys.rs`): until the loop
+//!   reaps it ([`ExtProcess::try_wait`], which then returns at once) its
+//!   pid, also its group's id, cannot be reused, so signalling the group
+//!   never reaches a stranger. It ends once it has sent that message
+//!   (at once when something else reaped the process first).
 //!
 //! The three streams are socket pairs rather than pipes, and that is how
 //! the threads are joined even when an escaped (`setsid`) grandchild
