@@ -443,6 +443,10 @@ impl Drop for ExtProcess {
     /// gone; then reaps the leader if that was not done yet.
     fn drop(&mut self) {
         end_group(&mut self.child);
+        // The leader too, should it have left its group: the waiter is
+        // joined below. Its pid is still its own (not reaped), and std
+        // sends nothing to a child it reaped.
+        let _ = self.child.kill();
         self.outbox = None;
         self.inbound = None;
         self.backlog.stop();
