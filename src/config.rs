@@ -31,9 +31,9 @@ pub struct Timeouts {
     /// The same once it said `hello` (2 s): longer, so that one that
     /// closes stdout on its way out is not taken for one that runs on mute.
     pub eof_after_hello: Duration,
-    /// After an exit found by polling, the silence on its stdout after
-    /// which the exit is handled while something can still write there
-    /// (250 ms).
+    /// After an exit that came before the end of its stdout, the silence
+    /// on its stdout after which the exit is handled while something (a
+    /// child) can still write there (250 ms).
     pub exit_silence: Duration,
     /// The most that wait lasts in all (2 s): a pipe drains well within
     /// it, a child that keeps writing does not.

@@ -1,11 +1,13 @@
 //! Every raw libc call of the crate, each a small safe function, where
 //! std has no safe equivalent: a signal to a whole process group
-//! (kill(2) with a negative pid), whether any process has a pid, the
-//! parent-death signal (prctl(2) between fork and exec), a terminal's
-//! size (ioctl(2)), a send(2) that does not wait, and with the `confine`
-//! feature Landlock's ABI query and self-restriction. Everything else about a process (its sockets,
-//! its threads, its reaping) is std. This is the crate's one module with
-//! `unsafe`.
+//! (kill(2) with a negative pid), whether any process has a pid, a wait
+//! for a child's exit that does not reap it (waitid(2) with `WNOWAIT`),
+//! what a child does between fork and exec (the parent-death signal,
+//! Landlock's self-restriction: one hook), a terminal's size
+//! (ioctl(2)), a send(2) that does not wait, and with the `confine`
+//! feature Landlock's ABI query. Everything else about a process (its
+//! sockets, its threads, its reaping) is std. This is the crate's one
+//! module with `unsafe`.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -54,6 +56,28 @@ pub fn process_exists(pid: i32) -> bool {
         }
 }
 
+/// Waits until the child `pid` has exited, and leaves it unreaped
+/// (waitid(2) with `WNOWAIT`): its pid, which is also its process
+/// group's id, cannot be reused until std's `Child::try_wait` or `wait`
+/// reaps it, which then returns at once. Fails with `ECHILD` when it was
+/// reaped already (or is not a child of this process).
+pub(crate) fn wait_exited(pid: u32) -> io::Result<()> {
+    let flags = libc::WEXITED | libc::WNOWAIT;
+    let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+    loop {
+        // SAFETY: waitid(2) only fills `info`, which lives across the
+        // call and is never read here; std waits only to reap.
+        let waited = unsafe { libc::waitid(libc::P_PID, pid, info.as_mut_ptr(), flags) };
+        if waited == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// The size of the terminal on descriptor `fd` in columns and rows, or
 /// None when it is not a terminal (a pipe has no size).
 pub fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u16, u16)> {
@@ -68,31 +92,6 @@ pub fn terminal_size(fd: std::os::fd::BorrowedFd<'_>) -> Option<(u16, u16)> {
     // or fails (on a pipe); std has no call for a terminal's size.
     let ok = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } == 0;
     (ok && ws.ws_col > 0).then_some((ws.ws_col, ws.ws_row))
-}
-
-/// Has the child `command` starts get SIGKILL when the thread that forked
-/// it ends (`PR_SET_PDEATHSIG`). It takes a pre-exec hook, so std forks
-/// instead of using posix_spawn. Fails the start when this process (pid
-/// `host`) died between the fork and the prctl: the signal would never come.
-#[cfg(target_os = "linux")]
-pub(crate) fn die_with_host(command: &mut Command, host: u32) {
-    use std::os::unix::process::CommandExt;
-    let signal = libc::SIGKILL as libc::c_ulong;
-    // SAFETY: the hook runs in the forked child before exec and calls
-    // only prctl(2) and getppid(2) (`parent_id`), which are
-    // async-signal-safe, and allocates nothing; std has no
-    // parent-death signal.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            if std::os::unix::process::parent_id() != host {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
-    }
 }
 
 /// The Landlock ABI version this kernel supports, 0 when none.
@@ -114,29 +113,90 @@ pub(crate) fn landlock_abi() -> u32 {
     u32::try_from(abi).unwrap_or(0)
 }
 
-/// Has the child `command` starts set no-new-privileges and enter the
-/// Landlock domain of ruleset `fd` between fork and exec, so it runs
-/// confined for good (and std forks instead of using posix_spawn, for
-/// this command only). `fd` must stay open until `command` is spawned.
-#[cfg(all(feature = "confine", target_os = "linux"))]
-pub(crate) fn restrict_on_exec(command: &mut Command, fd: std::os::fd::RawFd) {
+/// Has the child `command` starts do this between fork and exec, in
+/// one hook (which makes std fork instead of using posix_spawn, for this
+/// command only): with `die_with_host`, the pid of this process, get
+/// SIGKILL when the thread that forked it ends (`PR_SET_PDEATHSIG`),
+/// failing the start when this process died between the fork and the
+/// prctl (the signal would never come); with `landlock`, a ruleset's
+/// descriptor (only the `confine` feature has one), set no-new-privileges
+/// and enter its Landlock domain, confined for good. The descriptor must
+/// stay open until `command` is spawned.
+#[cfg(target_os = "linux")]
+pub(crate) fn before_exec(
+    command: &mut Command,
+    die_with_host: Option<u32>,
+    landlock: Option<std::os::fd::RawFd>,
+) {
     use std::os::unix::process::CommandExt;
+    let signal = libc::SIGKILL as libc::c_ulong;
     // SAFETY: the hook runs in the forked child before exec and calls
-    // only prctl(2) and landlock_restrict_self(2), which take integers,
-    // are async-signal-safe and allocate nothing; `fd` stays open in the
-    // parent (so in the child) until the spawn returns. std has no
-    // Landlock, and the landlock crate's restrict_self is not made for a
-    // child between fork and exec.
+    // only prctl(2), getppid(2) (`parent_id`) and
+    // landlock_restrict_self(2), which take integers, are
+    // async-signal-safe and allocate nothing; a ruleset's descriptor
+    // stays open in the parent (so in the child) until the spawn
+    // returns. std has no parent-death signal and no Landlock, and the
+    // landlock crate's restrict_self is not made for a child between
+    // fork and exec.
     unsafe {
         command.pre_exec(move || {
+            if let Some(host) = die_with_host {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if std::os::unix::process::parent_id() != host {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+            }
             // No new privileges (Landlock requires it without
             // CAP_SYS_ADMIN), then the ruleset's domain for good.
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
-                || libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
-            {
-                return Err(io::Error::last_os_error());
+            if let Some(fd) = landlock {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
             }
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn wait_exited_leaves_the_child_for_try_wait_and_then_says_echild() {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .expect("/bin/sh starts");
+        wait_exited(child.id()).expect("it exits");
+        // Not reaped: its status is still there, at once.
+        let status = child.try_wait().expect("try_wait").expect("exited");
+        assert_eq!(status.code(), Some(3));
+        // Reaped now: nothing more to wait for.
+        let again = wait_exited(child.id()).expect_err("reaped");
+        assert_eq!(again.raw_os_error(), Some(libc::ECHILD));
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_child_that_dies_with_the_host_is_killed_when_its_spawning_thread_ends() {
+        let spawned = std::thread::spawn(|| {
+            let mut command = Command::new("/bin/sh");
+            command.args(["-c", "exec sleep 60"]);
+            before_exec(&mut command, Some(std::process::id()), None);
+            command.spawn()
+        });
+        let mut child = (spawned.join())
+            .expect("the spawning thread")
+            .expect("/bin/sh starts");
+        // Its spawning thread has ended: the parent-death signal came
+        // (without it, this waits out the sleep and sees exit code 0).
+        let status = child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
     }
 }

@@ -699,7 +699,8 @@ fn an_exit_is_noticed_while_idle_even_without_stdout_eof() {
     set_manifest_field(&a, "restart", json!("never"));
     let host = start_ready(config(&t, &[a]));
     let grandchild = read_pid(&gc);
-    // Nothing is pending; the periodic liveness check finds the exit.
+    // Nothing is pending and its stdout stays open: the exit itself is
+    // the event the host learns of.
     let exited = wait_event(&host, "extension_exited", |e| {
         matches!(e, HostEvent::ExtensionExited { .. })
     });

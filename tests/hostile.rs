@@ -242,12 +242,12 @@ fn thread_names(pid: u32) -> Vec<String> {
     names
 }
 
-/// Per extension a reader thread and a writer thread, named after it
-/// and joined when it is done with: `zot rpc` with N extensions runs at
-/// least 2N+1 threads, and reloads (each one stopping N extensions and
-/// starting N again) leave the threads as they were.
+/// Per extension a reader, a writer and a waiter thread, named after
+/// it and joined when it is done with: `zot rpc` with N extensions runs
+/// at least 3N+1 threads, and reloads (each one stopping N extensions
+/// and starting N again) leave the threads as they were.
 #[test]
-fn each_extension_has_a_reader_and_a_writer_thread_and_reloads_keep_the_count() {
+fn each_extension_has_a_reader_a_writer_and_a_waiter_thread_and_reloads_keep_the_count() {
     const N: usize = 4;
     let t = TempDir::new("threads");
     let exts: Vec<PathBuf> = (0..N)
@@ -260,13 +260,13 @@ fn each_extension_has_a_reader_and_a_writer_thread_and_reloads_keep_the_count() 
     let zot = rpc.child.id();
     let before = thread_names(zot);
     for i in 0..N {
-        for role in ["read", "write"] {
+        for role in ["read", "write", "wait"] {
             let name = format!("zot-{role}-e{i}");
             assert!(before.contains(&name), "no thread {name} in {before:?}");
         }
     }
     assert!(
-        before.len() > 2 * N,
+        before.len() > 3 * N,
         "{} threads for {N} extensions: {before:?}",
         before.len()
     );
@@ -320,14 +320,22 @@ fn a_flooding_extension_keeps_its_logs_bounded() {
     });
     drop(host);
     assert!(size(&live) <= limit && size(&old) <= limit);
-    // The stderr reader may still drain up to a pipe's worth of the
-    // flood after the host's last line, rotating that line into the
-    // kept file: the log is both files.
+    // The flood goes on after the host's earlier lines (the signal's),
+    // rotating them into the kept file or out: the log is both files.
     let text = std::fs::read_to_string(&live).unwrap_or_default()
         + &std::fs::read_to_string(&old).unwrap_or_default();
     assert!(
         text.contains("[zot] "),
         "the host's own lines still reach the log (live or kept file)"
+    );
+    // Its exit is handled once what it wrote to stderr is in the log:
+    // the host's line about it is the last (a log rotates before a
+    // write, so the live file has it).
+    let live_text = std::fs::read_to_string(&live).unwrap_or_default();
+    let last = live_text.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("[zot] ") && last.contains(" exited ("),
+        "the log ends with the host's line about the exit, not {last:?}"
     );
 }
 
@@ -641,6 +649,43 @@ fn a_crash_loop_costs_the_host_no_cpu_while_it_backs_off() {
         cpu < std::time::Duration::from_secs(1),
         "zot used {cpu:?} of CPU through 5 crashes and 7.5 s of backoff: it spins while it waits"
     );
+}
+
+/// How often thread `tid` of process `pid` has gone to sleep so far
+/// (`voluntary_ctxt_switches`): once per wake-up of a thread that waits.
+fn sleeps_of(pid: u32, tid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status"))
+        .expect("read /proc/PID/task/TID/status");
+    let line = (status.lines())
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .expect("a voluntary_ctxt_switches line");
+    line.trim().parse().expect("a count")
+}
+
+/// With nothing to do, the loop sleeps until something comes: no
+/// check wakes it to look for exits (an exit is a message from the
+/// extension's waiter thread), so its thread (`zot rpc`'s main thread)
+/// does not wake at all while the host is idle, for as long as one
+/// looks. The look lasts 3 s; a periodic check, even once a second,
+/// would wake it more than once.
+#[test]
+fn an_idle_host_does_not_wake_its_loop() {
+    let t = TempDir::new("h2-idle");
+    let ext = ext_dir(&t.join("quiet"), "quiet", json!({}));
+    let mut rpc = Rpc::start(&t, &[ext]);
+    rpc.until("the ready event", |v| v["type"] == "ready");
+    // Every deadline of the startup is behind once `list` has answered.
+    rpc.call("l", json!({"type": "list"}));
+    let zot = rpc.child.id();
+    let before = sleeps_of(zot, zot);
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let woke = sleeps_of(zot, zot) - before;
+    assert!(
+        woke <= 1,
+        "the idle loop woke {woke} times in 3 s: something polls"
+    );
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
 }
 
 /// An MCP server's tools that leave its list give their share of the

@@ -134,8 +134,9 @@ impl Backlog {
     }
 }
 
-/// What the driver saw of a process whose exit the engine looks for at
-/// a tick ([`super::Engine::probes_due`]), or at the end of its stdout.
+/// What the driver saw of a process when one of its exit deadlines is
+/// due at a tick ([`super::Engine::probes_due`]), at the end of its
+/// stdout, and when its waiter said it exited.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Probe {
     /// Its status, when it has exited (reaped).
@@ -146,7 +147,8 @@ pub(super) struct Probe {
 
 impl Probe {
     /// What is assumed of a process nobody looked at: running, its
-    /// stdout perhaps held (so the engine polls on).
+    /// stdout perhaps held (so a drain of its last frames does not wait
+    /// for an end of file that may never come).
     pub(super) const UNSEEN: Probe = Probe {
         exited: None,
         stdout_held: true,

@@ -2,9 +2,10 @@
 //! world. The wait is a crossbeam [`Select`] over the embedder's
 //! requests, the built-in tools' results, the driving thread's own
 //! channel and each extension's channel (its reader's frames, its
-//! writer's failure: `process/mod.rs`), with the engine's next deadline as
-//! its timeout; the ready watchdog, the intercept and tool deadlines and
-//! every other timeout are such deadlines. A [`Driver`] holds the
+//! writer's failure, its waiter's word that it exited: `process/mod.rs`),
+//! with the engine's next deadline as its timeout; the ready watchdog,
+//! the intercept and tool deadlines and every other timeout are such
+//! deadlines, and no exit is polled for. A [`Driver`] holds the
 //! engine, the channels it waits on and the extensions' processes (in a
 //! table indexed like the engine's extensions, with the spawner that
 //! starts them); [`Driver::turn`] waits once, hands the engine what came
@@ -257,12 +258,13 @@ impl Driver {
     }
 
     /// Hands the engine what an extension's threads sent; the end of its
-    /// stdout with what its process then looks like.
+    /// stdout and its exit with what its process then looks like (reaped
+    /// when it has exited: after [`Inbound::Exited`] that does not wait).
     fn inbound(&mut self, msg: InboundMsg, now: Instant) {
-        let eof = matches!(msg.msg, Inbound::Eof)
+        let probe = matches!(msg.msg, Inbound::Eof | Inbound::Exited)
             .then(|| self.engine.ext_of(msg.key).map(|idx| self.probe(idx)))
             .flatten();
-        self.engine.inbound(msg, eof, now);
+        self.engine.inbound(msg, probe, now);
     }
 
     /// The pass after a turn's inputs, then its actions.

@@ -1,22 +1,16 @@
 //! How the loop finds out that a running extension is gone (docs/PROTOCOL.md#exits):
-//! one sub-state of its phase, [`ExitWatch`]. An exit shows as the end
-//! of its stdout, as a failed write to its stdin, or to a poll of the
-//! process; each has its own deadline here. The graces are
-//! [`Timeouts`]' (`eof_before_hello`, `eof_after_hello`, `exit_silence`,
-//! `exit_drain`, `stdin_closed`); the polling steps are below.
+//! one sub-state of its phase, [`ExitWatch`]. Its exit is an event: its
+//! waiter thread says it exited (`process/mod.rs`), and the driver reaps
+//! it then. Nothing is polled. What is left are deadlines: the drain of
+//! the frames still in its pipe once it exited, the grace after its
+//! stdout closed while it runs, and the grace after a failed write to
+//! its stdin. The graces are [`Timeouts`]' (`eof_before_hello`,
+//! `eof_after_hello`, `exit_silence`, `exit_drain`, `stdin_closed`).
 
 use super::later::later;
 use crate::config::Timeouts;
-use std::time::{Duration, Instant};
-
-/// How often the loop checks that extensions live, while requests wait
-/// and while idle: a grandchild holding stdout open hides an exit.
-pub(super) const LIVENESS_EVERY: Duration = Duration::from_millis(100);
-pub(super) const LIVENESS_IDLE: Duration = Duration::from_secs(1);
-
-/// Polling for an exit starts at this step and doubles up to the next.
-const POLL_FIRST: Duration = Duration::from_millis(1);
-const POLL_MAX: Duration = Duration::from_millis(50);
+use std::process::ExitStatus;
+use std::time::Instant;
 
 /// Whether the extension had said `hello` when its stdout closed.
 #[derive(Clone, Copy)]
@@ -25,19 +19,24 @@ pub(super) enum Handshake {
     After,
 }
 
-enum Check {
-    /// It should exit soon: poll whether it did, the step doubling.
-    Poll(Duration),
-    /// Polling found it exited, at this time: its last frames are awaited.
-    Drain(Instant),
+/// It exited before its stdout ended: the frames still in its pipe are
+/// awaited before its exit is handled.
+struct Drain {
+    /// When to look at its stdout again.
+    at: Instant,
+    /// When the drain began: it waits no longer than `exit_drain` past it.
+    since: Instant,
+    /// How it exited.
+    status: ExitStatus,
 }
 
 /// What is due for a running extension's exit, at a tick.
 pub(super) enum Due {
-    /// Poll the process for its exit.
-    Poll,
-    /// Its exit was found and its pipe may still hold frames: ask whether
-    /// anything (a child) can still write to it.
+    /// It exited and a drain ended with its stdout still held (a child
+    /// writes on, or keeps it open): its exit is handled now.
+    Exit(ExitStatus),
+    /// It exited and nothing can write to its stdout any more: the frames
+    /// left come, then the end of file, which handles its exit.
     DrainCheck,
     /// A write failed `stdin_closed` ago: fail what it owes unless it exited.
     Deaf,
@@ -48,8 +47,10 @@ pub(super) enum Due {
 /// The deadlines that find a running extension's exit.
 #[derive(Default)]
 pub(super) struct ExitWatch {
-    /// When to look again at its exit, and why.
-    check: Option<(Instant, Check)>,
+    /// It exited before its stdout ended: its last frames are awaited.
+    drain: Option<Drain>,
+    /// Its stdout has ended: every frame it wrote has come.
+    stdout_ended: bool,
     /// Its stdout closed: failed then unless it has exited (it can
     /// never answer again).
     eof_at: Option<Instant>,
@@ -61,8 +62,8 @@ pub(super) struct ExitWatch {
 impl ExitWatch {
     /// The earliest of its deadlines.
     pub(super) fn deadline(&self) -> Option<Instant> {
-        let check = self.check.as_ref().map(|(at, _)| *at);
-        [check, self.eof_at, self.deaf_at]
+        let drain = self.drain.as_ref().map(|d| d.at);
+        [drain, self.eof_at, self.deaf_at]
             .into_iter()
             .flatten()
             .min()
@@ -77,15 +78,14 @@ impl ExitWatch {
         t: &Timeouts,
         held: impl FnOnce() -> bool,
     ) -> Option<Due> {
-        match &self.check {
+        if let Some(drain) = self.drain.take_if(|d| d.at <= now) {
+            if held() {
+                return Some(Due::Exit(drain.status));
+            }
             // Nothing can write to its stdout any more: however slowly the
             // loop gets to them, the frames left come, then the end of file.
-            Some((at, Check::Drain(_))) if *at <= now && !held() => {
-                self.drain(now, t);
-                return Some(Due::DrainCheck);
-            }
-            Some((at, _)) if *at <= now => return Some(Due::Poll),
-            _ => {}
+            self.exited(now, drain.status, t);
+            return Some(Due::DrainCheck);
         }
         if self.deaf_at.take_if(|at| *at <= now).is_some() {
             return Some(Due::Deaf);
@@ -96,44 +96,49 @@ impl ExitWatch {
         None
     }
 
-    /// Polls for its exit from `at` on (it was killed or signalled).
-    pub(super) fn poll_from(&mut self, at: Instant) {
-        self.check = Some((at, Check::Poll(POLL_FIRST)));
+    /// It exited at `now` with `status` and its stdout has not ended: its
+    /// frames still in the pipe are awaited, `exit_silence` of silence,
+    /// before its exit is handled.
+    pub(super) fn exited(&mut self, now: Instant, status: ExitStatus, t: &Timeouts) {
+        self.drain = Some(Drain {
+            at: later(now, t.exit_silence),
+            since: now,
+            status,
+        });
     }
 
-    /// It has not exited yet: polls again, the step doubling.
-    pub(super) fn poll_again(&mut self, now: Instant) {
-        let step = match self.check {
-            Some((_, Check::Poll(s))) => (s * 2).min(POLL_MAX),
-            _ => POLL_FIRST,
-        };
-        self.check = Some((now + step, Check::Poll(step)));
+    /// How it exited, when it is known to have (its last frames are
+    /// being awaited).
+    pub(super) fn exit_status(&self) -> Option<ExitStatus> {
+        self.drain.as_ref().map(|d| d.status)
     }
 
-    /// Polling found it exited at `now`: its frames still in the pipe
-    /// are awaited, `exit_silence` of silence, before its exit is handled.
-    pub(super) fn drain(&mut self, now: Instant, t: &Timeouts) {
-        self.check = Some((later(now, t.exit_silence), Check::Drain(now)));
-    }
-
-    /// Whether nothing looks at its exit yet.
-    pub(super) fn unchecked(&self) -> bool {
-        self.check.is_none()
+    /// Whether its stdout has ended: a known exit is handled at once.
+    pub(super) fn stdout_ended(&self) -> bool {
+        self.stdout_ended
     }
 
     /// A frame came: a drain waits on, up to `exit_drain` in all (a
     /// grandchild may write forever).
     pub(super) fn frame_came(&mut self, now: Instant, t: &Timeouts) {
-        if let Some((at, Check::Drain(seen))) = &mut self.check {
-            *at = later(now, t.exit_silence).min(later(*seen, t.exit_drain));
+        if let Some(d) = &mut self.drain {
+            d.at = later(now, t.exit_silence).min(later(d.since, t.exit_drain));
         }
     }
 
-    /// Its stdout closed: it is failed a grace later unless it exits.
-    pub(super) fn stdout_closed(&mut self, now: Instant, handshake: Handshake, t: &Timeouts) {
+    /// Its stdout ended; while it is expected to answer (`handshake`
+    /// says at which point), it is failed a grace later unless it exits.
+    pub(super) fn stdout_closed(
+        &mut self,
+        now: Instant,
+        handshake: Option<Handshake>,
+        t: &Timeouts,
+    ) {
+        self.stdout_ended = true;
         let grace = match handshake {
-            Handshake::Before => t.eof_before_hello,
-            Handshake::After => t.eof_after_hello,
+            Some(Handshake::Before) => t.eof_before_hello,
+            Some(Handshake::After) => t.eof_after_hello,
+            None => return,
         };
         self.eof_at = Some(later(now, grace));
     }
@@ -147,6 +152,8 @@ impl ExitWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::Duration;
 
     impl ExitWatch {
         fn due_t(&mut self, now: Instant, held: impl FnOnce() -> bool) -> Option<Due> {
@@ -161,12 +168,18 @@ mod tests {
         Timeouts::default()
     }
 
+    /// `exit code 3`.
+    fn code3() -> ExitStatus {
+        ExitStatus::from_raw(3 << 8)
+    }
+
     #[test]
     fn a_mute_extension_is_due_after_its_grace_before_and_after_hello() {
         let t0 = Instant::now();
         for (handshake, grace) in [(Handshake::Before, 100), (Handshake::After, 2000)] {
             let mut w = ExitWatch::default();
-            w.stdout_closed(t0, handshake, &t());
+            w.stdout_closed(t0, Some(handshake), &t());
+            assert!(w.stdout_ended());
             assert_eq!(w.deadline(), Some(t0 + grace * MS));
             assert!(w.due_t(t0 + (grace - 1) * MS, || false).is_none());
             assert!(matches!(
@@ -178,39 +191,36 @@ mod tests {
     }
 
     #[test]
-    fn polling_doubles_to_fifty_ms() {
+    fn nothing_is_due_while_nothing_happened_and_a_stopping_eof_has_no_grace() {
         let t0 = Instant::now();
         let mut w = ExitWatch::default();
-        w.poll_from(t0);
-        let mut at = t0;
-        let mut steps = Vec::new();
-        for _ in 0..8 {
-            assert!(matches!(w.due_t(at, || false), Some(Due::Poll)));
-            w.poll_again(at);
-            let next = w.deadline().unwrap();
-            steps.push((next - at).as_millis());
-            at = next;
-        }
-        assert_eq!(steps, [2, 4, 8, 16, 32, 50, 50, 50]);
+        assert_eq!(w.deadline(), None, "no polling: no deadline");
+        assert!(w.due_t(t0 + 3600 * 1000 * MS, || true).is_none());
+        w.stdout_closed(t0, None, &t());
+        assert!(w.stdout_ended() && w.deadline().is_none());
     }
 
     #[test]
     fn a_drain_waits_for_silence_but_not_past_two_seconds() {
         let t0 = Instant::now();
         let mut w = ExitWatch::default();
-        w.drain(t0, &t());
+        w.exited(t0, code3(), &t());
+        assert_eq!(w.exit_status(), Some(code3()));
         assert_eq!(w.deadline(), Some(t0 + 250 * MS));
         // A frame every 200 ms keeps it waiting, up to 2 s after the exit.
         for i in 1..=12 {
             w.frame_came(t0 + i * 200 * MS, &t());
         }
         assert_eq!(w.deadline(), Some(t0 + 2000 * MS));
-        // While a child holds the pipe the drain is polled on; once
-        // nothing does, the grace starts over from then.
-        assert!(matches!(w.due_t(t0 + 2000 * MS, || true), Some(Due::Poll)));
+        // Once nothing holds the pipe the grace starts over from then,
+        // for the end of file behind the last frames.
         let free = t0 + 2000 * MS;
         assert!(matches!(w.due_t(free, || false), Some(Due::DrainCheck)));
         assert_eq!(w.deadline(), Some(free + 250 * MS));
+        // While a child holds it, the exit is handled at the deadline.
+        let held = free + 250 * MS;
+        assert!(matches!(w.due_t(held, || true), Some(Due::Exit(s)) if s == code3()));
+        assert_eq!(w.deadline(), None, "due once");
     }
 
     #[test]

@@ -24,10 +24,10 @@ impl Engine {
         self.by_key.get(&key).copied()
     }
 
-    /// A message from extension process `msg.key`'s reader, at `now`;
-    /// with the end of its stdout, what the driver then saw of the
-    /// process (`eof`).
-    pub(super) fn inbound(&mut self, msg: InboundMsg, eof: Option<Probe>, now: Instant) {
+    /// A message from extension process `msg.key`'s threads, at `now`;
+    /// with the end of its stdout and with its exit, what the driver then
+    /// saw of the process (`probe`).
+    pub(super) fn inbound(&mut self, msg: InboundMsg, probe: Option<Probe>, now: Instant) {
         let Some(idx) = self.ext_of(msg.key) else {
             return; // from an extension of before a reload
         };
@@ -41,11 +41,21 @@ impl Engine {
                         // Being killed or stopped: on their own deadlines.
                         Stage::Killed(_) | Stage::Stopping { .. } => None,
                     };
-                    if let Some(handshake) = handshake {
-                        run.exit.stdout_closed(now, handshake, &self.cfg.timeouts);
-                    }
+                    run.exit.stdout_closed(now, handshake, &self.cfg.timeouts);
                 }
-                self.poll_exit(idx, eof.unwrap_or(Probe::UNSEEN), now)
+                // Exited already: every frame it wrote has come. Else its
+                // exit comes as its own message.
+                let known = self.exts[idx].run().and_then(|r| r.exit.exit_status());
+                if let Some(status) = probe.and_then(|p| p.exited).or(known) {
+                    self.exited(idx, status, now);
+                }
+            }
+            // Its status is there (std keeps it once reaped, whoever
+            // reaped it); were the look to fail, nothing is known.
+            Inbound::Exited => {
+                if let Some(status) = probe.and_then(|p| p.exited) {
+                    self.exit_found(idx, status, now);
+                }
             }
             Inbound::Line(line) => self.mcp_line(idx, &line, now),
             Inbound::LineTooLong { len, head } => self.mcp_too_long(idx, len, &head, now),

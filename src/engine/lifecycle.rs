@@ -2,7 +2,7 @@
 //! failure, exit and stop (docs/PROTOCOL.md#handshake, docs/PROTOCOL.md#readiness,
 //! docs/PROTOCOL.md#exits, docs/PROTOCOL.md#shutdown).
 
-use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Probe, Starting};
+use super::action::{Action, AfterSpawn, Attached, Batch, Discovered, Launch, Starting};
 use super::chains::Then;
 use super::exit::ExitWatch;
 use super::ext::{End, Ext, Phase, Run, Stage};
@@ -322,7 +322,6 @@ impl Engine {
             ext.log.line(&format!("failed: {reason}"));
             let signal = libc::SIGKILL;
             self.actions.push(Action::Signal { ext: idx, signal });
-            run.exit.poll_from(now);
             run.stage = Stage::Killed(reason);
         } else {
             ext.phase = Phase::gone(End::Failed(reason));
@@ -330,15 +329,18 @@ impl Engine {
         self.check_startup(now);
     }
 
-    /// Handles the exit when `probe` found one, else polls again
-    /// (doubling to 50 ms).
-    pub(super) fn poll_exit(&mut self, idx: usize, probe: Probe, now: Instant) {
+    /// Its process exited with `status` (docs/PROTOCOL.md#exits): handled
+    /// at once when its stdout has ended, else once the frames still in
+    /// its pipe have come (`exit.rs`).
+    pub(super) fn exit_found(&mut self, idx: usize, status: ExitStatus, now: Instant) {
         let Phase::Running(run) = &mut self.exts[idx].phase else {
             return;
         };
-        match probe.exited {
-            Some(status) => self.exited(idx, status, now),
-            None => run.exit.poll_again(now),
+        if run.exit.stdout_ended() {
+            return self.exited(idx, status, now);
+        }
+        if run.exit.exit_status().is_none() {
+            run.exit.exited(now, status, &self.cfg.timeouts);
         }
     }
 

@@ -22,13 +22,15 @@
 //!   Engine: registries · pending requests · chains · jobs ─┘
 //!
 //!   per extension (`src/process/mod.rs`): reader thread (stdout -> frames),
-//!   writer thread (lines -> stdin), stderr thread (-> its log)
+//!   writer thread (lines -> stdin), stderr thread (-> its log),
+//!   waiter thread (its exit -> a message)
 //! ```
 //!
-//! The inputs: a request (`Engine::request`), what an extension's reader
-//! sent (`Engine::inbound`: a frame, the end of its stdout, a failed
-//! write), the extensions a discovery found (`Engine::discovered`), the
-//! results of a batch of starts (`Engine::spawned`) and the pass after
+//! The inputs: a request (`Engine::request`), what an extension's
+//! threads sent (`Engine::inbound`: a frame, the end of its stdout, a
+//! failed write, its exit), the extensions a discovery found
+//! (`Engine::discovered`), the results of a batch of starts
+//! (`Engine::spawned`) and the pass after
 //! each turn (`Engine::settle`). `driver.rs` owns the one wait and the
 //! world: the processes (in a table indexed like the engine's
 //! extensions), the channels, the file system (discovery, trust, logs,
@@ -147,7 +149,6 @@ struct Engine {
     commands: Registry<String>,
     tools: Registry<ToolInfo>,
     state: HostState,
-    liveness_at: Option<Instant>,
     /// What the driver is to do, in the order decided (`action.rs`).
     actions: Vec<Action>,
     /// Steps of journaled calls waiting for the turn's sync, in the
@@ -188,7 +189,6 @@ impl Engine {
                 parked: Vec::new(),
                 held: Vec::new(),
             },
-            liveness_at: None,
             actions: Vec::new(),
             #[cfg(feature = "journal")]
             parked: Vec::new(),

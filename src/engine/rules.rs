@@ -139,18 +139,56 @@ impl Fake {
     /// Extension `idx`'s stdout ends at `now`, its process found
     /// killed (by SIGKILL) when the driver looks.
     fn exited_at(&mut self, idx: usize, now: Instant) {
-        use std::os::unix::process::ExitStatusExt;
-        let exited = Some(std::process::ExitStatus::from_raw(libc::SIGKILL));
         let probe = Probe {
-            exited,
+            exited: Some(status(libc::SIGKILL)),
             stdout_held: false,
         };
+        self.inbound(idx, Inbound::Eof, probe, now);
+    }
+
+    /// Extension `idx`'s stdout ends at `now`, its process still running
+    /// when the driver looks.
+    fn stdout_ends(&mut self, idx: usize, now: Instant) {
+        self.inbound(idx, Inbound::Eof, Probe::UNSEEN, now);
+    }
+
+    /// Extension `idx`'s waiter says at `now` that it exited with
+    /// `status` (raw, as waitpid(2) has it); something (a grandchild)
+    /// still holds its stdout when `held`.
+    fn exits(&mut self, idx: usize, status: i32, held: bool, now: Instant) {
+        let probe = Probe {
+            exited: Some(self::status(status)),
+            stdout_held: held,
+        };
+        self.inbound(idx, Inbound::Exited, probe, now);
+    }
+
+    /// `msg` from extension `idx`'s threads at `now`, its process looking
+    /// like `probe`; then the pass after the turn.
+    fn inbound(&mut self, idx: usize, msg: Inbound, probe: Probe, now: Instant) {
         let msg = InboundMsg {
             key: self.keys[idx],
-            msg: Inbound::Eof,
+            msg,
         };
         self.e.inbound(msg, Some(probe), now);
         self.settle(now);
+    }
+
+    /// The pass after a turn at `now` when the driver looked at the
+    /// processes whose exit deadline is due, each looking like `probe`.
+    fn settle_looked(&mut self, now: Instant, probe: Probe) {
+        let due: Vec<usize> = self.e.probes_due(now).collect();
+        let probes = due.into_iter().map(|idx| (idx, probe)).collect();
+        self.e.settle(now, &probes);
+        self.e.queue_writes();
+        self.act(now);
+    }
+
+    /// Whether the driver was asked to reap extension `idx`.
+    fn reaped(&self, idx: usize) -> bool {
+        self.acts
+            .iter()
+            .any(|a| matches!(a, Action::Reap(i) if *i == idx))
     }
 
     fn request(&mut self, req: Request, now: Instant) {
@@ -192,6 +230,12 @@ impl Fake {
     fn events(&self) -> Vec<HostEvent> {
         self.events.try_iter().collect()
     }
+}
+
+/// An exit status as waitpid(2) has it: `exit code 3` is `3 << 8`.
+fn status(raw: i32) -> std::process::ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    std::process::ExitStatus::from_raw(raw)
 }
 
 /// Where a reply lands.
@@ -251,13 +295,13 @@ fn no_hello_within_10_s_fails_the_extension_and_kills_its_group() {
             HostEvent::ExtensionFailed { extension, error } if extension == "x" && error == why)),
         "{failed:?}"
     );
-    // Its exit is polled for; once found, its process is reaped.
-    assert_eq!(f.e.exts[0].deadline(), Some(t0 + 10 * S));
-    f.exited_at(0, t0 + 10 * S + MS);
-    assert!(
-        f.acts.iter().any(|a| matches!(a, Action::Reap(0))),
-        "reaped"
-    );
+    // Nothing is polled: its exit comes as a message, after the end of
+    // its stdout here, and its process is reaped then.
+    assert_eq!(f.e.exts[0].deadline(), None);
+    f.stdout_ends(0, t0 + 10 * S + MS);
+    assert!(!f.reaped(0) && f.e.exts[0].run().is_some());
+    f.exits(0, libc::SIGKILL, false, t0 + 10 * S + 2 * MS);
+    assert!(f.reaped(0), "reaped");
     assert!(f.e.exts[0].run().is_none());
 }
 
@@ -463,6 +507,61 @@ fn a_call_tool_times_out_at_the_tool_timeout_and_the_caller_is_told() {
         .find(|fr| fr["type"] == "tool_result" && fr["id"] == "c1")
         .unwrap_or_else(|| panic!("the caller's call_tool is answered: {told:?}"));
     assert_eq!(cancelled["is_error"], true);
+}
+
+#[test]
+fn an_idle_ready_extension_has_no_deadline_its_exit_comes_as_a_message() {
+    let t0 = Instant::now();
+    let mut f = start(&[PLAIN], t0);
+    f.says(0, r#"{"type": "hello", "name": "x"}"#, t0);
+    f.says(0, r#"{"type": "ready"}"#, t0);
+    f.events();
+    // No liveness check: nothing wakes the loop while all is quiet.
+    assert_eq!(f.e.next_deadline(), None);
+    f.exits(0, 3 << 8, false, t0 + 60 * S);
+    // Its stdout has not ended: the frames still in its pipe come first.
+    assert!(!f.reaped(0));
+    f.says(
+        0,
+        r#"{"type": "register_command", "name": "late"}"#,
+        t0 + 60 * S,
+    );
+    assert!(f.e.commands.owner("late").is_some(), "a last frame counts");
+    f.stdout_ends(0, t0 + 60 * S + MS);
+    assert!(f.reaped(0), "reaped at the end of its stdout");
+    let exited = HostEvent::ExtensionExited {
+        extension: "x".into(),
+        status: "exit code 3".into(),
+    };
+    assert!(f.events().contains(&exited));
+    assert!(
+        f.e.commands.owner("late").is_none(),
+        "what it registered left with it"
+    );
+}
+
+#[test]
+fn an_exit_while_a_grandchild_holds_stdout_fails_its_calls_once_the_drain_ends() {
+    let t0 = Instant::now();
+    let mut f = caller(t0);
+    let (got, _id) = call(&mut f, "a", t0);
+    let t1 = t0 + S;
+    f.exits(0, 3 << 8, true, t1);
+    assert!(taken(&got).is_none(), "its last frames may still come");
+    // The drain waits for `exit_silence`; a grandchild holds the pipe.
+    let held = Probe {
+        exited: Some(status(3 << 8)),
+        stdout_held: true,
+    };
+    assert_eq!(f.e.next_deadline(), Some(t1 + 250 * MS));
+    f.settle_looked(t1 + 249 * MS, held);
+    assert!(taken(&got).is_none() && !f.reaped(0));
+    f.settle_looked(t1 + 250 * MS, held);
+    assert!(f.reaped(0), "reaped without the end of its stdout");
+    match taken(&got) {
+        Some(Err(e)) => assert_eq!(e.to_string(), "extension x exited (exit code 3)"),
+        other => panic!("the call fails with the exit: {other:?}"),
+    }
 }
 
 #[test]

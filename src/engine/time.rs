@@ -1,16 +1,15 @@
-//! Deadlines: the next wake-up, each phase's deadline, the shutdown
-//! ladder and the liveness check.
+//! Deadlines: the next wake-up, each phase's deadline and the shutdown
+//! ladder. An exit is not among them: it comes as a message
+//! (`exit.rs`).
 
 use super::action::{Action, Probe, Probes};
-use super::exit::{Due, LIVENESS_EVERY, LIVENESS_IDLE};
+use super::exit::Due;
 use super::ext::{Ext, Phase, Stage};
 use super::later::later;
 use super::Engine;
 use crate::log::human;
 use crate::types::{HostError, ReadyVia};
-use std::time::{Duration, Instant};
-
-const MS: Duration = Duration::from_millis(1);
+use std::time::Instant;
 
 impl Ext {
     /// When its phase next needs the loop.
@@ -38,25 +37,19 @@ impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         let startup = self.state.deadline();
         let calls = self.jobs.next_deadline();
-        let engine = [
-            self.pending.next_deadline(),
-            calls,
-            startup,
-            self.liveness_at,
-        ];
+        let engine = [self.pending.next_deadline(), calls, startup];
         let exts = self.exts.iter().map(Ext::deadline);
         exts.chain(engine).flatten().min()
     }
 
     /// The running extensions whose process the driver is to look at
     /// before the tick at `now` (`action.rs`): those whose exit watch
-    /// is due, or all at the liveness check.
+    /// is due.
     pub(super) fn probes_due(&self, now: Instant) -> impl Iterator<Item = usize> + '_ {
-        let all = self.liveness_at.is_some_and(|at| at <= now);
         let exts = self.exts.iter().enumerate();
         exts.filter(move |(_, e)| {
             e.run()
-                .is_some_and(|r| all || r.exit.deadline().is_some_and(|at| at <= now))
+                .is_some_and(|r| r.exit.deadline().is_some_and(|at| at <= now))
         })
         .map(|(idx, _)| idx)
     }
@@ -70,7 +63,6 @@ impl Engine {
         self.expire(now);
         self.expire_jobs(now);
         self.check_startup(now);
-        self.check_liveness(now, probes);
     }
 
     /// Acts on extension `idx`'s deadline when it is due; `probe` is
@@ -100,17 +92,15 @@ impl Engine {
             match run.exit.due(now, t, || probe.stdout_held) {
                 None => break,
                 Some(Due::DrainCheck) => {}
-                Some(Due::Poll) => return self.poll_exit(idx, probe, now),
+                Some(Due::Exit(status)) => return self.exited(idx, status, now),
                 Some(Due::Deaf) => {
-                    if probe.exited.is_none() {
+                    let Some(status) = probe.exited.or(run.exit.exit_status()) else {
                         ext.log.line("its stdin is closed: what it owes fails");
                         let error = HostError::NotServing(ext.name.clone());
                         return self.release(idx, Some(&error), "stdin closed", now);
-                    }
+                    };
                     // It exited: the frames still in its pipe come first.
-                    if run.exit.unchecked() {
-                        run.exit.drain(now, t);
-                    }
+                    return self.exit_found(idx, status, now);
                 }
                 Some(Due::Mute) => {
                     let why = match run.stage {
@@ -139,46 +129,10 @@ impl Engine {
                 .line("still running after SIGTERM: SIGKILL to its process group");
             *signal = None;
         }
+        // Its exit comes as a message once the signal ends it.
         self.actions.push(Action::Signal {
             ext: idx,
             signal: sig,
         });
-        run.exit.poll_from(now + MS);
-    }
-
-    /// Reaps extensions that exited without EOF, every [`LIVENESS_EVERY`]
-    /// while requests wait or an extension is stopping (a reload waits
-    /// for its exit), else every [`LIVENESS_IDLE`].
-    pub(super) fn check_liveness(&mut self, now: Instant, probes: &Probes) {
-        if !self.exts.iter().any(|e| e.run().is_some()) {
-            self.liveness_at = None;
-            return;
-        }
-        let stopping = self.exts.iter().any(|e| {
-            e.stage()
-                .is_some_and(|s| matches!(s, Stage::Stopping { .. }))
-        });
-        let every = if self.pending.is_empty() && !stopping {
-            LIVENESS_IDLE
-        } else {
-            LIVENESS_EVERY
-        };
-        if self.liveness_at.is_some_and(|at| at <= now) {
-            let t = &self.cfg.timeouts;
-            for (idx, ext) in self.exts.iter_mut().enumerate() {
-                let exited = probes.get(&idx).is_some_and(|p| p.exited.is_some());
-                // Frames it wrote before exiting may still be in the pipe:
-                // the EOF behind them reaps it, or `exit_silence` of silence.
-                if let Phase::Running(run) = &mut ext.phase {
-                    if run.exit.unchecked() && exited {
-                        run.exit.drain(now, t);
-                    }
-                }
-            }
-            self.liveness_at = None;
-        }
-        if self.liveness_at.is_none_or(|at| at > now + every) {
-            self.liveness_at = Some(now + every);
-        }
     }
 }

@@ -691,7 +691,7 @@ impl Confinement {
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
-            crate::sys::restrict_on_exec(command, self.ruleset.as_raw_fd());
+            crate::sys::before_exec(command, None, Some(self.ruleset.as_raw_fd()));
         }
     }
 }

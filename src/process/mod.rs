@@ -16,7 +16,18 @@
 //!   socket takes it at once ([`ExtProcess::send`]), without waking it;
 //! - its stderr thread (`zot-err-<name>`) copies stderr into its log,
 //!   which rotates as it grows (`src/log.rs`); without a log file stderr is
-//!   the host's own and no thread is needed.
+//!   the host's own and no thread is needed;
+//! - its waiter (`zot-wait-<name>`) blocks until the process exits and
+//!   sends [`Inbound::Exited`] on the same channel, so the loop learns of
+//!   an exit as it learns of a frame, even while a grandchild holds
+//!   stdout open; first it lets the stderr thread copy what the process
+//!   left in the socket and end, so the log has the process's last
+//!   stderr before the host's line about its exit. It does not reap the
+//!   process (waitid(2) with `WNOWAIT`, in `sys.rs`): until the loop
+//!   reaps it ([`ExtProcess::try_wait`], which then returns at once) its
+//!   pid, also its group's id, cannot be reused, so signalling the group
+//!   never reaches a stranger. It ends once it has sent that message
+//!   (at once when something else reaped the process first).
 //!
 //! The three streams are socket pairs rather than pipes, and that is how
 //! the threads are joined even when an escaped (`setsid`) grandchild
@@ -73,10 +84,12 @@ const INBOUND_BOUND: usize = 64;
 /// stack in a debug build.
 const READER_STACK: usize = 512 * 1024;
 
-/// The writer and the stderr thread only copy bytes.
+/// The writer and the stderr thread only copy bytes; the waiter only
+/// waits and sends one message.
 const COPIER_STACK: usize = 64 * 1024;
 
-/// What an extension's reader and writer threads report to the host loop.
+/// What an extension's reader, writer and waiter threads report to the
+/// host loop.
 // Nearly every message is a frame: boxing it would cost an allocation each.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
@@ -86,6 +99,10 @@ pub(crate) enum Inbound {
     Eof,
     /// Writing to stdin failed; the outbox is closed.
     WriteFailed(String),
+    /// The process has exited, and is not reaped yet: [`ExtProcess::try_wait`]
+    /// returns its status at once (or it was reaped already, by whoever
+    /// holds its status). Frames it wrote before may still be in the socket.
+    Exited,
     /// A stdout line as it came, when the process is read as [`Reading::Lines`].
     Line(Vec<u8>),
     /// A line too long to keep ([`Reading::Lines`]): its length and first bytes.
@@ -127,7 +144,7 @@ pub(crate) struct ExtProcess {
     child: Child,
     /// Tags what it reads.
     key: u64,
-    /// What its reader and writer send; `None` once both have ended.
+    /// What its reader, writer and waiter send; `None` once all have ended.
     inbound: Option<Receiver<Inbound>>,
     /// Lines for its writer; `None` once stdin is to be closed.
     outbox: Option<Sender<OutChunk>>,
@@ -267,7 +284,8 @@ impl ExtProcess {
             threads: Vec::new(),
             _tmp: confine.map(|c| c.tmp),
         };
-        if let Err(e) = proc.start_threads(&name, (stdin, stdout, stderr), io) {
+        let streams = (stdin, stdout, stderr);
+        if let Err(e) = proc.start_threads(&name, streams, io) {
             // Reaped here; dropping it then joins the threads started.
             signal_group(proc.pid, libc::SIGKILL);
             let _ = proc.child.wait();
@@ -278,7 +296,7 @@ impl ExtProcess {
 
     /// Starts the reader, the writer and (with a log file) the stderr
     /// thread on the host's ends of the three sockets, keeping a handle
-    /// on each to shut it down.
+    /// on each to shut it down, and the waiter.
     fn start_threads(
         &mut self,
         name: &str,
@@ -307,14 +325,24 @@ impl ExtProcess {
         let reader = move || read_stdout(stdout, reading, &log2, &inbound2, &backlog2);
         self.threads
             .push(start("read", READER_STACK, Box::new(reader))?);
+        let (pid, inbound2) = (self.pid, inbound.clone());
         let writer = move || write_stdin(stdin, &outbox, &backlog, &inbound);
         self.threads
             .push(start("write", COPIER_STACK, Box::new(writer))?);
+        // The waiter's handle on stderr, and the end of the stderr thread,
+        // which it awaits: the copier's sender is dropped when it ends.
+        let mut copied = None;
         if let Some(stderr) = stderr {
-            let copier = move || copy_stderr(stderr, &log);
+            let end = stderr.try_clone()?;
+            let (done, ended) = crossbeam_channel::bounded::<()>(0);
+            let copier = move || copy_stderr(stderr, &log, done);
             self.threads
                 .push(start("err", COPIER_STACK, Box::new(copier))?);
+            copied = Some((end, ended));
         }
+        let waiter = move || wait_exit(pid, copied, &inbound2);
+        self.threads
+            .push(start("wait", COPIER_STACK, Box::new(waiter))?);
         Ok(())
     }
 
@@ -358,14 +386,14 @@ impl ExtProcess {
         self.outbox = None;
     }
 
-    /// Where its reader and writer report, for the loop to select on;
-    /// `None` once both have ended.
+    /// Where its reader, writer and waiter report, for the loop to select
+    /// on; `None` once all have ended.
     pub(crate) fn inbound(&self) -> Option<&Receiver<Inbound>> {
         self.inbound.as_ref()
     }
 
     /// The next message its threads sent, if one waits, tagged with its
-    /// key; once both threads have ended, the channel is let go of.
+    /// key; once all of them have ended, the channel is let go of.
     pub(crate) fn take_inbound(&mut self) -> Option<InboundMsg> {
         match self.inbound.as_ref()?.try_recv() {
             Ok(msg) => Some(InboundMsg { key: self.key, msg }),
@@ -389,7 +417,8 @@ impl ExtProcess {
         (&ends.stdout).write(&[]).is_ok()
     }
 
-    /// The exit status, once the process has exited (reaps it).
+    /// The exit status, once the process has exited (reaps it; after its
+    /// [`Inbound::Exited`] this does not wait).
     pub(crate) fn try_wait(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
@@ -410,9 +439,14 @@ impl Drop for ExtProcess {
     /// Kills what is left of the group, then wakes and joins the threads:
     /// the sockets shut down (a grandchild holding them open must not
     /// keep them), the outbox and the inbound channel closed, a paused
-    /// reader stopped.
+    /// reader stopped, and the waiter back once the killed leader is
+    /// gone; then reaps the leader if that was not done yet.
     fn drop(&mut self) {
         end_group(&mut self.child);
+        // The leader too, should it have left its group: the waiter is
+        // joined below. Its pid is still its own (not reaped), and std
+        // sends nothing to a child it reaped.
+        let _ = self.child.kill();
         self.outbox = None;
         self.inbound = None;
         self.backlog.stop();
@@ -427,6 +461,8 @@ impl Drop for ExtProcess {
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+        // The waiter returned: the leader has exited, this does not wait.
+        let _ = self.child.try_wait();
     }
 }
 
@@ -536,10 +572,33 @@ fn write_stdin(
     let _ = stdin.shutdown(Shutdown::Write);
 }
 
+/// The waiter thread: waits for the exit of process `pid`, leaving it
+/// unreaped, and says so. Ends without waiting when the process was
+/// reaped already (`ECHILD`): whoever reaped it has its status, and the
+/// message tells the loop to ask. No message goes once the loop has let
+/// go of the channel (the process is done with).
+///
+/// With a stderr thread (`copied`: the host's end of stderr, and a
+/// channel that disconnects when that thread ends), the message waits
+/// until what the process wrote to stderr is in its log, so the host's
+/// line about its exit comes after it: the end is shut down for reading
+/// (the thread copies what the socket still buffers, then meets the end
+/// of the stream; a child left behind can write there no more) and the
+/// thread's end awaited, which the socket's bounded buffer bounds.
+fn wait_exit(pid: u32, copied: Option<(UnixStream, Receiver<()>)>, inbound: &Sender<Inbound>) {
+    // waitid(2) fails otherwise only for arguments that are never given.
+    let _ = sys::wait_exited(pid);
+    if let Some((end, ended)) = copied {
+        let _ = end.shutdown(Shutdown::Read);
+        let _ = ended.recv();
+    }
+    let _ = inbound.send(Inbound::Exited);
+}
+
 /// The stderr thread: copies what comes into the log until the end of
 /// the stream, or until the host shuts the socket down and what it
-/// still buffered is copied.
-fn copy_stderr(mut stderr: UnixStream, log: &ExtLog) {
+/// still buffered is copied. `_done` is dropped when it ends.
+fn copy_stderr(mut stderr: UnixStream, log: &ExtLog, _done: Sender<()>) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match stderr.read(&mut buf) {
@@ -594,7 +653,7 @@ fn start_group(command: &mut Command) -> io::Result<Child> {
     command.process_group(0);
     #[cfg(target_os = "linux")]
     if !watchdog::running() {
-        sys::die_with_host(command, std::process::id());
+        sys::before_exec(command, Some(std::process::id()), None);
     }
     command.spawn()
 }

@@ -262,6 +262,48 @@ mod tests {
         }
     }
 
+    /// A process that exits while the child it left holds its stdout
+    /// (and stderr) open: no end of stdout comes, its exit does, as a
+    /// message, once what it wrote to stderr is in its log; its status
+    /// is there at once.
+    #[test]
+    fn an_exit_is_a_message_even_while_a_child_holds_stdout() {
+        let logs = std::env::temp_dir().join(format!("zot-waiter-{}", std::process::id()));
+        let mut s = sh(0, "echo last words >&2; sleep 60 & exit 3");
+        s.log = ExtLog::open(&logs, "waiter", 1 << 20);
+        let mut spawner = Spawner::with_limit(1);
+        let mut p = (spawner.spawn_all(vec![s]).pop())
+            .expect("one result")
+            .expect("/bin/sh starts");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        'waiting: loop {
+            let mut sel = Select::new();
+            sel.recv(p.inbound().expect("its threads run"));
+            assert!(
+                sel.ready_deadline(deadline).is_ok(),
+                "its exit is told within 60 s, while the child holds stdout"
+            );
+            drop(sel);
+            while let Some(msg) = p.take_inbound() {
+                match msg.msg {
+                    Inbound::Exited => break 'waiting,
+                    Inbound::Eof => panic!("stdout ended while the child holds it"),
+                    _ => {}
+                }
+            }
+        }
+        let log =
+            std::fs::read_to_string(crate::log::log_path(&logs, "waiter")).unwrap_or_default();
+        assert!(
+            log.contains("last words"),
+            "its stderr is in the log: {log:?}"
+        );
+        let status = p.try_wait().expect("exited: try_wait answers at once");
+        assert_eq!(status.code(), Some(3));
+        p.finish();
+        let _ = std::fs::remove_dir_all(&logs);
+    }
+
     #[test]
     fn a_start_that_panics_fails_alone_and_the_thread_stays() {
         let mut spawner = Spawner::with_limit(1);
