@@ -780,8 +780,17 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
         let frame = ExtFrame::deserialize(Tagged {
             kind: &kind,
             fields: &mut de,
-        })?;
-        de.end().map(|()| frame)
+        });
+        let frame = frame.and_then(|frame| de.end().map(|()| frame));
+        frame.map_err(|e| {
+            // A field's error in serde's words alone: the frame is one
+            // line, and the error names the field, or wrong_field does.
+            let position = format!(" at line {} column {}", e.line(), e.column());
+            match e.to_string().strip_suffix(&position) {
+                Some(words) if e.is_data() => serde::de::Error::custom(words),
+                _ => e,
+            }
+        })
     };
     parse_json_with(line, parse).map_err(|e| {
         // serde names the field or the variant; the frame's type says where.
@@ -1082,7 +1091,7 @@ mod tests {
         let cases = [
             (
                 r#"{"type":"hello","name":5}"#,
-                "hello: field `name`: invalid type: integer `5`",
+                "(hello: field `name`: invalid type: integer `5`, expected a string)",
             ),
             (
                 r#"{"type":"tool_result","id":"1","is_error":"yes"}"#,
@@ -1093,7 +1102,7 @@ mod tests {
                 r#"{"type":"open_panel","panel":{"title":"x"}}"#,
                 "missing field `id`",
             ),
-            (r#"{"type":"notify"}"#, "notify: missing field `message`"),
+            (r#"{"type":"notify"}"#, "(notify: missing field `message`)"),
             (r#"{"id":"1"}"#, "missing field `type`"),
         ];
         for (line, want) in cases {
