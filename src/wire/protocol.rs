@@ -770,10 +770,8 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
         .starts_with(b"\"")
         .then(|| string_end(value, 0))
         .flatten();
-    let kind = match text.and_then(|end| parse_json::<String>(&value[..end]).ok()) {
-        Some(kind) if again => return Err(format!("{kind}: duplicate field `type`")),
-        Some(kind) => kind,
-        None => return refused("field `type` is not a string"),
+    let Some(kind) = text.and_then(|end| parse_json::<String>(&value[..end]).ok()) else {
+        return refused("field `type` is not a string");
     };
     let parse = |json: &[u8]| {
         let mut de = serde_json::Deserializer::from_slice(json);
@@ -792,7 +790,7 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
             }
         })
     };
-    parse_json_with(line, parse).map_err(|e| {
+    let frame = parse_json_with(line, parse).map_err(|e| {
         // serde names the field or the variant; the frame's type says where.
         if e.starts_with("unknown variant") {
             return format!("unknown frame type `{kind}`");
@@ -801,7 +799,13 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
             Some(field) => format!("{kind}: field `{field}`: {e}"),
             None => format!("{kind}: {e}"),
         }
-    })
+    })?;
+    // Said once the text is known to be JSON: a string followed by a
+    // colon is a key only there.
+    match again {
+        true => Err(format!("{kind}: duplicate field `type`")),
+        false => Ok(frame),
+    }
 }
 
 /// A frame's object whose `type` is `kind`, read as the externally
@@ -1158,12 +1162,22 @@ mod tests {
         assert!(e.contains("unknown frame type `\u{fffd}`"), "{e}");
         // Not an object, or not JSON: the parser's words.
         assert!(error(r#"{"type":}"#).contains("expected value"));
-        for line in [
-            r#"{"type":"notify","message":"m"} x"#,
-            r#"{"type":"notify","message":"m"}{"type":"notify"}"#,
+        for (line, want) in [
+            (
+                r#"{"type":"notify","message":"m"} x"#,
+                "trailing characters",
+            ),
+            (
+                r#"{"type":"notify","message":"m"}{"type":"notify"}"#,
+                "trailing",
+            ),
+            (
+                r#"{"type":"notify","message":"type":"x"}"#,
+                "expected `,` or `}`",
+            ),
         ] {
             let e = error(line);
-            assert!(e.contains("notify: trailing characters"), "{line}: {e}");
+            assert!(e.contains(&format!("notify: {want}")), "{line}: {e}");
         }
     }
 
