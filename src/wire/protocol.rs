@@ -892,7 +892,7 @@ fn wrong_field(line: &[u8], error: &str) -> Option<String> {
         .strip_prefix("invalid type: ")?
         .split(", expected")
         .next()?;
-    let fields: serde_json::Map<String, Value> = serde_json::from_slice(line).ok()?;
+    let fields: serde_json::Map<String, Value> = parse_json(line).ok()?;
     let described = |value: &Value| match value {
         Value::Null => "null".to_string(),
         Value::Bool(b) => format!("boolean `{b}`"),
@@ -1108,6 +1108,10 @@ mod tests {
             ),
             (r#"{"type":"notify"}"#, "(notify: missing field `message`)"),
             (r#"{"id":"1"}"#, "missing field `type`"),
+            (
+                r#"{"type":"hello","name":5,"file":"caf\udce9"}"#,
+                "hello: field `name`: invalid type",
+            ),
         ];
         for (line, want) in cases {
             let e = error(line);
