@@ -427,6 +427,42 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
 }
 
 #[test]
+fn a_frame_type_is_read_as_json_readers_read_it() {
+    let t = TempDir::new("frame-type");
+    let host = start_one(
+        &t,
+        json!({
+            "register": [
+                // Raw lines: a key written with escapes, two types.
+                r#"{"typ\u0065": "register_command", "name": "escaped"}"#,
+                r#"{"type": "register_command", "name": "twice", "type": "register_tool"}"#,
+                r#"{"type": null, "name": "untyped"}"#,
+                command("fine"),
+            ],
+            "commands": {"fine": {"action": "display", "display": "still works"}},
+        }),
+    );
+    assert_eq!(display_of(&host, "fine").as_deref(), Some("still works"));
+    let names: Vec<String> = (host.list().unwrap().commands.into_iter())
+        .map(|c| c.name)
+        .collect();
+    assert!(names.contains(&"escaped".to_string()), "{names:?}");
+    assert!(!names.contains(&"twice".to_string()), "{names:?}");
+    assert!(
+        host.list().unwrap().tools.is_empty(),
+        "no tool from two types"
+    );
+    drop(host);
+    let log = log_of(&t, "a");
+    for expect in [
+        "dropped frame (register_command: duplicate field `type`)",
+        "dropped frame (field `type` is not a string)",
+    ] {
+        assert!(log.contains(expect), "log lacks {expect:?}:\n{log}");
+    }
+}
+
+#[test]
 fn a_line_over_16_mib_is_dropped_and_reading_goes_on() {
     let t = TempDir::new("huge");
     let host = start_one(

@@ -755,25 +755,42 @@ pub fn parse_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
 
 /// [`parse_ext_frame`], its error only the reason.
 pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
-    let kind = match top_level_scalar(line, "type") {
-        Some(Value::String(kind)) => kind,
-        Some(_) => return Err("field `type` is not a string".into()),
-        // Not a frame: a syntax error or a value other than an object
-        // in serde's words, else an object without a type.
-        None => {
-            let object = parse_json::<serde_json::Map<String, Value>>(line);
-            return Err(object.err().unwrap_or("missing field `type`".into()));
-        }
+    // Not a frame: a syntax error or a value other than an object in
+    // serde's words, else what is wrong with the object's type.
+    let refused = |why: &str| {
+        let object = parse_json::<serde_json::Map<String, Value>>(line);
+        Err(object.err().unwrap_or_else(|| why.into()))
+    };
+    // Every top-level key is looked at: of two types, JSON readers
+    // differ on which one counts, so a frame with two is refused.
+    let Some((value, again)) = top_level_field(line, "type", true) else {
+        return refused("missing field `type`");
+    };
+    let text = value
+        .starts_with(b"\"")
+        .then(|| string_end(value, 0))
+        .flatten();
+    let Some(kind) = text.and_then(|end| parse_json::<String>(&value[..end]).ok()) else {
+        return refused("field `type` is not a string");
     };
     let parse = |json: &[u8]| {
         let mut de = serde_json::Deserializer::from_slice(json);
         let frame = ExtFrame::deserialize(Tagged {
             kind: &kind,
             fields: &mut de,
-        })?;
-        de.end().map(|()| frame)
+        });
+        let frame = frame.and_then(|frame| de.end().map(|()| frame));
+        frame.map_err(|e| {
+            // A field's error in serde's words alone: the frame is one
+            // line, and the error names the field, or wrong_field does.
+            let position = format!(" at line {} column {}", e.line(), e.column());
+            match e.to_string().strip_suffix(&position) {
+                Some(words) if e.is_data() => serde::de::Error::custom(words),
+                _ => e,
+            }
+        })
     };
-    parse_json_with(line, parse).map_err(|e| {
+    let frame = parse_json_with(line, parse).map_err(|e| {
         // serde names the field or the variant; the frame's type says where.
         if e.starts_with("unknown variant") {
             return format!("unknown frame type `{kind}`");
@@ -782,7 +799,13 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
             Some(field) => format!("{kind}: field `{field}`: {e}"),
             None => format!("{kind}: {e}"),
         }
-    })
+    })?;
+    // Said once the text is known to be JSON: a string followed by a
+    // colon is a key only there.
+    match again {
+        true => Err(format!("{kind}: duplicate field `type`")),
+        false => Ok(frame),
+    }
 }
 
 /// A frame's object whose `type` is `kind`, read as the externally
@@ -869,7 +892,7 @@ fn wrong_field(line: &[u8], error: &str) -> Option<String> {
         .strip_prefix("invalid type: ")?
         .split(", expected")
         .next()?;
-    let fields: serde_json::Map<String, Value> = serde_json::from_slice(line).ok()?;
+    let fields: serde_json::Map<String, Value> = parse_json(line).ok()?;
     let described = |value: &Value| match value {
         Value::Null => "null".to_string(),
         Value::Bool(b) => format!("boolean `{b}`"),
@@ -893,46 +916,76 @@ pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
 }
 
 /// The top-level field `key` of a JSON object's text when it is a
-/// string or an integer, found by one pass that steps over nested values
-/// without reading them (`key` is compared as written, unescaped).
+/// string or an integer (the first, if there are more).
 fn top_level_scalar(text: &[u8], key: &str) -> Option<Value> {
+    let (value, _) = top_level_field(text, key, false)?;
+    json_scalar(value).map(|(v, _)| v)
+}
+
+/// The text from the value of the top-level field `key` of a JSON
+/// object's text on, found by one pass that steps over nested values
+/// without reading them. A key is compared as a JSON reader reads it
+/// (`"typ\u0065"` is `type`). With `whole` the pass goes on to the end,
+/// and says whether `key` is there again.
+fn top_level_field<'a>(text: &'a [u8], key: &str, whole: bool) -> Option<(&'a [u8], bool)> {
     let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
     if text[start] != b'{' {
         return None;
     }
-    let (mut depth, mut i) = (0usize, start);
+    // A key of escapes is at most six bytes a character.
+    let is_key = |quoted: &[u8]| {
+        let raw = &quoted[1..quoted.len() - 1];
+        raw == key.as_bytes()
+            || (raw.len() <= 6 * key.len()
+                && raw.contains(&b'\\')
+                && serde_json::from_slice::<String>(quoted).is_ok_and(|k| k == key))
+    };
+    let (mut depth, mut i, mut found) = (0usize, start, None);
     while i < text.len() {
         match text[i] {
             b'"' => {
-                let end = string_end(text, i)?;
-                if depth == 1 && &text[i + 1..end - 1] == key.as_bytes() {
+                let Some(end) = string_end(text, i) else {
+                    break;
+                };
+                if depth == 1 && is_key(&text[i..end]) {
                     let after = text[end..].trim_ascii_start();
                     if let Some(value) = after.strip_prefix(b":") {
-                        return json_scalar(value.trim_ascii_start()).map(|(v, _)| v);
+                        if found.is_some() {
+                            return found.map(|value| (value, true));
+                        }
+                        found = Some(value.trim_ascii_start());
+                        if !whole {
+                            break;
+                        }
                     }
                 }
                 i = end;
                 continue;
             }
             b'[' | b'{' => depth += 1,
-            b']' | b'}' => depth = depth.saturating_sub(1),
+            // The object's end: what follows is not its fields.
+            b']' | b'}' if depth <= 1 => break,
+            b']' | b'}' => depth -= 1,
             _ => {}
         }
         i += 1;
     }
-    None
+    found.map(|value| (value, false))
 }
 
 /// Where the JSON string starting at `text[at]` (a `"`) ends: just past
-/// its closing quote.
+/// its closing quote, the first not escaped by an odd run of backslashes.
 fn string_end(text: &[u8], at: usize) -> Option<usize> {
-    let mut escaped = false;
-    let len = text[at + 1..].iter().position(|&b| {
-        let end = b == b'"' && !escaped;
-        escaped = b == b'\\' && !escaped;
-        end
-    })?;
-    Some(at + len + 2)
+    let mut from = at + 1;
+    loop {
+        let quote = from + text[from..].iter().position(|&b| b == b'"')?;
+        let before = &text[from..quote];
+        let slashes = before.iter().rev().take_while(|&&b| b == b'\\').count();
+        if slashes % 2 == 0 {
+            return Some(quote + 1);
+        }
+        from = quote + 1;
+    }
 }
 
 /// The top-level `"id"` at the end of the last bytes of an object's
@@ -1042,7 +1095,7 @@ mod tests {
         let cases = [
             (
                 r#"{"type":"hello","name":5}"#,
-                "hello: field `name`: invalid type: integer `5`",
+                "(hello: field `name`: invalid type: integer `5`, expected a string)",
             ),
             (
                 r#"{"type":"tool_result","id":"1","is_error":"yes"}"#,
@@ -1053,8 +1106,12 @@ mod tests {
                 r#"{"type":"open_panel","panel":{"title":"x"}}"#,
                 "missing field `id`",
             ),
-            (r#"{"type":"notify"}"#, "notify: missing field `message`"),
+            (r#"{"type":"notify"}"#, "(notify: missing field `message`)"),
             (r#"{"id":"1"}"#, "missing field `type`"),
+            (
+                r#"{"type":"hello","name":5,"file":"caf\udce9"}"#,
+                "hello: field `name`: invalid type",
+            ),
         ];
         for (line, want) in cases {
             let e = error(line);
@@ -1072,6 +1129,60 @@ mod tests {
             matches!(panel, Ok(ExtFrame::OpenPanel(ref p)) if p.id == "p"),
             "{panel:?}"
         );
+    }
+
+    #[test]
+    fn the_type_field_is_found_as_a_json_reader_sees_it() {
+        // A key written with escapes is the same key.
+        for line in [
+            r#"{"typ\u0065":"notify","message":"m"}"#,
+            r#"{"message":"m","\u0074\u0079\u0070\u0065":"notify"}"#,
+            r#"{"a":{"type":"x","b":"]}\\"},"c":["[{\"type\":1"],"type":"notify","message":"m"}"#,
+        ] {
+            let frame = parse_ext_frame(line.as_bytes());
+            assert!(
+                matches!(frame, Ok(ExtFrame::Notify { .. })),
+                "{line}: {frame:?}"
+            );
+        }
+        let error = |line: &str| parse_ext_frame(line.as_bytes()).expect_err(line);
+        // Two types are one too many, however written: readers differ on
+        // which one counts.
+        for line in [
+            r#"{"type":"notify","message":"m","type":"hello","name":"x"}"#,
+            r#"{"type":"ready","x":{"type":"y"},"typ\u0065":"ready"}"#,
+            r#"{"type":"ready","type":5}"#,
+        ] {
+            let e = error(line);
+            assert!(e.contains("duplicate field `type`"), "{line}: {e}");
+        }
+        // A type that is there but not a string is not a missing one.
+        for value in ["null", "true", "{}", r#"["notify"]"#, "5", "1.5"] {
+            let line = format!(r#"{{"type":{value},"message":"m"}}"#);
+            let e = error(&line);
+            assert!(e.contains("field `type` is not a string"), "{line}: {e}");
+        }
+        let e = error(r#"{"type":"\ud800","message":"m"}"#);
+        assert!(e.contains("unknown frame type `\u{fffd}`"), "{e}");
+        // Not an object, or not JSON: the parser's words.
+        assert!(error(r#"{"type":}"#).contains("expected value"));
+        for (line, want) in [
+            (
+                r#"{"type":"notify","message":"m"} x"#,
+                "trailing characters",
+            ),
+            (
+                r#"{"type":"notify","message":"m"}{"type":"notify"}"#,
+                "trailing",
+            ),
+            (
+                r#"{"type":"notify","message":"type":"x"}"#,
+                "expected `,` or `}`",
+            ),
+        ] {
+            let e = error(line);
+            assert!(e.contains(&format!("notify: {want}")), "{line}: {e}");
+        }
     }
 
     #[test]
