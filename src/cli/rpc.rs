@@ -532,11 +532,7 @@ fn dispatch(
     line: Vec<u8>,
 ) {
     let Some(class) = class_of(&kind) else {
-        match build(host, out, id.clone(), &kind, obj) {
-            Ok(Some(request)) => host.submit(request),
-            Ok(None) => {}
-            Err(why) => respond(host, out, id.as_deref(), &kind, Err(why)),
-        }
+        start(host, out, id, kind, obj);
         return;
     };
     // A waiting tool call can be cancelled by its id.
@@ -553,8 +549,8 @@ fn dispatch(
     }
 }
 
-/// Submits a request that holds a slot; false when it was answered at
-/// once instead (the caller frees its slot).
+/// Submits a request; false when it was answered at once instead (the
+/// caller frees its slot, if it holds one).
 fn start(
     host: &HostHandle,
     out: &Output,
