@@ -492,16 +492,7 @@ impl Host {
     }
 
     fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
-        config.check_build()?;
-        config.make_paths_absolute();
-        #[cfg(feature = "journal")]
-        config.open_journal()?;
-        #[allow(unused_mut)]
-        let (mut host, channels) = Host::new(false, owner);
-        #[cfg(feature = "journal")]
-        {
-            host.handle.journal = config.opened_journal.clone();
-        }
+        let (host, channels) = Host::new(&mut config, false, owner)?;
         let mut driver = Driver::start(config, channels);
         // Weak: the driver sits inside the loop it would otherwise keep.
         let shared = Arc::downgrade(&host.handle.shared);
@@ -518,15 +509,7 @@ impl Host {
     /// at once. Calls only wait, from any thread, and the loop runs
     /// whether or not anybody calls (notes, restarts, timeouts).
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
-        config.check_build()?;
-        config.make_paths_absolute();
-        #[cfg(feature = "journal")]
-        config.open_journal()?;
-        let (mut host, channels) = Host::new(true, None);
-        #[cfg(feature = "journal")]
-        {
-            host.handle.journal = config.opened_journal.clone();
-        }
+        let (mut host, channels) = Host::new(&mut config, true, None)?;
         let shared = Arc::downgrade(&host.handle.shared);
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
@@ -542,8 +525,18 @@ impl Host {
         Ok(host)
     }
 
-    /// A host without its loop yet, with the channels the loop takes.
-    fn new(threaded: bool, owner: Option<ThreadId>) -> (Host, Channels) {
+    /// A host without its loop yet, with the channels the loop takes,
+    /// once `config` is checked against this build, its paths made
+    /// absolute and its journal opened.
+    fn new(
+        config: &mut HostConfig,
+        threaded: bool,
+        owner: Option<ThreadId>,
+    ) -> io::Result<(Host, Channels)> {
+        config.check_build()?;
+        config.make_paths_absolute();
+        #[cfg(feature = "journal")]
+        config.open_journal()?;
         let (tx, requests) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
         let shared = Arc::new(Loop {
@@ -562,7 +555,7 @@ impl Host {
             events_sent: Arc::default(),
             tickets: Arc::default(),
             #[cfg(feature = "journal")]
-            journal: None,
+            journal: config.opened_journal.clone(),
         };
         let channels = Channels {
             requests,
@@ -580,7 +573,7 @@ impl Host {
             events,
             thread: None,
         };
-        (host, channels)
+        Ok((host, channels))
     }
 
     /// Unasked events. Notes and panel updates beyond
