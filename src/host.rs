@@ -302,168 +302,158 @@ fn lock_slot<T>(slot: &Mutex<Option<T>>) -> MutexGuard<'_, Option<T>> {
     slot.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The requests, the same on [`Host`] and [`HostHandle`]: each builds a
-/// [`Request`] and hands it to the type's own `call` or `submit`.
-macro_rules! request_methods {
-    () => {
-        /// Runs a slash command (name without `/`).
-        pub fn command(&self, name: &str, args: &str) -> Result<CommandOutcome, HostError> {
-            let (name, args) = (name.into(), args.into());
-            self.call(|reply| Request::Command { name, args, reply })
-        }
-
-        /// Runs a tool after its `tool_call` event and interception chain;
-        /// a built-in one only gets the verdict and final `args` (docs/PROTOCOL.md#tool-pipeline).
-        pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
-            self.tool(call, true)
-        }
-
-        /// Runs a tool directly, without event or interception.
-        pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
-            self.tool(call, false)
-        }
-
-        /// [`HostHandle::call_tool`], cancellable under `ticket`.
-        pub fn call_tool_as(
-            &self,
-            ticket: Ticket,
-            call: ToolRequest,
-        ) -> Result<ToolOutcome, HostError> {
-            self.call(|reply| Request::Cancellable {
-                ticket,
-                request: Box::new(Request::Tool {
-                    call,
-                    pipeline: true,
-                    reply,
-                }),
-            })
-        }
-
-        /// Cancels the tool call submitted under `ticket`: it answers
-        /// [`HostError::CallCancelled`], and its extension gets `tool_cancel`
-        /// when it asked for that (docs/PROTOCOL.md#cancellation). False when nothing under that
-        /// ticket runs (finished already, or never submitted).
-        pub fn cancel(&self, ticket: Ticket) -> Result<bool, HostError> {
-            self.call(|reply| Request::Cancel { ticket, reply })
-        }
-
-        fn tool(&self, call: ToolRequest, pipeline: bool) -> Result<ToolOutcome, HostError> {
-            self.call(|reply| Request::Tool {
-                call,
-                pipeline,
-                reply,
-            })
-        }
-
-        /// Asks the guards about an event the embedder is about to act on.
-        pub fn intercept(&self, request: InterceptRequest) -> Result<InterceptOutcome, HostError> {
-            self.call(|reply| Request::Intercept { request, reply })
-        }
-
-        /// Runs `before_agent_start` (docs/PROTOCOL.md#system-prompt) on `system_prompt`: every
-        /// guard in turn may replace it; returns the prompt after the last.
-        /// Answers that cannot be used keep the prompt and come as
-        /// [`HostEvent::HostNote`]s before the reply.
-        pub fn before_agent_start(&self, system_prompt: &str) -> Result<String, HostError> {
-            let payload = EventPayload {
-                system_prompt: Some(system_prompt.to_string()),
-                ..Default::default()
-            };
-            let request = InterceptRequest {
-                event: crate::intercept::InterceptEvent::BeforeAgentStart,
-                payload,
-            };
-            let outcome = self.intercept(request)?;
-            Ok(outcome.system_prompt.unwrap_or_default())
-        }
-
-        /// Emits a lifecycle event; returns the subscribers it was queued to.
-        pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, HostError> {
-            let event = event.into();
-            self.call(|reply| Request::Emit {
-                event,
-                payload,
-                reply,
-            })
-        }
-
-        /// Queues a lifecycle event without waiting, in order with other
-        /// requests; inline, it is written at the next call ([`HostHandle::submit`]).
-        pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
-            let (event, reply) = (event.into(), Box::new(|_| {}));
-            self.submit(Request::Emit {
-                event,
-                payload,
-                reply,
-            });
-        }
-
-        /// Forwards a key pressed in `panel_id` to `extension`.
-        pub fn panel_key(
-            &self,
-            extension: &str,
-            panel_id: &str,
-            key: PanelKey,
-            text: Option<&str>,
-        ) -> Result<(), HostError> {
-            let (extension, panel_id) = (extension.into(), panel_id.into());
-            let text = text.map(str::to_string);
-            self.call(|reply| Request::PanelKey {
-                extension,
-                panel_id,
-                key,
-                text,
-                reply,
-            })
-        }
-
-        /// Tells `extension` that its panel `panel_id` has `width` columns and
-        /// `height` rows (when it opens, and when the screen changes size).
-        pub fn panel_resize(
-            &self,
-            extension: &str,
-            panel_id: &str,
-            width: u32,
-            height: u32,
-        ) -> Result<(), HostError> {
-            let (extension, panel_id) = (extension.into(), panel_id.into());
-            self.call(|reply| Request::PanelResize {
-                extension,
-                panel_id,
-                width,
-                height,
-                reply,
-            })
-        }
-
-        /// Tells `extension` its panel `panel_id` was closed.
-        pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
-            let (extension, panel_id) = (extension.into(), panel_id.into());
-            self.call(|reply| Request::PanelClose {
-                extension,
-                panel_id,
-                reply,
-            })
-        }
-
-        /// Extensions and registries as they are now.
-        pub fn list(&self) -> Result<Snapshot, HostError> {
-            self.call(|reply| Request::List { reply })
-        }
-
-        /// Stops every extension, rediscovers and starts them again.
-        pub fn reload(&self) -> Result<ReloadReport, HostError> {
-            self.call(|reply| Request::Reload { reply })
-        }
-    };
-}
-
+/// The requests: each builds a [`Request`] and hands it to `call` or
+/// `submit`. A [`Host`] has them too, through `Deref`.
 impl HostHandle {
-    request_methods!();
-}
+    /// Runs a slash command (name without `/`).
+    pub fn command(&self, name: &str, args: &str) -> Result<CommandOutcome, HostError> {
+        let (name, args) = (name.into(), args.into());
+        self.call(|reply| Request::Command { name, args, reply })
+    }
 
-impl Host {
-    request_methods!();
+    /// Runs a tool after its `tool_call` event and interception chain;
+    /// a built-in one only gets the verdict and final `args` (docs/PROTOCOL.md#tool-pipeline).
+    pub fn call_tool(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
+        self.tool(call, true)
+    }
+
+    /// Runs a tool directly, without event or interception.
+    pub fn call_tool_direct(&self, call: ToolRequest) -> Result<ToolOutcome, HostError> {
+        self.tool(call, false)
+    }
+
+    /// [`HostHandle::call_tool`], cancellable under `ticket`.
+    pub fn call_tool_as(
+        &self,
+        ticket: Ticket,
+        call: ToolRequest,
+    ) -> Result<ToolOutcome, HostError> {
+        self.call(|reply| Request::Cancellable {
+            ticket,
+            request: Box::new(Request::Tool {
+                call,
+                pipeline: true,
+                reply,
+            }),
+        })
+    }
+
+    /// Cancels the tool call submitted under `ticket`: it answers
+    /// [`HostError::CallCancelled`], and its extension gets `tool_cancel`
+    /// when it asked for that (docs/PROTOCOL.md#cancellation). False when nothing under that
+    /// ticket runs (finished already, or never submitted).
+    pub fn cancel(&self, ticket: Ticket) -> Result<bool, HostError> {
+        self.call(|reply| Request::Cancel { ticket, reply })
+    }
+
+    fn tool(&self, call: ToolRequest, pipeline: bool) -> Result<ToolOutcome, HostError> {
+        self.call(|reply| Request::Tool {
+            call,
+            pipeline,
+            reply,
+        })
+    }
+
+    /// Asks the guards about an event the embedder is about to act on.
+    pub fn intercept(&self, request: InterceptRequest) -> Result<InterceptOutcome, HostError> {
+        self.call(|reply| Request::Intercept { request, reply })
+    }
+
+    /// Runs `before_agent_start` (docs/PROTOCOL.md#system-prompt) on `system_prompt`: every
+    /// guard in turn may replace it; returns the prompt after the last.
+    /// Answers that cannot be used keep the prompt and come as
+    /// [`HostEvent::HostNote`]s before the reply.
+    pub fn before_agent_start(&self, system_prompt: &str) -> Result<String, HostError> {
+        let payload = EventPayload {
+            system_prompt: Some(system_prompt.to_string()),
+            ..Default::default()
+        };
+        let request = InterceptRequest {
+            event: crate::intercept::InterceptEvent::BeforeAgentStart,
+            payload,
+        };
+        let outcome = self.intercept(request)?;
+        Ok(outcome.system_prompt.unwrap_or_default())
+    }
+
+    /// Emits a lifecycle event; returns the subscribers it was queued to.
+    pub fn emit(&self, event: &str, payload: EventPayload) -> Result<Vec<String>, HostError> {
+        let event = event.into();
+        self.call(|reply| Request::Emit {
+            event,
+            payload,
+            reply,
+        })
+    }
+
+    /// Queues a lifecycle event without waiting, in order with other
+    /// requests; inline, it is written at the next call ([`HostHandle::submit`]).
+    pub fn emit_nowait(&self, event: &str, payload: EventPayload) {
+        let (event, reply) = (event.into(), Box::new(|_| {}));
+        self.submit(Request::Emit {
+            event,
+            payload,
+            reply,
+        });
+    }
+
+    /// Forwards a key pressed in `panel_id` to `extension`.
+    pub fn panel_key(
+        &self,
+        extension: &str,
+        panel_id: &str,
+        key: PanelKey,
+        text: Option<&str>,
+    ) -> Result<(), HostError> {
+        let (extension, panel_id) = (extension.into(), panel_id.into());
+        let text = text.map(str::to_string);
+        self.call(|reply| Request::PanelKey {
+            extension,
+            panel_id,
+            key,
+            text,
+            reply,
+        })
+    }
+
+    /// Tells `extension` that its panel `panel_id` has `width` columns and
+    /// `height` rows (when it opens, and when the screen changes size).
+    pub fn panel_resize(
+        &self,
+        extension: &str,
+        panel_id: &str,
+        width: u32,
+        height: u32,
+    ) -> Result<(), HostError> {
+        let (extension, panel_id) = (extension.into(), panel_id.into());
+        self.call(|reply| Request::PanelResize {
+            extension,
+            panel_id,
+            width,
+            height,
+            reply,
+        })
+    }
+
+    /// Tells `extension` its panel `panel_id` was closed.
+    pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
+        let (extension, panel_id) = (extension.into(), panel_id.into());
+        self.call(|reply| Request::PanelClose {
+            extension,
+            panel_id,
+            reply,
+        })
+    }
+
+    /// Extensions and registries as they are now.
+    pub fn list(&self) -> Result<Snapshot, HostError> {
+        self.call(|reply| Request::List { reply })
+    }
+
+    /// Stops every extension, rediscovers and starts them again.
+    pub fn reload(&self) -> Result<ReloadReport, HostError> {
+        self.call(|reply| Request::Reload { reply })
+    }
 }
 
 /// A running extension host. Its calls block the calling thread only;
@@ -502,16 +492,7 @@ impl Host {
     }
 
     fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
-        config.check_build()?;
-        config.make_paths_absolute();
-        #[cfg(feature = "journal")]
-        config.open_journal()?;
-        #[allow(unused_mut)]
-        let (mut host, channels) = Host::new(false, owner);
-        #[cfg(feature = "journal")]
-        {
-            host.handle.journal = config.opened_journal.clone();
-        }
+        let (host, channels) = Host::new(&mut config, false, owner)?;
         let mut driver = Driver::start(config, channels);
         // Weak: the driver sits inside the loop it would otherwise keep.
         let shared = Arc::downgrade(&host.handle.shared);
@@ -528,15 +509,7 @@ impl Host {
     /// at once. Calls only wait, from any thread, and the loop runs
     /// whether or not anybody calls (notes, restarts, timeouts).
     pub fn start_threaded(mut config: HostConfig) -> io::Result<Host> {
-        config.check_build()?;
-        config.make_paths_absolute();
-        #[cfg(feature = "journal")]
-        config.open_journal()?;
-        let (mut host, channels) = Host::new(true, None);
-        #[cfg(feature = "journal")]
-        {
-            host.handle.journal = config.opened_journal.clone();
-        }
+        let (mut host, channels) = Host::new(&mut config, true, None)?;
         let shared = Arc::downgrade(&host.handle.shared);
         let thread = std::thread::Builder::new()
             .name("zot-host".into())
@@ -552,8 +525,18 @@ impl Host {
         Ok(host)
     }
 
-    /// A host without its loop yet, with the channels the loop takes.
-    fn new(threaded: bool, owner: Option<ThreadId>) -> (Host, Channels) {
+    /// A host without its loop yet, with the channels the loop takes,
+    /// once `config` is checked against this build, its paths made
+    /// absolute and its journal opened.
+    fn new(
+        config: &mut HostConfig,
+        threaded: bool,
+        owner: Option<ThreadId>,
+    ) -> io::Result<(Host, Channels)> {
+        config.check_build()?;
+        config.make_paths_absolute();
+        #[cfg(feature = "journal")]
+        config.open_journal()?;
         let (tx, requests) = crossbeam_channel::unbounded();
         let (event_tx, events) = crossbeam_channel::unbounded();
         let shared = Arc::new(Loop {
@@ -572,7 +555,7 @@ impl Host {
             events_sent: Arc::default(),
             tickets: Arc::default(),
             #[cfg(feature = "journal")]
-            journal: None,
+            journal: config.opened_journal.clone(),
         };
         let channels = Channels {
             requests,
@@ -590,36 +573,7 @@ impl Host {
             events,
             thread: None,
         };
-        (host, channels)
-    }
-
-    /// Events put into [`Host::events`] so far ([`HostHandle::events_sent`]).
-    pub fn events_sent(&self) -> u64 {
-        self.handle.events_sent()
-    }
-
-    /// Blocks until every extension is ready or failed, or the startup
-    /// grace ran out; returns the names of the ready ones.
-    pub fn wait_ready(&self) -> Vec<String> {
-        self.handle.wait_ready()
-    }
-
-    /// Queues a request; after the host stopped it fails at once.
-    pub fn submit(&self, request: Request) {
-        self.handle.submit(request)
-    }
-
-    /// Sends a request and blocks for its reply.
-    pub fn call<T: Send + 'static>(
-        &self,
-        make: impl FnOnce(Reply<T>) -> Request,
-    ) -> Result<T, HostError> {
-        self.handle.call(make)
-    }
-
-    /// A fresh ticket ([`HostHandle::ticket`]).
-    pub fn ticket(&self) -> Ticket {
-        self.handle.ticket()
+        Ok((host, channels))
     }
 
     /// Unasked events. Notes and panel updates beyond
@@ -732,6 +686,16 @@ impl Host {
     /// Graceful shutdown (docs/PROTOCOL.md#shutdown); returns when every extension is gone.
     pub fn shutdown(self) {
         drop(self)
+    }
+}
+
+/// The calls of [`HostHandle`] ([`HostHandle::command`], [`HostHandle::call_tool`],
+/// [`HostHandle::submit`]...), made on the host itself.
+impl std::ops::Deref for Host {
+    type Target = HostHandle;
+
+    fn deref(&self) -> &HostHandle {
+        &self.handle
     }
 }
 

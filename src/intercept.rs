@@ -4,6 +4,7 @@
 //! The host loop owns the I/O and the deadlines; this module decides.
 
 use crate::wire::protocol::EventPayload;
+use crate::wire::tooldef::kind;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -207,18 +208,11 @@ fn prompt_answer(value: Option<Value>, guard: &str) -> Answer {
             }
             Answer::Prompt(Some(s))
         }
-        Some(other) => {
-            let kind = match other {
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                Value::Array(_) => "an array",
-                _ => "an object",
-            };
-            Answer::Unusable(format!(
-                "before_agent_start: extension {guard} answered a system_prompt that is \
-                 {kind}, not a string: {kept}"
-            ))
-        }
+        Some(other) => Answer::Unusable(format!(
+            "before_agent_start: extension {guard} answered a system_prompt that is \
+             {}, not a string: {kept}",
+            kind(&other)
+        )),
     }
 }
 

@@ -118,9 +118,11 @@ pub mod internal {
     }
     /// `extension.json` (docs/PROTOCOL.md#manifest).
     pub mod manifest {
+        #[cfg(any(feature = "confine", feature = "author"))]
+        pub use crate::ext::manifest::Permissions;
         pub use crate::ext::manifest::{
-            read_file, strip_bom, valid_name, InvalidManifest, Manifest, ManifestError,
-            Permissions, Protocol, MANIFEST_FILE,
+            read_file, strip_bom, valid_name, InvalidManifest, Manifest, ManifestError, Protocol,
+            MANIFEST_FILE,
         };
     }
     /// Extension processes: spawning, groups, signals.

@@ -11,7 +11,7 @@
 //! exact); [`InOrder`] then handles the events up to that count before
 //! the reply, and not one more. Replies are handled in the order received.
 //!
-//! The blocking calls ([`Host::command`](crate::Host::command), ...) need
+//! The blocking calls ([`HostHandle::command`](crate::HostHandle::command), ...) need
 //! none of this: a caller that waits for each answer can read the events
 //! after it.
 //!

@@ -2,8 +2,9 @@
 //! test --no-default-features`): an MCP server's manifest is invalid with
 //! a reason that says why, the subcommands and options left out (`zot
 //! mcp`, `zot ext check`, `doctor`, `new`, `--confine`) say which feature
-//! has them and how to build it, and confinement asked of a build without
-//! it is refused, never run unconfined.
+//! has them and how to build it, confinement asked of a build without
+//! it is refused, never run unconfined, and manifests' `permissions`,
+//! which only confinement and the author tools use, are not read.
 
 #![cfg(not(all(
     feature = "mcp",
@@ -178,4 +179,26 @@ mod without_confine {
         cfg.confine = false;
         assert!(zot_host::Host::start(cfg).is_ok());
     }
+}
+
+/// A build that neither confines nor checks extensions does not read a
+/// manifest's `permissions`: not even a malformed list makes it invalid,
+/// and `zot ext trust` shows none (the full build refuses the manifest).
+#[cfg(not(any(feature = "confine", feature = "author")))]
+#[test]
+fn manifest_permissions_are_not_read() {
+    use common::write_manifest;
+    use serde_json::{json, Value};
+    let t = TempDir::new("minimal-unread");
+    let manifest = json!({"name": "p", "exec": "./run.sh", "permissions": {"write": ["data"]}});
+    write_manifest(&t.join(".zot/extensions/p"), &manifest);
+    let out = run(&t, &["ext", "list", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let rows: Value = serde_json::from_slice(&out.stdout).expect("ext list --json");
+    assert_eq!(rows[0]["status"], "untrusted", "{rows}");
+    let out = run(&t, &["ext", "trust", "--yes"]);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(shown.contains("exec:      ./run.sh"), "{shown}");
+    assert!(!shown.contains("permissions:"), "{shown}");
 }

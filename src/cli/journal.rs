@@ -142,6 +142,52 @@ pub fn startup_lines(host: &zot_host::Host) -> Vec<String> {
     lines
 }
 
+/// `zot rpc`'s `interrupted_calls` event: the calls a crash interrupted,
+/// which the client resumes or abandons; `None` without a journal.
+pub fn interrupted_event(host: &zot_host::Host) -> Option<Vec<u8>> {
+    host.journal_path()?;
+    let mut event = json!({
+        "type": "interrupted_calls",
+        "calls": host.interrupted_calls(),
+    });
+    let notes = host.journal_notes();
+    if !notes.is_empty() {
+        event["notes"] = notes.into();
+    }
+    // Strings and numbers: this serialization cannot fail.
+    Some(serde_json::to_vec(&event).unwrap_or_default())
+}
+
+/// `zot rpc`'s `resume` or `abandon` of call `key`, on a thread of its
+/// own (a resume waits for its call, after startup readiness): `done`
+/// gets the response's data, or its error.
+pub fn resolve(
+    host: zot_host::HostHandle,
+    resume: bool,
+    key: String,
+    done: impl FnOnce(Result<Vec<u8>, String>) + Send + 'static,
+) -> Result<(), String> {
+    let run = move || {
+        host.wait_ready();
+        let data = match resume {
+            true => host.resume(&key).map(|o| serde_json::to_vec(&o)),
+            false => host
+                .abandon(&key)
+                .map(|()| serde_json::to_vec(&json!({"abandoned": key}))),
+        };
+        // Serializing cannot fail: every map key is a string.
+        done(
+            data.map(Result::unwrap_or_default)
+                .map_err(|e| e.to_string()),
+        );
+    };
+    std::thread::Builder::new()
+        .name("zot-rpc-resume".into())
+        .spawn(run)
+        .map(drop)
+        .map_err(|e| format!("cannot start a thread: {e}"))
+}
+
 /// A verdict record in a word: `allow`, or `block: REASON`; a single
 /// guard's prefixed with its name (`GUARD block: REASON`).
 fn verdict(r: &Map<String, Value>) -> String {

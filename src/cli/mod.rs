@@ -80,6 +80,8 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     let mut opts = HostOpts::default();
     // The shared options may come before or after `rpc` / `mcp`.
     let mut rpc = false;
+    // Set only in a build with `zot mcp`.
+    #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
     let mut mcp = false;
     while let Some(arg) = parser.next()? {
         if let Some(which) = shared_option(&arg) {
@@ -88,13 +90,11 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
         }
         match arg {
             Short('h') | Long("help") => {
-                return print_out(if rpc {
-                    rpc::HELP
-                } else if mcp {
-                    mcp_help()
-                } else {
-                    HELP
-                });
+                #[cfg(feature = "mcp")]
+                if mcp {
+                    return print_out(mcp::HELP);
+                }
+                return print_out(if rpc { rpc::HELP } else { HELP });
             }
             Short('V') | Long("version") if !rpc && !mcp => {
                 return print_out(&format!("zot {}\n", env!("CARGO_PKG_VERSION")));
@@ -119,6 +119,7 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
             }
             #[cfg(not(feature = "mcp"))]
             Value(sub) if sub == "mcp" && !rpc => return Err(common::not_built("zot mcp", "mcp")),
+            #[cfg(feature = "mcp")]
             Value(sub) if sub == "mcp" && !rpc && !mcp => mcp = true,
             _ => return Err(arg.unexpected().into()),
         }
@@ -126,29 +127,9 @@ pub fn run(args: Vec<OsString>) -> Result<i32, CliError> {
     if rpc {
         return rpc::run(opts);
     }
+    #[cfg(feature = "mcp")]
     if mcp {
-        return run_mcp(opts);
+        return mcp::run(opts);
     }
     session::run(opts)
-}
-
-#[cfg(feature = "mcp")]
-fn mcp_help() -> &'static str {
-    mcp::HELP
-}
-
-#[cfg(feature = "mcp")]
-fn run_mcp(opts: HostOpts) -> Result<i32, CliError> {
-    mcp::run(opts)
-}
-
-// Never reached: `zot mcp` stops at its name in this build.
-#[cfg(not(feature = "mcp"))]
-fn mcp_help() -> &'static str {
-    HELP
-}
-
-#[cfg(not(feature = "mcp"))]
-fn run_mcp(_opts: HostOpts) -> Result<i32, CliError> {
-    Err(common::not_built("zot mcp", "mcp"))
 }

@@ -305,22 +305,10 @@ struct Writer<'a> {
     after_ready: Option<Vec<u8>>,
 }
 
-/// With a journal, the `interrupted_calls` event: the calls a crash
-/// interrupted, which the client resumes or abandons.
 #[cfg(feature = "journal")]
-fn interrupted_event(host: &zot_host::Host) -> Option<Vec<u8>> {
-    host.handle().journal_path()?;
-    let mut event = serde_json::json!({
-        "type": "interrupted_calls",
-        "calls": host.interrupted_calls(),
-    });
-    let notes = host.journal_notes();
-    if !notes.is_empty() {
-        event["notes"] = notes.into();
-    }
-    Some(json(&event))
-}
+use super::journal::interrupted_event;
 
+/// Without a journal there is no `interrupted_calls` event.
 #[cfg(not(feature = "journal"))]
 fn interrupted_event(_: &zot_host::Host) -> Option<Vec<u8>> {
     None
@@ -532,11 +520,7 @@ fn dispatch(
     line: Vec<u8>,
 ) {
     let Some(class) = class_of(&kind) else {
-        match build(host, out, id.clone(), &kind, obj) {
-            Ok(Some(request)) => host.submit(request),
-            Ok(None) => {}
-            Err(why) => respond(host, out, id.as_deref(), &kind, Err(why)),
-        }
+        start(host, out, id, kind, obj);
         return;
     };
     // A waiting tool call can be cancelled by its id.
@@ -553,8 +537,8 @@ fn dispatch(
     }
 }
 
-/// Submits a request that holds a slot; false when it was answered at
-/// once instead (the caller frees its slot).
+/// Submits a request; false when it was answered at once instead (the
+/// caller frees its slot, if it holds one).
 fn start(
     host: &HostHandle,
     out: &Output,
@@ -601,29 +585,12 @@ fn build(
         #[cfg(feature = "journal")]
         "resume" | "abandon" => {
             let key = required(&obj, "call")?;
-            let (host, out, kind) = (host.clone(), out.clone(), kind.to_string());
-            // A resume waits for its calls: not on the reader's thread.
             // Its in-flight slot is freed when it is taken off here.
-            let run = move || {
-                host.wait_ready();
-                let result = match kind == "resume" {
-                    true => host.resume(&key).map(|o| json(&o)),
-                    false => host
-                        .abandon(&key)
-                        .map(|()| json(&serde_json::json!({"abandoned": key}))),
-                };
-                respond(
-                    &host,
-                    &out,
-                    id.as_deref(),
-                    &kind,
-                    result.map_err(|e| e.to_string()),
-                );
-            };
-            std::thread::Builder::new()
-                .name("zot-rpc-resume".into())
-                .spawn(run)
-                .map_err(|e| format!("cannot start a thread: {e}"))?;
+            let (answer, out, kind) = (host.clone(), out.clone(), kind.to_string());
+            let resume = kind == "resume";
+            super::journal::resolve(host.clone(), resume, key, move |result| {
+                respond(&answer, &out, id.as_deref(), &kind, result)
+            })?;
             return Ok(None);
         }
         "command" => {

@@ -3,6 +3,8 @@
 //! executable (docs/PROTOCOL.md#processes-and-logs).
 
 use crate::ext::bundle::{self, Provides};
+#[cfg(any(feature = "confine", feature = "author"))]
+pub use crate::ext::permissions::Permissions;
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -54,24 +56,11 @@ pub struct Manifest {
     /// no directory).
     pub provides: Provides,
     /// What it may touch when confined (docs/PROTOCOL.md#confinement); `None`: not declared.
+    /// Read only in a build that confines or checks extensions; the
+    /// minimal build ignores the field, as it cannot confine.
+    #[cfg(any(feature = "confine", feature = "author"))]
     pub permissions: Option<Permissions>,
 }
-
-/// Manifest `permissions` (docs/PROTOCOL.md#confinement): what a confined extension may
-/// touch. Paths are kept as written (absolute, or `$EXT`, `$CWD`,
-/// `$HOME`, `$TMP` and an optional `/rest`); `confine` expands them.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Permissions {
-    /// Paths it may write (and read) beneath, besides `$EXT` and its `TMPDIR`.
-    pub write: Vec<String>,
-    /// Paths it may read beneath; `None` is `"all"`.
-    pub read: Option<Vec<String>>,
-    /// Whether it may connect to and bind TCP ports.
-    pub network: bool,
-}
-
-/// The variables a permission path may start with.
-pub(crate) const PATH_VARIABLES: [&str; 4] = ["$EXT", "$CWD", "$HOME", "$TMP"];
 
 /// The protocol an extension speaks on stdin/stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +143,7 @@ struct RawManifest {
     restart: Option<String>,
     guard_failure: Option<String>,
     skills: Option<Vec<String>>,
+    #[cfg(any(feature = "confine", feature = "author"))]
     permissions: Option<serde_json::Value>,
 }
 
@@ -266,6 +256,7 @@ impl Manifest {
             Some("block") => GuardFailure::Block,
             Some(other) => return Err(not_one_of("guard_failure", ["allow", "block"], other)),
         };
+        #[cfg(any(feature = "confine", feature = "author"))]
         let permissions = match &raw.permissions {
             None => None,
             Some(value) => Some(Permissions::parse(value)?),
@@ -284,6 +275,7 @@ impl Manifest {
             guard_failure,
             skills: raw.skills.unwrap_or_default(),
             provides: Provides::default(),
+            #[cfg(any(feature = "confine", feature = "author"))]
             permissions,
         })
     }
@@ -306,104 +298,6 @@ impl Manifest {
             .map(|p| p.join(exec))
             .find(|candidate| is_executable(candidate))
             .ok_or_else(|| format!("`{name}` not found in $PATH"))
-    }
-}
-
-impl Permissions {
-    /// What they allow a confined extension, in one line: `write its
-    /// data directory, its TMPDIR, ...; read everything; use no TCP`.
-    pub fn describe(&self) -> String {
-        let mut write = vec!["its data directory", "its TMPDIR"];
-        write.extend(self.write.iter().map(String::as_str));
-        let read = match &self.read {
-            None => "everything".to_string(),
-            Some(list) => {
-                let mut read = vec!["$EXT", "what it needs to start", "what it may write"];
-                read.extend(list.iter().map(String::as_str).filter(|p| *p != "$EXT"));
-                read.join(", ")
-            }
-        };
-        let tcp = if self.network {
-            "use TCP"
-        } else {
-            "use no TCP"
-        };
-        format!("write {}; read {read}; {tcp}", write.join(", "))
-    }
-
-    /// Validates the `permissions` object; errors name the field.
-    fn parse(value: &serde_json::Value) -> Result<Permissions, String> {
-        use serde_json::Value;
-        let Value::Object(fields) = value else {
-            return Err("field `permissions` must be an object".into());
-        };
-        let mut perms = Permissions::default();
-        for (key, value) in fields {
-            match (key.as_str(), value) {
-                ("write", value) => perms.write = paths("permissions.write", value)?,
-                ("read", Value::String(all)) if all == "all" => perms.read = None,
-                ("read", value) => perms.read = Some(paths("permissions.read", value)?),
-                ("network", Value::Bool(on)) => perms.network = *on,
-                ("network", other) => {
-                    return Err(format!(
-                        "field `permissions.network` must be true or false, not {other}"
-                    ))
-                }
-                (other, _) => {
-                    return Err(format!(
-                        "field `permissions.{other}` is unknown (write, read, network)"
-                    ))
-                }
-            }
-        }
-        Ok(perms)
-    }
-}
-
-/// A list of permission paths in `field` (`read` may also be `"all"`).
-fn paths(field: &str, value: &serde_json::Value) -> Result<Vec<String>, String> {
-    let all = if field.ends_with("read") {
-        " or \"all\""
-    } else {
-        ""
-    };
-    let list = value
-        .as_array()
-        .ok_or_else(|| format!("field `{field}` must be a list of paths{all}, not {value}"))?;
-    let mut out = Vec::with_capacity(list.len());
-    for (i, item) in list.iter().enumerate() {
-        let path = item
-            .as_str()
-            .ok_or_else(|| format!("field `{field}[{i}]` must be a string, not {item}"))?;
-        check_permission_path(path)
-            .map_err(|why| format!("field `{field}[{i}]` {path:?} {why}"))?;
-        out.push(path.to_string());
-    }
-    Ok(out)
-}
-
-/// Whether `path` is absolute or starts with one of [`PATH_VARIABLES`]
-/// (alone or followed by `/`).
-fn check_permission_path(path: &str) -> Result<(), String> {
-    if path.contains('\0') {
-        return Err("contains a NUL byte".into());
-    }
-    if path.split('/').any(|part| part == "..") {
-        return Err("has a `..` component: name the directory itself".into());
-    }
-    if path.starts_with('/') {
-        return Ok(());
-    }
-    let known = PATH_VARIABLES.iter().any(|var| {
-        path.strip_prefix(var)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    });
-    match (known, path.starts_with('$')) {
-        (true, _) => Ok(()),
-        (false, true) => Err("uses an unknown variable (known: $EXT, $CWD, $HOME, $TMP)".into()),
-        (false, false) => {
-            Err("is relative: give an absolute path or start with $EXT, $CWD, $HOME or $TMP".into())
-        }
     }
 }
 
@@ -541,42 +435,6 @@ mod tests {
             (fields(r#""restart":"always""#), "`restart`"),
             (fields(r#""guard_failure":"deny""#), "`guard_failure`"),
             (fields(r#""restart":true"#), "invalid type"),
-            (
-                fields(r#""permissions":[]"#),
-                "`permissions` must be an object",
-            ),
-            (
-                fields(r#""permissions":{"write":["data"]}"#),
-                "field `permissions.write[0]` \"data\" is relative",
-            ),
-            (
-                fields(r#""permissions":{"read":["$EXT","$EXTRA/x"]}"#),
-                "field `permissions.read[1]` \"$EXTRA/x\" uses an unknown variable",
-            ),
-            (
-                fields(r#""permissions":{"write":["$EXT/../.."]}"#),
-                "field `permissions.write[0]` \"$EXT/../..\" has a `..` component",
-            ),
-            (
-                fields(r#""permissions":{"write":["$PWD"]}"#),
-                "`permissions.write[0]` \"$PWD\" uses an unknown variable",
-            ),
-            (
-                fields(r#""permissions":{"network":"yes"}"#),
-                "field `permissions.network` must be true or false",
-            ),
-            (
-                fields(r#""permissions":{"read":"some"}"#),
-                "field `permissions.read` must be a list of paths or \"all\"",
-            ),
-            (
-                fields(r#""permissions":{"write":[1]}"#),
-                "field `permissions.write[0]` must be a string",
-            ),
-            (
-                fields(r#""permissions":{"writes":[]}"#),
-                "field `permissions.writes` is unknown",
-            ),
         ];
         for (text, want) in cases {
             let err = Manifest::parse(text.as_bytes()).unwrap_err();
@@ -591,23 +449,5 @@ mod tests {
             Ok(m) => assert!(cfg!(feature = "mcp") && m.protocol == Protocol::Mcp),
             Err(err) => assert!(!cfg!(feature = "mcp") && err.0 == NO_MCP, "{err}"),
         }
-    }
-
-    #[test]
-    fn permissions_parse() {
-        let text = r#"{"name":"a","exec":"x","permissions":
-            {"write":["$EXT/out","$CWD","/var/tmp/x"],"read":["$HOME/.config"],"network":true}}"#;
-        let m = Manifest::parse(text.as_bytes()).unwrap();
-        let want = Permissions {
-            write: vec!["$EXT/out".into(), "$CWD".into(), "/var/tmp/x".into()],
-            read: Some(vec!["$HOME/.config".into()]),
-            network: true,
-        };
-        assert_eq!(m.permissions, Some(want));
-        let all = r#"{"name":"a","exec":"x","permissions":{"read":"all"}}"#;
-        let m = Manifest::parse(all.as_bytes()).unwrap();
-        assert_eq!(m.permissions, Some(Permissions::default()));
-        let none = Manifest::parse(br#"{"name":"a","exec":"x"}"#).unwrap();
-        assert_eq!(none.permissions, None);
     }
 }

@@ -159,7 +159,7 @@ pub fn tool_prompt_fields(
 }
 
 /// What kind of JSON value it is, for an error.
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

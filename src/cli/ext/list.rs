@@ -1,14 +1,17 @@
 //! `zot ext list`: every project and global extension with its status.
 
-use super::common::{out, raw_manifest, Ctx};
+use super::common::{failed, out, raw_manifest, Ctx};
 use crate::cli::common::CliError;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::path::PathBuf;
 use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::internal::log::inert;
 use zot_host::Scope;
 
-/// One line of the listing.
+/// One line of the listing; `--json` prints its fields in this order,
+/// an absent manifest field as `null`.
+#[derive(Serialize)]
 struct Row {
     scope: Scope,
     name: String,
@@ -50,8 +53,10 @@ pub(super) fn run(ctx: &Ctx, as_json: bool) -> Result<i32, CliError> {
         );
     }
     if as_json {
-        let array: Vec<Value> = rows.iter().map(Row::to_json).collect();
-        out(&format!("{}\n", Value::Array(array)))?;
+        // Fails only on a skill or theme path that is not UTF-8.
+        let json = serde_json::to_string(&rows)
+            .map_err(|e| failed(format!("cannot print the list as JSON: {e}")))?;
+        out(&format!("{json}\n"))?;
     } else if !rows.is_empty() {
         out(&table(&rows))?;
     }
@@ -122,25 +127,6 @@ impl Row {
     /// What `zot ext list` orders rows by.
     fn order_key(&self) -> (bool, &str, &str) {
         (self.scope != Scope::Project, &self.name, &self.dir)
-    }
-
-    /// The stable JSON shape; absent manifest fields are `null`.
-    fn to_json(&self) -> Value {
-        json!({
-            "scope": self.scope.as_str(),
-            "name": self.name,
-            "version": self.version,
-            "enabled": self.enabled,
-            "language": self.language,
-            "description": self.description,
-            "protocol": self.protocol,
-            "prefix": self.prefix,
-            "provides": self.provides,
-            "skills": self.skills,
-            "theme": self.theme,
-            "dir": self.dir,
-            "status": self.status,
-        })
     }
 
     fn cells(&self) -> [String; 11] {

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::internal::log::inert;
-use zot_host::internal::manifest::{self, Manifest, Permissions, MANIFEST_FILE};
+use zot_host::internal::manifest::{self, Manifest, MANIFEST_FILE};
 use zot_host::internal::trust::{self, Record, Snapshot, Untrusted};
 use zot_host::Scope;
 
@@ -18,11 +18,12 @@ usage: zot ext trust [NAME...] [--yes] [--cwd DIR]
 Let the project's own extensions (.zot/extensions/*; all untrusted ones
 when no NAME is given, else those whose directory or manifest name is
 given) start in zot, zot rpc and zot mcp. Each is shown first: its
-directory, exec, args, protocol, the files trust binds and the permissions
-it declares for confinement (zot --confine); on a terminal you are asked,
-elsewhere --yes is required. Trust is recorded for this
-project directory in $ZOT_HOME/trust.json and lapses when the manifest
-or a file its exec or args name in the extension directory changes.
+directory, exec, args, protocol, the files trust binds and, in a build
+that confines, the permissions it declares (zot --confine); on a
+terminal you are asked, elsewhere --yes is required. Trust is recorded
+for this project directory in $ZOT_HOME/trust.json and lapses when the
+manifest or a file its exec or args name in the extension directory
+changes.
 
 options:
   -y, --yes      trust without asking
@@ -234,18 +235,25 @@ fn describe(snapshot: &Snapshot, verdict: &Result<(), Untrusted>) -> String {
         files.join(", "),
     );
     // What it may touch once it runs confined (docs/PROTOCOL.md#confinement).
-    let permissions = match &m.permissions {
+    #[cfg(feature = "confine")]
+    text.push_str(&format!("  permissions: {}\n", permissions(m)));
+    if let Err(why @ Untrusted::Changed(_)) = verdict {
+        text.push_str(&format!("  ({why})\n"));
+    }
+    text
+}
+
+/// The permissions `m` declares, or those of none, in one line.
+#[cfg(feature = "confine")]
+fn permissions(m: &Manifest) -> String {
+    use zot_host::internal::manifest::Permissions;
+    match &m.permissions {
         Some(p) => p.describe(),
         None => format!(
             "none declared ({} when confined)",
             Permissions::default().describe()
         ),
-    };
-    text.push_str(&format!("  permissions: {permissions}\n"));
-    if let Err(why @ Untrusted::Changed(_)) = verdict {
-        text.push_str(&format!("  ({why})\n"));
     }
-    text
 }
 
 /// Asks whether to trust `names` in `cwd`.
