@@ -870,12 +870,15 @@ impl<'de, D: serde::Deserializer<'de>> serde::de::VariantAccess<'de> for Variant
         self.0.deserialize_tuple(len, v)
     }
 
+    /// The fields are an object ([`read_ext_frame`] found `type` among
+    /// them), so only the visitor's map half is asked for: a struct's
+    /// would also read an array, and bring in its code for each variant.
     fn struct_variant<V: serde::de::Visitor<'de>>(
         self,
-        fields: &'static [&'static str],
+        _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_struct("", fields, visitor)
+        self.0.deserialize_map(visitor)
     }
 }
 
