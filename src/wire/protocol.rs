@@ -845,8 +845,32 @@ impl<'de, D: serde::Deserializer<'de>> serde::de::EnumAccess<'de> for Tagged<'_,
     }
 }
 
-/// The fields of a [`Tagged`] frame: the whole object.
+/// The fields of a [`Tagged`] frame: the whole object. A newtype
+/// variant's struct reads them as a map, as a struct variant does.
 struct VariantFields<D>(D);
+
+impl<'de, D: serde::Deserializer<'de>> serde::Deserializer<'de> for VariantFields<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_any(visitor)
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf option unit unit_struct newtype_struct seq tuple
+        tuple_struct map enum identifier ignored_any
+    }
+}
 
 impl<'de, D: serde::Deserializer<'de>> serde::de::VariantAccess<'de> for VariantFields<D> {
     type Error = D::Error;
@@ -859,7 +883,7 @@ impl<'de, D: serde::Deserializer<'de>> serde::de::VariantAccess<'de> for Variant
         self,
         seed: T,
     ) -> Result<T::Value, D::Error> {
-        seed.deserialize(self.0)
+        seed.deserialize(self)
     }
 
     fn tuple_variant<V: serde::de::Visitor<'de>>(
@@ -870,12 +894,15 @@ impl<'de, D: serde::Deserializer<'de>> serde::de::VariantAccess<'de> for Variant
         self.0.deserialize_tuple(len, v)
     }
 
+    /// The fields are an object ([`read_ext_frame`] found `type` among
+    /// them), so only the visitor's map half is asked for: a struct's
+    /// would also read an array, and bring in its code for each variant.
     fn struct_variant<V: serde::de::Visitor<'de>>(
         self,
-        fields: &'static [&'static str],
+        _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, D::Error> {
-        self.0.deserialize_struct("", fields, visitor)
+        self.0.deserialize_map(visitor)
     }
 }
 
