@@ -446,6 +446,14 @@ pub fn surface_config(opts: &HostOpts) -> Result<zot_host::HostConfig, CliError>
     Ok(config)
 }
 
+/// `value` as JSON text: the one serializer every rpc response and
+/// event goes through (`rpc.rs`, `journal.rs`), so each type's
+/// serialization is compiled once.
+pub(crate) fn json(value: &impl serde::Serialize) -> Vec<u8> {
+    // Cannot fail: every map key is a string.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
 /// Writes `text` to stdout: exit 0, also when the reader has gone (a
 /// closed pipe: `zot --help | head -1`); any other failure (a full
 /// disk) is an error naming it, never a panic.

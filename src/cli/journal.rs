@@ -3,7 +3,7 @@
 //! was accepted, the tool and its extension, the origin, the guards'
 //! verdicts, how it ended and how long it took.
 
-use super::common::CliError;
+use super::common::{json, CliError};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -154,8 +154,7 @@ pub fn interrupted_event(host: &zot_host::Host) -> Option<Vec<u8>> {
     if !notes.is_empty() {
         event["notes"] = notes.into();
     }
-    // Strings and numbers: this serialization cannot fail.
-    Some(serde_json::to_vec(&event).unwrap_or_default())
+    Some(json(&event))
 }
 
 /// `zot rpc`'s `resume` or `abandon` of call `key`, on a thread of its
@@ -170,16 +169,12 @@ pub fn resolve(
     let run = move || {
         host.wait_ready();
         let data = match resume {
-            true => host.resume(&key).map(|o| serde_json::to_vec(&o)),
+            true => host.resume(&key).map(|o| json(&o)),
             false => host
                 .abandon(&key)
-                .map(|()| serde_json::to_vec(&json!({"abandoned": key}))),
+                .map(|()| json(&json!({"abandoned": key}))),
         };
-        // Serializing cannot fail: every map key is a string.
-        done(
-            data.map(Result::unwrap_or_default)
-                .map_err(|e| e.to_string()),
-        );
+        done(data.map_err(|e| e.to_string()));
     };
     std::thread::Builder::new()
         .name("zot-rpc-resume".into())

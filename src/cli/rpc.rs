@@ -25,7 +25,7 @@
 //! tool calls in flight cannot keep out what they wait for.
 
 use super::bounds::{self, Admit, Slots, Unwritten};
-use super::common::{CliError, HostOpts};
+use super::common::{json, CliError, HostOpts};
 use super::stdout::Stdout;
 use crossbeam_channel::{select, Receiver, Sender};
 use serde_json::{json, Map, Value};
@@ -348,13 +348,6 @@ impl InOrder for Writer<'_> {
             Out::Last(line) => self.last = Some(line),
         }
     }
-}
-
-/// `value` as JSON text: the one serializer every response and event
-/// goes through, so each type's serialization is compiled once.
-fn json(value: &impl serde::Serialize) -> Vec<u8> {
-    // Cannot fail: every map key is a string.
-    serde_json::to_vec(value).unwrap_or_default()
 }
 
 /// A response line; `result` holds the JSON text of its `data`.
