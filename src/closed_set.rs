@@ -3,28 +3,30 @@
 //! name) derived from one table, so the names cannot drift apart.
 
 /// Declares a fieldless enum and its wire names:
-/// `pub enum Level { Info = "info", ... }`.
+/// `pub enum Level { Info = "info", ... }`. A value written
+/// `Name = "name" if "feature",` exists only in builds with that feature.
 macro_rules! closed_set {
     (
         $(#[$meta:meta])*
         pub enum $ty:ident {
-            $($(#[$vmeta:meta])* $variant:ident = $name:literal,)+
+            $($(#[$vmeta:meta])* $variant:ident = $name:literal $(if $feature:literal)?,)+
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum $ty {
-            $($(#[$vmeta])* $variant,)+
+            $($(#[$vmeta])* $(#[cfg(feature = $feature)])? $variant,)+
         }
 
         impl $ty {
             /// Every value's name on the wire, in declaration order.
-            pub const NAMES: &'static [&'static str] = &[$($name),+];
+            pub const NAMES: &'static [&'static str] =
+                &[$($(#[cfg(feature = $feature)])? $name),+];
 
             /// The value named `name` on the wire.
             pub fn parse(name: &str) -> Option<$ty> {
                 match name {
-                    $($name => Some($ty::$variant),)+
+                    $($(#[cfg(feature = $feature)])? $name => Some($ty::$variant),)+
                     _ => None,
                 }
             }
@@ -32,7 +34,7 @@ macro_rules! closed_set {
             /// Its name on the wire.
             pub fn as_str(self) -> &'static str {
                 match self {
-                    $($ty::$variant => $name,)+
+                    $($(#[cfg(feature = $feature)])? $ty::$variant => $name,)+
                 }
             }
         }

@@ -36,13 +36,17 @@ use crate::types::{
     CommandOutcome, HostError, HostEvent, InterceptRequest, ReadyLatch, ReloadReport, Reply,
     Request, Snapshot, Ticket, ToolOutcome, ToolRequest,
 };
-use crate::wire::protocol::{EventPayload, PanelKey};
+use crate::wire::protocol::EventPayload;
 use crossbeam_channel::{Receiver, RecvError, Sender};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
+
+// The panel calls (the `panels` feature).
+#[cfg(feature = "panels")]
+mod panels;
 
 /// Where the inline driver is.
 enum Slot {
@@ -395,54 +399,6 @@ impl HostHandle {
             payload,
             reply,
         });
-    }
-
-    /// Forwards a key pressed in `panel_id` to `extension`.
-    pub fn panel_key(
-        &self,
-        extension: &str,
-        panel_id: &str,
-        key: PanelKey,
-        text: Option<&str>,
-    ) -> Result<(), HostError> {
-        let (extension, panel_id) = (extension.into(), panel_id.into());
-        let text = text.map(str::to_string);
-        self.call(|reply| Request::PanelKey {
-            extension,
-            panel_id,
-            key,
-            text,
-            reply,
-        })
-    }
-
-    /// Tells `extension` that its panel `panel_id` has `width` columns and
-    /// `height` rows (when it opens, and when the screen changes size).
-    pub fn panel_resize(
-        &self,
-        extension: &str,
-        panel_id: &str,
-        width: u32,
-        height: u32,
-    ) -> Result<(), HostError> {
-        let (extension, panel_id) = (extension.into(), panel_id.into());
-        self.call(|reply| Request::PanelResize {
-            extension,
-            panel_id,
-            width,
-            height,
-            reply,
-        })
-    }
-
-    /// Tells `extension` its panel `panel_id` was closed.
-    pub fn panel_close(&self, extension: &str, panel_id: &str) -> Result<(), HostError> {
-        let (extension, panel_id) = (extension.into(), panel_id.into());
-        self.call(|reply| Request::PanelClose {
-            extension,
-            panel_id,
-            reply,
-        })
     }
 
     /// Extensions and registries as they are now.

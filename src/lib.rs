@@ -35,7 +35,7 @@
 //! Every request answers `Result<_, `[`HostError`]`>`, the one error type
 //! of this API; starting fails only when the system refuses a thread
 //! ([`std::io::Error`]). Closed sets of names are enums ([`ExtensionState`],
-//! [`Scope`], [`Action`], [`Level`], [`InterceptEvent`], [`PanelKey`]...).
+//! [`Scope`], [`Action`], [`Level`], [`InterceptEvent`]...).
 //! The `zot` binary's own building blocks (frames, processes, discovery,
 //! trust...) sit in a hidden `internal` module: not part of this API.
 
@@ -78,7 +78,9 @@ pub use types::{
     NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket,
     ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
-pub use wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+#[cfg(feature = "panels")]
+pub use wire::panels::{OpenPanel, Panel, PanelKey};
+pub use wire::protocol::EventPayload;
 pub use wire::toolresult::Content;
 
 /// What the `zot` binary (`src/cli`, a module of `src/main.rs`), the

@@ -4,7 +4,9 @@
 use crate::ext::discovery::Scope;
 use crate::intercept::{InterceptEvent, InterceptOutcome};
 use crate::log::human;
-use crate::wire::protocol::{EventPayload, OpenPanel, Panel, PanelKey};
+#[cfg(feature = "panels")]
+use crate::wire::panels::{OpenPanel, Panel, PanelKey};
+use crate::wire::protocol::EventPayload;
 use crate::wire::toolresult::Content;
 // A tool as registered is the wire's; the API's data re-exports it.
 pub use crate::wire::tooldef::{Exposure, Replay, ToolInfo};
@@ -38,6 +40,7 @@ pub struct CommandOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub display: Option<String>,
     /// A panel to open.
+    #[cfg(feature = "panels")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_panel: Option<OpenPanel>,
     /// An error to show; with one, the action is `noop` (the one the
@@ -59,8 +62,8 @@ closed_set! {
         /// Nothing (also when the command failed: see [`CommandOutcome::error`]).
         #[default]
         Noop = "noop",
-        /// Open [`CommandOutcome::open_panel`].
-        OpenPanel = "open_panel",
+        /// Open `CommandOutcome::open_panel` (the `panels` feature).
+        OpenPanel = "open_panel" if "panels",
         /// Run [`CommandOutcome::tool_name`], then submit the prompt
         /// (docs/PROTOCOL.md#commands-and-actions).
         ToolPrompt = "tool_prompt",
@@ -475,6 +478,7 @@ pub enum HostEvent {
     /// Retract every note of `extension`.
     ClearNotes { extension: String },
     /// Show or update a panel of `extension`.
+    #[cfg(feature = "panels")]
     PanelRender {
         #[serde(flatten)]
         panel: Panel,
@@ -484,8 +488,10 @@ pub enum HostEvent {
     /// it could not use (docs/PROTOCOL.md#system-prompt); `level` as for [`HostEvent::Notify`].
     HostNote { level: Level, message: String },
     /// Close a panel of `extension`.
+    #[cfg(feature = "panels")]
     PanelClose { panel_id: String, extension: String },
     /// `extension` opened a panel by itself, outside any command (docs/PROTOCOL.md#panels).
+    #[cfg(feature = "panels")]
     OpenPanel { extension: String, panel: OpenPanel },
     /// `extension` submits `text` as a user prompt (docs/PROTOCOL.md#submits).
     Submit { extension: String, text: String },
@@ -746,6 +752,7 @@ pub enum Request {
         reply: Reply<Vec<String>>,
     },
     /// Forward a key (with its `text` for [`PanelKey::Rune`]) to a panel.
+    #[cfg(feature = "panels")]
     PanelKey {
         extension: String,
         panel_id: String,
@@ -754,6 +761,7 @@ pub enum Request {
         reply: Reply<()>,
     },
     /// Tell an extension how much room its panel has (docs/PROTOCOL.md#panels).
+    #[cfg(feature = "panels")]
     PanelResize {
         extension: String,
         panel_id: String,
@@ -762,6 +770,7 @@ pub enum Request {
         reply: Reply<()>,
     },
     /// Tell an extension its panel was closed.
+    #[cfg(feature = "panels")]
     PanelClose {
         extension: String,
         panel_id: String,
@@ -803,6 +812,7 @@ impl Request {
             Request::Tool { reply, .. } => reply(Err(error)),
             Request::Intercept { reply, .. } => reply(Err(error)),
             Request::Emit { reply, .. } => reply(Err(error)),
+            #[cfg(feature = "panels")]
             Request::PanelKey { reply, .. }
             | Request::PanelClose { reply, .. }
             | Request::PanelResize { reply, .. } => reply(Err(error)),

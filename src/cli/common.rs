@@ -479,10 +479,22 @@ pub(crate) fn print_out(text: &str) -> Result<i32, CliError> {
     feature = "journal"
 )))]
 pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
-    CliError::Failed(format!(
+    CliError::Failed(not_in_build(what, feature))
+}
+
+/// [`not_built`]'s words, for a request answered with an error.
+#[cfg(not(all(
+    feature = "mcp",
+    feature = "author",
+    feature = "confine",
+    feature = "journal",
+    feature = "panels"
+)))]
+pub(crate) fn not_in_build(what: &str, feature: &str) -> String {
+    format!(
         "`{what}` is not in this build: it needs the `{feature}` feature \
          (cargo build --release --features {feature})"
-    ))
+    )
 }
 
 #[cfg(test)]

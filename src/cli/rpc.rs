@@ -24,6 +24,10 @@
 //! interactive tool waits for) have slots and a queue of their own: the
 //! tool calls in flight cannot keep out what they wait for.
 
+// The panel requests (the `panels` feature).
+#[cfg(feature = "panels")]
+mod panels;
+
 use super::bounds::{self, Admit, Slots, Unwritten};
 use super::common::{json, CliError, HostOpts};
 use super::stdout::Stdout;
@@ -36,8 +40,8 @@ use zot_host::internal::protocol::{event_payload, Line, LineReader, MAX_LINE};
 use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
 use zot_host::{
-    EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, PanelKey,
-    Request, Ticket, ToolRequest,
+    EventPayload, HostError, HostEvent, HostHandle, InterceptEvent, InterceptRequest, Request,
+    Ticket, ToolRequest,
 };
 
 /// The tickets of the tool calls in flight, by request id: what
@@ -464,14 +468,6 @@ fn field(obj: &Map<String, Value>, key: &str) -> Result<Option<String>, String> 
     }
 }
 
-/// A panel dimension: a whole number of columns or rows.
-fn size(obj: &Map<String, Value>, key: &str) -> Result<u32, String> {
-    let value = obj.get(key).and_then(Value::as_u64);
-    value
-        .and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| format!("`{key}` must be a whole number (columns or rows)"))
-}
-
 fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
     field(obj, key)?.ok_or_else(|| format!("missing string field `{key}`"))
 }
@@ -723,32 +719,12 @@ fn build(
                 }),
             }
         }
-        "panel_key" => {
-            let key = required(&obj, "key")?;
-            let Some(key) = PanelKey::parse(&key) else {
-                let keys = PanelKey::NAMES.join(" ");
-                return Err(format!("unknown key {key:?} (one of {keys})"));
-            };
-            Request::PanelKey {
-                extension: required(&obj, "extension")?,
-                panel_id: required(&obj, "panel_id")?,
-                key,
-                text: field(&obj, "text")?,
-                reply: reply(host, out, id, kind, |()| b"{}".to_vec()),
-            }
+        #[cfg(feature = "panels")]
+        "panel_key" | "panel_resize" | "panel_close" => panels::request(host, out, id, kind, &obj)?,
+        #[cfg(not(feature = "panels"))]
+        "panel_key" | "panel_resize" | "panel_close" => {
+            return Err(super::common::not_in_build(kind, "panels"));
         }
-        "panel_resize" => Request::PanelResize {
-            extension: required(&obj, "extension")?,
-            panel_id: required(&obj, "panel_id")?,
-            width: size(&obj, "width")?,
-            height: size(&obj, "height")?,
-            reply: reply(host, out, id, kind, |()| b"{}".to_vec()),
-        },
-        "panel_close" => Request::PanelClose {
-            extension: required(&obj, "extension")?,
-            panel_id: required(&obj, "panel_id")?,
-            reply: reply(host, out, id, kind, |()| b"{}".to_vec()),
-        },
         "reload" => Request::Reload {
             reply: reply(host, out, id, kind, as_is),
         },

@@ -201,21 +201,10 @@ impl Engine {
             ExtFrame::ClearNotes => {
                 self.offer_event(idx, |extension| HostEvent::ClearNotes { extension })
             }
-            ExtFrame::PanelRender(panel) => {
-                self.offer_event(idx, |extension| HostEvent::PanelRender { panel, extension })
-            }
-            ExtFrame::PanelClose { panel_id } => {
-                self.offer_event(idx, |extension| HostEvent::PanelClose {
-                    panel_id,
-                    extension,
-                })
-            }
-            ExtFrame::OpenPanel(panel) if panel.id.trim().is_empty() => ext
-                .log
-                .line("open_panel with an empty `panel.id`: not opened"),
-            ExtFrame::OpenPanel(panel) => {
-                self.offer_event(idx, |extension| HostEvent::OpenPanel { extension, panel })
-            }
+            #[cfg(feature = "panels")]
+            frame @ (ExtFrame::PanelRender(_)
+            | ExtFrame::PanelClose { .. }
+            | ExtFrame::OpenPanel(_)) => self.panel_frame(idx, frame),
             ExtFrame::Submit { text } | ExtFrame::SubmitSlash { text }
                 if text.trim().is_empty() =>
             {
@@ -246,7 +235,7 @@ impl Engine {
 
     /// Offers a note or panel update of extension `idx` to the embedder;
     /// what the budget refuses is counted in that extension's log.
-    fn offer_event(&mut self, idx: usize, event: impl FnOnce(String) -> HostEvent) {
+    pub(super) fn offer_event(&mut self, idx: usize, event: impl FnOnce(String) -> HostEvent) {
         let ext = &mut self.exts[idx];
         let taken = (self.events).offer(event(ext.name.clone()), &mut self.actions);
         if !taken {
@@ -304,7 +293,7 @@ impl Engine {
             cwd: &self.cwd,
             extension_dir: &dir,
             data_dir: &data_dir,
-            capabilities: &HOST_CAPABILITIES,
+            capabilities: HOST_CAPABILITIES,
         };
         ext.send(&frame, now);
     }

@@ -95,6 +95,8 @@ mod later;
 mod lifecycle;
 mod mcp;
 mod oversize;
+#[cfg(feature = "panels")]
+mod panels;
 mod pending;
 mod pipeline;
 mod requests;

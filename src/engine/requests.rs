@@ -133,49 +133,10 @@ impl Engine {
                     self.answer(reply, Ok(delivered))
                 }
             },
-            Request::PanelKey {
-                extension,
-                panel_id,
-                key,
-                text,
-                reply,
-            } => {
-                let (panel_id, text) = (&panel_id, text.as_deref());
-                let frame = HostFrame::PanelKey {
-                    panel_id,
-                    key,
-                    text,
-                };
-                let sent = self.send_to(&extension, frame, now);
-                self.answer(reply, sent)
-            }
-            Request::PanelResize {
-                extension,
-                panel_id,
-                width,
-                height,
-                reply,
-            } => {
-                let panel_id = &panel_id;
-                let frame = HostFrame::PanelResize {
-                    panel_id,
-                    width,
-                    height,
-                };
-                let sent = self.send_to(&extension, frame, now);
-                self.answer(reply, sent)
-            }
-            Request::PanelClose {
-                extension,
-                panel_id,
-                reply,
-            } => {
-                let frame = HostFrame::PanelClose {
-                    panel_id: &panel_id,
-                };
-                let sent = self.send_to(&extension, frame, now);
-                self.answer(reply, sent)
-            }
+            #[cfg(feature = "panels")]
+            req @ (Request::PanelKey { .. }
+            | Request::PanelResize { .. }
+            | Request::PanelClose { .. }) => self.panel_request(req, now),
             Request::List { reply } => {
                 let snapshot = self.snapshot();
                 self.answer(reply, Ok(snapshot))
@@ -294,23 +255,6 @@ impl Engine {
         }
     }
 
-    /// Sends a frame that expects no answer (panels).
-    fn send_to(
-        &mut self,
-        extension: &str,
-        frame: HostFrame,
-        now: Instant,
-    ) -> Result<(), HostError> {
-        let ext = self
-            .exts
-            .iter_mut()
-            .find(|e| e.name == extension && e.serving())
-            .ok_or_else(|| HostError::NoSuchExtension(extension.to_string()))?;
-        let sent = ext.send(&frame, now);
-        sent.then_some(())
-            .ok_or_else(|| HostError::NotServing(extension.to_string()))
-    }
-
     /// Registers `waiter` for the answer to request `id`, within `limit`,
     /// once it was `sent` to extension `idx` (the caller sends it: the
     /// frame borrows what the engine holds). When it could not be sent,
@@ -415,7 +359,27 @@ impl Engine {
                     prompt: r.prompt,
                     insert: r.insert,
                     display: r.display,
+                    #[cfg(feature = "panels")]
                     open_panel: r.open_panel,
+                    ..Default::default()
+                };
+                return self.answer(reply, Ok(outcome));
+            }
+            // A panel this build cannot show: the command is still
+            // answered, with its `display` text if it has one.
+            #[cfg(not(feature = "panels"))]
+            None if action == "open_panel" => {
+                self.exts[idx].log.line(
+                    "command_response: `open_panel`: this build has no panels \
+                     (the `panels` feature): not opened",
+                );
+                let outcome = CommandOutcome {
+                    extension,
+                    action: match r.display {
+                        Some(_) => Action::Display,
+                        None => Action::Noop,
+                    },
+                    display: r.display,
                     ..Default::default()
                 };
                 return self.answer(reply, Ok(outcome));

@@ -1005,6 +1005,7 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
         tool_args: None,
         insert: None,
         display,
+        #[cfg(feature = "panels")]
         open_panel: None,
         error,
     })

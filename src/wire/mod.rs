@@ -1,8 +1,9 @@
 //! What travels between the host and an extension: the frames and the
 //! line reader (`protocol`), tool definitions and result blocks
 //! (`tooldef`, `toolresult`), the names extensions register
-//! (`registry`), and for `"protocol": "mcp"` extensions JSON-RPC
-//! (`jsonrpc`) and the client that turns it into frames (`mcp_client`).
+//! (`registry`), panels' frames (`panels`, with the `panels` feature),
+//! and for `"protocol": "mcp"` extensions JSON-RPC (`jsonrpc`) and the
+//! client that turns it into frames (`mcp_client`).
 //! Nothing here does I/O.
 
 // JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
@@ -11,6 +12,8 @@ pub(crate) mod jsonrpc;
 // Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
 #[cfg_attr(not(feature = "mcp"), path = "no_mcp.rs")]
 pub(crate) mod mcp_client;
+#[cfg(feature = "panels")]
+pub(crate) mod panels;
 pub(crate) mod protocol;
 pub(crate) mod registry;
 pub(crate) mod tooldef;

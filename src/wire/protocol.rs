@@ -1,6 +1,8 @@
 //! Wire frames (docs/PROTOCOL.md#wire-format) and the line reader that turns an
 //! extension's stdout into frames.
 
+#[cfg(feature = "panels")]
+use crate::wire::panels::{OpenPanel, Panel, PanelKey};
 use crate::wire::toolresult::Block;
 use crate::wire::toolresult::Content;
 use serde::{Deserialize, Serialize};
@@ -14,40 +16,6 @@ pub const MAX_LINE: usize = 16 * 1024 * 1024;
 /// Deepest nesting accepted in one JSON text (frame, rpc request,
 /// manifest): serde_json recurses, so deeper input would reach the stack.
 pub(crate) const MAX_DEPTH: usize = 64;
-
-closed_set! {
-    /// A key forwarded to an open panel (`panel_key.key`, docs/PROTOCOL.md#panels).
-    pub enum PanelKey {
-        /// Arrow up.
-        Up = "up",
-        /// Arrow down.
-        Down = "down",
-        /// Arrow left.
-        Left = "left",
-        /// Arrow right.
-        Right = "right",
-        /// Enter.
-        Enter = "enter",
-        /// Escape (the session closes the panel instead of forwarding it).
-        Esc = "esc",
-        /// Tab.
-        Tab = "tab",
-        /// Backspace.
-        Backspace = "backspace",
-        /// Delete.
-        Delete = "delete",
-        /// Home.
-        Home = "home",
-        /// End.
-        End = "end",
-        /// Page up.
-        PageUp = "pageup",
-        /// Page down.
-        PageDown = "pagedown",
-        /// A character typed: the text goes beside it.
-        Rune = "rune",
-    }
-}
 
 /// Event names an extension may subscribe to (docs/PROTOCOL.md#events, upstream's
 /// list); the host emits the first five itself, the embedder any.
@@ -75,11 +43,13 @@ pub(crate) const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "seq
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// What `hello_ack.capabilities` says this host supports (docs/PROTOCOL.md#capabilities).
-pub const HOST_CAPABILITIES: [&str; 6] = [
+/// What `hello_ack.capabilities` says this host supports (docs/PROTOCOL.md#capabilities):
+/// `panels` only in a build with the `panels` feature.
+pub const HOST_CAPABILITIES: &[&str] = &[
     "commands",
     "tools",
     "events",
+    #[cfg(feature = "panels")]
     "panels",
     "tool_cancel",
     "call_tool",
@@ -155,12 +125,15 @@ pub enum ExtFrame {
         message: String,
     },
     ClearNotes,
+    #[cfg(feature = "panels")]
     PanelRender(Panel),
+    #[cfg(feature = "panels")]
     PanelClose {
         panel_id: String,
     },
     /// A panel opened outside any command (docs/PROTOCOL.md#panels): its `panel` field.
-    #[serde(deserialize_with = "panel_field")]
+    #[cfg(feature = "panels")]
+    #[serde(deserialize_with = "crate::wire::panels::panel_field")]
     OpenPanel(OpenPanel),
     /// A prompt to run as if the user typed it (docs/PROTOCOL.md#submits).
     Submit {
@@ -210,8 +183,11 @@ impl ExtFrame {
             ExtFrame::CallToolCancel { .. } => "call_tool_cancel",
             ExtFrame::Notify { .. } => "notify",
             ExtFrame::ClearNotes => "clear_notes",
+            #[cfg(feature = "panels")]
             ExtFrame::PanelRender(_) => "panel_render",
+            #[cfg(feature = "panels")]
             ExtFrame::PanelClose { .. } => "panel_close",
+            #[cfg(feature = "panels")]
             ExtFrame::OpenPanel(_) => "open_panel",
             ExtFrame::Submit { .. } => "submit",
             ExtFrame::SubmitSlash { .. } => "submit_slash",
@@ -257,35 +233,10 @@ pub struct CommandResponse {
     pub tool_args: Option<Value>,
     pub insert: Option<String>,
     pub display: Option<String>,
+    #[cfg(feature = "panels")]
     pub open_panel: Option<OpenPanel>,
     /// An error to show, whatever the action.
     pub error: Option<String>,
-}
-
-/// `command_response.open_panel`.
-#[allow(missing_docs)]
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct OpenPanel {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lines: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub footer: Option<String>,
-}
-
-/// `panel_render` from an extension.
-#[allow(missing_docs)]
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-pub struct Panel {
-    pub panel_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lines: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub footer: Option<String>,
 }
 
 /// Payload shared by `event` and `event_intercept`. Empty fields are
@@ -428,16 +379,19 @@ pub enum HostFrame<'a> {
         #[serde(flatten)]
         payload: &'a EventPayload,
     },
+    #[cfg(feature = "panels")]
     PanelKey {
         panel_id: &'a str,
         key: PanelKey,
         #[serde(skip_serializing_if = "Option::is_none")]
         text: Option<&'a str>,
     },
+    #[cfg(feature = "panels")]
     PanelClose {
         panel_id: &'a str,
     },
     /// The panel's room on the screen, in columns and rows (docs/PROTOCOL.md#panels).
+    #[cfg(feature = "panels")]
     PanelResize {
         panel_id: &'a str,
         width: u32,
@@ -613,15 +567,6 @@ pub(crate) fn split_ends(kept: &[u8]) -> (&[u8], &[u8]) {
     }
 }
 
-/// `open_panel`'s `panel` field, the panel it opens.
-fn panel_field<'de, D: serde::Deserializer<'de>>(d: D) -> Result<OpenPanel, D::Error> {
-    #[derive(Deserialize)]
-    struct Field {
-        panel: OpenPanel,
-    }
-    Field::deserialize(d).map(|f| f.panel)
-}
-
 /// Parses one JSON text (frame, rpc or MCP message, manifest), refusing
 /// nesting deeper than `MAX_DEPTH` before serde recurses into it, and a
 /// text whose parse would take more than `PARSE_BUDGET` bytes. A lone
@@ -793,6 +738,10 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
     let frame = parse_json_with(line, parse).map_err(|e| {
         // serde names the field or the variant; the frame's type says where.
         if e.starts_with("unknown variant") {
+            #[cfg(not(feature = "panels"))]
+            if PANEL_FRAMES.contains(&kind.as_str()) {
+                return format!("`{kind}`: this build has no panels (the `panels` feature)");
+            }
             return format!("unknown frame type `{kind}`");
         }
         match wrong_field(line, &e) {
@@ -807,6 +756,11 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
         false => Ok(frame),
     }
 }
+
+/// The panels' frames an extension may send (docs/PROTOCOL.md#panels): a
+/// build without the `panels` feature drops them, saying why.
+#[cfg(not(feature = "panels"))]
+const PANEL_FRAMES: [&str; 3] = ["panel_render", "panel_close", "open_panel"];
 
 /// A frame's object whose `type` is `kind`, read as the externally
 /// tagged enum variant `kind` with the object's fields: serde's code for
@@ -1131,7 +1085,10 @@ mod tests {
             (r#"{"type":"teleport"}"#, "(unknown frame type `teleport`)"),
             (
                 r#"{"type":"open_panel","panel":{"title":"x"}}"#,
-                "missing field `id`",
+                match cfg!(feature = "panels") {
+                    true => "missing field `id`",
+                    false => "(`open_panel`: this build has no panels (the `panels` feature))",
+                },
             ),
             (r#"{"type":"notify"}"#, "(notify: missing field `message`)"),
             (r#"{"id":"1"}"#, "missing field `type`"),
@@ -1152,8 +1109,14 @@ mod tests {
             error(r#"{"type":"unreadable","kind":"x","id":"1","why":"x"}"#).contains("unreadable")
         );
         let panel = parse_ext_frame(br#"{"type":"open_panel","panel":{"id":"p","lines":["a"]}}"#);
+        #[cfg(feature = "panels")]
         assert!(
             matches!(panel, Ok(ExtFrame::OpenPanel(ref p)) if p.id == "p"),
+            "{panel:?}"
+        );
+        #[cfg(not(feature = "panels"))]
+        assert!(
+            matches!(panel, Err(ref e) if e.contains("no panels")),
             "{panel:?}"
         );
     }

@@ -527,12 +527,13 @@ impl Server {
             // No panels and no prompt queue over MCP (upstream ignores
             // `submit` without an interactive editor too).
             HostEvent::ClearNotes { .. }
-            | HostEvent::OpenPanel { .. }
             | HostEvent::Submit { .. }
             | HostEvent::SubmitSlash { .. }
-            | HostEvent::PanelRender { .. }
-            | HostEvent::PanelClose { .. }
             | HostEvent::BuiltinCall { .. } => {}
+            #[cfg(feature = "panels")]
+            HostEvent::OpenPanel { .. }
+            | HostEvent::PanelRender { .. }
+            | HostEvent::PanelClose { .. } => {}
             HostEvent::Ready { .. } => {
                 s.ready = true;
                 submit.append(&mut s.deferred);

@@ -10,7 +10,7 @@ use super::state::{about, Leave, Session};
 use serde_json::Value;
 #[cfg(feature = "journal")]
 use zot_host::ToolOutcome;
-use zot_host::{CommandOutcome, HostError, Panel, ReloadReport, Request, ToolRequest};
+use zot_host::{CommandOutcome, HostError, ReloadReport, Request, ToolRequest};
 
 /// What a `/help`-like command shows.
 #[derive(Debug, Clone, Copy)]
@@ -260,16 +260,10 @@ impl Session {
                 let (tool, args) = (o.tool_name.unwrap_or_default(), o.tool_args);
                 self.tool_prompt(tool, args.unwrap_or_default(), o.prompt.unwrap_or_default());
             }
+            #[cfg(feature = "panels")]
             "open_panel" => {
                 if let Some(p) = o.open_panel {
-                    let panel = Panel {
-                        panel_id: p.id,
-                        title: p.title,
-                        lines: p.lines,
-                        footer: p.footer,
-                    };
-                    self.panels
-                        .open(&mut self.out, &self.host, o.extension, panel);
+                    (self.panels).opened(&mut self.out, &self.host, o.extension, p);
                 }
             }
             _ => {} // noop

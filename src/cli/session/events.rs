@@ -3,7 +3,7 @@
 
 use super::jobs::Job;
 use super::state::Session;
-use zot_host::{HostEvent, Panel};
+use zot_host::HostEvent;
 
 impl Session {
     /// Shows a host event, and keeps what the session must know of it.
@@ -35,25 +35,14 @@ impl Session {
                 self.out
                     .line(&format!("notes cleared for {extension} ({n} removed)"));
             }
-            HostEvent::PanelRender { panel, extension } => {
-                (self.panels).render(&mut self.out, &self.host, extension, panel)
-            }
-            HostEvent::OpenPanel { extension, panel } => {
-                let panel = Panel {
-                    panel_id: panel.id,
-                    title: panel.title,
-                    lines: panel.lines,
-                    footer: panel.footer,
-                };
-                self.panels
-                    .open(&mut self.out, &self.host, extension, panel);
+            #[cfg(feature = "panels")]
+            event @ (HostEvent::PanelRender { .. }
+            | HostEvent::OpenPanel { .. }
+            | HostEvent::PanelClose { .. }) => {
+                self.panels.on_event(&mut self.out, &self.host, event)
             }
             HostEvent::Submit { extension, text } => self.submitted(extension, text, false),
             HostEvent::SubmitSlash { extension, text } => self.submitted(extension, text, true),
-            HostEvent::PanelClose {
-                panel_id,
-                extension,
-            } => self.panels.close(&mut self.out, &extension, &panel_id),
             HostEvent::Registered { extension } => {
                 // During /reload-ext the report counts it.
                 if !matches!(self.jobs.current(), Some(Job::Reload)) {

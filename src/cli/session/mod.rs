@@ -55,6 +55,8 @@ mod events;
 mod ext_log;
 mod input;
 mod jobs;
+// Without the `panels` feature a stand-in: no panel is ever open.
+#[cfg_attr(not(feature = "panels"), path = "no_panel.rs")]
 mod panel;
 mod render;
 mod state;

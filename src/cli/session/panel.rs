@@ -23,12 +23,13 @@
 //! signal handler of our own.
 
 use super::ext_log::{log_line, power_of_ten};
-use super::render::Out;
+use super::render::{Out, Tone};
 use std::collections::HashMap;
 use std::io;
 use std::time::Duration;
+use zot_host::internal::log::inert;
 use zot_host::internal::sys;
-use zot_host::{HostHandle, Panel, PanelKey, Request};
+use zot_host::{HostEvent, HostHandle, OpenPanel, Panel, PanelKey, Request};
 
 /// Panels one extension may have open; opening another closes its oldest.
 pub const MAX_PANELS: usize = 16;
@@ -114,6 +115,32 @@ impl ToPanel {
 }
 
 impl Panels {
+    /// A panel event of extension `extension`: opened, rendered or
+    /// closed by the extension.
+    pub fn on_event(&mut self, out: &mut Out, host: &HostHandle, event: HostEvent) {
+        match event {
+            HostEvent::PanelRender { panel, extension } => self.render(out, host, extension, panel),
+            HostEvent::OpenPanel { extension, panel } => self.opened(out, host, extension, panel),
+            HostEvent::PanelClose {
+                panel_id,
+                extension,
+            } => self.close(out, &extension, &panel_id),
+            // Only the panel events come here.
+            _ => {}
+        }
+    }
+
+    /// A panel opened by a command's `open_panel` or by the extension.
+    pub fn opened(&mut self, out: &mut Out, host: &HostHandle, extension: String, p: OpenPanel) {
+        let panel = Panel {
+            panel_id: p.id,
+            title: p.title,
+            lines: p.lines,
+            footer: p.footer,
+        };
+        self.open(out, host, extension, panel);
+    }
+
     pub fn is_empty(&self) -> bool {
         self.open.is_empty()
     }
@@ -170,9 +197,9 @@ impl Panels {
         self.open.clear();
     }
 
-    /// A command's `open_panel`: shows the panel and makes it the
-    /// default `/key` target (re-opening one that is open replaces it).
-    pub fn open(&mut self, out: &mut Out, host: &HostHandle, extension: String, panel: Panel) {
+    /// Shows the panel and makes it the default `/key` target
+    /// (re-opening one that is open replaces it).
+    fn open(&mut self, out: &mut Out, host: &HostHandle, extension: String, panel: Panel) {
         let closed = self.insert(&extension, &panel.panel_id, panel.title.clone());
         self.closed_for_room(out, host, &extension, closed);
         out.panel(&extension, &panel);
@@ -189,7 +216,7 @@ impl Panels {
     /// render for a panel that is not open (closed already, or never
     /// opened) is not shown, and is logged (the 1st, 10th, 100th...): it
     /// must not bring a closed panel back.
-    pub fn render(&mut self, out: &mut Out, host: &HostHandle, extension: String, panel: Panel) {
+    fn render(&mut self, out: &mut Out, host: &HostHandle, extension: String, panel: Panel) {
         let shown =
             (self.open.iter_mut()).find(|p| p.extension == extension && p.id == panel.panel_id);
         let Some(old) = shown else {
@@ -346,6 +373,29 @@ impl Panels {
             "open panels: {} (usage: /key [EXT PANEL] KEY [TEXT])",
             open.join(", ")
         )
+    }
+}
+
+impl Out {
+    /// A panel as a boxed block of lines.
+    fn panel(&mut self, ext: &str, panel: &Panel) {
+        let title = panel.title.as_deref().unwrap_or("");
+        let head = inert(&format!("┌─ {title} [{ext}/{}]", panel.panel_id)).into_owned();
+        let mut lines = vec![self.paint(Tone::Magenta, &head)];
+        for line in panel.lines.iter().flatten() {
+            for part in line.split('\n') {
+                let bar = self.paint(Tone::Magenta, "│ ");
+                lines.push(format!("{bar}{}", inert(part)));
+            }
+        }
+        let foot = match panel.footer.as_deref() {
+            Some(f) if !f.is_empty() => inert(&format!("└─ {f}")).into_owned(),
+            _ => "└─".to_string(),
+        };
+        lines.push(self.paint(Tone::Magenta, &foot));
+        self.clear_prompt();
+        let s: String = lines.into_iter().map(|l| l + "\n").collect();
+        self.write(&s);
     }
 }
 

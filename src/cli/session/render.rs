@@ -33,7 +33,6 @@ use crate::cli::common::HOST_COMMANDS;
 use crate::cli::stdout::Stdout;
 use serde_json::Value;
 use zot_host::internal::log::inert;
-use zot_host::Panel;
 use zot_host::{Content, ExtensionInfo, Snapshot, ToolInfo, ToolResult};
 
 /// Colour of a prefix.
@@ -46,6 +45,7 @@ pub enum Tone {
     Green,
     Yellow,
     Cyan,
+    #[cfg(feature = "panels")]
     Magenta,
 }
 
@@ -59,6 +59,7 @@ impl Tone {
             Tone::Green => "32",
             Tone::Yellow => "33",
             Tone::Cyan => "36",
+            #[cfg(feature = "panels")]
             Tone::Magenta => "35",
         }
     }
@@ -109,7 +110,7 @@ impl Out {
         self.interactive
     }
 
-    fn paint(&self, tone: Tone, s: &str) -> String {
+    pub(super) fn paint(&self, tone: Tone, s: &str) -> String {
         if !self.color || tone == Tone::Plain || s.is_empty() {
             return s.to_string();
         }
@@ -119,7 +120,7 @@ impl Out {
     /// Writes raw text. An error ends the session (`closed`): nobody
     /// reads stdout any more (EPIPE), or it cannot take what is shown
     /// (a full disk), which `run` reports on stderr.
-    fn write(&mut self, s: &str) {
+    pub(super) fn write(&mut self, s: &str) {
         self.out.write(s.as_bytes().to_vec());
     }
 
@@ -135,7 +136,7 @@ impl Out {
     }
 
     /// Takes the prompt off the screen before other output.
-    fn clear_prompt(&mut self) {
+    pub(super) fn clear_prompt(&mut self) {
         if self.prompt_shown {
             self.prompt_shown = false;
             self.write("\r\x1b[K");
@@ -217,27 +218,6 @@ impl Out {
             Tone::of_level(level),
             message,
         );
-    }
-
-    /// A panel as a boxed block of lines.
-    pub fn panel(&mut self, ext: &str, panel: &Panel) {
-        let title = panel.title.as_deref().unwrap_or("");
-        let head = inert(&format!("┌─ {title} [{ext}/{}]", panel.panel_id)).into_owned();
-        let mut lines = vec![self.paint(Tone::Magenta, &head)];
-        for line in panel.lines.iter().flatten() {
-            for part in line.split('\n') {
-                let bar = self.paint(Tone::Magenta, "│ ");
-                lines.push(format!("{bar}{}", inert(part)));
-            }
-        }
-        let foot = match panel.footer.as_deref() {
-            Some(f) if !f.is_empty() => inert(&format!("└─ {f}")).into_owned(),
-            _ => "└─".to_string(),
-        };
-        lines.push(self.paint(Tone::Magenta, &foot));
-        self.clear_prompt();
-        let s: String = lines.into_iter().map(|l| l + "\n").collect();
-        self.write(&s);
     }
 
     /// The result of `/call`.

@@ -294,7 +294,7 @@ impl Trial<'_> {
             cwd,
             extension_dir: dir,
             data_dir,
-            capabilities: &zot_host::internal::protocol::HOST_CAPABILITIES,
+            capabilities: zot_host::internal::protocol::HOST_CAPABILITIES,
         }
         .to_line();
         self.proc.send(line);
@@ -464,16 +464,15 @@ impl Trial<'_> {
             // Notes and panels are for the user; the unregister frames
             // come only from the MCP adapter, never from a zot extension.
             ExtFrame::ClearNotes
-            | ExtFrame::OpenPanel(_)
             | ExtFrame::Submit { .. }
             | ExtFrame::SubmitSlash { .. }
-            | ExtFrame::PanelRender(_)
-            | ExtFrame::PanelClose { .. }
             | ExtFrame::UnregisterCommand { .. }
             | ExtFrame::UnregisterTool { .. }
             | ExtFrame::Unreadable { .. }
             | ExtFrame::CallTool { .. }
             | ExtFrame::CallToolCancel { .. } => {}
+            #[cfg(feature = "panels")]
+            ExtFrame::OpenPanel(_) | ExtFrame::PanelRender(_) | ExtFrame::PanelClose { .. } => {}
         }
     }
 
@@ -875,6 +874,7 @@ impl Trial<'_> {
                 let msg = format!("action {action:?} without a `{action}` text");
                 self.report.fail(&rule, took, msg);
             }
+            #[cfg(feature = "panels")]
             (Some(_), None) if action == "open_panel" && r.open_panel.is_none() => {
                 self.report
                     .fail(&rule, took, "action open_panel without `open_panel`");
