@@ -4,13 +4,17 @@
 //! mcp`, `zot ext check`, `doctor`, `new`, `--confine`) say which feature
 //! has them and how to build it, confinement asked of a build without
 //! it is refused, never run unconfined, and manifests' `permissions`,
-//! which only confinement and the author tools use, are not read.
+//! which only confinement and the author tools use, are not read. An
+//! extension that opens panels in a build without the `panels` feature
+//! still has its commands answered; its panel frames are dropped, each
+//! with a line in its log.
 
 #![cfg(not(all(
     feature = "mcp",
     feature = "author",
     feature = "confine",
-    feature = "journal"
+    feature = "journal",
+    feature = "panels"
 )))]
 
 mod common;
@@ -201,4 +205,112 @@ fn manifest_permissions_are_not_read() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(shown.contains("exec:      ./run.sh"), "{shown}");
     assert!(!shown.contains("permissions:"), "{shown}");
+}
+
+/// An extension that opens panels, in a build without them
+/// (docs/PROTOCOL.md#panels): its commands are still answered, each panel
+/// frame is dropped with a line in its log naming the frame, `/key` and
+/// `zot rpc`'s panel requests name the feature, and `hello_ack` does not
+/// offer `panels`.
+#[cfg(not(feature = "panels"))]
+mod without_panels {
+    use super::*;
+    use common::{ext_dir, fixture_path, frames, log_of, Rpc, Zot};
+    use serde_json::{json, Value};
+    use std::path::{Path, PathBuf};
+
+    const NO_PANELS: &str = "this build has no panels (the `panels` feature)";
+
+    /// The panel fixture, recording what it receives in `rec`.
+    fn todo_ext(t: &TempDir, rec: &Path) -> PathBuf {
+        let dir = t.join("todo");
+        let exec = fixture_path("panels/todo.py");
+        write_manifest(&dir, &json!({"name": "todo", "exec": exec, "args": [rec]}));
+        dir
+    }
+
+    #[test]
+    fn the_session_answers_a_panel_command_and_key_names_the_feature() {
+        let t = TempDir::new("minimal-panels");
+        let rec = t.join("rec");
+        let mut z = Zot::start(&t, &[todo_ext(&t, &rec)], &[]);
+        z.saw("ready: todo");
+        // Answered; there is nothing to show.
+        assert_eq!(z.run("/todo"), Vec::<String>::new());
+        // A render of a panel never opened, then a note: dropped, then shown.
+        z.send("/ghost");
+        z.expect("[todo] info: ghost sent");
+        let key = z.run("/key down");
+        let want = "error: /key: panels are not in this build: it needs the `panels` \
+                    feature (cargo build --release --features panels)";
+        assert_eq!(key, [want]);
+        z.close_stdin();
+        assert_eq!(z.wait(), Some(0));
+        z.assert_never_shown("┌─");
+        let log = log_of(&t, "todo");
+        let opened = format!("command_response: `open_panel`: {NO_PANELS}: not opened");
+        assert_eq!(log.matches(&opened).count(), 1, "{log}");
+        let rendered = format!("dropped frame (`panel_render`: {NO_PANELS}): ");
+        assert_eq!(log.matches(&rendered).count(), 1, "{log}");
+        assert!(frames(&rec, "panel_key").is_empty());
+        assert!(frames(&rec, "panel_resize").is_empty());
+        let ack = &frames(&rec, "hello_ack")[0];
+        let caps = ack["capabilities"].as_array().expect("capabilities");
+        assert!(!caps.contains(&json!("panels")), "{ack}");
+        assert!(caps.contains(&json!("commands")), "{ack}");
+    }
+
+    #[test]
+    fn rpc_answers_panel_commands_and_refuses_panel_requests() {
+        let t = TempDir::new("minimal-panels-rpc");
+        let rec = t.join("rec");
+        // Opens a panel by itself, closes it, then says so.
+        let frames_after_ready = json!({"on_ready": [
+            {"type": "open_panel", "panel": {"id": "p", "title": "T", "lines": ["x"]}},
+            {"type": "panel_close", "panel_id": "p"},
+            {"type": "notify", "level": "info", "message": "after the panel"},
+        ]});
+        let own = ext_dir(&t.join("own"), "own", frames_after_ready);
+        let mut rpc = Rpc::start(&t, &[todo_ext(&t, &rec), own]);
+        rpc.wait_ready(2);
+        let r = rpc.call("1", json!({"type": "command", "name": "twice"}));
+        assert_eq!(r["success"], true, "{r}");
+        assert_eq!(r["data"]["action"], "noop", "{r}");
+        assert!(r["data"].get("open_panel").is_none(), "{r}");
+        for (kind, fields) in [
+            ("panel_key", json!({"key": "up"})),
+            ("panel_resize", json!({"width": 80, "height": 24})),
+            ("panel_close", json!({})),
+        ] {
+            let mut request = json!({"type": kind, "extension": "todo", "panel_id": "todo-panel"});
+            for (k, v) in fields.as_object().expect("fields") {
+                request[k] = v.clone();
+            }
+            let r = rpc.call(kind, request);
+            let want = format!(
+                "`{kind}` is not in this build: it needs the `panels` feature \
+                 (cargo build --release --features panels)"
+            );
+            assert_eq!((&r["success"], &r["error"]), (&json!(false), &json!(want)));
+        }
+        rpc.until("the note after the panel", |v| {
+            v["message"] == "after the panel"
+        });
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
+        let panel_events = ["open_panel", "panel_render", "panel_close"];
+        let shown: Vec<&Value> = (rpc.seen.iter())
+            .filter(|v| panel_events.iter().any(|k| v["type"] == *k))
+            .collect();
+        assert!(shown.is_empty(), "panel events: {shown:?}");
+        let log = log_of(&t, "todo");
+        let rendered = format!("dropped frame (`panel_render`: {NO_PANELS}): ");
+        assert_eq!(log.matches(&rendered).count(), 1, "{log}");
+        let log = log_of(&t, "own");
+        for kind in ["open_panel", "panel_close"] {
+            let dropped = format!("dropped frame (`{kind}`: {NO_PANELS}): ");
+            assert_eq!(log.matches(&dropped).count(), 1, "{log}");
+        }
+        assert!(frames(&rec, "panel_key").is_empty());
+    }
 }

@@ -4,7 +4,11 @@
 //! Esc closes the panel and tells the extension; a render for a panel
 //! that is not open is not shown and is logged; `/key` naming a panel
 //! that is not open says which are. Then spontaneous panels,
-//! `panel_resize` and `submit` through every surface.
+//! `panel_resize` and `submit` through every surface. Only in a build with
+//! the `panels` feature (the minimal build's handling of panel frames:
+//! `tests/minimal_build.rs`).
+
+#![cfg(feature = "panels")]
 
 mod common;
 

@@ -163,7 +163,22 @@ fn commands_with_each_action() {
     assert_eq!(z.run("/bad"), ["error: it broke"]);
     assert_eq!(z.run("/hollow"), Vec::<String>::new());
     assert_eq!(z.run("/quiet"), Vec::<String>::new());
+    #[cfg(feature = "panels")]
+    panel_action(&mut z, &rec);
+    // Without panels the command is answered, nothing is shown, and
+    // `/key` names the feature.
+    #[cfg(not(feature = "panels"))]
+    {
+        assert_eq!(z.run("/panel"), Vec::<String>::new());
+        let key = z.run("/key down");
+        let want = "error: /key: panels are not in this build: it needs the `panels` feature";
+        assert!(key[0].starts_with(want), "{key:?}");
+    }
+}
 
+/// `commands_with_each_action`'s `open_panel`, then keys to the panel.
+#[cfg(feature = "panels")]
+fn panel_action(z: &mut Zot, rec: &std::path::Path) {
     assert_eq!(
         z.run("/panel"),
         ["┌─ Pick [a/p1]", "│ one", "│ two", "└─ arrows"]
@@ -173,10 +188,8 @@ fn commands_with_each_action() {
     assert_eq!(z.run("/key q"), Vec::<String>::new());
     assert!(z.run("/key sideways")[0].starts_with("error: unknown key \"sideways\""));
     assert_eq!(z.run("/key close"), ["panel closed: a/p1"]);
-    wait_for("3 panel_key frames", || {
-        frames(&rec, "panel_key").len() == 3
-    });
-    let keys: Vec<Value> = frames(&rec, "panel_key")
+    wait_for("3 panel_key frames", || frames(rec, "panel_key").len() == 3);
+    let keys: Vec<Value> = frames(rec, "panel_key")
         .into_iter()
         .map(|mut f| {
             f.as_object_mut().unwrap().remove("type");
@@ -192,9 +205,9 @@ fn commands_with_each_action() {
         ]
     );
     wait_for("panel_close frame", || {
-        !frames(&rec, "panel_close").is_empty()
+        !frames(rec, "panel_close").is_empty()
     });
-    assert_eq!(frames(&rec, "panel_close")[0]["panel_id"], "p1");
+    assert_eq!(frames(rec, "panel_close")[0]["panel_id"], "p1");
     assert!(z.run("/key down")[0].starts_with("error: no open panel"));
 }
 
