@@ -720,7 +720,7 @@ fn build(
             }
         }
         #[cfg(feature = "panels")]
-        "panel_key" | "panel_resize" | "panel_close" => panels::request(host, out, id, kind, &obj)?,
+        "panel_key" | "panel_resize" | "panel_close" => out.panel_request(host, id, kind, &obj)?,
         #[cfg(not(feature = "panels"))]
         "panel_key" | "panel_resize" | "panel_close" => {
             return Err(super::common::not_in_build(kind, "panels"));
