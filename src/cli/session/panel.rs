@@ -21,6 +21,9 @@
 //! docs/PROTOCOL.md#panels) when it opens and when the size changes, which is looked for
 //! every [`SIZE_POLL`] while a panel is open: SIGWINCH would need a
 //! signal handler of our own.
+//!
+//! Only in a build with the `panels` feature; without it the session has
+//! `no_panel.rs` in its place.
 
 use super::ext_log::{log_line, power_of_ten};
 use super::render::{Out, Tone};
@@ -115,8 +118,7 @@ impl ToPanel {
 }
 
 impl Panels {
-    /// A panel event of extension `extension`: opened, rendered or
-    /// closed by the extension.
+    /// A panel event: a panel an extension opened, rendered or closed.
     pub fn on_event(&mut self, out: &mut Out, host: &HostHandle, event: HostEvent) {
         match event {
             HostEvent::PanelRender { panel, extension } => self.render(out, host, extension, panel),
