@@ -14,6 +14,7 @@ use crate::ext::manifest::Manifest;
 use crate::log::ExtLog;
 use crate::process::Reading;
 use crate::types::HostEvent;
+#[cfg(feature = "mcp")]
 use crate::wire::mcp_client::McpOptions;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -87,6 +88,7 @@ pub(super) struct Launch {
 pub(super) struct Starting {
     pub(super) key: u64,
     /// For an MCP server: its client's options (docs/PROTOCOL.md#mcp-servers).
+    #[cfg(feature = "mcp")]
     pub(super) mcp: Option<McpOptions>,
 }
 

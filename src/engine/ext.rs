@@ -13,6 +13,7 @@ use crate::ext::manifest::{GuardFailure, Manifest};
 use crate::intercept::{Answer, InterceptEvent};
 use crate::log::ExtLog;
 use crate::types::{ExtensionInfo, ExtensionState, NameConflict, NameKind, ReadyVia};
+#[cfg(feature = "mcp")]
 use crate::wire::mcp_client::McpClient;
 use crate::wire::protocol::HostFrame;
 use std::collections::HashSet;
@@ -44,6 +45,7 @@ pub(super) struct Run {
     pub(super) backlog: Backlog,
     /// For an MCP server (docs/PROTOCOL.md#mcp-servers): its client, which every frame to it
     /// and every line from it goes through.
+    #[cfg(feature = "mcp")]
     pub(super) mcp: Option<Box<McpClient>>,
     /// The deadlines that find its exit.
     pub(super) exit: ExitWatch,
@@ -290,6 +292,8 @@ impl Ext {
     /// Queues a frame, written batched at the end of the loop iteration;
     /// an MCP server's client is handed it to translate (its deadlines
     /// count from `now`). False when stdin is closed.
+    // `now` is for an MCP server's client only.
+    #[cfg_attr(not(feature = "mcp"), allow(unused_variables))]
     pub(super) fn send(&mut self, frame: &HostFrame, now: Instant) -> bool {
         let Phase::Running(run) = &mut self.phase else {
             return false;
@@ -297,12 +301,13 @@ impl Ext {
         if !run.stdin_open {
             return false;
         }
-        let Some(client) = &mut run.mcp else {
-            frame.write_line(&mut self.out);
+        #[cfg(feature = "mcp")]
+        if let Some(client) = &mut run.mcp {
+            client.on_host_frame(frame, now);
+            self.out.append(&mut client.take_lines());
             return true;
-        };
-        client.on_host_frame(frame, now);
-        self.out.append(&mut client.take_lines());
+        }
+        frame.write_line(&mut self.out);
         true
     }
 

@@ -15,9 +15,8 @@ use crate::ext::manifest::Protocol;
 use crate::log::human;
 use crate::process::{describe_status, Reading};
 use crate::types::{ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
-use crate::wire::mcp_client::McpClient;
 #[cfg(feature = "mcp")]
-use crate::wire::mcp_client::McpOptions;
+use crate::wire::mcp_client::{McpClient, McpOptions};
 use crate::wire::protocol::HostFrame;
 use std::process::ExitStatus;
 use std::time::Instant;
@@ -160,11 +159,14 @@ impl Engine {
         let Some(m) = &ext.manifest else {
             return Err("no valid manifest".into());
         };
+        #[cfg(not(feature = "mcp"))]
+        let reading = match m.protocol {
+            Protocol::Zot => Reading::Frames,
+            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
+        };
+        #[cfg(feature = "mcp")]
         let (reading, mcp) = match m.protocol {
             Protocol::Zot => (Reading::Frames, None),
-            #[cfg(not(feature = "mcp"))]
-            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
-            #[cfg(feature = "mcp")]
             Protocol::Mcp => {
                 let opts = McpOptions {
                     name: m.name.clone(),
@@ -190,7 +192,12 @@ impl Engine {
             trust_in: (ext.scope == Scope::Project && !self.cfg.trust_project)
                 .then(|| self.cfg.cwd.clone()),
         };
-        Ok((job, Starting { key, mcp }))
+        let starting = Starting {
+            key,
+            #[cfg(feature = "mcp")]
+            mcp,
+        };
+        Ok((job, starting))
     }
 
     /// Extension `idx` runs as `proc` (or could not start: why): it has
@@ -215,13 +222,13 @@ impl Engine {
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.ready_via = None;
         ext.lost_to_builtin.clear();
-        let mcp = started.mcp;
         ext.phase = Phase::Running(Run {
             pid,
             stdin_open: true,
             backlog: proc.backlog,
             // Its first line, the probe, is written with this iteration's frames.
-            mcp: mcp.map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
+            #[cfg(feature = "mcp")]
+            mcp: (started.mcp).map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
             exit: ExitWatch::default(),
             data_dir,
             stage: Stage::AwaitingHello { deadline },
