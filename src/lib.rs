@@ -93,6 +93,7 @@ pub mod internal {
         pub use crate::ext::bundle::Provides;
     }
     /// Landlock confinement (without the `confine` feature: refused).
+    #[cfg(any(feature = "confine", feature = "author"))]
     pub mod confine {
         pub use crate::process::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }

@@ -78,6 +78,7 @@ pub(super) struct Launch {
     /// How its stdout is handed over.
     pub(super) reading: Reading,
     /// Confined (docs/PROTOCOL.md#confinement), `$CWD` being this directory.
+    #[cfg(feature = "confine")]
     pub(super) confine_in: Option<PathBuf>,
     /// A project extension of this project directory: trust is checked
     /// before it starts (`trust::check_start`).

@@ -188,6 +188,7 @@ impl Engine {
             dir: ext.dir.clone(),
             log: ext.log.clone(),
             reading,
+            #[cfg(feature = "confine")]
             confine_in: self.cfg.confine.then(|| self.cfg.cwd.clone()),
             trust_in: (ext.scope == Scope::Project && !self.cfg.trust_project)
                 .then(|| self.cfg.cwd.clone()),

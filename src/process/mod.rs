@@ -47,13 +47,17 @@
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
 //! run, set in `sys.rs`).
 
-// Without the `confine` feature a stand-in that refuses to confine.
+// With the author tools but not the `confine` feature, a stand-in that
+// refuses to confine (they ask for it by name); the minimal build has
+// neither.
+#[cfg(any(feature = "confine", feature = "author"))]
 #[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
 pub(crate) mod confine;
 pub(crate) mod spawner;
 pub(crate) mod watchdog;
 
 use crate::log::ExtLog;
+#[cfg(feature = "confine")]
 use crate::process::confine::{Confinement, PrivateTmp};
 use crate::sys;
 use crate::wire::protocol::{
@@ -158,6 +162,7 @@ pub(crate) struct ExtProcess {
     ends: Option<Ends>,
     threads: Vec<JoinHandle<()>>,
     /// A confined extension's `TMPDIR`, removed once its group is killed.
+    #[cfg(feature = "confine")]
     _tmp: Option<PrivateTmp>,
 }
 
@@ -234,6 +239,7 @@ pub(crate) struct Spawn {
     /// How its stdout is handed over.
     pub reading: Reading,
     /// Its ruleset and `TMPDIR` when it starts confined (docs/PROTOCOL.md#confinement).
+    #[cfg(feature = "confine")]
     pub confine: Option<Confinement>,
 }
 
@@ -253,6 +259,7 @@ impl ExtProcess {
             dir,
             log,
             reading,
+            #[cfg(feature = "confine")]
             confine,
         } = s;
         let (stdin, child_stdin) = UnixStream::pair()?;
@@ -268,6 +275,7 @@ impl ExtProcess {
             .stdin(child_end(child_stdin))
             .stdout(child_end(child_stdout))
             .stderr(child_stderr);
+        #[cfg(feature = "confine")]
         if let Some(confine) = &confine {
             confine.apply_to(&mut command);
         }
@@ -294,6 +302,7 @@ impl ExtProcess {
             backlog: io.backlog.clone(),
             ends: None,
             threads: Vec::new(),
+            #[cfg(feature = "confine")]
             _tmp: confine.map(|c| c.tmp),
         };
         let streams = (stdin, stdout, stderr);
