@@ -89,6 +89,7 @@ pub use wire::toolresult::Content;
 #[doc(hidden)]
 pub mod internal {
     /// Bundles: skills and themes (docs/PROTOCOL.md#bundles).
+    #[cfg(feature = "bundles")]
     pub mod bundle {
         pub use crate::ext::bundle::Provides;
     }

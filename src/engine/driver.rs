@@ -459,11 +459,13 @@ impl Driver {
                 None => (found.dir.file_name())
                     .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
             };
+            #[cfg(feature = "bundles")]
             let bundle = found.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let log = match found.status {
                 // A bundle runs nothing, so it has nothing to log; nothing
                 // of an untrusted extension's is written to disk.
                 Status::Invalid(_) | Status::Untrusted(_) => ExtLog::stderr(&name),
+                #[cfg(feature = "bundles")]
                 _ if bundle => ExtLog::stderr(&name),
                 _ => ExtLog::open(&logs, &name, cfg.log_rotate_bytes),
             };

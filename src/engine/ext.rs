@@ -77,6 +77,7 @@ pub(super) enum Stage {
 pub(super) enum End {
     Disabled,
     /// Skills and a theme only (docs/PROTOCOL.md#bundles): nothing to start.
+    #[cfg(feature = "bundles")]
     Bundle,
     /// A project extension not trusted (docs/PROTOCOL.md#trust): why, and how to trust it.
     Untrusted(String),
@@ -89,7 +90,9 @@ impl End {
     pub(super) fn detail(&self) -> Option<&String> {
         match self {
             End::Untrusted(why) | End::Failed(why) | End::Exited(why) => Some(why),
-            End::Disabled | End::Bundle => None,
+            End::Disabled => None,
+            #[cfg(feature = "bundles")]
+            End::Bundle => None,
         }
     }
 }
@@ -234,6 +237,7 @@ impl Ext {
             },
             Phase::Gone { end, .. } => match end {
                 End::Disabled => ExtensionState::Disabled,
+                #[cfg(feature = "bundles")]
                 End::Bundle => ExtensionState::Bundle,
                 End::Untrusted(why) => ExtensionState::Untrusted { reason: text(why) },
                 End::Failed(why) => ExtensionState::Failed { reason: text(why) },
@@ -259,12 +263,10 @@ impl Ext {
     ) -> ExtensionInfo {
         let state = self.state();
         // An untrusted project's skill files are not the embedder's to load.
-        let untrusted = matches!(state, ExtensionState::Untrusted { .. });
-        let provides = self
-            .manifest
-            .as_ref()
+        #[cfg(feature = "bundles")]
+        let provides = (self.manifest.as_ref())
             .map(|m| &m.provides)
-            .filter(|_| !untrusted);
+            .filter(|_| !matches!(state, ExtensionState::Untrusted { .. }));
         ExtensionInfo {
             name: self.name.clone(),
             version: self.version.clone(),
@@ -277,7 +279,9 @@ impl Ext {
             events: self.events.clone(),
             intercept: self.intercept.clone(),
             restarts: self.supervision.restarts,
+            #[cfg(feature = "bundles")]
             skills: provides.map(|p| p.skills.clone()).unwrap_or_default(),
+            #[cfg(feature = "bundles")]
             theme: provides.and_then(|p| p.theme.clone()),
             ready_via: self.ready_via,
             conflicts,

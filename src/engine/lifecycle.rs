@@ -61,6 +61,7 @@ impl Engine {
         // this order, so nothing depends on which process starts first.
         let mut found_here = Vec::new();
         for Discovered { name, found, log } in found {
+            #[cfg(feature = "bundles")]
             let bundle = found.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let idx = self.exts.len();
             let ext = Ext::new(name, found.scope, found.dir, log, found.manifest);
@@ -74,6 +75,7 @@ impl Engine {
                 Status::Invalid(e) => {
                     found_here.push((idx, Some(format!("invalid manifest: {e}"))))
                 }
+                #[cfg(feature = "bundles")]
                 Status::Start if bundle => self.exts[idx].phase = Phase::gone(End::Bundle),
                 Status::Start => {
                     found_here.push((idx, None));
