@@ -3,6 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Why nothing is confined in a build without the `confine` feature, and
+/// how to build it with confinement.
+#[cfg(not(feature = "confine"))]
+pub(crate) const NO_CONFINE: &str = "confinement is not in this build: it needs the \
+     `confine` feature (cargo build --release --features confine)";
+
 /// Every deadline the host enforces (docs/PROTOCOL.md#timeouts).
 #[derive(Debug, Clone)]
 pub struct Timeouts {
@@ -169,8 +175,8 @@ impl HostConfig {
     pub(crate) fn check_build(&self) -> std::io::Result<()> {
         #[cfg(not(feature = "confine"))]
         if self.confine {
-            let no = crate::process::confine::NO_CONFINE;
-            return Err(std::io::Error::new(std::io::ErrorKind::Unsupported, no));
+            let no = std::io::ErrorKind::Unsupported;
+            return Err(std::io::Error::new(no, NO_CONFINE));
         }
         Ok(())
     }

@@ -91,10 +91,12 @@ pub use wire::toolresult::Content;
 #[doc(hidden)]
 pub mod internal {
     /// Bundles: skills and themes (docs/PROTOCOL.md#bundles).
+    #[cfg(feature = "bundles")]
     pub mod bundle {
         pub use crate::ext::bundle::Provides;
     }
     /// Landlock confinement (without the `confine` feature: refused).
+    #[cfg(any(feature = "confine", feature = "author"))]
     pub mod confine {
         pub use crate::process::confine::{kernel_abi, Confinement, Places, NET_ABI};
     }

@@ -128,6 +128,7 @@ pub enum ExtensionState {
     /// `enabled: false`: never started.
     Disabled,
     /// No `exec`: a bundle of files, never started (docs/PROTOCOL.md#bundles).
+    #[cfg(feature = "bundles")]
     Bundle,
     /// A project extension the user has not trusted: never started (docs/PROTOCOL.md#trust).
     Untrusted {
@@ -147,6 +148,7 @@ impl ExtensionState {
             ExtensionState::Failed { .. } => "failed",
             ExtensionState::Exited { .. } => "exited",
             ExtensionState::Disabled => "disabled",
+            #[cfg(feature = "bundles")]
             ExtensionState::Bundle => "bundle",
             ExtensionState::Untrusted { .. } => "untrusted",
         }
@@ -373,8 +375,8 @@ impl InterceptRequest {
 /// the manifest is invalid), where it was found, its state (with why it
 /// failed or how it exited), `pid` while it runs, the names it owns or subscribed to, its
 /// `restarts` after crashes (docs/PROTOCOL.md#supervision), the absolute paths of the
-/// `skills` files and `theme` it ships, for the embedder to load, how it
-/// became ready, and the names it lost to others.
+/// `skills` files and `theme` it ships, for the embedder to load (with the
+/// `bundles` feature), how it became ready, and the names it lost to others.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExtensionInfo {
@@ -392,7 +394,9 @@ pub struct ExtensionInfo {
     pub events: Vec<String>,
     pub intercept: Vec<InterceptEvent>,
     pub restarts: u32,
+    #[cfg(feature = "bundles")]
     pub skills: Vec<PathBuf>,
+    #[cfg(feature = "bundles")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub theme: Option<PathBuf>,
     /// How it became ready.
@@ -873,7 +877,9 @@ mod tests {
             events: vec![],
             intercept: vec![],
             restarts: 0,
+            #[cfg(feature = "bundles")]
             skills: vec![],
+            #[cfg(feature = "bundles")]
             theme: None,
             ready_via: Some(ReadyVia::Watchdog),
             conflicts: vec![NameConflict {
@@ -889,9 +895,16 @@ mod tests {
         let failed = info(ExtensionState::Failed {
             reason: "no hello".into(),
         });
+        let skills = if cfg!(feature = "bundles") {
+            r#""skills":[],"#
+        } else {
+            ""
+        };
         assert_eq!(
             serde_json::to_string(&failed).unwrap(),
-            r#"{"name":"a","scope":"project","dir":"/x","state":"failed","error":"no hello","pid":7,"commands":[],"tools":[],"events":[],"intercept":[],"restarts":0,"skills":[],"ready_via":"watchdog","conflicts":[{"kind":"tool","name":"t","winner":"built-in"}]}"#
+            format!(
+                r#"{{"name":"a","scope":"project","dir":"/x","state":"failed","error":"no hello","pid":7,"commands":[],"tools":[],"events":[],"intercept":[],"restarts":0,{skills}"ready_via":"watchdog","conflicts":[{{"kind":"tool","name":"t","winner":"built-in"}}]}}"#
+            )
         );
         let ready = serde_json::to_value(info(ExtensionState::Ready)).unwrap();
         assert_eq!(

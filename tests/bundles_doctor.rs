@@ -1,10 +1,11 @@
 //! Bundles without a process (docs/PROTOCOL.md#bundles), `zot ext doctor`
 //! (docs/PROTOCOL.md#zot-ext) and `$XDG_STATE_HOME` (docs/PROTOCOL.md#discovery),
-//! through the real binary and the library.
+//! through the real binary and the library. The build without the
+//! `bundles` feature is tested in `tests/minimal_build.rs`.
 
-// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+// Some tests need the `mcp`, `author` or `bundles` feature; their helpers are unused without it.
 #![cfg_attr(
-    not(all(feature = "mcp", feature = "author")),
+    not(all(feature = "mcp", feature = "author", feature = "bundles")),
     allow(dead_code, unused_imports)
 )]
 
@@ -61,7 +62,7 @@ fn paths(v: &Value) -> Vec<PathBuf> {
         .collect()
 }
 
-#[cfg(feature = "author")]
+#[cfg(all(feature = "author", feature = "bundles"))]
 #[test]
 fn a_skill_bundle_installs_lists_its_skill_files_and_checks_without_a_process() {
     let t = TempDir::new("bundle-install");
@@ -102,6 +103,7 @@ fn a_skill_bundle_installs_lists_its_skill_files_and_checks_without_a_process() 
     assert!(!rules.contains("\"hello\""), "a bundle was run: {report}");
 }
 
+#[cfg(feature = "bundles")]
 #[test]
 fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
     let t = TempDir::new("bundle-rpc");
@@ -143,6 +145,7 @@ fn a_theme_bundle_and_an_extension_with_a_skill_through_rpc_and_the_library() {
     host.shutdown();
 }
 
+#[cfg(feature = "bundles")]
 #[test]
 fn the_session_lists_what_a_bundle_provides() {
     let t = TempDir::new("bundle-session");
@@ -171,7 +174,7 @@ fn skills_bundle(dir: &Path, skills: Value) -> PathBuf {
 /// A bundle's directory name, how to make it, and what its reason names.
 type EscapeCase<'a> = (&'static str, Box<dyn Fn(&Path) + 'a>, Vec<String>);
 
-#[cfg(feature = "author")]
+#[cfg(all(feature = "author", feature = "bundles"))]
 #[test]
 fn skills_outside_the_extension_directory_make_the_manifest_invalid() {
     let t = TempDir::new("bundle-escape");
@@ -267,6 +270,7 @@ fn skills_outside_the_extension_directory_make_the_manifest_invalid() {
     );
 }
 
+#[cfg(feature = "bundles")]
 #[test]
 fn a_manifest_with_neither_exec_skills_nor_theme_is_invalid() {
     let t = TempDir::new("bundle-empty");
@@ -294,7 +298,7 @@ fn xdg_state_home_is_where_zot_home_defaults_to() {
     let state = t.join("state");
     let out = zot()
         .args(["ext", "install"])
-        .arg(fixture_path("bundles/dusk-theme"))
+        .arg(fixture_path("examples/hello-sh"))
         .env_remove("ZOT_HOME")
         .env("XDG_STATE_HOME", &state)
         .env("HOME", t.join("home-dir"))
@@ -304,7 +308,7 @@ fn xdg_state_home_is_where_zot_home_defaults_to() {
     assert_ok(&out);
     assert!(
         state
-            .join("zot/extensions/dusk-theme/extension.json")
+            .join("zot/extensions/hello-sh/extension.json")
             .is_file(),
         "not installed under $XDG_STATE_HOME/zot: {}",
         stderr_of(&out)
@@ -336,7 +340,7 @@ fn entry<'a>(report: &'a Value, name: &str, scope: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {scope} {name} in {report:#}"))
 }
 
-#[cfg(feature = "author")]
+#[cfg(all(feature = "author", feature = "bundles"))]
 #[test]
 fn doctor_reports_every_extension_as_the_host_started_it() {
     let t = TempDir::new("doctor");
@@ -457,7 +461,7 @@ fn doctor_reports_every_extension_as_the_host_started_it() {
     }
 }
 
-#[cfg(feature = "author")]
+#[cfg(all(feature = "author", feature = "bundles"))]
 #[test]
 fn doctor_passes_when_nothing_failed_and_names_a_late_starter() {
     let t = TempDir::new("doctor-ok");
@@ -534,6 +538,7 @@ fn list_json_within(t: &TempDir) -> Vec<Value> {
     rows.as_array().expect("an array").clone()
 }
 
+#[cfg(feature = "bundles")]
 #[test]
 fn a_skills_directory_listed_thousands_of_times_is_scanned_once() {
     let t = TempDir::new("bundle-dup");
@@ -555,6 +560,7 @@ fn a_skills_directory_listed_thousands_of_times_is_scanned_once() {
     assert_eq!(once, listed, "a skill listed twice");
 }
 
+#[cfg(feature = "bundles")]
 #[test]
 fn a_skills_scan_past_its_bound_skips_the_rest_and_says_so() {
     let t = TempDir::new("bundle-bound");

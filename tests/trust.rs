@@ -582,6 +582,7 @@ fn the_library_lists_untrusted_project_extensions_until_told_to_trust_them() {
     assert!(!t.join("home/trust.json").exists());
 }
 
+#[cfg(feature = "bundles")]
 #[test]
 fn a_project_bundle_hands_over_its_skills_only_while_trusted() {
     let w = World::new("bundle");

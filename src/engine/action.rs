@@ -14,6 +14,7 @@ use crate::ext::manifest::Manifest;
 use crate::log::ExtLog;
 use crate::process::Reading;
 use crate::types::HostEvent;
+#[cfg(feature = "mcp")]
 use crate::wire::mcp_client::McpOptions;
 use std::path::PathBuf;
 use std::process::ExitStatus;
@@ -77,6 +78,7 @@ pub(super) struct Launch {
     /// How its stdout is handed over.
     pub(super) reading: Reading,
     /// Confined (docs/PROTOCOL.md#confinement), `$CWD` being this directory.
+    #[cfg(feature = "confine")]
     pub(super) confine_in: Option<PathBuf>,
     /// A project extension of this project directory: trust is checked
     /// before it starts (`trust::check_start`).
@@ -87,6 +89,7 @@ pub(super) struct Launch {
 pub(super) struct Starting {
     pub(super) key: u64,
     /// For an MCP server: its client's options (docs/PROTOCOL.md#mcp-servers).
+    #[cfg(feature = "mcp")]
     pub(super) mcp: Option<McpOptions>,
 }
 

@@ -23,6 +23,7 @@ use crate::config::HostConfig;
 use crate::ext::discovery::{self, Status};
 use crate::ext::trust;
 use crate::log::ExtLog;
+#[cfg(feature = "confine")]
 use crate::process::confine::{Confiner, Places};
 use crate::process::spawner::Spawner;
 use crate::process::{ExtProcess, Inbound, InboundMsg, Spawn};
@@ -87,6 +88,7 @@ pub(crate) struct Driver {
     /// The stderr lines last printed about untrusted project extensions.
     trust_notices: Vec<String>,
     /// Each confined extension's permissions, resolved at its first start.
+    #[cfg(feature = "confine")]
     confiner: Confiner,
     /// Starts extension processes. Last, so it is dropped after every
     /// process it started (its threads' end would kill them, docs/PROTOCOL.md#shutdown).
@@ -120,6 +122,7 @@ impl Driver {
             first: 0,
             spare: Vec::new(),
             trust_notices: Vec::new(),
+            #[cfg(feature = "confine")]
             confiner: Confiner::default(),
             spawner: Spawner::new(),
         };
@@ -456,11 +459,13 @@ impl Driver {
                 None => (found.dir.file_name())
                     .map_or_else(|| "unknown".into(), |n| n.to_string_lossy().into_owned()),
             };
+            #[cfg(feature = "bundles")]
             let bundle = found.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let log = match found.status {
                 // A bundle runs nothing, so it has nothing to log; nothing
                 // of an untrusted extension's is written to disk.
                 Status::Invalid(_) | Status::Untrusted(_) => ExtLog::stderr(&name),
+                #[cfg(feature = "bundles")]
                 _ if bundle => ExtLog::stderr(&name),
                 _ => ExtLog::open(&logs, &name, cfg.log_rotate_bytes),
             };
@@ -484,6 +489,7 @@ impl Driver {
             dir,
             log,
             reading,
+            #[cfg(feature = "confine")]
             confine_in,
             trust_in,
         } = launch;
@@ -493,6 +499,7 @@ impl Driver {
             trust::check_start(&self.engine.cfg.zot_home, project, &dir, &m)?;
         }
         let exe = m.resolve_exec(&dir)?;
+        #[cfg(feature = "confine")]
         let confine = match confine_in {
             Some(cwd) => {
                 let places = Places::new(&dir, &cwd, &self.engine.cfg.zot_home);
@@ -500,13 +507,14 @@ impl Driver {
             }
             None => None,
         };
-        let shown = (
-            exe.display().to_string(),
-            (confine.as_ref()).map(|c| Confined {
-                summary: c.summary.clone(),
-                data_dir: c.data_dir.clone(),
-            }),
-        );
+        #[cfg(feature = "confine")]
+        let confined = (confine.as_ref()).map(|c| Confined {
+            summary: c.summary.clone(),
+            data_dir: c.data_dir.clone(),
+        });
+        #[cfg(not(feature = "confine"))]
+        let confined = None;
+        let shown = (exe.display().to_string(), confined);
         let spawn = Spawn {
             key,
             name: m.name,
@@ -515,6 +523,7 @@ impl Driver {
             dir,
             log,
             reading,
+            #[cfg(feature = "confine")]
             confine,
         };
         Ok((spawn, shown))

@@ -13,6 +13,7 @@ use crate::ext::manifest::{GuardFailure, Manifest};
 use crate::intercept::{Answer, InterceptEvent};
 use crate::log::ExtLog;
 use crate::types::{ExtensionInfo, ExtensionState, NameConflict, NameKind, ReadyVia};
+#[cfg(feature = "mcp")]
 use crate::wire::mcp_client::McpClient;
 use crate::wire::protocol::HostFrame;
 use std::collections::HashSet;
@@ -44,6 +45,7 @@ pub(super) struct Run {
     pub(super) backlog: Backlog,
     /// For an MCP server (docs/PROTOCOL.md#mcp-servers): its client, which every frame to it
     /// and every line from it goes through.
+    #[cfg(feature = "mcp")]
     pub(super) mcp: Option<Box<McpClient>>,
     /// The deadlines that find its exit.
     pub(super) exit: ExitWatch,
@@ -75,6 +77,7 @@ pub(super) enum Stage {
 pub(super) enum End {
     Disabled,
     /// Skills and a theme only (docs/PROTOCOL.md#bundles): nothing to start.
+    #[cfg(feature = "bundles")]
     Bundle,
     /// A project extension not trusted (docs/PROTOCOL.md#trust): why, and how to trust it.
     Untrusted(String),
@@ -87,7 +90,9 @@ impl End {
     pub(super) fn detail(&self) -> Option<&String> {
         match self {
             End::Untrusted(why) | End::Failed(why) | End::Exited(why) => Some(why),
-            End::Disabled | End::Bundle => None,
+            End::Disabled => None,
+            #[cfg(feature = "bundles")]
+            End::Bundle => None,
         }
     }
 }
@@ -232,6 +237,7 @@ impl Ext {
             },
             Phase::Gone { end, .. } => match end {
                 End::Disabled => ExtensionState::Disabled,
+                #[cfg(feature = "bundles")]
                 End::Bundle => ExtensionState::Bundle,
                 End::Untrusted(why) => ExtensionState::Untrusted { reason: text(why) },
                 End::Failed(why) => ExtensionState::Failed { reason: text(why) },
@@ -257,12 +263,10 @@ impl Ext {
     ) -> ExtensionInfo {
         let state = self.state();
         // An untrusted project's skill files are not the embedder's to load.
-        let untrusted = matches!(state, ExtensionState::Untrusted { .. });
-        let provides = self
-            .manifest
-            .as_ref()
+        #[cfg(feature = "bundles")]
+        let provides = (self.manifest.as_ref())
             .map(|m| &m.provides)
-            .filter(|_| !untrusted);
+            .filter(|_| !matches!(state, ExtensionState::Untrusted { .. }));
         ExtensionInfo {
             name: self.name.clone(),
             version: self.version.clone(),
@@ -275,7 +279,9 @@ impl Ext {
             events: self.events.clone(),
             intercept: self.intercept.clone(),
             restarts: self.supervision.restarts,
+            #[cfg(feature = "bundles")]
             skills: provides.map(|p| p.skills.clone()).unwrap_or_default(),
+            #[cfg(feature = "bundles")]
             theme: provides.and_then(|p| p.theme.clone()),
             ready_via: self.ready_via,
             conflicts,
@@ -290,6 +296,8 @@ impl Ext {
     /// Queues a frame, written batched at the end of the loop iteration;
     /// an MCP server's client is handed it to translate (its deadlines
     /// count from `now`). False when stdin is closed.
+    // `now` is for an MCP server's client only.
+    #[cfg_attr(not(feature = "mcp"), allow(unused_variables))]
     pub(super) fn send(&mut self, frame: &HostFrame, now: Instant) -> bool {
         let Phase::Running(run) = &mut self.phase else {
             return false;
@@ -297,12 +305,13 @@ impl Ext {
         if !run.stdin_open {
             return false;
         }
-        let Some(client) = &mut run.mcp else {
-            frame.write_line(&mut self.out);
+        #[cfg(feature = "mcp")]
+        if let Some(client) = &mut run.mcp {
+            client.on_host_frame(frame, now);
+            self.out.append(&mut client.take_lines());
             return true;
-        };
-        client.on_host_frame(frame, now);
-        self.out.append(&mut client.take_lines());
+        }
+        frame.write_line(&mut self.out);
         true
     }
 

@@ -57,7 +57,9 @@ impl Engine {
                     self.exit_found(idx, status, now);
                 }
             }
+            #[cfg(feature = "mcp")]
             Inbound::Line(line) => self.mcp_line(idx, &line, now),
+            #[cfg(feature = "mcp")]
             Inbound::LineTooLong { len, head } => self.mcp_too_long(idx, len, &head, now),
             Inbound::WriteFailed(e) => {
                 let ext = &mut self.exts[idx];

@@ -15,9 +15,8 @@ use crate::ext::manifest::Protocol;
 use crate::log::human;
 use crate::process::{describe_status, Reading};
 use crate::types::{ExtensionState, HostError, HostEvent, ReadyVia, ReloadReport, Reply, Request};
-use crate::wire::mcp_client::McpClient;
 #[cfg(feature = "mcp")]
-use crate::wire::mcp_client::McpOptions;
+use crate::wire::mcp_client::{McpClient, McpOptions};
 use crate::wire::protocol::HostFrame;
 use std::process::ExitStatus;
 use std::time::Instant;
@@ -62,6 +61,7 @@ impl Engine {
         // this order, so nothing depends on which process starts first.
         let mut found_here = Vec::new();
         for Discovered { name, found, log } in found {
+            #[cfg(feature = "bundles")]
             let bundle = found.manifest.as_ref().is_some_and(|m| m.is_bundle());
             let idx = self.exts.len();
             let ext = Ext::new(name, found.scope, found.dir, log, found.manifest);
@@ -75,6 +75,7 @@ impl Engine {
                 Status::Invalid(e) => {
                     found_here.push((idx, Some(format!("invalid manifest: {e}"))))
                 }
+                #[cfg(feature = "bundles")]
                 Status::Start if bundle => self.exts[idx].phase = Phase::gone(End::Bundle),
                 Status::Start => {
                     found_here.push((idx, None));
@@ -160,11 +161,14 @@ impl Engine {
         let Some(m) = &ext.manifest else {
             return Err("no valid manifest".into());
         };
+        #[cfg(not(feature = "mcp"))]
+        let reading = match m.protocol {
+            Protocol::Zot => Reading::Frames,
+            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
+        };
+        #[cfg(feature = "mcp")]
         let (reading, mcp) = match m.protocol {
             Protocol::Zot => (Reading::Frames, None),
-            #[cfg(not(feature = "mcp"))]
-            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
-            #[cfg(feature = "mcp")]
             Protocol::Mcp => {
                 let opts = McpOptions {
                     name: m.name.clone(),
@@ -186,11 +190,17 @@ impl Engine {
             dir: ext.dir.clone(),
             log: ext.log.clone(),
             reading,
+            #[cfg(feature = "confine")]
             confine_in: self.cfg.confine.then(|| self.cfg.cwd.clone()),
             trust_in: (ext.scope == Scope::Project && !self.cfg.trust_project)
                 .then(|| self.cfg.cwd.clone()),
         };
-        Ok((job, Starting { key, mcp }))
+        let starting = Starting {
+            key,
+            #[cfg(feature = "mcp")]
+            mcp,
+        };
+        Ok((job, starting))
     }
 
     /// Extension `idx` runs as `proc` (or could not start: why): it has
@@ -215,13 +225,13 @@ impl Engine {
         let deadline = later(now, self.cfg.timeouts.hello);
         ext.ready_via = None;
         ext.lost_to_builtin.clear();
-        let mcp = started.mcp;
         ext.phase = Phase::Running(Run {
             pid,
             stdin_open: true,
             backlog: proc.backlog,
             // Its first line, the probe, is written with this iteration's frames.
-            mcp: mcp.map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
+            #[cfg(feature = "mcp")]
+            mcp: (started.mcp).map(|opts| Box::new(McpClient::new(opts, ext.log.clone(), now))),
             exit: ExitWatch::default(),
             data_dir,
             stage: Stage::AwaitingHello { deadline },

@@ -93,6 +93,7 @@ mod jobs;
 mod journaled;
 mod later;
 mod lifecycle;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod oversize;
 #[cfg(feature = "panels")]

@@ -25,7 +25,10 @@ impl Ext {
             Stage::Stopping { signal, .. } => signal.map(|(at, _)| at),
             Stage::Ready | Stage::Killed(_) => None,
         };
+        #[cfg(feature = "mcp")]
         let mcp = run.mcp.as_ref().and_then(|c| c.next_deadline());
+        #[cfg(not(feature = "mcp"))]
+        let mcp = None;
         [stage, run.exit.deadline(), mcp]
             .into_iter()
             .flatten()
@@ -56,6 +59,7 @@ impl Engine {
 
     pub(super) fn tick(&mut self, now: Instant, probes: &Probes) {
         for idx in 0..self.exts.len() {
+            #[cfg(feature = "mcp")]
             self.tick_mcp(idx, now);
             let probe = probes.get(&idx).copied().unwrap_or(Probe::UNSEEN);
             self.tick_ext(idx, probe, now);

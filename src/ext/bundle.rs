@@ -1,7 +1,9 @@
 //! What an extension ships besides a process (docs/PROTOCOL.md#bundles): skill files
 //! named by its manifest's `skills`, and a theme (`theme.json` or
 //! `themes/theme.json`). A manifest without `exec` that ships either is a
-//! bundle: valid, listed, never started.
+//! bundle: valid, listed, never started. Only in a build with the
+//! `bundles` feature; without it a manifest needs `exec` and its
+//! `skills` are not looked at.
 //!
 //! Everything found must be inside the extension directory, symlinks
 //! resolved: a cloned project's manifest must not point the embedder at
@@ -60,6 +62,28 @@ impl Provides {
         }
         parts.join(", ")
     }
+}
+
+/// What the extension whose manifest is at `path`, with `skills`,
+/// provides besides a process; a bundle (a manifest without `exec`) must
+/// provide something. The error is the reason alone.
+pub(crate) fn of_manifest(
+    path: &Path,
+    skills: &[String],
+    bundle: bool,
+) -> Result<Provides, String> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let provides = resolve(dir, skills)?;
+    if bundle && provides == Provides::default() {
+        return Err(format!(
+            "provides nothing: no `exec` to run, no {SKILL_FILE} under `skills` and no {} or {}",
+            THEME_FILES[0], THEME_FILES[1]
+        ));
+    }
+    Ok(provides)
 }
 
 /// Resolves `skills` entries (as written in the manifest) and finds the

@@ -2,6 +2,7 @@
 //! (docs/PROTOCOL.md#manifest, docs/PROTOCOL.md#bundles) and resolving its
 //! executable (docs/PROTOCOL.md#processes-and-logs).
 
+#[cfg(feature = "bundles")]
 use crate::ext::bundle::{self, Provides};
 #[cfg(any(feature = "confine", feature = "author"))]
 pub use crate::ext::permissions::Permissions;
@@ -15,6 +16,11 @@ pub const MANIFEST_FILE: &str = "extension.json";
 /// Why a manifest with `"protocol": "mcp"` is invalid in a build
 /// without the `mcp` feature.
 pub(crate) const NO_MCP: &str = "this zot was built without MCP support";
+
+/// Why a manifest without `exec` (a bundle) is invalid in a build without
+/// the `bundles` feature.
+pub(crate) const NO_BUNDLES: &str = "no `exec`: a bundle (skills, a theme, no process) needs \
+     a zot built with the `bundles` feature (cargo build --release --features bundles)";
 
 /// Largest manifest read: a real one is a few hundred bytes.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -49,11 +55,13 @@ pub struct Manifest {
     /// What an interception means while this guard cannot answer (docs/PROTOCOL.md#supervision).
     pub(crate) guard_failure: GuardFailure,
     /// `skills` entries as written: directories scanned for `SKILL.md`
-    /// files, or `SKILL.md` files, relative to the manifest.
+    /// files, or `SKILL.md` files, relative to the manifest. Without the
+    /// `bundles` feature they are only shown as ignored.
     pub skills: Vec<String>,
     /// The skill files and theme found in the extension directory; filled
     /// by [`Manifest::load`] (empty after [`Manifest::parse`], which has
     /// no directory).
+    #[cfg(feature = "bundles")]
     pub provides: Provides,
     /// What it may touch when confined (docs/PROTOCOL.md#confinement); `None`: not declared.
     /// Read only in a build that confines or checks extensions; the
@@ -169,26 +177,18 @@ impl Manifest {
             reason,
         };
         let text = read_file(path).map_err(err)?;
-        let mut manifest = Manifest::parse_text(&text).map_err(err)?;
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
+        let manifest = Manifest::parse_text(&text).map_err(err)?;
+        #[cfg(feature = "bundles")]
+        let manifest = Manifest {
+            provides: bundle::of_manifest(path, &manifest.skills, manifest.is_bundle())
+                .map_err(err)?,
+            ..manifest
         };
-        manifest.provides = bundle::resolve(dir, &manifest.skills).map_err(err)?;
-        if manifest.is_bundle() && manifest.provides == Provides::default() {
-            return Err(err(format!(
-                "provides nothing: no `exec` to run, no {} under `skills` and no {} or {}",
-                bundle::SKILL_FILE,
-                bundle::THEME_FILES[0],
-                bundle::THEME_FILES[1]
-            )));
-        }
         Ok((manifest, text))
     }
 
     /// No `exec`: skills and a theme only, never started.
+    #[cfg(feature = "bundles")]
     pub fn is_bundle(&self) -> bool {
         self.exec.is_none()
     }
@@ -211,8 +211,12 @@ impl Manifest {
                  starting with a letter or digit, at most 64)"
             ));
         }
-        // Without `exec` it may still be a bundle; `load` decides.
+        // Without `exec` it may still be a bundle (`load` decides), in a
+        // build that has them.
         let exec = raw.exec;
+        if exec.is_none() && !cfg!(feature = "bundles") {
+            return Err(NO_BUNDLES.into());
+        }
         if exec.as_ref().is_some_and(|e| e.trim().is_empty()) {
             return Err("field `exec` is empty".into());
         }
@@ -274,6 +278,7 @@ impl Manifest {
             restart,
             guard_failure,
             skills: raw.skills.unwrap_or_default(),
+            #[cfg(feature = "bundles")]
             provides: Provides::default(),
             #[cfg(any(feature = "confine", feature = "author"))]
             permissions,

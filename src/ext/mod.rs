@@ -3,6 +3,7 @@
 //! which run (`discovery`), whether a project's own may run (`trust`),
 //! and what a confined one may touch (`permissions`).
 
+#[cfg(feature = "bundles")]
 pub(crate) mod bundle;
 pub(crate) mod discovery;
 pub(crate) mod manifest;

@@ -5,7 +5,8 @@
 //! Trust is recorded per project directory and per extension directory
 //! in `$ZOT_HOME/trust.json`. It binds the directory the extension
 //! resolves to and the resolved path and contents of its manifest, of
-//! the program its `exec` resolves to and of every file its `args` name,
+//! the program its `exec` resolves to, of every file its `args` name and
+//! (with the `bundles` feature) of the skills and theme it hands over,
 //! wherever they lie in the project or the extension directory; one
 //! elsewhere (and not in a `$PATH` directory) cannot be trusted. It is
 //! checked at discovery and again at every start ([`check_start`]), so a
@@ -100,8 +101,12 @@ impl Binding {
             bind(places.bound("`args` entry", arg, &dir.join(arg))?);
         }
         // What a bundle hands the embedder to load counts as what it runs
-        // (always inside the directory: `bundle.rs` refuses the rest).
+        // (always inside the directory: `bundle.rs` refuses the rest). A
+        // build without bundles hands over no skill or theme and reads
+        // none, so it binds what it runs: the manifest, `exec` and `args`.
+        #[cfg(feature = "bundles")]
         let provides = &manifest.provides;
+        #[cfg(feature = "bundles")]
         for file in provides.skills.iter().chain(&provides.theme) {
             bind(places.bound("skill or theme", &file.to_string_lossy(), file)?);
         }

@@ -47,13 +47,17 @@
 //! `PR_SET_PDEATHSIG` for the process alone when the watchdog cannot
 //! run, set in `sys.rs`).
 
-// Without the `confine` feature a stand-in that refuses to confine.
+// With the author tools but not the `confine` feature, a stand-in that
+// refuses to confine (they ask for it by name); the minimal build has
+// neither.
+#[cfg(any(feature = "confine", feature = "author"))]
 #[cfg_attr(not(feature = "confine"), path = "no_confine.rs")]
 pub(crate) mod confine;
 pub(crate) mod spawner;
 pub(crate) mod watchdog;
 
 use crate::log::ExtLog;
+#[cfg(feature = "confine")]
 use crate::process::confine::{Confinement, PrivateTmp};
 use crate::sys;
 use crate::wire::protocol::{
@@ -69,7 +73,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+#[cfg(feature = "mcp")]
+use std::sync::{Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 
 /// The room of the stdout line buffer kept from one line to the next.
@@ -104,8 +110,10 @@ pub(crate) enum Inbound {
     /// holds its status). Frames it wrote before may still be in the socket.
     Exited,
     /// A stdout line as it came, when the process is read as [`Reading::Lines`].
+    #[cfg(feature = "mcp")]
     Line(Vec<u8>),
     /// A line too long to keep ([`Reading::Lines`]): its length and first bytes.
+    #[cfg(feature = "mcp")]
     LineTooLong {
         len: usize,
         head: Vec<u8>,
@@ -119,9 +127,9 @@ pub(crate) enum Reading {
     Frames,
     /// As lines, for the loop to make sense of; not read while more than
     /// `pause_over` bytes wait for its stdin (what it writes may want
-    /// answers, which would wait without bound). The minimal build
-    /// reads every extension as frames.
-    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    /// answers, which would wait without bound). Only MCP servers are
+    /// read so; the minimal build reads every extension as frames.
+    #[cfg(feature = "mcp")]
     Lines { pause_over: usize },
 }
 
@@ -154,6 +162,7 @@ pub(crate) struct ExtProcess {
     ends: Option<Ends>,
     threads: Vec<JoinHandle<()>>,
     /// A confined extension's `TMPDIR`, removed once its group is killed.
+    #[cfg(feature = "confine")]
     _tmp: Option<PrivateTmp>,
 }
 
@@ -174,24 +183,31 @@ struct Ends {
 struct Backlog {
     bytes: Arc<AtomicUsize>,
     /// True once the process is done with: a paused reader ends.
+    #[cfg(feature = "mcp")]
     stopped: Mutex<bool>,
     /// Signalled after each write and at the stop.
+    #[cfg(feature = "mcp")]
     drained: Condvar,
 }
 
 impl Backlog {
+    /// `len` more bytes were written.
+    fn written(&self, len: usize) {
+        self.bytes.fetch_sub(len, Ordering::Release);
+        #[cfg(feature = "mcp")]
+        {
+            let _stopped = self.lock();
+            self.drained.notify_all();
+        }
+    }
+
+    #[cfg(feature = "mcp")]
     fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
         self.stopped.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `len` more bytes were written.
-    fn written(&self, len: usize) {
-        self.bytes.fetch_sub(len, Ordering::Release);
-        let _stopped = self.lock();
-        self.drained.notify_all();
-    }
-
     /// Waits while more than `limit` bytes wait; false once stopped.
+    #[cfg(feature = "mcp")]
     fn wait_below(&self, limit: usize) -> bool {
         let mut stopped = self.lock();
         while !*stopped && self.bytes.load(Ordering::Relaxed) > limit {
@@ -200,6 +216,7 @@ impl Backlog {
         !*stopped
     }
 
+    #[cfg(feature = "mcp")]
     fn stop(&self) {
         *self.lock() = true;
         self.drained.notify_all();
@@ -222,6 +239,7 @@ pub(crate) struct Spawn {
     /// How its stdout is handed over.
     pub reading: Reading,
     /// Its ruleset and `TMPDIR` when it starts confined (docs/PROTOCOL.md#confinement).
+    #[cfg(feature = "confine")]
     pub confine: Option<Confinement>,
 }
 
@@ -241,6 +259,7 @@ impl ExtProcess {
             dir,
             log,
             reading,
+            #[cfg(feature = "confine")]
             confine,
         } = s;
         let (stdin, child_stdin) = UnixStream::pair()?;
@@ -256,6 +275,7 @@ impl ExtProcess {
             .stdin(child_end(child_stdin))
             .stdout(child_end(child_stdout))
             .stderr(child_stderr);
+        #[cfg(feature = "confine")]
         if let Some(confine) = &confine {
             confine.apply_to(&mut command);
         }
@@ -282,6 +302,7 @@ impl ExtProcess {
             backlog: io.backlog.clone(),
             ends: None,
             threads: Vec::new(),
+            #[cfg(feature = "confine")]
             _tmp: confine.map(|c| c.tmp),
         };
         let streams = (stdin, stdout, stderr);
@@ -449,6 +470,7 @@ impl Drop for ExtProcess {
         let _ = self.child.kill();
         self.outbox = None;
         self.inbound = None;
+        #[cfg(feature = "mcp")]
         self.backlog.stop();
         if let Some(ends) = self.ends.take() {
             for end in [Some(ends.stdin), Some(ends.stdout), ends.stderr]
@@ -483,6 +505,8 @@ fn child_end(end: UnixStream) -> Stdio {
 /// The reader thread: stdout's lines, as frames or lines, to the loop;
 /// then [`Inbound::Eof`]. Ends early once the loop has let go of the
 /// channel (the process is done with).
+// Only an MCP server's reader waits on `backlog`.
+#[cfg_attr(not(feature = "mcp"), allow(unused_variables))]
 fn read_stdout(
     stdout: UnixStream,
     reading: Reading,
@@ -490,10 +514,12 @@ fn read_stdout(
     inbound: &Sender<Inbound>,
     backlog: &Backlog,
 ) {
+    #[cfg(feature = "mcp")]
     let mut paused = false;
     let dropped = |why: String, len: usize, head: &[u8]| {
         log.line(&why);
         let msg = match reading {
+            #[cfg(feature = "mcp")]
             Reading::Lines { .. } => Some(Inbound::LineTooLong {
                 len,
                 head: head.to_vec(),
@@ -523,21 +549,23 @@ fn read_stdout(
                     msg
                 }
             },
+            #[cfg(feature = "mcp")]
             Reading::Lines { .. } => Inbound::Line(line.to_vec()),
         };
         if inbound.send(msg).is_err() {
             return false;
         }
-        match reading {
-            Reading::Lines { pause_over } if backlog.bytes.load(Ordering::Relaxed) > pause_over => {
+        #[cfg(feature = "mcp")]
+        if let Reading::Lines { pause_over } = reading {
+            if backlog.bytes.load(Ordering::Relaxed) > pause_over {
                 if !std::mem::replace(&mut paused, true) {
                     let limit = pause_over >> 20;
                     log.line(&format!("not reading its stdin: its stdout is not read while more than {limit} MiB wait for it"));
                 }
-                backlog.wait_below(pause_over)
+                return backlog.wait_below(pause_over);
             }
-            _ => true,
         }
+        true
     };
     if let Err(e) = read_lines(stdout, dropped, handle) {
         log.line(&format!("reading stdout failed: {e}"));

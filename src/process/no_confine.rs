@@ -1,18 +1,16 @@
-//! Confinement in a build without the `confine` feature: nothing can be
-//! confined. Asking for it is an error that names the feature, for the
-//! host ([`crate::HostConfig::confine`]) and for each extension alike; no
-//! extension is ever started unconfined in its place. The types are
-//! uninhabited, so no value of them exists; they keep the code that
-//! starts extensions the same in both builds.
+//! Confinement for the author tools in a build without the `confine`
+//! feature: nothing can be confined. `zot ext check --confine` is told so
+//! by the error that names the feature (the host refuses
+//! [`crate::HostConfig::confine`] with the same words); no extension is
+//! ever started unconfined in its place. The types are uninhabited, so no
+//! value of them exists. The minimal build, without the author tools,
+//! has no confinement code at all.
 
+use crate::config::NO_CONFINE;
 use crate::ext::manifest::Manifest;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Why nothing is confined in this build, and how to build it with confinement.
-pub(crate) const NO_CONFINE: &str = "confinement is not in this build: it needs the \
-     `confine` feature (cargo build --release --features confine)";
 
 /// Landlock ABI that can deny TCP connect and bind.
 pub const NET_ABI: u32 = 4;
@@ -51,25 +49,6 @@ impl Places {
 #[derive(Debug)]
 pub(crate) struct PrivateTmp(Infallible);
 
-/// Refuses every confinement in this build.
-#[derive(Debug, Default)]
-pub struct Confiner {
-    _nothing: (),
-}
-
-impl Confiner {
-    /// Always the error that names the feature.
-    pub fn confinement(
-        &self,
-        _m: &Manifest,
-        _exe: &Path,
-        _places: &Places,
-        _key: u64,
-    ) -> Result<Confinement, String> {
-        Err(NO_CONFINE.into())
-    }
-}
-
 /// A confinement: never constructed in this build.
 #[derive(Debug)]
 pub struct Confinement {
@@ -82,8 +61,13 @@ pub struct Confinement {
 
 impl Confinement {
     /// Always the error that names the feature.
-    pub fn new(m: &Manifest, exe: &Path, places: &Places, key: u64) -> Result<Confinement, String> {
-        Confiner::default().confinement(m, exe, places, key)
+    pub fn new(
+        _m: &Manifest,
+        _exe: &Path,
+        _places: &Places,
+        _key: u64,
+    ) -> Result<Confinement, String> {
+        Err(NO_CONFINE.into())
     }
 
     /// Unreachable: no confinement exists.

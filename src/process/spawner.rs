@@ -163,6 +163,7 @@ mod tests {
             dir: std::env::temp_dir(),
             log: ExtLog::stderr(&format!("sh{key}")),
             reading: Reading::Frames,
+            #[cfg(feature = "confine")]
             confine: None,
         }
     }

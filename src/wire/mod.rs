@@ -9,8 +9,7 @@
 // JSON-RPC for the MCP client and `zot mcp`: the CLI's, not an embedder's.
 #[cfg(feature = "mcp")]
 pub(crate) mod jsonrpc;
-// Without the `mcp` feature an empty stand-in: no extension can be an MCP server.
-#[cfg_attr(not(feature = "mcp"), path = "no_mcp.rs")]
+#[cfg(feature = "mcp")]
 pub(crate) mod mcp_client;
 #[cfg(feature = "panels")]
 pub(crate) mod panels;

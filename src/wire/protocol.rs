@@ -559,7 +559,7 @@ fn keep_tail(tail: &mut Vec<u8>, bytes: &[u8]) {
 
 /// The start and the end of a discarded line, as
 /// `LineReader::discarded_head` keeps them.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+#[cfg(feature = "mcp")]
 pub(crate) fn split_ends(kept: &[u8]) -> (&[u8], &[u8]) {
     match kept.iter().position(|&b| b == b'\n') {
         Some(at) => (&kept[..at], &kept[at + 1..]),
@@ -891,13 +891,14 @@ fn wrong_field(line: &[u8], error: &str) -> Option<String> {
 /// The top-level `"id"` of a JSON object's text when it is a string or
 /// an integer: what is known of a message too deep or too big to parse,
 /// wherever its `id` is.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+#[cfg(feature = "mcp")]
 pub(crate) fn top_level_id(text: &[u8]) -> Option<Value> {
     top_level_scalar(text, "id")
 }
 
 /// The top-level field `key` of a JSON object's text when it is a
 /// string or an integer (the first, if there are more).
+#[cfg(feature = "mcp")]
 fn top_level_scalar(text: &[u8], key: &str) -> Option<Value> {
     let (value, _) = top_level_field(text, key, false)?;
     json_scalar(value).map(|(v, _)| v)
@@ -972,7 +973,7 @@ fn string_end(text: &[u8], at: usize) -> Option<usize> {
 /// The top-level `"id"` at the end of the last bytes of an object's
 /// text (`tail`), as JSON-RPC libraries that write it last leave it:
 /// `..."id":7}` or `..."id":7,"jsonrpc":"2.0"}`.
-#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+#[cfg(feature = "mcp")]
 pub(crate) fn tail_id(tail: &[u8]) -> Option<Value> {
     let mut rest = tail.trim_ascii_end().strip_suffix(b"}")?.trim_ascii_end();
     for member in [&br#""jsonrpc":"2.0""#[..], br#""jsonrpc": "2.0""#] {
@@ -1057,7 +1058,6 @@ pub(crate) fn snippet(line: &[u8]) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::BufReader;
 
     #[test]
     fn fields_of_other_frame_types_are_ignored() {
@@ -1215,22 +1215,30 @@ mod tests {
         let len = len + 7;
         text.extend(b"\nnext\n");
         // Read in small pieces: the ends are kept across them.
-        let reader = BufReader::with_capacity(64, &text[..]);
+        let reader = std::io::BufReader::with_capacity(64, &text[..]);
         let mut lines = LineReader::new(reader, 100);
         assert!(matches!(lines.next_line(), Ok(Some(Line::TooLong(n))) if n == len));
-        let (head, tail) = split_ends(lines.discarded_head());
-        assert_eq!((head.len(), tail.len()), (HEAD, HEAD));
-        assert!(head.starts_with(b"{\"type\":\"x\",aaa"));
-        assert!(tail.ends_with(b"aaa\"id\":7}"));
-        assert_eq!(tail_id(tail), Some(Value::from(7)));
+        let kept = lines.discarded_head();
+        assert!(kept.starts_with(b"{\"type\":\"x\",aaa"));
+        assert!(kept.ends_with(b"aaa\"id\":7}"));
+        #[cfg(feature = "mcp")]
+        {
+            let (head, tail) = split_ends(kept);
+            assert_eq!((head.len(), tail.len()), (HEAD, HEAD));
+            assert_eq!(tail_id(tail), Some(Value::from(7)));
+        }
         assert!(matches!(lines.next_line(), Ok(Some(Line::Text(t))) if t == b"next"));
         // A short line over the limit: its ends overlap.
         let mut lines = LineReader::new(&b"{\"id\":\"a\",\"x\":1}\n"[..], 10);
         assert!(matches!(lines.next_line(), Ok(Some(Line::TooLong(16)))));
-        let (head, tail) = split_ends(lines.discarded_head());
-        assert_eq!((head, tail), (&b"{\"id\":\"a\",\"x\":1}"[..], head));
+        #[cfg(feature = "mcp")]
+        {
+            let (head, tail) = split_ends(lines.discarded_head());
+            assert_eq!((head, tail), (&b"{\"id\":\"a\",\"x\":1}"[..], head));
+        }
     }
 
+    #[cfg(feature = "mcp")]
     #[test]
     fn the_id_of_a_message_too_deep_or_too_long_to_read() {
         let deep = format!(

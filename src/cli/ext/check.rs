@@ -229,13 +229,14 @@ fn check_manifest(opts: &Opts, report: &mut Report) -> Option<(Manifest, PathBuf
         report.warn("manifest", Duration::ZERO, msg);
         return None;
     }
-    let provides = manifest.provides.summary();
-    if !provides.is_empty() {
+    #[cfg(feature = "bundles")]
+    if !manifest.provides.summary().is_empty() {
         let files = (manifest.provides.skills.iter())
             .chain(&manifest.provides.theme)
             .map(|p| p.strip_prefix(&dir).unwrap_or(p).display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
+        let provides = manifest.provides.summary();
         report.pass("provides", Duration::ZERO, format!("{provides}: {files}"));
     }
     let Some(exec) = manifest.exec.clone() else {

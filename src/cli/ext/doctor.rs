@@ -345,7 +345,7 @@ impl Entry {
             Some(_) => line.push_str(" (its ready frame)"),
             None => {}
         }
-        if info.state == ExtensionState::Bundle {
+        if info.state.as_str() == "bundle" {
             line.push_str(" (skills and theme only: nothing to start)");
         }
         if let Some(error) = info.state.error() {
@@ -414,6 +414,14 @@ impl Entry {
         let won = (self.won.iter()).map(|(kind, name, loser)| {
             json!({"kind": kind, "name": name, "winner": self.name, "loser": loser})
         });
+        #[cfg(feature = "bundles")]
+        let (skills, theme) = (
+            info.map_or(json!([]), |i| json!(i.skills)),
+            info.and_then(|i| i.theme.clone()),
+        );
+        // A build without bundles hands over none.
+        #[cfg(not(feature = "bundles"))]
+        let (skills, theme) = (json!([]), None::<PathBuf>);
         json!({
             "name": self.name,
             "scope": self.found.scope.as_str(),
@@ -428,8 +436,8 @@ impl Entry {
             "replay": self.replay.iter().map(|(n, r)| (n.clone(), json!(r))).collect::<serde_json::Map<_, _>>(),
             "events": names(|i| &i.events),
             "intercept": info.map_or(json!([]), |i| json!(i.intercept)),
-            "skills": info.map_or(json!([]), |i| json!(i.skills)),
-            "theme": info.and_then(|i| i.theme.clone()),
+            "skills": skills,
+            "theme": theme,
             "conflicts": lost.chain(won).collect::<Vec<_>>(),
             "warnings": warnings,
             "more_warnings": self.run_log.more_warnings,
@@ -502,7 +510,7 @@ impl Report {
                         .collect::<Vec<_>>()
                         .join(" "),
                 };
-                if info.state != ExtensionState::Bundle {
+                if info.state.as_str() != "bundle" {
                     field("commands", list(&info.commands, "/"));
                     field("tools", list(&info.tools, ""));
                     if !e.replay.is_empty() {
@@ -520,11 +528,14 @@ impl Report {
                     );
                     field("events", subs);
                 }
-                for skill in &info.skills {
-                    field("skill", skill.display().to_string());
-                }
-                if let Some(theme) = &info.theme {
-                    field("theme", theme.display().to_string());
+                #[cfg(feature = "bundles")]
+                {
+                    for skill in &info.skills {
+                        field("skill", skill.display().to_string());
+                    }
+                    if let Some(theme) = &info.theme {
+                        field("theme", theme.display().to_string());
+                    }
                 }
             }
             for c in e.conflicts() {

@@ -4,9 +4,11 @@ use super::common::{failed, out, raw_manifest, Ctx};
 use crate::cli::common::CliError;
 use serde::Serialize;
 use serde_json::Value;
+#[cfg(feature = "bundles")]
 use std::path::PathBuf;
 use zot_host::internal::discovery::{self, Found, Status};
 use zot_host::internal::log::inert;
+use zot_host::internal::manifest::Manifest;
 use zot_host::Scope;
 
 /// One line of the listing; `--json` prints its fields in this order,
@@ -23,7 +25,9 @@ struct Row {
     prefix: Option<String>,
     /// `process`, skills and theme (docs/PROTOCOL.md#bundles).
     provides: String,
+    #[cfg(feature = "bundles")]
     skills: Vec<PathBuf>,
+    #[cfg(feature = "bundles")]
     theme: Option<PathBuf>,
     dir: String,
     status: String,
@@ -76,7 +80,9 @@ fn row(f: &Found) -> Row {
             protocol: m.protocol.as_str().into(),
             prefix: m.prefix.clone(),
             provides: provides(m),
+            #[cfg(feature = "bundles")]
             skills: m.provides.skills.clone(),
+            #[cfg(feature = "bundles")]
             theme: m.provides.theme.clone(),
             dir,
             status: status(&f.status),
@@ -96,7 +102,9 @@ fn row(f: &Found) -> Row {
         protocol: text("protocol").unwrap_or_else(|| "zot".into()),
         prefix: text("prefix"),
         provides: "-".into(),
+        #[cfg(feature = "bundles")]
         skills: Vec::new(),
+        #[cfg(feature = "bundles")]
         theme: None,
         dir,
         status: status(&f.status),
@@ -104,13 +112,23 @@ fn row(f: &Found) -> Row {
 }
 
 /// `process` when it has an `exec`, then its skills and theme.
-fn provides(m: &zot_host::internal::manifest::Manifest) -> String {
+#[cfg(feature = "bundles")]
+fn provides(m: &Manifest) -> String {
     let bundle = m.provides.summary();
     match (m.is_bundle(), bundle.is_empty()) {
         (true, _) => bundle,
         (false, true) => "process".into(),
         (false, false) => format!("process, {bundle}"),
     }
+}
+
+/// `process`: a build without bundles says when it ignores `skills`.
+#[cfg(not(feature = "bundles"))]
+fn provides(m: &Manifest) -> String {
+    if m.skills.is_empty() {
+        return "process".into();
+    }
+    "process (`skills` ignored: built without the `bundles` feature)".into()
 }
 
 fn status(status: &Status) -> String {

@@ -67,8 +67,9 @@ const SUBS: &[Sub] = &[
                 not trusted as it is now: zot ext trust) or invalid: <reason>.\n\
                 --json prints one JSON array of objects with the keys scope, name,\n\
                 version, enabled, language, description, protocol (zot or mcp),\n\
-                prefix, provides, skills (absolute paths of its SKILL.md files),\n\
-                theme (the theme file's path or null), dir and status.",
+                prefix, provides, skills (absolute paths of its SKILL.md files) and\n\
+                theme (the theme file's path or null) in a build with bundles, dir\n\
+                and status.",
         flags: &[(None, "json")],
         arg: None,
     },

@@ -389,12 +389,13 @@ fn ext_row(e: &ExtensionInfo) -> (String, String) {
     if let Some(v) = &e.version {
         right.push_str(&format!("  v{v}"));
     }
-    let provides = zot_host::internal::bundle::Provides {
-        skills: e.skills.clone(),
-        theme: e.theme.clone(),
-        ..Default::default()
-    };
-    if !provides.skills.is_empty() || provides.theme.is_some() {
+    #[cfg(feature = "bundles")]
+    if !e.skills.is_empty() || e.theme.is_some() {
+        let provides = zot_host::internal::bundle::Provides {
+            skills: e.skills.clone(),
+            theme: e.theme.clone(),
+            ..Default::default()
+        };
         right.push_str(&format!("  {}", provides.summary()));
     }
     right.push_str(&format!("  {}", e.dir.display()));
