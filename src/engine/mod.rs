@@ -86,6 +86,8 @@ mod embedder;
 mod exit;
 mod exposure;
 mod ext;
+#[cfg(feature = "ext-calls")]
+mod extcalls;
 mod frames;
 mod idmap;
 mod jobs;
@@ -141,8 +143,10 @@ struct Engine {
     pending: Pending,
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
+    #[cfg(feature = "ext-calls")]
     builtin_tx: Sender<Request>,
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
+    #[cfg(feature = "ext-calls")]
     builtin_drive: Option<crate::types::Drive>,
     chains: IdMap<u64, ChainState>,
     next_chain: u64,
@@ -162,7 +166,11 @@ impl Engine {
     /// An engine whose events go to `events` (it only reads how many
     /// wait there: the driver sends them).
     /// Built-in tool replies go back through `builtin`.
-    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: Sender<Request>) -> Engine {
+    fn new(
+        cfg: HostConfig,
+        events: Sender<HostEvent>,
+        #[cfg(feature = "ext-calls")] builtin: Sender<Request>,
+    ) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),
@@ -179,7 +187,9 @@ impl Engine {
             next_key: 0,
             pending: Pending::default(),
             jobs: jobs::Jobs::default(),
+            #[cfg(feature = "ext-calls")]
             builtin_tx: builtin,
+            #[cfg(feature = "ext-calls")]
             builtin_drive: None,
             chains: IdMap::default(),
             next_chain: 0,

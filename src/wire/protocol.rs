@@ -75,13 +75,15 @@ pub(crate) const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "seq
 /// Protocol version announced in `hello_ack`.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// What `hello_ack.capabilities` says this host supports (docs/PROTOCOL.md#capabilities).
-pub const HOST_CAPABILITIES: [&str; 6] = [
+/// What `hello_ack.capabilities` says this host supports (docs/PROTOCOL.md#capabilities):
+/// `call_tool` only with the `ext-calls` feature.
+pub const HOST_CAPABILITIES: &[&str] = &[
     "commands",
     "tools",
     "events",
     "panels",
     "tool_cancel",
+    #[cfg(feature = "ext-calls")]
     "call_tool",
 ];
 

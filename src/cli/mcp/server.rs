@@ -531,8 +531,9 @@ impl Server {
             | HostEvent::Submit { .. }
             | HostEvent::SubmitSlash { .. }
             | HostEvent::PanelRender { .. }
-            | HostEvent::PanelClose { .. }
-            | HostEvent::BuiltinCall { .. } => {}
+            | HostEvent::PanelClose { .. } => {}
+            #[cfg(feature = "ext-calls")]
+            HostEvent::BuiltinCall { .. } => {}
             HostEvent::Ready { .. } => {
                 s.ready = true;
                 submit.append(&mut s.deferred);

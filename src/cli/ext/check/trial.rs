@@ -294,7 +294,7 @@ impl Trial<'_> {
             cwd,
             extension_dir: dir,
             data_dir,
-            capabilities: &zot_host::internal::protocol::HOST_CAPABILITIES,
+            capabilities: zot_host::internal::protocol::HOST_CAPABILITIES,
         }
         .to_line();
         self.proc.send(line);
