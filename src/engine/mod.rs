@@ -68,7 +68,8 @@
 //!   due at it.
 //! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
 //!   asks, and the interception chains; `pipeline.rs`: the tool pipeline,
-//!   cancellable; `exposure.rs`: deferred tools; `oversize.rs`: answers
+//!   cancellable; `extcalls.rs` (only with the `ext-calls` feature): the
+//!   tool calls extensions make, and the built-ins run for them; `exposure.rs`: deferred tools; `oversize.rs`: answers
 //!   over the frame limit; `journaled.rs` (only with the `journal`
 //!   feature): the journal's steps.
 //! - `mcp.rs`: driving the client of each MCP server.
