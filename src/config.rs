@@ -125,6 +125,7 @@ pub struct HostConfig {
     /// The embedder runs built-in tools for extensions' `call_tool`
     /// ([`crate::HostEvent::BuiltinCall`]); false: such calls get an
     /// error result at once (docs/PROTOCOL.md#calls-from-extensions). True.
+    #[cfg(feature = "ext-calls")]
     pub runs_builtins: bool,
     /// The embedder shows panels, so interactive tools may wait for the
     /// user without a deadline; false: they are refused (docs/PROTOCOL.md#interactive-tools). True.
@@ -200,6 +201,7 @@ impl HostConfig {
             log_rotate_bytes: 8 * 1024 * 1024,
             event_budget: 8 * 1024 * 1024,
             confine: false,
+            #[cfg(feature = "ext-calls")]
             runs_builtins: true,
             interactive_tools: true,
             #[cfg(feature = "journal")]

@@ -449,14 +449,17 @@ impl Host {
 
     fn start_inline(mut config: HostConfig, owner: Option<ThreadId>) -> io::Result<Host> {
         let (host, channels) = Host::new(&mut config, false, owner)?;
-        let mut driver = Driver::start(config, channels);
+        let driver = Driver::start(config, channels);
         // Weak: the driver sits inside the loop it would otherwise keep.
-        let shared = Arc::downgrade(&host.handle.shared);
-        driver.drive_builtin_replies(Arc::new(move |until| {
-            if let Some(shared) = shared.upgrade() {
-                shared.drive_until(until, None);
-            }
-        }));
+        #[cfg(feature = "ext-calls")]
+        let driver = {
+            let shared = Arc::downgrade(&host.handle.shared);
+            driver.drive_builtin_replies(Arc::new(move |until| {
+                if let Some(shared) = shared.upgrade() {
+                    shared.drive_until(until, None);
+                }
+            }))
+        };
         *host.handle.shared.lock() = Slot::Idle(Box::new(driver));
         Ok(host)
     }

@@ -72,11 +72,13 @@ pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
 #[cfg(feature = "journal")]
 pub use journal::InterruptedCall;
+#[cfg(feature = "ext-calls")]
+pub use types::BuiltinReply;
 pub use types::{
-    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
-    ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,
-    NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket,
-    ToolInfo, ToolOutcome, ToolRequest, ToolResult,
+    Action, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo, ExtensionState,
+    HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia,
+    ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome,
+    ToolRequest, ToolResult,
 };
 #[cfg(feature = "panels")]
 pub use wire::panels::{OpenPanel, Panel, PanelKey};

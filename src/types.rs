@@ -524,8 +524,10 @@ pub enum HostEvent {
     /// was slow ([`crate::HostConfig::event_budget`]).
     EventsDropped { count: u64 },
     /// An extension's `call_tool` for a built-in tool, which the embedder
-    /// runs (docs/PROTOCOL.md#calls-from-extensions): answer with [`BuiltinReply::send`] within the
-    /// tool timeout. `args` are final (the guards allowed them).
+    /// runs (the `ext-calls` feature, docs/PROTOCOL.md#calls-from-extensions):
+    /// answer with [`BuiltinReply::send`] within the tool timeout. `args`
+    /// are final (the guards allowed them).
+    #[cfg(feature = "ext-calls")]
     BuiltinCall {
         call_id: String,
         extension: String,
@@ -537,6 +539,7 @@ pub enum HostEvent {
 }
 
 /// How the embedder answers a [`HostEvent::BuiltinCall`].
+#[cfg(feature = "ext-calls")]
 #[derive(Clone, Default)]
 pub struct BuiltinReply {
     pub(crate) call_id: String,
@@ -548,8 +551,10 @@ pub struct BuiltinReply {
 
 /// Runs the host loop on the calling thread until the condition holds
 /// (or the host is done); see `host.rs`.
+#[cfg(feature = "ext-calls")]
 pub(crate) type Drive = std::sync::Arc<dyn Fn(&mut dyn FnMut() -> bool) + Send + Sync>;
 
+#[cfg(feature = "ext-calls")]
 impl BuiltinReply {
     /// Sends the built-in tool's result blocks; false when the call no
     /// longer waits (cancelled, timed out, its caller gone).
@@ -577,12 +582,14 @@ impl BuiltinReply {
     }
 }
 
+#[cfg(feature = "ext-calls")]
 impl fmt::Debug for BuiltinReply {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "BuiltinReply({})", self.call_id)
     }
 }
 
+#[cfg(feature = "ext-calls")]
 impl PartialEq for BuiltinReply {
     fn eq(&self, other: &Self) -> bool {
         self.call_id == other.call_id
@@ -800,6 +807,7 @@ pub enum Request {
     Cancel { ticket: Ticket, reply: Reply<bool> },
     /// The embedder's result for [`HostEvent::BuiltinCall`] `call_id`;
     /// replies whether the call still waited for it.
+    #[cfg(feature = "ext-calls")]
     BuiltinResult {
         call_id: String,
         content: Vec<Value>,
@@ -824,9 +832,9 @@ impl Request {
             Request::Reload { reply } => reply(Err(error)),
             Request::Shutdown { reply } | Request::ShutdownNow { reply } => reply(Err(error)),
             Request::Cancellable { request, .. } => request.fail(error),
-            Request::Cancel { reply, .. } | Request::BuiltinResult { reply, .. } => {
-                reply(Err(error))
-            }
+            Request::Cancel { reply, .. } => reply(Err(error)),
+            #[cfg(feature = "ext-calls")]
+            Request::BuiltinResult { reply, .. } => reply(Err(error)),
         }
     }
 }

@@ -1173,6 +1173,7 @@ mod journal {
 
     /// Who asked is journaled: the surface, or the extension whose
     /// `call_tool` made the call; `zot journal` shows it.
+    #[cfg(feature = "ext-calls")]
     #[test]
     fn the_origin_of_each_call_is_journaled_and_shown() {
         let t = TempDir::new("journal-origin");

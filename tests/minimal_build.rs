@@ -7,9 +7,10 @@
 //! run unconfined, manifests' `permissions`, which only confinement and
 //! the author tools use, are not read, a bundle is invalid naming its
 //! feature and an extension's `skills` are ignored, said, and not bound
-//! by trust. An extension that opens panels in a build without the
-//! `panels` feature still has its commands answered; its panel frames
-//! are dropped, each with a line in its log.
+//! by trust, and an extension's `call_tool` is answered at once with an
+//! error result naming the `ext-calls` feature. An extension that opens
+//! panels in a build without the `panels` feature still has its commands
+//! answered; its panel frames are dropped, each with a line in its log.
 
 #![cfg(not(all(
     feature = "mcp",
@@ -17,7 +18,8 @@
     feature = "confine",
     feature = "journal",
     feature = "bundles",
-    feature = "panels"
+    feature = "panels",
+    feature = "ext-calls"
 )))]
 
 mod common;
@@ -451,5 +453,85 @@ mod without_bundles {
         let manifest = manifest.replace(r#"["SKILL.md"]"#, r#"["other/SKILL.md"]"#);
         fs::write(dir.join("extension.json"), manifest).expect("manifest");
         assert_eq!(list_row(&t, "notes-with-skill")["status"], "untrusted");
+    }
+}
+
+#[cfg(not(feature = "ext-calls"))]
+mod without_ext_calls {
+    use super::*;
+    use common::{config, frames, log_of, start, tools_ext, wait_for, ExtResult};
+    use serde_json::{json, Value};
+    use zot_host::ToolRequest;
+
+    const REASON: &str = "this zot was built without the `ext-calls` feature";
+
+    /// The tool_result frame an extension's `/calltool FRAME` got back.
+    fn call_from(host: &zot_host::Host, frame: Value) -> Value {
+        let outcome = host
+            .command("calltool", &frame.to_string())
+            .expect("/calltool");
+        let shown = outcome.display.expect("the tool_result frame");
+        serde_json::from_str(&shown).expect("tool_result JSON")
+    }
+
+    /// The extension says it may call tools; the host's `hello_ack` does
+    /// not offer `call_tool`, refuses the call at once with an error
+    /// result naming the feature, ignores its cancel (logged), and the
+    /// extension's own tools are still called as before.
+    #[test]
+    fn call_tool_is_refused_at_once_naming_the_feature_and_the_extension_goes_on() {
+        let t = TempDir::new("minimal-ext-calls");
+        let record = t.join("a.rec");
+        let tools = json!({"echo": {"kind": "echo"}, "relay": {"kind": "call", "target": "echo"}});
+        let a = tools_ext(&t.join("a"), "a", json!({"tools": tools, "record": record}));
+        let host = start(config(&t, &[a]));
+        let acks = frames(&record, "hello_ack");
+        assert_eq!(
+            acks[0]["capabilities"],
+            json!(["commands", "tools", "events", "panels", "tool_cancel"]),
+            "{acks:?}"
+        );
+
+        let r = call_from(&host, json!({"id": "c1", "name": "echo", "args": {"x": 1}}));
+        assert_eq!(
+            (&r["type"], &r["id"], &r["name"], &r["is_error"]),
+            (
+                &json!("tool_result"),
+                &json!("c1"),
+                &json!("echo"),
+                &json!(true)
+            ),
+            "{r}"
+        );
+        let text = r["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains(REASON), "{r}");
+        // Never run: the extension got no tool_call for it.
+        assert!(frames(&record, "tool_call").is_empty());
+
+        // Its cancel is ignored, and said in its log.
+        host.command("uncall", "c1").expect("/uncall");
+        wait_for("the ignored cancel in the log", || {
+            log_of(&t, "a").contains("ignored call_tool_cancel \"c1\"")
+        });
+
+        // A tool that calls another through the host gets the refusal as
+        // its inner result; the extension's own tool answers as before.
+        let relayed = host
+            .call_tool(ToolRequest::new("relay", json!({})))
+            .expect("relay")
+            .result();
+        assert!(relayed.is_error, "{relayed:?}");
+        let text = relayed.content[0].text().unwrap_or_default();
+        assert!(
+            text.starts_with("echo said: ") && text.contains(REASON),
+            "{text}"
+        );
+        let echoed = host
+            .call_tool(ToolRequest::new("echo", json!({"y": 2})))
+            .expect("echo")
+            .result();
+        assert!(!echoed.is_error, "{echoed:?}");
+        assert_eq!(echoed.content[0].text(), Some(r#"echo: {"y": 2}"#));
+        host.shutdown();
     }
 }

@@ -625,16 +625,13 @@ fn hello_ack_lists_exactly_the_capabilities_of_this_host() {
     let a = ext(&t, "a", json!({"caps": ["tools", "no_such_thing"]}));
     let host = start_with(&t, &[a], |_| {});
     let acks = frames(&rec(&t, "a"), "hello_ack");
-    // `panels` only in a build that has them.
-    let mut caps = vec![
-        "commands",
-        "tools",
-        "events",
-        "panels",
-        "tool_cancel",
-        "call_tool",
-    ];
+    let mut caps = vec!["commands", "tools", "events", "panels", "tool_cancel"];
+    // `panels` only in a build that has them; only a host built with tool
+    // calls from extensions offers them.
     caps.retain(|c| *c != "panels" || cfg!(feature = "panels"));
+    if cfg!(feature = "ext-calls") {
+        caps.push("call_tool");
+    }
     assert_eq!(acks[0]["capabilities"], json!(caps), "{acks:?}");
     host.shutdown();
 }
@@ -827,6 +824,7 @@ fn an_interactive_tool_is_refused_by_a_host_without_panels() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn via_call_tool_an_interactive_tool_keeps_the_deadline() {
     let t = TempDir::new("interactive-call");
@@ -843,6 +841,7 @@ fn via_call_tool_an_interactive_tool_keeps_the_deadline() {
 
 // ----- 13.4 call_tool ------------------------------------------------
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn call_tool_runs_another_extensions_tool_with_origin_extension() {
     let t = TempDir::new("call-tool");
@@ -891,6 +890,7 @@ fn call_tool_runs_another_extensions_tool_with_origin_extension() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn call_tool_refusals_are_error_results_that_say_why() {
     let t = TempDir::new("call-refused");
@@ -946,6 +946,7 @@ fn call_tool_refusals_are_error_results_that_say_why() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn call_tool_needs_the_capability() {
     let t = TempDir::new("call-cap");
@@ -961,6 +962,7 @@ fn call_tool_needs_the_capability() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_chain_holds_at_most_four_calls_and_no_repeated_name() {
     let t = TempDir::new("chains");
@@ -999,6 +1001,7 @@ fn a_chain_holds_at_most_four_calls_and_no_repeated_name() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn call_tool_results_are_bounded_to_256_kib() {
     let t = TempDir::new("bounded");
@@ -1020,6 +1023,7 @@ fn call_tool_results_are_bounded_to_256_kib() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_flood_of_call_tool_is_bounded_per_extension() {
     let t = TempDir::new("flood");
@@ -1044,6 +1048,7 @@ fn a_flood_of_call_tool_is_bounded_per_extension() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn call_tool_cancel_and_the_deadline_send_tool_cancel() {
     let t = TempDir::new("call-cancel");
@@ -1080,6 +1085,7 @@ fn call_tool_cancel_and_the_deadline_send_tool_cancel() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_caller_that_exits_abandons_its_calls() {
     let t = TempDir::new("caller-exits");
@@ -1100,6 +1106,7 @@ fn a_caller_that_exits_abandons_its_calls() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_tool_that_exits_fails_its_callers_at_once() {
     let t = TempDir::new("callee-exits");
@@ -1114,6 +1121,7 @@ fn a_tool_that_exits_fails_its_callers_at_once() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_built_in_tool_is_run_by_the_embedder() {
     let t = TempDir::new("builtin");
@@ -1160,6 +1168,7 @@ fn a_built_in_tool_is_run_by_the_embedder() {
     host.shutdown();
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn without_an_embedder_for_built_ins_their_calls_fail_at_once() {
     let t = TempDir::new("no-builtins");
@@ -1287,6 +1296,7 @@ fn rpc_an_interactive_tool_waits_until_cancelled() {
     );
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn rpc_runs_built_in_tools_for_extensions_through_its_client() {
     let t = TempDir::new("rpc-builtin");
@@ -1355,11 +1365,14 @@ fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
         calls_of(&t, "a", "ask").is_empty(),
         "an interactive tool ran"
     );
-    let r = tools_call(&mut mcp, 2, "reader", json!({"path": "x"}));
-    let text = r["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(text.contains("runs no built-in tools"), "{r}");
+    #[cfg(feature = "ext-calls")]
+    {
+        let r = tools_call(&mut mcp, 2, "reader", json!({"path": "x"}));
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains("runs no built-in tools"), "{r}");
+    }
 }
 
 #[cfg(feature = "mcp")]

@@ -659,6 +659,7 @@ fn build(
                 }),
             }
         }
+        #[cfg(feature = "ext-calls")]
         "builtin_result" => {
             let call_id = required(&obj, "call_id")?;
             let content = match obj.get("content") {

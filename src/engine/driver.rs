@@ -69,6 +69,8 @@ pub(crate) enum Until {
 pub(crate) struct Driver {
     engine: Engine,
     requests: Receiver<Request>,
+    /// The embedder's answers to [`crate::HostEvent::BuiltinCall`].
+    #[cfg(feature = "ext-calls")]
     builtin_results: Receiver<Request>,
     /// Releases `Host::wait_ready` callers however the driver ends.
     release: ReleaseLatch,
@@ -109,10 +111,17 @@ impl Driver {
         } = channels;
         let release = ReleaseLatch(latch);
         // The engine holds its sender: it never disconnects.
+        #[cfg(feature = "ext-calls")]
         let (builtin_tx, builtin_results) = crossbeam_channel::unbounded();
         let mut driver = Driver {
-            engine: Engine::new(cfg, events.clone(), builtin_tx),
+            engine: Engine::new(
+                cfg,
+                events.clone(),
+                #[cfg(feature = "ext-calls")]
+                builtin_tx,
+            ),
             requests,
+            #[cfg(feature = "ext-calls")]
             builtin_results,
             release,
             events,
@@ -135,8 +144,10 @@ impl Driver {
     /// How a [`crate::BuiltinReply`] the engine hands out runs the loop
     /// while it waits for its answer: a caller that drives the loop itself
     /// may be the only thread that could.
-    pub(crate) fn drive_builtin_replies(&mut self, drive: crate::types::Drive) {
+    #[cfg(feature = "ext-calls")]
+    pub(crate) fn drive_builtin_replies(mut self, drive: crate::types::Drive) -> Driver {
         self.engine.builtin_drive = Some(drive);
+        self
     }
 
     /// Whether the host is done: shut down, every extension reaped.
@@ -203,6 +214,7 @@ impl Driver {
         let wake = self.wake_at(deadline);
         let mut select = Select::new();
         select.recv(&self.requests);
+        #[cfg(feature = "ext-calls")]
         select.recv(&self.builtin_results);
         select.recv(extra);
         for inbound in self.procs.iter().flatten().filter_map(ExtProcess::inbound) {
@@ -234,6 +246,7 @@ impl Driver {
                 Err(TryRecvError::Disconnected) => self.all_handles_gone(now),
                 Err(TryRecvError::Empty) => {}
             }
+            #[cfg(feature = "ext-calls")]
             if let Ok(req) = self.builtin_results.try_recv() {
                 self.engine.request(req, now);
                 taken += 1;

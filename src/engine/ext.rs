@@ -126,8 +126,10 @@ pub(super) struct Ext {
     pub(super) ready_via: Option<ReadyVia>,
     /// Names it registered that a built-in owns, each once: `(kind, name)`.
     pub(super) lost_to_builtin: Vec<(NameKind, String)>,
-    /// Its hello listed `tool_cancel` / `call_tool` (docs/PROTOCOL.md#capabilities).
+    /// Its hello listed `tool_cancel` (docs/PROTOCOL.md#capabilities).
     pub(super) tool_cancel: bool,
+    /// Its hello listed `call_tool`.
+    #[cfg(feature = "ext-calls")]
     pub(super) call_tool: bool,
 }
 
@@ -196,6 +198,7 @@ impl Ext {
             ready_via: None,
             lost_to_builtin: Vec::new(),
             tool_cancel: false,
+            #[cfg(feature = "ext-calls")]
             call_tool: false,
         }
     }

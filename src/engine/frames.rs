@@ -3,7 +3,8 @@
 use super::action::Probe;
 use super::exit::Handshake;
 use super::ext::{Claims, Phase, Stage};
-use super::jobs::CallTool;
+#[cfg(feature = "ext-calls")]
+use super::extcalls::CallTool;
 use super::later::later;
 use super::{Engine, MAX_NAMES, MAX_NAME_BYTES};
 use crate::intercept::{GuardReply, InterceptEvent, INTERCEPTABLE};
@@ -167,6 +168,7 @@ impl Engine {
                 };
                 self.guard_response(idx, &id, reply, now);
             }
+            #[cfg(feature = "ext-calls")]
             ExtFrame::CallTool {
                 id,
                 name,
@@ -181,7 +183,15 @@ impl Engine {
                 };
                 self.call_tool_frame(idx, call, now)
             }
+            #[cfg(feature = "ext-calls")]
             ExtFrame::CallToolCancel { id } => self.call_tool_cancel(idx, &id, now),
+            #[cfg(not(feature = "ext-calls"))]
+            ExtFrame::CallTool { id, name, .. } => self.call_tool_unbuilt(idx, id, name, now),
+            #[cfg(not(feature = "ext-calls"))]
+            ExtFrame::CallToolCancel { id } => ext.log.line(&format!(
+                "ignored call_tool_cancel {id:?}: {}",
+                super::pipeline::NO_EXT_CALLS
+            )),
             ExtFrame::Notify { level, message } => {
                 let level = match level.as_deref().map(Level::parse) {
                     Some(Some(level)) => level,
@@ -265,7 +275,10 @@ impl Engine {
         let ext = &mut self.exts[idx];
         // Exact names only; the others are ignored (docs/PROTOCOL.md#capabilities).
         ext.tool_cancel = capabilities.iter().any(|c| c == "tool_cancel");
-        ext.call_tool = capabilities.iter().any(|c| c == "call_tool");
+        #[cfg(feature = "ext-calls")]
+        {
+            ext.call_tool = capabilities.iter().any(|c| c == "call_tool");
+        }
         if name != ext.name {
             ext.log.line(&format!(
                 "hello says name {name:?}, manifest says {:?}; using the manifest's",

@@ -1,27 +1,28 @@
 //! The tool calls in flight (docs/PROTOCOL.md#tool-pipeline): each
-//! tool call, the embedder's or an extension's `call_tool`, is one
+//! tool call, the embedder's or (with the `ext-calls` feature) an
+//! extension's `call_tool`, is one
 //! [`Job`] from its `tool_call` event to its result, and knows where it
 //! is (guards, running, with the embedder), so it can be cancelled from
 //! anywhere. The engine runs them through the pipeline in `pipeline.rs`.
 
 use crate::types::{HostError, Reply, Ticket, ToolOutcome};
 use serde_json::Value;
+#[cfg(feature = "ext-calls")]
 use std::time::Instant;
 
 /// Who asked for a tool call, and gets its result.
 pub(super) enum Origin {
     /// The embedder (library, rpc, MCP, the session).
     Embedder(Reply<ToolOutcome>),
-    /// Extension `ext`'s `call_tool` with this `id`.
-    Ext { ext: usize, id: String },
-}
-
-/// Whether the extension that made a `call_tool` still takes its answer.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Caller {
-    Listening,
-    /// It cancelled the call, or can take no more answers.
-    GaveUp,
+    /// Extension `ext`'s `call_tool` with this `id`; `listening`: it
+    /// still takes the answer (false once it cancelled the call or can
+    /// take no more answers).
+    #[cfg(feature = "ext-calls")]
+    Ext {
+        ext: usize,
+        id: String,
+        listening: bool,
+    },
 }
 
 /// Where a job is now.
@@ -38,6 +39,7 @@ pub(super) enum At {
         interactive: bool,
     },
     /// A built-in tool the embedder runs ([`crate::types::HostEvent::BuiltinCall`]).
+    #[cfg(feature = "ext-calls")]
     Builtin,
 }
 
@@ -50,13 +52,16 @@ pub(super) struct Job {
     pub(super) at: At,
     /// The tool names of the calls above it in its chain, the first
     /// call's first (its own, `name`, would come next).
+    #[cfg(feature = "ext-calls")]
     pub(super) chain: Vec<String>,
     /// The job whose `tool_call` the caller was serving (`parent_id`).
+    #[cfg(feature = "ext-calls")]
     pub(super) parent: Option<u64>,
     /// It was handed to its extension or to the embedder.
     pub(super) executed: bool,
     pub(super) ticket: Option<Ticket>,
     /// `call_tool`'s own deadline (the tool timeout), whatever the tool.
+    #[cfg(feature = "ext-calls")]
     pub(super) deadline: Option<Instant>,
     /// The embedder's `operation_key`, sent with its `tool_call`.
     pub(super) operation_key: Option<String>,
@@ -92,7 +97,7 @@ pub(super) enum Wait {
     /// Its `tool_call` frame (`dispatched` is buffered).
     Dispatch(u64),
     /// Its answer (`finished` is buffered).
-    Finish(Box<Job>, Result<ToolOutcome, HostError>, Caller),
+    Finish(Box<Job>, Result<ToolOutcome, HostError>),
 }
 
 /// The jobs in flight.
@@ -144,11 +149,13 @@ impl Jobs {
     }
 
     /// The job serving extension `ext`'s `tool_call` `id`.
+    #[cfg(feature = "ext-calls")]
     pub(super) fn serving(&self, ext: usize, id: &str) -> Option<u64> {
         self.find(|j| matches!(&j.at, At::Running { ext: e, id: i, .. } if *e == ext && i == id))
     }
 
     /// The earliest `call_tool` deadline.
+    #[cfg(feature = "ext-calls")]
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.runs.values().filter_map(|j| j.deadline).min()
     }
@@ -160,14 +167,6 @@ impl std::ops::Index<u64> for Jobs {
     fn index(&self, job: u64) -> &Job {
         &self.runs[&job]
     }
-}
-
-/// A `call_tool` request from an extension, as read.
-pub(super) struct CallTool {
-    pub(super) id: Option<Value>,
-    pub(super) name: Option<Value>,
-    pub(super) args: Option<Value>,
-    pub(super) parent_id: Option<String>,
 }
 
 /// What `tool_result` events say about how a call ended (docs/PROTOCOL.md#tool-pipeline).

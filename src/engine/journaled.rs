@@ -10,16 +10,16 @@
 //! with its origin: the embedder's surface, or the extension whose
 //! `call_tool` made it. Only in the `journal` feature's build.
 
-use super::jobs::{status, At, Caller, Job, Origin, Wait};
+use super::jobs::{status, At, Job, Origin, Wait};
 use super::Engine;
 use crate::intercept::{Answer, InterceptOutcome};
 use crate::types::{HostError, ToolOutcome};
 use serde_json::Value;
 use std::time::Instant;
 
-/// The result of ending a job: the job, what it ended with and whether
-/// its caller listens; `None` when it waits for the turn's sync.
-type Ending = Option<(Job, Result<ToolOutcome, HostError>, Caller)>;
+/// The result of ending a job: the job and what it ended with; `None`
+/// when it waits for the turn's sync.
+type Ending = Option<(Job, Result<ToolOutcome, HostError>)>;
 
 impl Engine {
     fn journal(&self) -> Option<std::sync::Arc<crate::journal::Journal>> {
@@ -40,6 +40,7 @@ impl Engine {
         }
         let origin = match &j.origin {
             Origin::Embedder(_) => self.cfg.journal_origin.clone(),
+            #[cfg(feature = "ext-calls")]
             Origin::Ext { ext, .. } => format!("extension:{}", self.exts[*ext].name),
         };
         let claim = self.tools.owner(&j.name);
@@ -117,11 +118,10 @@ impl Engine {
         &mut self,
         j: Job,
         result: Result<ToolOutcome, HostError>,
-        caller: Caller,
     ) -> Ending {
         let (Some(journal), true, Some(key)) = (self.journal(), j.journaled, &j.operation_key)
         else {
-            return Some((j, result, caller));
+            return Some((j, result));
         };
         let text = match &result {
             Ok(outcome) => serde_json::to_string(outcome).ok(),
@@ -129,9 +129,9 @@ impl Engine {
         };
         let status = status(&result);
         if let Err(e) = journal.finished(key, status, text.as_deref()) {
-            return Some((j, Err(HostError::Journal(e)), caller));
+            return Some((j, Err(HostError::Journal(e))));
         }
-        self.parked.push(Wait::Finish(Box::new(j), result, caller));
+        self.parked.push(Wait::Finish(Box::new(j), result));
         None
     }
 
@@ -155,10 +155,8 @@ impl Engine {
                     }
                 }
                 (Wait::Dispatch(job), Some(e)) => self.finish_job(job, Err(e.clone()), now),
-                (Wait::Finish(j, result, caller), None) => self.ended(*j, result, caller, now),
-                (Wait::Finish(j, _, caller), Some(e)) => {
-                    self.ended(*j, Err(e.clone()), caller, now)
-                }
+                (Wait::Finish(j, result), None) => self.ended(*j, result, now),
+                (Wait::Finish(j, _), Some(e)) => self.ended(*j, Err(e.clone()), now),
             }
         }
         if let (Some(failed), Some(e)) = (failed, error) {
@@ -166,7 +164,7 @@ impl Engine {
                 j.journaled && (j.operation_key.as_ref()).is_some_and(|k| failed.keys.contains(k))
             };
             for job in self.jobs.all(lost) {
-                self.abort_job(job, e.clone(), Caller::Listening, now);
+                self.abort_job(job, e.clone(), now);
             }
         }
         while self.advance(now) {}

@@ -445,6 +445,7 @@ impl Engine {
             }
         }
         // It can take no answers: the tool calls it made are abandoned.
+        #[cfg(feature = "ext-calls")]
         if error.is_some() {
             self.drop_calls_of(idx, now);
         }

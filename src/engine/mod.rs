@@ -68,7 +68,8 @@
 //!   due at it.
 //! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
 //!   asks, and the interception chains; `pipeline.rs`: the tool pipeline,
-//!   cancellable; `exposure.rs`: deferred tools; `oversize.rs`: answers
+//!   cancellable; `extcalls.rs` (only with the `ext-calls` feature): the
+//!   tool calls extensions make, and the built-ins run for them; `exposure.rs`: deferred tools; `oversize.rs`: answers
 //!   over the frame limit; `journaled.rs` (only with the `journal`
 //!   feature): the journal's steps.
 //! - `mcp.rs`: driving the client of each MCP server.
@@ -86,6 +87,8 @@ mod embedder;
 mod exit;
 mod exposure;
 mod ext;
+#[cfg(feature = "ext-calls")]
+mod extcalls;
 mod frames;
 mod idmap;
 mod jobs;
@@ -143,8 +146,10 @@ struct Engine {
     pending: Pending,
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
+    #[cfg(feature = "ext-calls")]
     builtin_tx: Sender<Request>,
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
+    #[cfg(feature = "ext-calls")]
     builtin_drive: Option<crate::types::Drive>,
     chains: IdMap<u64, ChainState>,
     next_chain: u64,
@@ -164,7 +169,11 @@ impl Engine {
     /// An engine whose events go to `events` (it only reads how many
     /// wait there: the driver sends them).
     /// Built-in tool replies go back through `builtin`.
-    fn new(cfg: HostConfig, events: Sender<HostEvent>, builtin: Sender<Request>) -> Engine {
+    fn new(
+        cfg: HostConfig,
+        events: Sender<HostEvent>,
+        #[cfg(feature = "ext-calls")] builtin: Sender<Request>,
+    ) -> Engine {
         let session_id = match cfg.session_id.as_str() {
             "" => crate::config::new_session_id(),
             given => given.to_string(),
@@ -181,7 +190,9 @@ impl Engine {
             next_key: 0,
             pending: Pending::default(),
             jobs: jobs::Jobs::default(),
+            #[cfg(feature = "ext-calls")]
             builtin_tx: builtin,
+            #[cfg(feature = "ext-calls")]
             builtin_drive: None,
             chains: IdMap::default(),
             next_chain: 0,

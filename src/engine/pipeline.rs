@@ -1,35 +1,25 @@
 //! The tool pipeline (docs/PROTOCOL.md#tool-pipeline): the engine runs
 //! each job (`jobs.rs`) from its `tool_call` event through its guards
 //! to its extension or the embedder, and to its result. A job can be
-//! cancelled: by its ticket, by `call_tool_cancel`, at its deadline,
-//! when its caller or its parent call goes away. It ends exactly once,
+//! cancelled: by its ticket, and with the `ext-calls` feature by
+//! `call_tool_cancel`, at its deadline, when its caller or its parent
+//! call goes away (`extcalls.rs`). It ends exactly once,
 //! in [`Engine::finish_job`], which emits the `tool_result` event and
 //! answers the caller.
 
 use super::chains::Then;
-use super::jobs::{status, At, CallTool, Caller, Job, Origin, ToolId};
-use super::later::later;
+use super::jobs::{status, At, Job, Origin, ToolId};
 use super::pending::Waiter;
 use super::Engine;
 use crate::intercept::InterceptOutcome;
-use crate::types::{
-    BuiltinReply, BuiltinVerdict, HostError, HostEvent, Request, Ticket, ToolOutcome, ToolResult,
-};
+use crate::types::{BuiltinVerdict, HostError, Request, Ticket, ToolOutcome, ToolResult};
 use crate::wire::protocol::{EventPayload, HostFrame};
-use crate::wire::toolresult::{
-    bounded, map_content, text_block, Block, Content, EVENT_BLOCKS, RESULT_BUDGET,
-};
+use crate::wire::toolresult::{bounded, text_block, Content, EVENT_BLOCKS, RESULT_BUDGET};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-/// Tool calls in one chain at most, the first included (upstream's rule).
-pub(crate) const MAX_CHAIN: usize = 4;
-
-/// `call_tool` requests one extension may have in flight at once.
-pub(crate) const MAX_CALLS_PER_EXT: usize = 64;
-
 /// A result's blocks and error flag, an error's as one text block.
-fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content>, bool) {
+pub(super) fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content>, bool) {
     match result {
         Ok(ToolOutcome::Ran(o)) => (o.content.clone(), o.is_error),
         Ok(ToolOutcome::Builtin(BuiltinVerdict::Blocked { reason, .. })) => {
@@ -40,25 +30,13 @@ fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content>, bool) {
     }
 }
 
-/// Marks what a `call_tool` of extension `origin` started (docs/PROTOCOL.md#calls-from-extensions).
-fn set_origin(payload: &mut EventPayload, origin: Option<String>) {
-    if let Some(name) = origin {
-        payload.extra.insert("origin_extension".into(), name.into());
-    }
-}
-
-/// An error result for a refused `call_tool`.
-fn refusal(text: String) -> Result<ToolOutcome, HostError> {
-    Ok(ToolOutcome::Ran(ToolResult {
-        content: vec![text_block(&text)],
-        is_error: true,
-        ..Default::default()
-    }))
-}
+/// Why a build without the `ext-calls` feature refuses `call_tool`.
+#[cfg(not(feature = "ext-calls"))]
+pub(super) const NO_EXT_CALLS: &str = "this zot was built without the `ext-calls` feature, \
+     which runs tool calls from extensions (cargo build --release --features ext-calls)";
 
 impl Engine {
     /// Opens a job for the call of `name` with `args`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn new_job(
         &mut self,
         name: String,
@@ -66,9 +44,6 @@ impl Engine {
         tool_id: Option<String>,
         origin: Origin,
         ticket: Option<Ticket>,
-        chain: Vec<String>,
-        parent: Option<u64>,
-        deadline: Option<Instant>,
     ) -> u64 {
         let tool_id = tool_id.map_or(ToolId::Made(self.pending.upcoming()), ToolId::Given);
         let job = Job {
@@ -77,24 +52,19 @@ impl Engine {
             args,
             origin,
             at: At::Starting,
-            chain,
-            parent,
+            #[cfg(feature = "ext-calls")]
+            chain: Vec::new(),
+            #[cfg(feature = "ext-calls")]
+            parent: None,
             executed: false,
             ticket,
-            deadline,
+            #[cfg(feature = "ext-calls")]
+            deadline: None,
             operation_key: None,
             reconcile: false,
             journaled: false,
         };
         self.jobs.open(job)
-    }
-
-    /// The name of the extension whose `call_tool` started `job`, if any.
-    fn origin_name(&self, job: &Job) -> Option<String> {
-        match job.origin {
-            Origin::Ext { ext, .. } => Some(self.exts[ext].name.clone()),
-            Origin::Embedder(_) => None,
-        }
     }
 
     /// The `tool_call` event, then the guards; `guards_done` goes on.
@@ -106,6 +76,7 @@ impl Engine {
         let Some(j) = self.jobs.get(job) else {
             return;
         };
+        #[cfg_attr(not(feature = "ext-calls"), allow(unused_mut))]
         let mut payload = EventPayload {
             tool_id: Some(j.tool_id.text()),
             tool_name: Some(j.name.clone()),
@@ -114,7 +85,8 @@ impl Engine {
             tool_args: Some(j.args.clone()),
             ..Default::default()
         };
-        set_origin(&mut payload, self.origin_name(j));
+        #[cfg(feature = "ext-calls")]
+        self.mark_origin(&mut payload, j);
         self.emit("tool_call", &payload);
         if let Some(j) = self.jobs.get_mut(job) {
             j.at = At::Guards(self.next_chain);
@@ -141,8 +113,8 @@ impl Engine {
                 tool_args: Some(args),
                 ..Default::default()
             };
-            let j = &self.jobs[job];
-            set_origin(&mut payload, self.origin_name(j));
+            #[cfg(feature = "ext-calls")]
+            self.mark_origin(&mut payload, &self.jobs[job]);
             self.emit("tool_call", &payload);
             args = payload.tool_args.take().unwrap_or_default();
         } else {
@@ -176,39 +148,13 @@ impl Engine {
         if outcome.block {
             return self.blocked(job, outcome.reason.unwrap_or_default(), builtin, args, now);
         }
-        let Some(j) = self.jobs.get_mut(job) else {
-            return;
-        };
-        let caller = match j.origin {
-            // The verdict and the final args go back: the embedder runs it.
-            Origin::Embedder(_) => {
-                let verdict = ToolOutcome::Builtin(BuiltinVerdict::Run { args });
-                return self.finish_job(job, Ok(verdict), now);
-            }
-            Origin::Ext { ext, .. } => self.exts[ext].name.clone(),
-        };
-        if !self.cfg.runs_builtins {
-            let why = format!(
-                "tool {} is built in, and this host runs no built-in tools",
-                j.name
-            );
-            return self.finish_job(job, refusal(why), now);
+        #[cfg(feature = "ext-calls")]
+        if let Some(&Origin::Ext { ext, .. }) = self.jobs.get(job).map(|j| &j.origin) {
+            return self.run_builtin(job, ext, args, now);
         }
-        j.at = At::Builtin;
-        j.executed = true;
-        let (call_id, name) = (job.to_string(), j.name.clone());
-        let reply = BuiltinReply {
-            call_id: call_id.clone(),
-            tx: Some(self.builtin_tx.clone()),
-            drive: self.builtin_drive.clone(),
-        };
-        self.event(HostEvent::BuiltinCall {
-            call_id,
-            extension: caller,
-            name,
-            args,
-            reply,
-        });
+        // The verdict and the final args go back: the embedder runs it.
+        let verdict = ToolOutcome::Builtin(BuiltinVerdict::Run { args });
+        self.finish_job(job, Ok(verdict), now);
     }
 
     /// A guard refused `job`: `permission_decision`, then a blocked result.
@@ -230,7 +176,8 @@ impl Engine {
         payload
             .extra
             .extend(fields.map(|(k, v)| (k.to_string(), v)));
-        set_origin(&mut payload, self.origin_name(j));
+        #[cfg(feature = "ext-calls")]
+        self.mark_origin(&mut payload, j);
         let name = j.name.clone();
         self.emit("permission_decision", &payload);
         let outcome = match builtin {
@@ -313,41 +260,24 @@ impl Engine {
         result: Result<ToolOutcome, HostError>,
         now: Instant,
     ) {
-        self.end_job(job, result, Caller::Listening, now);
-    }
-
-    fn end_job(
-        &mut self,
-        job: u64,
-        result: Result<ToolOutcome, HostError>,
-        caller: Caller,
-        now: Instant,
-    ) {
         let Some(j) = self.jobs.remove(job) else {
             return;
         };
-        // Calls made while serving it lose their context with it.
-        for child in self.jobs.all(|c| c.parent == Some(job)) {
-            self.abort_job(child, HostError::CallCancelled, Caller::Listening, now);
-        }
+        #[cfg(feature = "ext-calls")]
+        self.cancel_children(job, now);
         // The caller hears of no result the journal does not hold: a
         // journaled call's end waits for the turn's sync.
         #[cfg(feature = "journal")]
-        let Some((j, result, caller)) = self.journal_finished(j, result, caller) else {
+        let Some((j, result)) = self.journal_finished(j, result) else {
             return;
         };
-        self.ended(j, result, caller, now);
+        self.ended(j, result, now);
     }
 
     /// What follows the end of job `j`: the `tool_result` event, the
     /// answer to its caller.
-    pub(super) fn ended(
-        &mut self,
-        j: Job,
-        result: Result<ToolOutcome, HostError>,
-        caller: Caller,
-        now: Instant,
-    ) {
+    #[cfg_attr(not(feature = "ext-calls"), allow(unused_variables))]
+    pub(super) fn ended(&mut self, j: Job, result: Result<ToolOutcome, HostError>, now: Instant) {
         let verdict_only = matches!(
             &result,
             Ok(ToolOutcome::Builtin(BuiltinVerdict::Run { .. }))
@@ -374,33 +304,25 @@ impl Engine {
             payload
                 .extra
                 .extend(fields.map(|(k, v)| (k.to_string(), v)));
-            set_origin(&mut payload, self.origin_name(&j));
+            #[cfg(feature = "ext-calls")]
+            self.mark_origin(&mut payload, &j);
             self.emit("tool_result", &payload);
         }
         match j.origin {
             Origin::Embedder(reply) => self.answer(reply, result),
-            Origin::Ext { ext, id } if caller == Caller::Listening => {
-                let (content, is_error) = blocks_of(&result);
-                let (content, truncated) = bounded(&content, RESULT_BUDGET, usize::MAX);
-                let frame = HostFrame::ToolResult {
-                    id: &id,
-                    name: &j.name,
-                    content: &content,
-                    is_error,
-                    truncated,
-                };
-                if self.exts[ext].serving() {
-                    self.exts[ext].send(&frame, now);
+            #[cfg(feature = "ext-calls")]
+            Origin::Ext { ext, id, listening } => {
+                if listening {
+                    self.answer_ext(ext, &id, &j.name, &result, now);
                 }
             }
-            Origin::Ext { .. } => {}
         }
     }
 
     /// Abandons `job` wherever it is: its guards are forgotten, its
     /// extension told with `tool_cancel` (when it asked for that), and
     /// the job ends with `error`, which its caller gets if it listens.
-    pub(super) fn abort_job(&mut self, job: u64, error: HostError, caller: Caller, now: Instant) {
+    pub(super) fn abort_job(&mut self, job: u64, error: HostError, now: Instant) {
         let Some(j) = self.jobs.get_mut(job) else {
             return;
         };
@@ -416,9 +338,11 @@ impl Engine {
                 self.pending.cancel(&id);
                 self.tool_cancel(ext, &id, &error.to_string(), now);
             }
-            At::Starting | At::Builtin => {}
+            At::Starting => {}
+            #[cfg(feature = "ext-calls")]
+            At::Builtin => {}
         }
-        self.end_job(job, Err(error), caller, now);
+        self.finish_job(job, Err(error), now);
     }
 
     /// Tells extension `ext` that its `tool_call` `id` is abandoned, if
@@ -434,11 +358,53 @@ impl Engine {
             .line(&format!("tool_call {id} abandoned ({why}): {told}"));
     }
 
+    /// Refuses extension `idx`'s `call_tool` `id` of tool `name` with an
+    /// error result whose text, also logged, says why: never silence
+    /// (docs/PROTOCOL.md#calls-from-extensions).
+    pub(super) fn refuse_call(
+        &mut self,
+        idx: usize,
+        id: &str,
+        name: &str,
+        why: String,
+        now: Instant,
+    ) {
+        let content = [text_block(&why)];
+        let frame = HostFrame::ToolResult {
+            id,
+            name,
+            content: &content,
+            is_error: true,
+            truncated: false,
+        };
+        self.exts[idx].log.line(&format!("refused: {why}"));
+        self.exts[idx].send(&frame, now);
+    }
+
+    /// An extension's `call_tool` in a build without the `ext-calls`
+    /// feature: refused at once with a result naming the feature.
+    #[cfg(not(feature = "ext-calls"))]
+    pub(super) fn call_tool_unbuilt(
+        &mut self,
+        idx: usize,
+        id: Option<Value>,
+        name: Option<Value>,
+        now: Instant,
+    ) {
+        let text = |v: Option<Value>| match v {
+            Some(Value::String(s)) => s,
+            _ => String::new(),
+        };
+        let (id, name) = (text(id), text(name));
+        let why = format!("call_tool {name}: {NO_EXT_CALLS}");
+        self.refuse_call(idx, &id, &name, why, now);
+    }
+
     /// The embedder's cancel: the job under `ticket`, or a request held
     /// until startup ends. False when none is found.
     pub(super) fn cancel_ticket(&mut self, ticket: Ticket, now: Instant) -> bool {
         if let Some(job) = self.jobs.find(|j| j.ticket == Some(ticket)) {
-            self.abort_job(job, HostError::CallCancelled, Caller::Listening, now);
+            self.abort_job(job, HostError::CallCancelled, now);
             return true;
         }
         let held =
@@ -460,46 +426,17 @@ impl Engine {
         false
     }
 
-    /// Ends the jobs past their `call_tool` deadline.
-    pub(super) fn expire_jobs(&mut self, now: Instant) {
-        let limit = self.cfg.timeouts.tool;
-        for job in self.jobs.all(|j| j.deadline.is_some_and(|d| d <= now)) {
-            let Some(j) = self.jobs.get(job) else {
-                continue;
-            };
-            let error = HostError::CallTimedOut {
-                name: j.name.clone(),
-                limit,
-            };
-            self.abort_job(job, error, Caller::Listening, now);
-        }
-    }
-
-    /// Extension `ext` can take no more answers: the calls it made are
-    /// abandoned (their tools get `tool_cancel`), unanswered.
-    pub(super) fn drop_calls_of(&mut self, ext: usize, now: Instant) {
-        for job in self
-            .jobs
-            .all(|j| matches!(j.origin, Origin::Ext { ext: e, .. } if e == ext))
-        {
-            self.abort_job(job, HostError::CallCancelled, Caller::GaveUp, now);
-        }
-    }
-
     /// A shutdown or reload ends the calls that would wait for it: the
     /// interactive ones and those the embedder runs (docs/PROTOCOL.md#interactive-tools).
     pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
-        let open = |j: &Job| {
-            matches!(
-                j.at,
-                At::Running {
-                    interactive: true,
-                    ..
-                } | At::Builtin
-            )
+        let open = |j: &Job| match j.at {
+            At::Running { interactive, .. } => interactive,
+            #[cfg(feature = "ext-calls")]
+            At::Builtin => true,
+            _ => false,
         };
         for job in self.jobs.all(open) {
-            self.abort_job(job, error.clone(), Caller::Listening, now);
+            self.abort_job(job, error.clone(), now);
         }
     }
 
@@ -507,178 +444,6 @@ impl Engine {
     pub(super) fn fail_jobs(&mut self, error: &HostError, now: Instant) {
         for job in self.jobs.all(|_| true) {
             self.finish_job(job, Err(error.clone()), now);
-        }
-    }
-
-    /// The embedder's result for a [`HostEvent::BuiltinCall`].
-    pub(super) fn builtin_result(
-        &mut self,
-        call_id: &str,
-        content: Vec<Value>,
-        is_error: bool,
-        now: Instant,
-    ) -> bool {
-        let job = call_id.parse().ok();
-        let waiting = job
-            .and_then(|job| self.jobs.get(job))
-            .is_some_and(|j| j.at == At::Builtin);
-        let Some(job) = job.filter(|_| waiting) else {
-            return false;
-        };
-        let outcome = ToolOutcome::Ran(ToolResult {
-            content: map_content(content.into_iter().map(Block::from).collect()),
-            is_error,
-            ..Default::default()
-        });
-        self.finish_job(job, Ok(outcome), now);
-        true
-    }
-
-    /// An extension's `call_tool` (docs/PROTOCOL.md#calls-from-extensions): refused with an error
-    /// result that says why, or run through the pipeline.
-    pub(super) fn call_tool_frame(&mut self, idx: usize, call: CallTool, now: Instant) {
-        let ext = &self.exts[idx];
-        let id = match call.id {
-            Some(Value::String(id)) if !id.is_empty() => id,
-            other => {
-                let shown = other.map_or_else(|| "none".into(), |v| v.to_string());
-                let why = format!("call_tool needs a non-empty string `id` (got {shown})");
-                ext.log.line(&why);
-                return self.answer_call(idx, "", "", refusal(why), now);
-            }
-        };
-        let name = match call.name {
-            Some(Value::String(name)) if !name.is_empty() => name,
-            _ => {
-                let why = "call_tool needs a non-empty string `name`".to_string();
-                return self.answer_call(idx, &id, "", refusal(why), now);
-            }
-        };
-        let refuse = |why: String| refusal(format!("call_tool {name}: {why}"));
-        let mine = |j: &Job| matches!(j.origin, Origin::Ext { ext, .. } if ext == idx);
-        let in_flight = self.jobs.all(mine);
-        let why = if !ext.call_tool {
-            Some("this extension did not list `call_tool` in hello.capabilities".to_string())
-        } else if in_flight
-            .iter()
-            .any(|k| matches!(&self.jobs[*k].origin, Origin::Ext { id: i, .. } if *i == id))
-        {
-            Some(format!("id {id:?} is already in flight"))
-        } else if in_flight.len() >= MAX_CALLS_PER_EXT {
-            Some(format!(
-                "{MAX_CALLS_PER_EXT} calls of this extension are in flight already (at most {MAX_CALLS_PER_EXT})"
-            ))
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return self.answer_call(idx, &id, &name, refuse(why), now);
-        }
-        let args = match call.args {
-            None | Some(Value::Null) => json!({}),
-            Some(args @ Value::Object(_)) => args,
-            Some(_) => {
-                let why = "`args` must be a JSON object".to_string();
-                return self.answer_call(idx, &id, &name, refuse(why), now);
-            }
-        };
-        let (chain, parent) = match call.parent_id {
-            Some(pid) => {
-                let Some(parent) = self.jobs.serving(idx, &pid) else {
-                    let why = format!(
-                        "parent_id {pid:?} is not a tool_call this extension is serving (unknown or finished)"
-                    );
-                    return self.answer_call(idx, &id, &name, refuse(why), now);
-                };
-                let above = &self.jobs[parent];
-                let mut chain = above.chain.clone();
-                chain.push(above.name.clone());
-                let repeated = chain.contains(&name);
-                let shown = format!("{} -> {name}", chain.join(" -> "));
-                if repeated {
-                    let why = format!("a tool may not repeat in a chain ({shown})");
-                    return self.answer_call(idx, &id, &name, refuse(why), now);
-                }
-                if chain.len() + 1 > MAX_CHAIN {
-                    let why = format!("at most {MAX_CHAIN} tool calls in one chain ({shown})");
-                    return self.answer_call(idx, &id, &name, refuse(why), now);
-                }
-                (chain, Some(parent))
-            }
-            None => {
-                let serving = |j: &Job| matches!(j.at, At::Running { ext, .. } if ext == idx);
-                if let Some(served) = self.jobs.find(serving) {
-                    let served = &self.jobs[served];
-                    let why = format!(
-                        "this extension is serving tool_call {} ({}): set `parent_id`",
-                        match &served.at {
-                            At::Running { id, .. } => id.as_str(),
-                            _ => "",
-                        },
-                        served.name
-                    );
-                    return self.answer_call(idx, &id, &name, refuse(why), now);
-                }
-                (Vec::new(), None)
-            }
-        };
-        if !self.cfg.builtin_tools.contains(&name) {
-            let why = match self.tools.owner(&name) {
-                None => Some("unknown tool"),
-                // Upstream calls active tools only.
-                Some(c) if !c.info.active => Some("the tool is deferred and not activated"),
-                Some(_) => None,
-            };
-            if let Some(why) = why {
-                return self.answer_call(idx, &id, &name, refuse(why.to_string()), now);
-            }
-        }
-        let deadline = Some(later(now, self.cfg.timeouts.tool));
-        let origin = Origin::Ext { ext: idx, id };
-        let job = self.new_job(name, args, None, origin, None, chain, parent, deadline);
-        // Journaled like the embedder's, its origin the extension.
-        #[cfg(feature = "journal")]
-        if let Err(e) = self.journal_accepted(job) {
-            return self.finish_job(job, Err(e), now);
-        }
-        self.run_pipeline(job, now);
-    }
-
-    /// Answers extension `idx`'s `call_tool` `id` without a job.
-    fn answer_call(
-        &mut self,
-        idx: usize,
-        id: &str,
-        name: &str,
-        result: Result<ToolOutcome, HostError>,
-        now: Instant,
-    ) {
-        let (content, is_error) = blocks_of(&result);
-        let frame = HostFrame::ToolResult {
-            id,
-            name,
-            content: &content,
-            is_error,
-            truncated: false,
-        };
-        if result.is_ok() {
-            let text = content.first().and_then(Content::text);
-            let text = text.unwrap_or("");
-            self.exts[idx].log.line(&format!("refused: {text}"));
-        }
-        self.exts[idx].send(&frame, now);
-    }
-
-    /// `call_tool_cancel`: the caller gave up; it gets no answer.
-    pub(super) fn call_tool_cancel(&mut self, idx: usize, id: &str, now: Instant) {
-        let job = self
-            .jobs
-            .find(|j| matches!(&j.origin, Origin::Ext { ext, id: i } if *ext == idx && i == id));
-        match job {
-            Some(job) => self.abort_job(job, HostError::CallCancelled, Caller::GaveUp, now),
-            None => self.exts[idx].log.line(&format!(
-                "ignored call_tool_cancel: id {id:?} is not in flight"
-            )),
         }
     }
 }

@@ -103,6 +103,7 @@ impl Engine {
                 let found = self.cancel_ticket(ticket, now);
                 self.answer(reply, Ok(found))
             }
+            #[cfg(feature = "ext-calls")]
             Request::BuiltinResult {
                 call_id,
                 content,
@@ -439,16 +440,7 @@ impl Engine {
         let args = Some(call.args).filter(|a| !a.is_null());
         let args = args.unwrap_or_else(|| json!({}));
         let origin = Origin::Embedder(reply);
-        let job = self.new_job(
-            name,
-            args,
-            call.tool_id,
-            origin,
-            ticket,
-            Vec::new(),
-            None,
-            None,
-        );
+        let job = self.new_job(name, args, call.tool_id, origin, ticket);
         if let Some(j) = self.jobs.get_mut(job) {
             j.operation_key = call.operation_key;
             j.reconcile = call.reconcile;

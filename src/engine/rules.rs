@@ -50,7 +50,12 @@ fn start(manifests: &[&str], t0: Instant) -> Fake {
     cfg.discover = false;
     let (events_tx, events) = crossbeam_channel::unbounded();
     let mut f = Fake {
-        e: Engine::new(cfg, events_tx, crossbeam_channel::unbounded().0),
+        e: Engine::new(
+            cfg,
+            events_tx,
+            #[cfg(feature = "ext-calls")]
+            crossbeam_channel::unbounded().0,
+        ),
         events,
         manifests: manifests.iter().map(|m| m.to_string()).collect(),
         keys: Vec::new(),
@@ -448,6 +453,7 @@ fn call(f: &mut Fake, name: &str, now: Instant) -> (Slot<ToolOutcome>, String) {
     (got, frames[0]["id"].as_str().expect("an id").to_string())
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_call_tool_chain_may_not_repeat_a_tool_and_its_result_goes_back_to_the_caller() {
     let t0 = Instant::now();
@@ -484,6 +490,7 @@ fn a_call_tool_chain_may_not_repeat_a_tool_and_its_result_goes_back_to_the_calle
     assert!(taken(&outer).is_none(), "the outer call still runs");
 }
 
+#[cfg(feature = "ext-calls")]
 #[test]
 fn a_call_tool_times_out_at_the_tool_timeout_and_the_caller_is_told() {
     let t0 = Instant::now();
@@ -507,6 +514,42 @@ fn a_call_tool_times_out_at_the_tool_timeout_and_the_caller_is_told() {
         .find(|fr| fr["type"] == "tool_result" && fr["id"] == "c1")
         .unwrap_or_else(|| panic!("the caller's call_tool is answered: {told:?}"));
     assert_eq!(cancelled["is_error"], true);
+}
+
+#[cfg(not(feature = "ext-calls"))]
+#[test]
+fn without_ext_calls_a_call_tool_is_refused_at_once_naming_the_feature() {
+    let t0 = Instant::now();
+    let mut f = caller(t0);
+    let (outer, id_a) = call(&mut f, "a", t0);
+    let call_b =
+        format!(r#"{{"type": "call_tool", "id": "c1", "name": "b", "parent_id": "{id_a}"}}"#);
+    f.says(0, &call_b, t0 + MS);
+    let refused = f.frames(0);
+    assert_eq!(refused.len(), 1, "only the refusal: {refused:?}");
+    assert_eq!(
+        (&refused[0]["type"], &refused[0]["id"], &refused[0]["name"]),
+        (&"tool_result".into(), &"c1".into(), &"b".into())
+    );
+    assert_eq!(refused[0]["is_error"], true);
+    let text = refused[0]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("without the `ext-calls` feature"), "{text}");
+    // A cancel of it is ignored; the embedder's call runs on.
+    f.says(
+        0,
+        r#"{"type": "call_tool_cancel", "id": "c1"}"#,
+        t0 + 2 * MS,
+    );
+    assert!(f.frames(0).is_empty());
+    assert!(taken(&outer).is_none(), "the outer call still runs");
+    let result_a = format!(
+        r#"{{"type": "tool_result", "id": "{id_a}", "content": [{{"type": "text", "text": "A"}}]}}"#
+    );
+    f.says(0, &result_a, t0 + 3 * MS);
+    let Some(Ok(ToolOutcome::Ran(r))) = taken(&outer) else {
+        panic!("the embedder's call is answered");
+    };
+    assert!(!r.is_error);
 }
 
 #[test]

@@ -142,7 +142,12 @@ mod tests {
         let mut cfg = HostConfig::new(dir.clone(), dir);
         cfg.discover = false;
         let (events_tx, events) = crossbeam_channel::unbounded();
-        let mut e = Engine::new(cfg, events_tx, crossbeam_channel::unbounded().0);
+        let mut e = Engine::new(
+            cfg,
+            events_tx,
+            #[cfg(feature = "ext-calls")]
+            crossbeam_channel::unbounded().0,
+        );
         let (dir, log) = (std::env::temp_dir(), ExtLog::stderr("x"));
         e.exts
             .push(Ext::new("x".into(), Scope::Explicit, dir, log, None));

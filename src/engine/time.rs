@@ -39,7 +39,10 @@ impl Ext {
 impl Engine {
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         let startup = self.state.deadline();
+        #[cfg(feature = "ext-calls")]
         let calls = self.jobs.next_deadline();
+        #[cfg(not(feature = "ext-calls"))]
+        let calls = None;
         let engine = [self.pending.next_deadline(), calls, startup];
         let exts = self.exts.iter().map(Ext::deadline);
         exts.chain(engine).flatten().min()
@@ -65,6 +68,7 @@ impl Engine {
             self.tick_ext(idx, probe, now);
         }
         self.expire(now);
+        #[cfg(feature = "ext-calls")]
         self.expire_jobs(now);
         self.check_startup(now);
     }

@@ -44,7 +44,8 @@ pub(crate) const RESERVED_EVENT_FIELDS: [&str; 4] = ["type", "event", "id", "seq
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// What `hello_ack.capabilities` says this host supports (docs/PROTOCOL.md#capabilities):
-/// `panels` only in a build with the `panels` feature.
+/// `panels` only in a build with the `panels` feature, `call_tool` only
+/// with the `ext-calls` feature.
 pub const HOST_CAPABILITIES: &[&str] = &[
     "commands",
     "tools",
@@ -52,6 +53,7 @@ pub const HOST_CAPABILITIES: &[&str] = &[
     #[cfg(feature = "panels")]
     "panels",
     "tool_cancel",
+    #[cfg(feature = "ext-calls")]
     "call_tool",
 ];
 

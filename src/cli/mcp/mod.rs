@@ -117,7 +117,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // (docs/PROTOCOL.md#interactive-tools, docs/PROTOCOL.md#calls-from-extensions).
     // No channel of its own: its main thread only waits for events.
     let host = super::common::start_host(&opts, |c| {
-        c.runs_builtins = false;
+        #[cfg(feature = "ext-calls")]
+        {
+            c.runs_builtins = false;
+        }
         c.interactive_tools = false;
         super::common::journal_origin(c, "mcp");
     })?;

@@ -528,12 +528,13 @@ impl Server {
             // `submit` without an interactive editor too).
             HostEvent::ClearNotes { .. }
             | HostEvent::Submit { .. }
-            | HostEvent::SubmitSlash { .. }
-            | HostEvent::BuiltinCall { .. } => {}
+            | HostEvent::SubmitSlash { .. } => {}
             #[cfg(feature = "panels")]
             HostEvent::OpenPanel { .. }
             | HostEvent::PanelRender { .. }
             | HostEvent::PanelClose { .. } => {}
+            #[cfg(feature = "ext-calls")]
+            HostEvent::BuiltinCall { .. } => {}
             HostEvent::Ready { .. } => {
                 s.ready = true;
                 submit.append(&mut s.deferred);

@@ -77,6 +77,7 @@ impl Session {
                 "{count} notes or panel updates dropped: output was not read fast enough"
             )),
             // Never sent: the session's host runs no built-ins.
+            #[cfg(feature = "ext-calls")]
             HostEvent::BuiltinCall { .. } => {}
         }
     }

@@ -98,7 +98,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
     // session runs no built-in tools (docs/PROTOCOL.md#interactive-tools,
     // docs/PROTOCOL.md#calls-from-extensions).
     let host = super::common::start_host(&opts, |c| {
-        c.runs_builtins = false;
+        #[cfg(feature = "ext-calls")]
+        {
+            c.runs_builtins = false;
+        }
         super::common::journal_origin(c, "session");
     })?;
     let mut input = read_stdin(bell.clone())?;
