@@ -72,8 +72,10 @@ pub use host::{Host, HostHandle};
 pub use intercept::{InterceptEvent, InterceptOutcome};
 #[cfg(feature = "journal")]
 pub use journal::InterruptedCall;
+#[cfg(feature = "tool-extras")]
+pub use types::Exposure;
 pub use types::{
-    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo,
+    Action, BuiltinReply, BuiltinVerdict, CommandInfo, CommandOutcome, ExtensionInfo,
     ExtensionState, HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict,
     NameKind, ReadyVia, ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket,
     ToolInfo, ToolOutcome, ToolRequest, ToolResult,

@@ -68,7 +68,8 @@
 //!   due at it.
 //! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
 //!   asks, and the interception chains; `pipeline.rs`: the tool pipeline,
-//!   cancellable; `exposure.rs`: deferred tools; `oversize.rs`: answers
+//!   cancellable; `exposure.rs` (only with the `tool-extras` feature):
+//!   deferred tools; `oversize.rs`: answers
 //!   over the frame limit; `journaled.rs` (only with the `journal`
 //!   feature): the journal's steps.
 //! - `mcp.rs`: driving the client of each MCP server.
@@ -84,6 +85,7 @@ mod crashes;
 pub(crate) mod driver;
 mod embedder;
 mod exit;
+#[cfg(feature = "tool-extras")]
 mod exposure;
 mod ext;
 mod frames;
