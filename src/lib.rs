@@ -74,11 +74,13 @@ pub use intercept::{InterceptEvent, InterceptOutcome};
 pub use journal::InterruptedCall;
 #[cfg(feature = "ext-calls")]
 pub use types::BuiltinReply;
+#[cfg(feature = "tool-extras")]
+pub use types::Exposure;
 pub use types::{
-    Action, BuiltinVerdict, CommandInfo, CommandOutcome, Exposure, ExtensionInfo, ExtensionState,
-    HostError, HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia,
-    ReconcileState, ReloadReport, Replay, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome,
-    ToolRequest, ToolResult,
+    Action, BuiltinVerdict, CommandInfo, CommandOutcome, ExtensionInfo, ExtensionState, HostError,
+    HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia, ReconcileState,
+    ReloadReport, Replay, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest,
+    ToolResult,
 };
 #[cfg(feature = "panels")]
 pub use wire::panels::{OpenPanel, Panel, PanelKey};

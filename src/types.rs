@@ -9,7 +9,9 @@ use crate::wire::panels::{OpenPanel, Panel, PanelKey};
 use crate::wire::protocol::EventPayload;
 use crate::wire::toolresult::Content;
 // A tool as registered is the wire's; the API's data re-exports it.
-pub use crate::wire::tooldef::{Exposure, Replay, ToolInfo};
+#[cfg(feature = "tool-extras")]
+pub use crate::wire::tooldef::Exposure;
+pub use crate::wire::tooldef::{Replay, ToolInfo};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -302,10 +304,12 @@ pub struct ToolResult {
     pub reason: Option<String>,
     /// The tool's `structured_content`, as it came
     /// (docs/PROTOCOL.md#structured-and-deferred-tools).
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_content: Option<Value>,
     /// The tool declares an `output_schema` (MCP clients then require
     /// `structured_content`).
+    #[cfg(feature = "tool-extras")]
     #[serde(skip)]
     pub declares_output: bool,
     /// A reconcile call's answer: whether the operation happened.
@@ -505,6 +509,7 @@ pub enum HostEvent {
     Registered { extension: String },
     /// A `tool_result` of `extension` activated these deferred tools of
     /// its own (docs/PROTOCOL.md#structured-and-deferred-tools).
+    #[cfg(feature = "tool-extras")]
     ToolsActivated {
         extension: String,
         names: Vec<String>,
@@ -610,6 +615,7 @@ pub enum HostError {
     UnknownTool(String),
     /// A deferred tool no `tool_result` has activated yet
     /// (docs/PROTOCOL.md#structured-and-deferred-tools).
+    #[cfg(feature = "tool-extras")]
     InactiveTool(String),
     /// The command is the embedder's own.
     HostCommand(String),
@@ -662,9 +668,13 @@ impl HostError {
     /// A command or tool the host does not run: the caller's mistake.
     pub fn is_unknown_name(&self) -> bool {
         use HostError::*;
+        #[cfg(feature = "tool-extras")]
+        if matches!(self, InactiveTool(_)) {
+            return true;
+        }
         matches!(
             self,
-            UnknownCommand(_) | UnknownTool(_) | InactiveTool(_) | HostCommand(_) | BuiltInTool(_)
+            UnknownCommand(_) | UnknownTool(_) | HostCommand(_) | BuiltInTool(_)
         )
     }
 }
@@ -675,6 +685,7 @@ impl fmt::Display for HostError {
         match self {
             UnknownCommand(name) => write!(f, "unknown command /{name}"),
             UnknownTool(name) => write!(f, "unknown tool {name}"),
+            #[cfg(feature = "tool-extras")]
             InactiveTool(name) => write!(
                 f,
                 "tool {name} is deferred and not active yet: a tool_result's activate_tools activates it"

@@ -1,5 +1,6 @@
-//! The build without the `mcp`, `author`, `confine`, `journal`,
-//! `bundles` and `panels` features (`cargo test --no-default-features`): an MCP
+//! The build without the `mcp`, `author`, `confine`, `journal`, `bundles`,
+//! `panels`, `ext-calls` and `tool-extras` features (`cargo test
+//! --no-default-features`): an MCP
 //! server's manifest is invalid with a reason that says why, the
 //! subcommands and options left out (`zot mcp`, `zot ext check`,
 //! `doctor`, `new`, `--confine`) say which feature has them and how to
@@ -11,6 +12,8 @@
 //! error result naming the `ext-calls` feature. An extension that opens
 //! panels in a build without the `panels` feature still has its commands
 //! answered; its panel frames are dropped, each with a line in its log.
+//! Without `tool-extras` a tool not offered directly is refused naming
+//! the feature, and the fields that only add information are ignored.
 
 #![cfg(not(all(
     feature = "mcp",
@@ -19,7 +22,8 @@
     feature = "journal",
     feature = "bundles",
     feature = "panels",
-    feature = "ext-calls"
+    feature = "ext-calls",
+    feature = "tool-extras"
 )))]
 
 mod common;
@@ -531,5 +535,106 @@ mod without_ext_calls {
         assert!(!echoed.is_error, "{echoed:?}");
         assert_eq!(echoed.content[0].text(), Some(r#"echo: {"y": 2}"#));
         host.shutdown();
+    }
+}
+
+/// Upstream's optional tool fields without the `tool-extras` feature,
+/// against fixtures/structured/weather (its docstring lists its tools).
+#[cfg(not(feature = "tool-extras"))]
+mod without_tool_extras {
+    use super::*;
+    use common::{config, fixture_path, log_of, start, ExtResult, Rpc};
+    use serde_json::{json, Value};
+    use zot_host::{HostError, ToolRequest};
+
+    const FEATURE: &str =
+        "needs a zot built with the `tool-extras` feature (cargo build --release --features tool-extras)";
+
+    /// A tool that asks not to be offered directly is refused with one log
+    /// line naming the field and the feature; never made active. The
+    /// extension's other tools, `output_schema` and `namespace` ignored,
+    /// work.
+    #[test]
+    fn a_deferred_registration_is_refused_and_logged_while_plain_tools_work() {
+        let t = TempDir::new("minimal-deferred");
+        let host = start(config(&t, &[fixture_path("structured/weather")]));
+        let snap = host.list().expect("list");
+        let names: Vec<&str> = snap.tools.iter().map(|t| t.name.as_str()).collect();
+        for refused in ["forecast", "radar", "scripted", "modelonly", "everywhere"] {
+            assert!(!names.contains(&refused), "{refused} registered: {names:?}");
+        }
+        // `output_schema` only adds information: even a malformed one is
+        // not read, so not rejected.
+        for kept in ["weather", "loader", "bad_output"] {
+            assert!(names.contains(&kept), "{kept} missing: {names:?}");
+        }
+        let weather = snap.extension("weather").expect("listed");
+        assert_eq!(weather.state.as_str(), "ready", "{weather:?}");
+        let called = host.call_tool(ToolRequest::new("forecast", json!({})));
+        assert_eq!(called, Err(HostError::UnknownTool("forecast".into())));
+        let o = host
+            .call_tool(ToolRequest::new("weather", json!({"city": "Oslo"})))
+            .expect("weather")
+            .result();
+        assert!(!o.is_error, "{o:?}");
+        assert_eq!(o.content[0].text(), Some("Oslo: 21.0 C"));
+        host.shutdown();
+        let log = log_of(&t, "weather");
+        for (tool, field) in [
+            ("forecast", "`deferred: true`"),
+            ("radar", "`exposure` \"deferred\""),
+            ("scripted", "`exposure` \"codemode\""),
+            ("modelonly", "`exposure` \"model-only\""),
+        ] {
+            let line = format!("rejected tool {tool:?}: {field} {FEATURE}");
+            assert_eq!(log.matches(&line).count(), 1, "{line:?} in\n{log}");
+        }
+        for kept in ["bad_output", "weather"] {
+            assert!(!log.contains(&format!("tool {kept:?}")), "{log}");
+        }
+    }
+
+    /// `structured_content` and `activate_tools` are dropped, the text is
+    /// the answer, and nothing is activated.
+    #[test]
+    fn a_result_with_structured_content_and_activate_tools_is_answered_with_its_text() {
+        let t = TempDir::new("minimal-structured");
+        let mut rpc = Rpc::start(&t, &[fixture_path("structured/weather")]);
+        let list = rpc.call("1", json!({"type": "list"}));
+        let tools = list["data"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let weather = tools.iter().find(|t| t["name"] == "weather");
+        let weather = weather.cloned().unwrap_or_default();
+        for field in ["output_schema", "namespace", "exposure", "active"] {
+            assert!(weather.get(field).is_none(), "{field} listed: {weather}");
+        }
+        let r = rpc.call(
+            "2",
+            json!({"type": "tool_call", "name": "weather", "args": {"city": "Berlin"}}),
+        );
+        assert_eq!(r["success"], true, "{r}");
+        let text = json!([{"type": "text", "text": "Berlin: 16.5 C"}]);
+        assert_eq!(r["data"]["content"], text, "{r}");
+        assert!(r["data"].get("structured_content").is_none(), "{r}");
+        let r = rpc.call(
+            "3",
+            json!({"type": "tool_call", "name": "loader", "args": {"names": ["forecast"]}}),
+        );
+        let text = json!([{"type": "text", "text": "enabled forecast"}]);
+        assert_eq!(
+            (&r["success"], &r["data"]["content"]),
+            (&json!(true), &text),
+            "{r}"
+        );
+        let r = rpc.call("4", json!({"type": "tool_call", "name": "forecast"}));
+        assert_eq!(r["success"], false, "{r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(error.contains("unknown tool forecast"), "{r}");
+        let activated = |v: &Value| v["type"] == "tools_activated";
+        assert!(!rpc.seen.iter().any(activated), "{:?}", rpc.seen);
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
     }
 }

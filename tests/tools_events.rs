@@ -5,9 +5,10 @@
 //! namespaced tools (docs/PROTOCOL.md#structured-and-deferred-tools);
 //! interception is in tests/interception.rs.
 
-// Some tests need the `mcp` or `author` feature; their helpers are unused without it.
+// Some tests need the `mcp`, `author` or `tool-extras` feature; their
+// helpers are unused without it.
 #![cfg_attr(
-    not(all(feature = "mcp", feature = "author")),
+    not(all(feature = "mcp", feature = "author", feature = "tool-extras")),
     allow(dead_code, unused_imports)
 )]
 
@@ -18,9 +19,11 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+#[cfg(feature = "tool-extras")]
+use zot_host::Exposure;
 use zot_host::{
-    Action, BuiltinVerdict, Content, EventPayload, Exposure, Host, HostError, HostEvent,
-    ToolOutcome, ToolRequest, ToolResult,
+    Action, BuiltinVerdict, Content, EventPayload, Host, HostError, HostEvent, ToolOutcome,
+    ToolRequest, ToolResult,
 };
 
 #[test]
@@ -1440,6 +1443,7 @@ fn weather() -> PathBuf {
 
 /// After an answer the host could not use, the weather extension still
 /// answers its next call whole.
+#[cfg(feature = "tool-extras")]
 fn assert_weather_still_answers(host: &Host) {
     let o = host
         .call_tool(ToolRequest::new("weather", json!({"city": "Berlin"})))
@@ -1452,6 +1456,7 @@ fn assert_weather_still_answers(host: &Host) {
 
 // ---- the library ----
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn registrations_keep_upstream_fields_and_bad_ones_are_rejected() {
     let t = TempDir::new("structured-lib-list");
@@ -1505,6 +1510,7 @@ fn registrations_keep_upstream_fields_and_bad_ones_are_rejected() {
     );
 }
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn structured_content_reaches_the_library_as_it_came() {
     let t = TempDir::new("structured-lib-call");
@@ -1537,6 +1543,7 @@ fn structured_content_reaches_the_library_as_it_came() {
     host.shutdown();
 }
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
     let t = TempDir::new("structured-lib-deferred");
@@ -1597,6 +1604,7 @@ fn deferred_tools_are_refused_until_a_tool_result_activates_them() {
     assert!(log.contains("activate_tools: ignored \"ghost\""), "{log}");
 }
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn a_result_too_deep_to_read_fails_at_once_and_the_host_goes_on() {
     let t = TempDir::new("structured-lib-deep");
@@ -1628,6 +1636,7 @@ fn a_result_too_deep_to_read_fails_at_once_and_the_host_goes_on() {
     );
 }
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on() {
     let t = TempDir::new("structured-lib-huge");
@@ -1691,6 +1700,7 @@ fn tool_prompt_comes_back_as_it_came_and_a_bad_one_names_its_field() {
 
 // ---- zot rpc ----
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn rpc_lists_the_fields_passes_structured_content_and_announces_activation() {
     let t = TempDir::new("structured-rpc");
@@ -1801,7 +1811,7 @@ fn listed(rpc: &mut Rpc, id: u64) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-#[cfg(feature = "mcp")]
+#[cfg(all(feature = "mcp", feature = "tool-extras"))]
 #[test]
 fn mcp_maps_structured_output_and_hides_deferred_tools_until_activated() {
     let t = TempDir::new("structured-mcp");
@@ -1937,7 +1947,7 @@ fn run_client(tag: &str, interpreter: &Path, script: &str) {
     assert_client_passed(script, status, &out, &steps);
 }
 
-#[cfg(feature = "mcp")]
+#[cfg(all(feature = "mcp", feature = "tool-extras"))]
 #[test]
 fn python_sdk_client_validates_structured_content() {
     run_client(
@@ -1947,7 +1957,7 @@ fn python_sdk_client_validates_structured_content() {
     );
 }
 
-#[cfg(feature = "mcp")]
+#[cfg(all(feature = "mcp", feature = "tool-extras"))]
 #[test]
 fn typescript_sdk_client_validates_structured_content() {
     run_client("structured-ts", Path::new("node"), "ts_client.cjs");
@@ -1955,7 +1965,7 @@ fn typescript_sdk_client_validates_structured_content() {
 
 // ---- a hosted MCP server ----
 
-#[cfg(feature = "mcp")]
+#[cfg(all(feature = "mcp", feature = "tool-extras"))]
 #[test]
 fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_content() {
     let t = TempDir::new("structured-hosted");
@@ -2006,6 +2016,7 @@ fn a_hosted_mcp_servers_structured_tool_maps_to_output_schema_and_structured_con
 
 // ---- the session ----
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn the_session_marks_deferred_tools_and_runs_a_tool_prompt_with_its_result_first() {
     let t = TempDir::new("structured-session");
@@ -2062,7 +2073,7 @@ fn the_session_marks_deferred_tools_and_runs_a_tool_prompt_with_its_result_first
 
 // ---- zot ext check ----
 
-#[cfg(feature = "author")]
+#[cfg(all(feature = "author", feature = "tool-extras"))]
 #[test]
 fn ext_check_shows_the_fields_and_fails_the_rejected_registrations() {
     let t = TempDir::new("structured-check");

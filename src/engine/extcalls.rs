@@ -264,6 +264,7 @@ impl Engine {
             let why = match self.tools.owner(&name) {
                 None => Some("unknown tool"),
                 // Upstream calls active tools only.
+                #[cfg(feature = "tool-extras")]
                 Some(c) if !c.info.active => Some("the tool is deferred and not activated"),
                 Some(_) => None,
             };

@@ -146,10 +146,14 @@ impl Engine {
                 content,
                 is_error,
                 structured_content,
+                #[cfg(feature = "tool-extras")]
                 activate_tools,
             } => {
                 let result = (content, is_error.unwrap_or(false), structured_content);
+                #[cfg(feature = "tool-extras")]
                 self.tool_result(idx, &id, result, activate_tools.unwrap_or_default(), now);
+                #[cfg(not(feature = "tool-extras"))]
+                self.tool_result(idx, &id, result, now);
             }
             ExtFrame::EventInterceptResponse {
                 id,
@@ -532,6 +536,12 @@ impl Footprint for String {
 }
 
 impl Footprint for ToolInfo {
+    #[cfg(not(feature = "tool-extras"))]
+    fn footprint(&self, name: &str) -> usize {
+        footprint(name, &self.description, &self.schema)
+    }
+
+    #[cfg(feature = "tool-extras")]
     fn footprint(&self, name: &str) -> usize {
         let texts = [
             &self.namespace,

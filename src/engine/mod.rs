@@ -69,7 +69,9 @@
 //! - `frames.rs`: what extensions send; `requests.rs`: what the embedder
 //!   asks, and the interception chains; `pipeline.rs`: the tool pipeline,
 //!   cancellable; `extcalls.rs` (only with the `ext-calls` feature): the
-//!   tool calls extensions make, and the built-ins run for them; `exposure.rs`: deferred tools; `oversize.rs`: answers
+//!   tool calls extensions make, and the built-ins run for them;
+//!   `exposure.rs` (only with the `tool-extras` feature): deferred tools;
+//!   `oversize.rs`: answers
 //!   over the frame limit; `journaled.rs` (only with the `journal`
 //!   feature): the journal's steps.
 //! - `mcp.rs`: driving the client of each MCP server.
@@ -85,6 +87,7 @@ mod crashes;
 pub(crate) mod driver;
 mod embedder;
 mod exit;
+#[cfg(feature = "tool-extras")]
 mod exposure;
 mod ext;
 #[cfg(feature = "ext-calls")]

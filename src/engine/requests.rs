@@ -415,18 +415,17 @@ impl Engine {
         if builtin && !pipeline {
             return self.answer(reply, Err(HostError::BuiltInTool(name)));
         }
-        // Whether its owner activated it, and the owner if it is interactive.
-        let owner = (self.tools.owner(&name))
-            .map(|c| (c.info.active, c.info.interactive.then_some(c.rank)));
-        match owner {
-            None if !builtin => return self.answer(reply, Err(HostError::UnknownTool(name))),
-            // Upstream offers a deferred tool once it is activated only.
-            Some((false, _)) if !builtin => {
-                return self.answer(reply, Err(HostError::InactiveTool(name)))
-            }
-            _ => {}
+        let owner = self.tools.owner(&name);
+        if owner.is_none() && !builtin {
+            return self.answer(reply, Err(HostError::UnknownTool(name)));
         }
-        let interactive = owner.and_then(|(_, rank)| rank);
+        // Upstream offers a deferred tool once it is activated only.
+        #[cfg(feature = "tool-extras")]
+        if owner.is_some_and(|c| !c.info.active) && !builtin {
+            return self.answer(reply, Err(HostError::InactiveTool(name)));
+        }
+        // The owner, if the tool is interactive.
+        let interactive = owner.and_then(|c| c.info.interactive.then_some(c.rank));
         if let Some(rank) = interactive.filter(|_| !self.cfg.interactive_tools) {
             let text = format!("tool {name} is interactive and needs an interactive host");
             let outcome = ToolOutcome::Ran(ToolResult {
@@ -456,14 +455,16 @@ impl Engine {
     }
 
     /// A `tool_result`: `content`, `is_error`, `structured_content`, and
-    /// the tools it activates, before its caller hears of it (so that
-    /// the caller may call them next). A dropped one activates nothing.
+    /// (with the `tool-extras` feature) the tools it activates, before its
+    /// caller hears of it (so that the caller may call them next). A
+    /// dropped one activates nothing. Without the feature
+    /// `structured_content` is read only as a reconcile answer.
     pub(super) fn tool_result(
         &mut self,
         idx: usize,
         id: &str,
         (content, is_error, structured_content): (Option<Vec<Block>>, bool, Option<Value>),
-        activate: Vec<String>,
+        #[cfg(feature = "tool-extras")] activate: Vec<String>,
         now: Instant,
     ) {
         let Some(Waiter::Tool { job }) = self.take_answer(idx, id, "tool_result") else {
@@ -472,9 +473,8 @@ impl Engine {
         let content = content.unwrap_or_default();
         // An image the model cannot be given makes the result an error.
         let is_error = is_error || has_invalid_image(&content);
-        self.activate_tools(idx, activate);
-        let tool = (self.jobs.get(job)).and_then(|j| self.tools.claim_of(&j.name, idx));
-        let declares_output = tool.is_some_and(|t| t.output_schema.is_some());
+        #[cfg(feature = "tool-extras")]
+        let declares_output = self.answered_extras(idx, job, activate);
         let reconcile = self.jobs.get(job).is_some_and(|j| j.reconcile);
         let reconciled = reconcile.then(|| ReconcileState::of(structured_content.as_ref()));
         let mut content = map_content(content);
@@ -489,7 +489,9 @@ impl Engine {
             extension: self.exts[idx].name.clone(),
             content,
             is_error,
+            #[cfg(feature = "tool-extras")]
             structured_content,
+            #[cfg(feature = "tool-extras")]
             declares_output,
             reconciled,
             ..Default::default()

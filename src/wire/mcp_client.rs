@@ -787,6 +787,7 @@ impl McpClient {
                     // Kept as the server sent it: one that is not an
                     // object is rejected, and logged, like any other.
                     extra: ToolExtras {
+                        #[cfg(feature = "tool-extras")]
                         output_schema: item.get("outputSchema").filter(|s| !s.is_null()).cloned(),
                         ..Default::default()
                     },
@@ -979,6 +980,7 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
             content: Some(content),
             is_error: Some(is_error),
             structured_content,
+            #[cfg(feature = "tool-extras")]
             activate_tools: None,
         };
     }

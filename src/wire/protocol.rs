@@ -95,10 +95,12 @@ pub enum ExtFrame {
         id: String,
         content: Option<Vec<Block>>,
         is_error: Option<bool>,
-        /// Any JSON, for callers of a tool with an `output_schema`.
+        /// Any JSON, for callers of a tool with an `output_schema`; a
+        /// reconcile answer's state (docs/PROTOCOL.md#replay-and-reconcile).
         structured_content: Option<Value>,
         /// Deferred tools of this extension to activate
         /// (docs/PROTOCOL.md#structured-and-deferred-tools).
+        #[cfg(feature = "tool-extras")]
         activate_tools: Option<Vec<String>>,
     },
     EventInterceptResponse {
@@ -203,14 +205,19 @@ impl ExtFrame {
 
 /// `register_tool`'s optional fields from upstream
 /// (docs/PROTOCOL.md#structured-and-deferred-tools), as they came; the engine
-/// validates them.
+/// validates them. Without the `tool-extras` feature `exposure` and
+/// `deferred` are still read, to refuse a tool not offered directly.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ToolExtras {
     /// Any JSON here; only an object is accepted.
+    #[cfg(feature = "tool-extras")]
     pub output_schema: Option<Value>,
+    #[cfg(feature = "tool-extras")]
     pub namespace: Option<String>,
+    #[cfg(feature = "tool-extras")]
     pub namespace_description: Option<String>,
+    #[cfg(feature = "tool-extras")]
     pub namespace_instructions: Option<String>,
     pub exposure: Option<String>,
     pub deferred: Option<bool>,

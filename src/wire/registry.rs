@@ -114,7 +114,8 @@ impl<T> Registry<T> {
         self.claim_at(name, rank).map(|c| c.name.as_str())
     }
 
-    /// The same, to change it.
+    /// The same, to change it (activating a deferred tool).
+    #[cfg(feature = "tool-extras")]
     pub(crate) fn claim_mut(&mut self, name: &str, rank: usize) -> Option<&mut T> {
         let claims = self.names.get_mut(name)?;
         let i = claims.binary_search_by_key(&rank, |c| c.rank).ok()?;

@@ -2,7 +2,9 @@
 //! `zot ext check`: a `register_tool` with upstream's optional fields
 //! (docs/PROTOCOL.md#structured-and-deferred-tools), and the fields of the
 //! `tool_prompt` action (docs/PROTOCOL.md#commands-and-actions), which
-//! runs a tool, then a prompt with its result.
+//! runs a tool, then a prompt with its result. Only the `tool-extras`
+//! feature keeps upstream's optional fields; without it a tool that is not
+//! to be offered directly is refused.
 
 use crate::wire::protocol::ToolExtras;
 use crate::wire::registry;
@@ -20,18 +22,24 @@ pub struct ToolInfo {
     pub schema: Option<Value>,
     pub extension: String,
     /// The JSON Schema of the tool's `structured_content`.
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
     /// Groups the tool's discovery entries; upstream's default is the
     /// extension's name.
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_description: Option<String>,
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_instructions: Option<String>,
+    #[cfg(feature = "tool-extras")]
     pub exposure: Exposure,
     /// False for a deferred tool until a `tool_result` activates it.
+    #[cfg(feature = "tool-extras")]
     pub active: bool,
     /// Waits for the user: no reply deadline (docs/PROTOCOL.md#interactive-tools).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -57,6 +65,7 @@ closed_set! {
     }
 }
 
+#[cfg(feature = "tool-extras")]
 closed_set! {
     /// Where a tool is offered (upstream's `register_tool.exposure`). This
     /// host runs no scripts, so only `Deferred` changes what it does: the
@@ -77,7 +86,10 @@ closed_set! {
 }
 
 /// The registered tool, or why the registration is rejected: a `schema`
-/// or `output_schema` that is not an object, an unknown `exposure`.
+/// or `output_schema` that is not an object, an unknown `exposure`;
+/// without the `tool-extras` feature, one asking not to be offered directly.
+// The struct update fills the `tool-extras` fields; without them it has none to fill.
+#[cfg_attr(not(feature = "tool-extras"), allow(clippy::needless_update))]
 pub fn tool_info(
     name: &str,
     description: String,
@@ -88,6 +100,23 @@ pub fn tool_info(
     if schema.as_ref().is_some_and(|s| !s.is_object()) {
         return Err("`schema` must be a JSON object".into());
     }
+    let tool = ToolInfo {
+        name: name.to_string(),
+        description,
+        schema,
+        extension: extension.to_string(),
+        interactive: extra.interactive == Some(true),
+        replay: (extra.replay.as_deref())
+            .and_then(Replay::parse)
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    with_extras(tool, extra)
+}
+
+/// `tool` with upstream's optional fields, checked.
+#[cfg(feature = "tool-extras")]
+fn with_extras(tool: ToolInfo, extra: ToolExtras) -> Result<ToolInfo, String> {
     if extra.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
         return Err("`output_schema` must be a JSON object".into());
     }
@@ -103,21 +132,31 @@ pub fn tool_info(
         None => Exposure::Direct,
     };
     Ok(ToolInfo {
-        name: name.to_string(),
-        description,
-        schema,
-        extension: extension.to_string(),
         output_schema: extra.output_schema,
         namespace: extra.namespace,
         namespace_description: extra.namespace_description,
         namespace_instructions: extra.namespace_instructions,
         exposure,
         active: exposure != Exposure::Deferred,
-        interactive: extra.interactive == Some(true),
-        replay: (extra.replay.as_deref())
-            .and_then(Replay::parse)
-            .unwrap_or_default(),
+        ..tool
     })
+}
+
+/// Without the `tool-extras` feature every tool is offered directly, so
+/// one that asks otherwise (`exposure` other than `direct`, `deferred:
+/// true`) is refused rather than made active behind its author's back.
+/// `output_schema` and `namespace*` only add information: serde skips them.
+#[cfg(not(feature = "tool-extras"))]
+fn with_extras(tool: ToolInfo, extra: ToolExtras) -> Result<ToolInfo, String> {
+    let field = match (extra.exposure.as_deref(), extra.deferred) {
+        (Some(e), _) if e != "direct" => format!("`exposure` {e:?}"),
+        (None, Some(true)) => "`deferred: true`".to_string(),
+        _ => return Ok(tool),
+    };
+    Err(format!(
+        "{field} needs a zot built with the `tool-extras` feature \
+         (cargo build --release --features tool-extras)"
+    ))
 }
 
 /// What to log of a `register_tool`'s `replay` that is no known policy
@@ -175,6 +214,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[cfg(feature = "tool-extras")]
     #[test]
     fn exposures_round_trip_and_exposure_wins_over_deferred() {
         for name in Exposure::NAMES {
@@ -193,6 +233,25 @@ mod tests {
         let direct = tool(Some("direct")).map(|t| (t.exposure, t.active));
         assert_eq!(direct, Ok((Exposure::Direct, true)));
         assert!(tool(Some("Direct")).is_err(), "exposure names are exact");
+    }
+
+    #[cfg(not(feature = "tool-extras"))]
+    #[test]
+    fn a_tool_not_offered_directly_is_refused_naming_the_field() {
+        let tool = |exposure: Option<&str>, deferred| {
+            let extra = ToolExtras {
+                exposure: exposure.map(str::to_string),
+                deferred,
+                ..Default::default()
+            };
+            tool_info("t", String::new(), None, extra, "x")
+        };
+        let err = tool(None, Some(true)).unwrap_err();
+        assert!(err.starts_with("`deferred: true` needs") && err.contains("`tool-extras`"));
+        let err = tool(Some("codemode"), None).unwrap_err();
+        assert!(err.starts_with("`exposure` \"codemode\" needs"), "{err}");
+        assert!(tool(Some("direct"), Some(true)).is_ok(), "exposure wins");
+        assert!(tool(None, Some(false)).is_ok());
     }
 
     #[test]

@@ -9,16 +9,18 @@ use zot_host::{CommandOutcome, Content, Snapshot, ToolResult};
 /// once activated), with its `outputSchema` when it declares one that
 /// MCP can carry (docs/PROTOCOL.md#structured-and-deferred-tools).
 pub fn tools(snapshot: &Snapshot) -> Vec<Value> {
-    snapshot
-        .tools
-        .iter()
-        .filter(|t| t.active)
+    let tools = snapshot.tools.iter();
+    #[cfg(feature = "tool-extras")]
+    let tools = tools.filter(|t| t.active);
+    tools
         .map(|t| {
+            #[cfg_attr(not(feature = "tool-extras"), allow(unused_mut))]
             let mut tool = json!({
                 "name": t.name,
                 "description": t.description,
                 "inputSchema": object_schema(t.schema.as_ref()).unwrap_or_default(),
             });
+            #[cfg(feature = "tool-extras")]
             if let Some(output) = t
                 .output_schema
                 .as_ref()
@@ -66,8 +68,11 @@ pub fn prompts(snapshot: &Snapshot) -> Vec<Value> {
 /// An extension tool's result as a `tools/call` result. MCP clients validate the
 /// `structuredContent` of a tool with an `outputSchema` and reject a
 /// result without it: that is an `isError` result saying so instead.
+/// Without the `tool-extras` feature there is neither.
+#[cfg_attr(not(feature = "tool-extras"), allow(unused_variables))]
 pub fn tool_result(name: &str, outcome: ToolResult) -> Map<String, Value> {
     let failed = outcome.is_error || outcome.blocked;
+    #[cfg(feature = "tool-extras")]
     let structured = match outcome.structured_content {
         Some(Value::Object(o)) => Some(o),
         Some(_) if outcome.declares_output && !failed => {
@@ -90,6 +95,7 @@ pub fn tool_result(name: &str, outcome: ToolResult) -> Map<String, Value> {
     };
     let mut result = Map::new();
     result.insert("content".into(), content.into());
+    #[cfg(feature = "tool-extras")]
     if let Some(structured) = structured {
         result.insert("structuredContent".into(), structured.into());
     }

@@ -49,6 +49,7 @@ impl Session {
                     self.out.line(&format!("registered: {extension}"))
                 }
             }
+            #[cfg(feature = "tool-extras")]
             HostEvent::ToolsActivated { extension, names } => self.out.line(&format!(
                 "tools activated by {extension}: {}",
                 names.join(", ")

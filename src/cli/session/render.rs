@@ -242,6 +242,7 @@ impl Out {
                 }
             }
         }
+        #[cfg(feature = "tool-extras")]
         if let Some(structured) = &outcome.structured_content {
             self.text("structured: ", tone, &structured.to_string());
         }
@@ -302,11 +303,13 @@ impl Out {
             .tools
             .iter()
             .map(|t| {
-                let mut right = owned(&t.description, &t.extension);
+                let right = owned(&t.description, &t.extension);
                 // Upstream's model does not see an inactive deferred tool.
-                if !t.active {
-                    right.push_str(" [deferred: not active yet]");
-                }
+                #[cfg(feature = "tool-extras")]
+                let right = match t.active {
+                    true => right,
+                    false => right + " [deferred: not active yet]",
+                };
                 (signature(t), right)
             })
             .collect();

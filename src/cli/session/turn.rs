@@ -208,6 +208,7 @@ fn with_tool_result(
                 Content::Text(text) | Content::Formatted { text, .. } => text.clone(),
             });
             text.push_str(&blocks.collect::<Vec<_>>().join("\n"));
+            #[cfg(feature = "tool-extras")]
             if let Some(structured) = &o.structured_content {
                 text.push_str(&format!("\nstructured_content: {structured}"));
             }

@@ -17,8 +17,10 @@ use zot_host::internal::protocol::{CommandResponse, ExtFrame, HostFrame, PROTOCO
 use zot_host::internal::registry::{self, footprint, MAX_NAMES, MAX_NAME_BYTES};
 use zot_host::internal::tooldef;
 use zot_host::internal::toolresult::{is_empty_text, map_content, Block};
-use zot_host::{Content, Exposure, HostConfig, Timeouts, ToolInfo};
+use zot_host::{Content, HostConfig, Timeouts};
 use zot_host::{EventPayload, InterceptEvent};
+#[cfg(feature = "tool-extras")]
+use zot_host::{Exposure, ToolInfo};
 
 /// Lifecycle events zot knows (docs/PROTOCOL.md#events), each sent with a harmless payload.
 use zot_host::internal::protocol::EVENT_NAMES as EVENTS;
@@ -415,10 +417,13 @@ impl Trial<'_> {
                 schema,
                 extra,
             } => match tooldef::tool_info(&name, String::new(), None, extra, "") {
+                #[cfg(feature = "tool-extras")]
                 Ok(info) => {
                     self.upstream = upstream_fields(&info);
                     self.register(Kind::Tool, name, description, Some(schema), since)
                 }
+                #[cfg(not(feature = "tool-extras"))]
+                Ok(_) => self.register(Kind::Tool, name, description, Some(schema), since),
                 Err(why) => {
                     let why = format!("{why}: the host rejects the registration");
                     self.report.fail(&format!("tool {name}"), since, why);
@@ -1100,6 +1105,7 @@ fn clip(text: &str) -> String {
 
 /// `; exposure deferred, namespace weather, an output schema`: what a
 /// tool declares beyond the basics, or nothing.
+#[cfg(feature = "tool-extras")]
 fn upstream_fields(tool: &ToolInfo) -> String {
     let mut parts = Vec::new();
     if tool.exposure != Exposure::Direct {
