@@ -156,7 +156,11 @@ pub mod internal {
     /// `register_tool`'s fields
     /// (docs/PROTOCOL.md#structured-and-deferred-tools, docs/PROTOCOL.md#commands-and-actions).
     pub mod tooldef {
-        pub use crate::wire::tooldef::{tool_info, tool_prompt_fields};
+        #[cfg(not(feature = "tool-extras"))]
+        pub use crate::wire::tooldef::needs_tool_extras;
+        pub use crate::wire::tooldef::tool_info;
+        #[cfg(feature = "tool-extras")]
+        pub use crate::wire::tooldef::tool_prompt_fields;
     }
     /// Tool result blocks.
     pub mod toolresult {

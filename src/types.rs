@@ -30,9 +30,11 @@ pub struct CommandOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
     /// `tool_prompt`: the tool to run before the prompt (docs/PROTOCOL.md#commands-and-actions).
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
     /// `tool_prompt`: its args, a JSON object.
+    #[cfg(feature = "tool-extras")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_args: Option<Value>,
     /// Text for the input line.
@@ -66,9 +68,9 @@ closed_set! {
         Noop = "noop",
         /// Open `CommandOutcome::open_panel` (the `panels` feature).
         OpenPanel = "open_panel" if "panels",
-        /// Run [`CommandOutcome::tool_name`], then submit the prompt
-        /// (docs/PROTOCOL.md#commands-and-actions).
-        ToolPrompt = "tool_prompt",
+        /// Run `CommandOutcome::tool_name`, then submit the prompt
+        /// (docs/PROTOCOL.md#commands-and-actions; the `tool-extras` feature).
+        ToolPrompt = "tool_prompt" if "tool-extras",
     }
 }
 

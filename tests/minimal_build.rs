@@ -13,7 +13,8 @@
 //! panels in a build without the `panels` feature still has its commands
 //! answered; its panel frames are dropped, each with a line in its log.
 //! Without `tool-extras` a tool not offered directly is refused naming
-//! the feature, and the fields that only add information are ignored.
+//! the feature, the fields that only add information are ignored, and a
+//! `tool_prompt` command is answered with an error naming the feature.
 
 #![cfg(not(all(
     feature = "mcp",
@@ -543,9 +544,11 @@ mod without_ext_calls {
 #[cfg(not(feature = "tool-extras"))]
 mod without_tool_extras {
     use super::*;
-    use common::{config, fixture_path, log_of, start, ExtResult, Rpc};
+    use common::{command, config, ext_dir, fixture_path, frames, log_of, start, tool};
+    use common::{ExtResult, Rpc, Zot};
     use serde_json::{json, Value};
-    use zot_host::{HostError, ToolRequest};
+    use std::path::{Path, PathBuf};
+    use zot_host::{Action, HostError, ToolRequest};
 
     const FEATURE: &str =
         "needs a zot built with the `tool-extras` feature (cargo build --release --features tool-extras)";
@@ -636,5 +639,117 @@ mod without_tool_extras {
         assert!(!rpc.seen.iter().any(activated), "{:?}", rpc.seen);
         rpc.close_stdin();
         assert_eq!(rpc.wait(), Some(0));
+    }
+
+    /// An extension whose `/brief` answers with a well-formed `tool_prompt`
+    /// (as upstream's Go SDK sends it) and whose `/hi` shows a note; its
+    /// `echo` tool would be the tool the prompt runs. Frames it gets are
+    /// recorded in `rec`.
+    fn prompter(t: &TempDir, rec: &Path) -> PathBuf {
+        let cfg = json!({
+            "record": rec,
+            "register": [command("brief"), command("hi"), tool("echo")],
+            "commands": {
+                "brief": {"action": "tool_prompt", "prompt": "and then?",
+                          "tool_name": "echo", "tool_args": {"text": "x"}},
+                "hi": {"action": "display", "display": "hello"},
+            },
+            "tools": {"echo": {"content": [{"type": "text", "text": "ran"}]}},
+        });
+        ext_dir(&t.join("prompter"), "prompter", cfg)
+    }
+
+    fn refused() -> String {
+        format!("action `tool_prompt` {FEATURE}")
+    }
+
+    /// Through the library: `tool_prompt` comes back as an error naming
+    /// the feature, logged once, its tool never called; the extension's
+    /// next command is answered.
+    #[test]
+    fn a_tool_prompt_is_an_error_naming_the_feature_and_the_next_command_is_answered() {
+        let t = TempDir::new("minimal-tool-prompt");
+        let rec = t.join("rec");
+        let host = start(config(&t, &[prompter(&t, &rec)]));
+        let o = host.command("brief", "").expect("brief");
+        assert_eq!(o.error, Some(refused()), "{o:?}");
+        assert_eq!((o.action, &o.prompt), (Action::Noop, &None), "{o:?}");
+        let o = host.command("hi", "").expect("hi");
+        assert_eq!(
+            (o.action, o.display.as_deref(), &o.error),
+            (Action::Display, Some("hello"), &None)
+        );
+        let o = host.command("brief", "").expect("brief again");
+        assert_eq!(o.error, Some(refused()), "{o:?}");
+        let snap = host.list().expect("list");
+        let ext = snap.extension("prompter").expect("listed");
+        assert_eq!(ext.state.as_str(), "ready", "{ext:?}");
+        host.shutdown();
+        assert!(frames(&rec, "tool_call").is_empty());
+        let log = log_of(&t, "prompter");
+        let line = format!("command_response: {}", refused());
+        assert_eq!(log.matches(&line).count(), 2, "{line:?} in\n{log}");
+    }
+
+    /// The session prints the error and runs neither the tool nor a
+    /// turn; `zot rpc` answers with the error; both go on.
+    #[test]
+    fn the_session_and_rpc_show_the_error_and_go_on() {
+        let t = TempDir::new("minimal-tool-prompt-session");
+        let rec = t.join("rec");
+        let ext = prompter(&t, &rec);
+        let mut z = Zot::start(&t, std::slice::from_ref(&ext), &["--agent-cmd", "cat"]);
+        z.saw("ready: prompter");
+        assert_eq!(z.run("/brief"), [format!("error: {}", refused())]);
+        assert_eq!(z.run("/hi"), ["[/hi] hello"]);
+        z.close_stdin();
+        assert_eq!(z.wait(), Some(0));
+        z.assert_never_shown("tool_prompt: ");
+        z.assert_never_shown("assistant: ");
+        assert!(frames(&rec, "tool_call").is_empty());
+
+        let mut rpc = Rpc::start(&t, &[ext]);
+        let r = rpc.call("1", json!({"type": "command", "name": "brief"}));
+        assert_eq!(r["data"]["error"].as_str(), Some(refused().as_str()), "{r}");
+        assert_eq!(r["data"]["action"], "noop", "{r}");
+        assert!(r["data"].get("tool_name").is_none(), "{r}");
+        let r = rpc.call("2", json!({"type": "command", "name": "hi"}));
+        assert_eq!(r["data"]["display"], "hello", "{r}");
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
+    }
+
+    /// `zot ext check` built with `author` but not `tool-extras` fails a
+    /// `tool_prompt` command with the host's text and checks the next one.
+    #[cfg(feature = "author")]
+    #[test]
+    fn ext_check_fails_a_tool_prompt_naming_the_feature() {
+        let t = TempDir::new("minimal-tool-prompt-check");
+        let ext = prompter(&t, &t.join("rec"));
+        let ext = ext.to_str().expect("utf-8");
+        let commands = ["--command", "brief", "", "--command", "hi", ""];
+        let out = zot()
+            .args(["ext", "check", ext])
+            .args(commands)
+            .env("ZOT_HOME", t.join("home"))
+            .env("ZOT_HELLO_TIMEOUT", "120")
+            .output()
+            .expect("run zot ext check");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{text}");
+        let line = |needle: &str| {
+            let found = text.lines().find(|l| l.contains(needle));
+            found.unwrap_or_else(|| panic!("no {needle:?} in\n{text}"))
+        };
+        let brief = line("run /brief");
+        assert!(
+            brief.starts_with("FAIL") && brief.contains(&refused()),
+            "{text}"
+        );
+        let hi = line("run /hi");
+        assert!(
+            hi.starts_with("pass") && hi.contains("display: hello"),
+            "{text}"
+        );
     }
 }

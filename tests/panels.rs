@@ -500,6 +500,7 @@ fn keys_reach_an_interactive_tool_that_waits_in_a_piped_session() {
     assert!(frames(&rec, "tool_cancel").is_empty());
 }
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn keys_reach_the_tool_of_a_tool_prompt_and_ctrl_c_cancels_it() {
     let t = TempDir::new("panel-choose");

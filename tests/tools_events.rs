@@ -1670,6 +1670,7 @@ fn a_structured_result_over_the_frame_limit_fails_at_once_and_the_host_goes_on()
     assert!(log_of(&t, "weather").contains("-byte line: longer than 16777216 bytes"));
 }
 
+#[cfg(feature = "tool-extras")]
 #[test]
 fn tool_prompt_comes_back_as_it_came_and_a_bad_one_names_its_field() {
     let t = TempDir::new("structured-lib-prompt");

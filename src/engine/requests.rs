@@ -334,6 +334,7 @@ impl Engine {
         // upstream does: the outcome carries the error alone.
         let error = match r.error.filter(|e| !e.is_empty()) {
             Some(error) => error,
+            #[cfg(feature = "tool-extras")]
             None if action == "tool_prompt" => {
                 match tooldef::tool_prompt_fields(r.tool_name, r.tool_args) {
                     Ok((name, args)) => {
@@ -386,7 +387,13 @@ impl Engine {
                 return self.answer(reply, Ok(outcome));
             }
             None => {
-                let why = format!("unknown action {action:?}");
+                // An action this build leaves out is refused as an
+                // unknown one is, naming the feature it needs.
+                let why = match action.as_str() {
+                    #[cfg(not(feature = "tool-extras"))]
+                    "tool_prompt" => tooldef::needs_tool_extras("action `tool_prompt`"),
+                    _ => format!("unknown action {action:?}"),
+                };
                 self.exts[idx].log.line(&format!("command_response: {why}"));
                 why
             }

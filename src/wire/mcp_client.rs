@@ -1003,7 +1003,9 @@ fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
         id,
         action: Some(action.into()),
         prompt,
+        #[cfg(feature = "tool-extras")]
         tool_name: None,
+        #[cfg(feature = "tool-extras")]
         tool_args: None,
         insert: None,
         display,

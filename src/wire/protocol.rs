@@ -238,7 +238,9 @@ pub struct CommandResponse {
     pub prompt: Option<String>,
     /// `tool_prompt`: the tool to run first, and its args (any JSON
     /// here: the engine checks them and names a wrong one).
+    #[cfg(feature = "tool-extras")]
     pub tool_name: Option<Value>,
+    #[cfg(feature = "tool-extras")]
     pub tool_args: Option<Value>,
     pub insert: Option<String>,
     pub display: Option<String>,

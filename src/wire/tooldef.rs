@@ -3,10 +3,12 @@
 //! (docs/PROTOCOL.md#structured-and-deferred-tools), and the fields of the
 //! `tool_prompt` action (docs/PROTOCOL.md#commands-and-actions), which
 //! runs a tool, then a prompt with its result. Only the `tool-extras`
-//! feature keeps upstream's optional fields; without it a tool that is not
-//! to be offered directly is refused.
+//! feature keeps upstream's optional fields and the action; without it a
+//! tool that is not to be offered directly is refused, and so is the
+//! action.
 
 use crate::wire::protocol::ToolExtras;
+#[cfg(feature = "tool-extras")]
 use crate::wire::registry;
 use serde::Serialize;
 use serde_json::Value;
@@ -153,10 +155,16 @@ fn with_extras(tool: ToolInfo, extra: ToolExtras) -> Result<ToolInfo, String> {
         (None, Some(true)) => "`deferred: true`".to_string(),
         _ => return Ok(tool),
     };
-    Err(format!(
-        "{field} needs a zot built with the `tool-extras` feature \
+    Err(needs_tool_extras(&field))
+}
+
+/// Why `what` is refused by a build without the `tool-extras` feature.
+#[cfg(not(feature = "tool-extras"))]
+pub fn needs_tool_extras(what: &str) -> String {
+    format!(
+        "{what} needs a zot built with the `tool-extras` feature \
          (cargo build --release --features tool-extras)"
-    ))
+    )
 }
 
 /// What to log of a `register_tool`'s `replay` that is no known policy
@@ -174,6 +182,7 @@ pub fn replay_warning(extra: &ToolExtras) -> Option<String> {
 /// `tool_name` and `tool_args` of a `tool_prompt` response, or an error
 /// naming the field that is missing or wrong. `prompt` may be absent:
 /// upstream's Go SDK leaves an empty prompt out of the frame.
+#[cfg(feature = "tool-extras")]
 pub fn tool_prompt_fields(
     tool_name: Option<Value>,
     tool_args: Option<Value>,
@@ -212,6 +221,7 @@ pub(crate) fn kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "tool-extras")]
     use serde_json::json;
 
     #[cfg(feature = "tool-extras")]
@@ -254,6 +264,7 @@ mod tests {
         assert!(tool(None, Some(false)).is_ok());
     }
 
+    #[cfg(feature = "tool-extras")]
     #[test]
     fn each_bad_field_is_named() {
         let ok = tool_prompt_fields(Some(json!("skill")), Some(json!({"name": "x"})));

@@ -148,6 +148,7 @@ pub fn prompt_result(name: &str, outcome: CommandOutcome) -> Result<Map<String, 
         ),
         // MCP prompts carry messages, not tool calls: the prompt alone;
         // the client (or its model) may call the tool itself.
+        #[cfg(feature = "tool-extras")]
         "tool_prompt" => (
             format!(
                 "/{name}: a prompt meant to follow the result of tool {} (not run here)",

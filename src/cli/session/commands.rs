@@ -256,6 +256,7 @@ impl Session {
                     self.start_turn(text);
                 }
             }
+            #[cfg(feature = "tool-extras")]
             "tool_prompt" => {
                 let (tool, args) = (o.tool_name.unwrap_or_default(), o.tool_args);
                 self.tool_prompt(tool, args.unwrap_or_default(), o.prompt.unwrap_or_default());

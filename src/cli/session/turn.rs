@@ -7,13 +7,14 @@ use super::agent::Agent;
 use super::jobs::Job;
 use super::render::Tone;
 use super::state::Session;
+#[cfg(feature = "tool-extras")]
 use serde_json::Value;
-use zot_host::{
-    BuiltinVerdict, Content, EventPayload, HostError, InterceptEvent, InterceptOutcome,
-    ToolOutcome, ToolRequest,
-};
+#[cfg(feature = "tool-extras")]
+use zot_host::{BuiltinVerdict, Content, ToolOutcome, ToolRequest};
+use zot_host::{EventPayload, HostError, InterceptEvent, InterceptOutcome};
 
 impl Session {
+    #[cfg(feature = "tool-extras")]
     /// A `tool_prompt` action (docs/PROTOCOL.md#commands-and-actions): runs `tool` through the
     /// pipeline as `/call` does, prints its result, then starts a turn
     /// for `prompt` with that result in front of it, errors included (as
@@ -183,6 +184,7 @@ impl Session {
     }
 }
 
+#[cfg(feature = "tool-extras")]
 /// What the model gets for a `tool_prompt`: the tool call and its
 /// result (text blocks, images as a line, `structured_content` as JSON),
 /// then the prompt.

@@ -852,6 +852,7 @@ impl Trial<'_> {
             "insert" => r.insert.as_deref(),
             "display" => r.display.as_deref(),
             "noop" | "open_panel" => Some(""),
+            #[cfg(feature = "tool-extras")]
             "tool_prompt" => {
                 let (name, args) = (r.tool_name.clone(), r.tool_args.clone());
                 if let Err(why) = tooldef::tool_prompt_fields(name, args) {
@@ -859,6 +860,13 @@ impl Trial<'_> {
                     return;
                 }
                 Some(r.prompt.as_deref().unwrap_or(""))
+            }
+            // This build refuses the action, as the host does.
+            #[cfg(not(feature = "tool-extras"))]
+            "tool_prompt" => {
+                let why = tooldef::needs_tool_extras("action `tool_prompt`");
+                self.report.fail(&rule, took, why);
+                return;
             }
             _ => {
                 let msg = format!(
