@@ -59,8 +59,8 @@ pub const HOST_CAPABILITIES: &[&str] = &[
 
 /// A frame sent by an extension to the host; the variants and fields
 /// are the frames of docs/PROTOCOL.md#frames-from-extensions. The wire
-/// tags a frame with its `type` field; [`read_ext_frame`] finds it and
-/// hands it to this derive as the variant's name (see [`Tagged`]).
+/// tags a frame with its `type` field; the frame reader finds it and
+/// hands it to this derive as the variant's name (`Tagged`, in this file).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "snake_case")]
