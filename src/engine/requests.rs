@@ -425,7 +425,9 @@ impl Engine {
             return self.answer(reply, Err(HostError::InactiveTool(name)));
         }
         // The owner, if the tool is interactive.
+        #[cfg(feature = "panels")]
         let interactive = owner.and_then(|c| c.info.interactive.then_some(c.rank));
+        #[cfg(feature = "panels")]
         if let Some(rank) = interactive.filter(|_| !self.cfg.interactive_tools) {
             let text = format!("tool {name} is interactive and needs an interactive host");
             let outcome = ToolOutcome::Ran(ToolResult {

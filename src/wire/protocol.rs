@@ -140,10 +140,12 @@ pub enum ExtFrame {
     #[serde(deserialize_with = "crate::wire::panels::panel_field")]
     OpenPanel(OpenPanel),
     /// A prompt to run as if the user typed it (docs/PROTOCOL.md#submits).
+    #[cfg(feature = "panels")]
     Submit {
         text: String,
     },
     /// A slash command line to run as if typed; starts with `/`.
+    #[cfg(feature = "panels")]
     SubmitSlash {
         text: String,
     },
@@ -193,7 +195,9 @@ impl ExtFrame {
             ExtFrame::PanelClose { .. } => "panel_close",
             #[cfg(feature = "panels")]
             ExtFrame::OpenPanel(_) => "open_panel",
+            #[cfg(feature = "panels")]
             ExtFrame::Submit { .. } => "submit",
+            #[cfg(feature = "panels")]
             ExtFrame::SubmitSlash { .. } => "submit_slash",
             ExtFrame::ShutdownAck => "shutdown_ack",
             ExtFrame::UnregisterCommand { .. } => "unregister_command",
@@ -751,6 +755,10 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
             if PANEL_FRAMES.contains(&kind.as_str()) {
                 return format!("`{kind}`: this build has no panels (the `panels` feature)");
             }
+            #[cfg(not(feature = "panels"))]
+            if matches!(kind.as_str(), "submit" | "submit_slash") {
+                return format!("`{kind}`: this build has no submits (the `panels` feature)");
+            }
             return format!("unknown frame type `{kind}`");
         }
         match wrong_field(line, &e) {
@@ -1097,6 +1105,13 @@ mod tests {
                 match cfg!(feature = "panels") {
                     true => "missing field `id`",
                     false => "(`open_panel`: this build has no panels (the `panels` feature))",
+                },
+            ),
+            (
+                r#"{"type":"submit_slash","text":5}"#,
+                match cfg!(feature = "panels") {
+                    true => "submit_slash: field `text`",
+                    false => "(`submit_slash`: this build has no submits (the `panels` feature))",
                 },
             ),
             (r#"{"type":"notify"}"#, "(notify: missing field `message`)"),
