@@ -129,6 +129,7 @@ pub struct HostConfig {
     pub runs_builtins: bool,
     /// The embedder shows panels, so interactive tools may wait for the
     /// user without a deadline; false: they are refused (docs/PROTOCOL.md#interactive-tools). True.
+    /// Only with the `panels` feature: without it an interactive tool is an ordinary one.
     #[cfg(feature = "panels")]
     pub interactive_tools: bool,
     /// Makes the embedder's tool calls durable: each step is journaled

@@ -432,7 +432,9 @@ impl Engine {
     }
 
     /// A shutdown or reload ends the calls that would wait for it: the
-    /// interactive ones and those the embedder runs (docs/PROTOCOL.md#interactive-tools).
+    /// interactive ones and those the embedder runs (docs/PROTOCOL.md#interactive-tools);
+    /// a build with neither has none.
+    #[cfg(any(feature = "panels", feature = "ext-calls"))]
     pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
         let open = |j: &Job| match j.at {
             #[cfg(feature = "panels")]

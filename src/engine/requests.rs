@@ -155,6 +155,7 @@ impl Engine {
                     held,
                 };
                 // An interactive call would hold the reload up for ever.
+                #[cfg(any(feature = "panels", feature = "ext-calls"))]
                 self.end_open_ended(&HostError::Reloaded, now);
             }
             // Accepted requests finish first (advance); restarts are
@@ -166,6 +167,7 @@ impl Engine {
                     replies: vec![reply],
                     parked: parked.unwrap_or_default(),
                 };
+                #[cfg(any(feature = "panels", feature = "ext-calls"))]
                 self.end_open_ended(&HostError::ShuttingDown, now);
             }
             Request::ShutdownNow { reply } => self.shutdown_now(reply, now),

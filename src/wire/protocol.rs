@@ -752,12 +752,8 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
         // serde names the field or the variant; the frame's type says where.
         if e.starts_with("unknown variant") {
             #[cfg(not(feature = "panels"))]
-            if PANEL_FRAMES.contains(&kind.as_str()) {
-                return format!("`{kind}`: this build has no panels (the `panels` feature)");
-            }
-            #[cfg(not(feature = "panels"))]
-            if matches!(kind.as_str(), "submit" | "submit_slash") {
-                return format!("`{kind}`: this build has no submits (the `panels` feature)");
+            if let Some((_, what)) = UI_FRAMES.iter().find(|(k, _)| *k == kind) {
+                return format!("`{kind}`: this build has no {what} (the `panels` feature)");
             }
             return format!("unknown frame type `{kind}`");
         }
@@ -774,10 +770,17 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
     }
 }
 
-/// The panels' frames an extension may send (docs/PROTOCOL.md#panels): a
-/// build without the `panels` feature drops them, saying why.
+/// The frames of panels and submits an extension may send
+/// (docs/PROTOCOL.md#panels, docs/PROTOCOL.md#submits), with what they
+/// are: a build without the `panels` feature drops them, saying why.
 #[cfg(not(feature = "panels"))]
-const PANEL_FRAMES: [&str; 3] = ["panel_render", "panel_close", "open_panel"];
+const UI_FRAMES: [(&str, &str); 5] = [
+    ("panel_render", "panels"),
+    ("panel_close", "panels"),
+    ("open_panel", "panels"),
+    ("submit", "submits"),
+    ("submit_slash", "submits"),
+];
 
 /// A frame's object whose `type` is `kind`, read as the externally
 /// tagged enum variant `kind` with the object's fields: serde's code for

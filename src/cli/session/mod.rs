@@ -12,8 +12,9 @@
 //! the pending work all the same: a `/key` line goes to the open panel
 //! at once (the work may be an interactive tool waiting for that key),
 //! and EOF ends an interactive tool call that only input could answer
-//! (see [`Session::settle_after_eof`]). After EOF, what extensions
+//! (see `Session::settle_after_eof`). After EOF, what extensions
 //! submit is not run: the session runs what the user queued and leaves.
+//! Keys, interactive tools and submits are the `panels` feature's.
 //!
 //! Signals come through `ctrlc`, which does not say which one arrived,
 //! so SIGINT (Ctrl-C), SIGTERM and SIGHUP mean the same: the first
