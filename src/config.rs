@@ -129,6 +129,8 @@ pub struct HostConfig {
     pub runs_builtins: bool,
     /// The embedder shows panels, so interactive tools may wait for the
     /// user without a deadline; false: they are refused (docs/PROTOCOL.md#interactive-tools). True.
+    /// Only with the `panels` feature: without it an interactive tool is an ordinary one.
+    #[cfg(feature = "panels")]
     pub interactive_tools: bool,
     /// Makes the embedder's tool calls durable: each step is journaled
     /// here before it takes effect (docs/JOURNAL.md).
@@ -203,6 +205,7 @@ impl HostConfig {
             confine: false,
             #[cfg(feature = "ext-calls")]
             runs_builtins: true,
+            #[cfg(feature = "panels")]
             interactive_tools: true,
             #[cfg(feature = "journal")]
             journal: None,

@@ -504,8 +504,10 @@ pub enum HostEvent {
     #[cfg(feature = "panels")]
     OpenPanel { extension: String, panel: OpenPanel },
     /// `extension` submits `text` as a user prompt (docs/PROTOCOL.md#submits).
+    #[cfg(feature = "panels")]
     Submit { extension: String, text: String },
     /// `extension` asks to run the slash command line `text` as if typed.
+    #[cfg(feature = "panels")]
     SubmitSlash { extension: String, text: String },
     /// An extension finished registering after startup.
     Registered { extension: String },

@@ -684,6 +684,7 @@ fn start_attempts(w: &World, name: &str, path: &Path) -> Vec<String> {
 /// The session's `/reload-ext`, sent by the extension itself with
 /// `submit_slash`: its manifest stayed as it was, and the new process
 /// is as confined as the first.
+#[cfg(feature = "panels")]
 #[test]
 fn a_reload_the_extension_asks_for_cannot_widen_it() {
     let w = World::new("confine-slash");

@@ -11,7 +11,9 @@
 //! by trust, and an extension's `call_tool` is answered at once with an
 //! error result naming the `ext-calls` feature. An extension that opens
 //! panels in a build without the `panels` feature still has its commands
-//! answered; its panel frames are dropped, each with a line in its log.
+//! answered; its panel, `submit` and `submit_slash` frames are dropped,
+//! each with a line in its log, and a tool it registers interactive is
+//! an ordinary tool with the tool deadline.
 //! Without `tool-extras` a tool not offered directly is refused naming
 //! the feature, the fields that only add information are ignored, and a
 //! `tool_prompt` command is answered with an error naming the feature.
@@ -322,6 +324,106 @@ mod without_panels {
             assert_eq!(log.matches(&dropped).count(), 1, "{log}");
         }
         assert!(frames(&rec, "panel_key").is_empty());
+    }
+
+    /// `submit` and `submit_slash` are dropped, each with one line in the
+    /// extension's log naming the frame and the feature; no event reaches
+    /// the client, the session runs none of them, and the extension goes on.
+    #[test]
+    fn submits_are_dropped_with_a_log_line_naming_the_feature() {
+        let t = TempDir::new("minimal-submits");
+        let submits = json!({"on_ready": [
+            {"type": "submit", "text": "summarize"},
+            {"type": "submit_slash", "text": "/tools"},
+            {"type": "notify", "level": "info", "message": "after the submits"},
+        ]});
+        let own = ext_dir(&t.join("own"), "own", submits.clone());
+        let mut rpc = Rpc::start(&t, &[own]);
+        rpc.until("the note after the submits", |v| {
+            v["message"] == "after the submits"
+        });
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
+        let submitted = |v: &&Value| v["type"] == "submit" || v["type"] == "submit_slash";
+        let shown: Vec<&Value> = rpc.seen.iter().filter(submitted).collect();
+        assert!(shown.is_empty(), "submit events: {shown:?}");
+        let log = log_of(&t, "own");
+        for kind in ["submit", "submit_slash"] {
+            let dropped = format!(
+                "dropped frame (`{kind}`: this build has no submits (the `panels` feature)): "
+            );
+            assert_eq!(log.matches(&dropped).count(), 1, "{log}");
+        }
+
+        // The session: the note shows, the submitted prompt and line never run.
+        let t = TempDir::new("minimal-submits-session");
+        let own = ext_dir(&t.join("own"), "own", submits);
+        let mut z = Zot::start(&t, &[own], &[]);
+        z.expect("[own] info: after the submits");
+        z.send("/tools");
+        z.expect("tools:");
+        z.close_stdin();
+        assert_eq!(z.wait(), Some(0));
+        // Neither the prompt (a turn) nor the line (`submit_slash [own]: ...`) ran.
+        z.assert_never_shown("summarize");
+        z.assert_never_shown("submit [own]");
+        z.assert_never_shown("submit_slash [own]");
+        let tools = z.seen.iter().filter(|l| l.starts_with("tools:")).count();
+        assert_eq!(tools, 1, "{:#?}", z.seen);
+        let log = log_of(&t, "own");
+        assert_eq!(log.matches("dropped frame (`submit").count(), 2, "{log}");
+    }
+
+    /// A tool registered `"interactive": true` is an ordinary tool here:
+    /// listed without the flag, it keeps the tool deadline (no panel can
+    /// show for its user to answer through), its extension says why once
+    /// in its log, and its other tools and commands work.
+    #[test]
+    fn an_interactive_tool_is_an_ordinary_tool_with_the_deadline_and_a_log_line() {
+        let t = TempDir::new("minimal-interactive");
+        let tools = json!({"ask": {"kind": "ask"}, "echo": {}});
+        let cfg = json!({"tools": tools, "record": t.join("a.rec")});
+        let a = common::tools_ext(&t.join("a"), "a", cfg);
+        let mut rpc = Rpc::spawn(Rpc::command(&t, &[a]).args(["--tool-timeout", "1"]));
+        rpc.wait_ready(1);
+        let list = rpc.call("l", json!({"type": "list"}));
+        let tools = list["data"]["tools"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let ask = tools.iter().find(|t| t["name"] == "ask").cloned();
+        let ask = ask.unwrap_or_else(|| panic!("ask not listed: {list}"));
+        assert!(ask.get("interactive").is_none(), "{ask}");
+        let r = rpc.call("q", json!({"type": "tool_call", "name": "ask"}));
+        assert_eq!(r["success"], false, "{r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(error.contains("did not answer tool ask within 1 s"), "{r}");
+        // The extension was told, and goes on.
+        let calls = frames(&t.join("a.rec"), "tool_call");
+        let id = calls.first().map(|c| c["id"].clone()).unwrap_or_default();
+        common::wait_for("tool_cancel of ask", || {
+            frames(&t.join("a.rec"), "tool_cancel")
+                .iter()
+                .any(|c| c["id"] == id)
+        });
+        let r = rpc.call(
+            "e",
+            json!({"type": "tool_call", "name": "echo", "args": {"x": 1}}),
+        );
+        let text = json!([{"type": "text", "text": "echo: {\"x\": 1}"}]);
+        assert_eq!(
+            (&r["success"], &r["data"]["content"]),
+            (&json!(true), &text),
+            "{r}"
+        );
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
+        let log = log_of(&t, "a");
+        let line = "tool \"ask\": `interactive: true` needs a zot built with the `panels` \
+                    feature (cargo build --release --features panels): registered as an \
+                    ordinary tool, with the tool deadline";
+        assert_eq!(log.matches(line).count(), 1, "{log}");
+        assert!(!log.contains("tool \"echo\""), "{log}");
     }
 }
 

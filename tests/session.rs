@@ -920,6 +920,7 @@ fn help_names_the_session_commands_zot_home_and_the_logs() {
     assert!(rpc.contains("[--provider NAME] [--model NAME]"), "{rpc}");
 }
 
+#[cfg(feature = "panels")]
 #[test]
 fn after_eof_what_extensions_submit_is_not_run() {
     // An extension that asks for a reload twice at every start: with

@@ -759,6 +759,7 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
 
 // ----- 13.3 interactive tools ----------------------------------------
 
+#[cfg(feature = "panels")]
 #[test]
 fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
     let t = TempDir::new("interactive");
@@ -796,6 +797,7 @@ fn an_interactive_tool_has_no_deadline_and_its_cancel_reaches_it() {
     host.shutdown();
 }
 
+#[cfg(feature = "panels")]
 #[test]
 fn shutdown_ends_an_interactive_call_with_tool_cancel() {
     let t = TempDir::new("interactive-stop");
@@ -809,6 +811,7 @@ fn shutdown_ends_an_interactive_call_with_tool_cancel() {
     wait_cancel(&t, "a", &id);
 }
 
+#[cfg(feature = "panels")]
 #[test]
 fn an_interactive_tool_is_refused_by_a_host_without_panels() {
     let t = TempDir::new("interactive-refused");
@@ -1262,6 +1265,7 @@ fn rpc(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Rpc {
     rpc
 }
 
+#[cfg(feature = "panels")]
 #[test]
 fn rpc_an_interactive_tool_waits_until_cancelled() {
     let t = TempDir::new("rpc-interactive");
@@ -1358,16 +1362,19 @@ fn mcp_refuses_interactive_tools_and_runs_no_built_ins_for_extensions() {
         json!({"tools": tools, "subscribe": ["tool_result"]}),
     );
     let mut mcp = Rpc::mcp(&t, &[a]);
-    let r = tools_call(&mut mcp, 1, "ask", json!({}));
-    assert_eq!(r["result"]["isError"], true, "{r}");
-    assert_eq!(
-        r["result"]["content"][0]["text"],
-        "tool ask is interactive and needs an interactive host"
-    );
-    assert!(
-        calls_of(&t, "a", "ask").is_empty(),
-        "an interactive tool ran"
-    );
+    #[cfg(feature = "panels")]
+    {
+        let r = tools_call(&mut mcp, 1, "ask", json!({}));
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert_eq!(
+            r["result"]["content"][0]["text"],
+            "tool ask is interactive and needs an interactive host"
+        );
+        assert!(
+            calls_of(&t, "a", "ask").is_empty(),
+            "an interactive tool ran"
+        );
+    }
     #[cfg(feature = "ext-calls")]
     {
         let r = tools_call(&mut mcp, 2, "reader", json!({"path": "x"}));

@@ -110,9 +110,6 @@ impl Engine {
             }
             Stage::Ready | Stage::Stopping { hello: true, .. } => {}
         }
-        // `submit` counts from `ready` on (docs/PROTOCOL.md#submits).
-        let ready = !matches!(ext.stage(), Some(Stage::Registering { .. }));
-        let kind = frame.kind();
         match frame {
             ExtFrame::Hello { .. } => ext.log.line("ignored a second hello"),
             ExtFrame::RegisterCommand { name, description } => {
@@ -127,6 +124,16 @@ impl Engine {
                 let description = description.unwrap_or_default();
                 if let Some(why) = crate::wire::tooldef::replay_warning(&extra) {
                     ext.log.line(&format!("tool {name:?}: {why}"));
+                }
+                // No panel shows here for the user to answer through:
+                // the tool keeps the normal deadline (docs/PROTOCOL.md#interactive-tools).
+                #[cfg(not(feature = "panels"))]
+                if extra.interactive == Some(true) {
+                    ext.log.line(&format!(
+                        "tool {name:?}: `interactive: true` needs a zot built with the `panels` \
+                         feature (cargo build --release --features panels): registered as an \
+                         ordinary tool, with the tool deadline"
+                    ));
                 }
                 let tool = tool_info(&name, description, schema, extra, &ext.name);
                 match tool {
@@ -221,23 +228,9 @@ impl Engine {
             frame @ (ExtFrame::PanelRender(_)
             | ExtFrame::PanelClose { .. }
             | ExtFrame::OpenPanel(_)) => self.panel_frame(idx, frame),
-            ExtFrame::Submit { text } | ExtFrame::SubmitSlash { text }
-                if text.trim().is_empty() =>
-            {
-                ext.log.line(&format!("{kind} with empty text: ignored"))
-            }
-            ExtFrame::Submit { .. } | ExtFrame::SubmitSlash { .. } if !ready => ext.log.line(
-                &format!("{kind} before `ready`: ignored (send it after ready)"),
-            ),
-            ExtFrame::SubmitSlash { text } if !text.starts_with('/') => ext.log.line(&format!(
-                "submit_slash text must start with `/`: {:?} ignored (send a prompt with `submit`)",
-                crate::wire::protocol::snippet(text.as_bytes())
-            )),
-            ExtFrame::Submit { text } => {
-                self.offer_event(idx, |extension| HostEvent::Submit { extension, text })
-            }
-            ExtFrame::SubmitSlash { text } => {
-                self.offer_event(idx, |extension| HostEvent::SubmitSlash { extension, text })
+            #[cfg(feature = "panels")]
+            frame @ (ExtFrame::Submit { .. } | ExtFrame::SubmitSlash { .. }) => {
+                self.submit_frame(idx, frame)
             }
             ExtFrame::ShutdownAck if matches!(ext.stage(), Some(Stage::Stopping { .. })) => {
                 self.close_stdin(idx)

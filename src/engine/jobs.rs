@@ -36,6 +36,7 @@ pub(super) enum At {
     Running {
         ext: usize,
         id: String,
+        #[cfg(feature = "panels")]
         interactive: bool,
     },
     /// A built-in tool the embedder runs ([`crate::types::HostEvent::BuiltinCall`]).

@@ -1,8 +1,10 @@
-//! Panels (docs/PROTOCOL.md#panels), in builds with the `panels` feature:
-//! an extension's `panel_render`, `panel_close` and `open_panel` go to
-//! the embedder as events; the embedder's keys, sizes and closes go to
-//! the extension as frames that expect no answer.
+//! Panels (docs/PROTOCOL.md#panels) and submits (docs/PROTOCOL.md#submits),
+//! in builds with the `panels` feature: an extension's `panel_render`,
+//! `panel_close`, `open_panel`, `submit` and `submit_slash` go to the
+//! embedder as events; the embedder's keys, sizes and closes go to the
+//! extension as frames that expect no answer.
 
+use super::ext::Stage;
 use super::requests::Lookup;
 use super::Engine;
 use crate::types::{HostError, HostEvent, Request};
@@ -10,6 +12,37 @@ use crate::wire::protocol::{ExtFrame, HostFrame};
 use std::time::Instant;
 
 impl Engine {
+    /// A `submit` or `submit_slash` of extension `idx`, checked, then
+    /// offered to the embedder.
+    pub(super) fn submit_frame(&mut self, idx: usize, frame: ExtFrame) {
+        let ext = &mut self.exts[idx];
+        let kind = frame.kind();
+        // Submits count from `ready` on.
+        let ready = !matches!(ext.stage(), Some(Stage::Registering { .. }));
+        match frame {
+            ExtFrame::Submit { text } | ExtFrame::SubmitSlash { text }
+                if text.trim().is_empty() =>
+            {
+                ext.log.line(&format!("{kind} with empty text: ignored"))
+            }
+            ExtFrame::Submit { .. } | ExtFrame::SubmitSlash { .. } if !ready => ext.log.line(
+                &format!("{kind} before `ready`: ignored (send it after ready)"),
+            ),
+            ExtFrame::SubmitSlash { text } if !text.starts_with('/') => ext.log.line(&format!(
+                "submit_slash text must start with `/`: {:?} ignored (send a prompt with `submit`)",
+                crate::wire::protocol::snippet(text.as_bytes())
+            )),
+            ExtFrame::Submit { text } => {
+                self.offer_event(idx, |extension| HostEvent::Submit { extension, text })
+            }
+            ExtFrame::SubmitSlash { text } => {
+                self.offer_event(idx, |extension| HostEvent::SubmitSlash { extension, text })
+            }
+            // Only the submit frames come here.
+            _ => {}
+        }
+    }
+
     /// A panel frame of extension `idx`, offered to the embedder.
     pub(super) fn panel_frame(&mut self, idx: usize, frame: ExtFrame) {
         match frame {

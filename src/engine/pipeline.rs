@@ -16,7 +16,7 @@ use crate::types::{BuiltinVerdict, HostError, Request, Ticket, ToolOutcome, Tool
 use crate::wire::protocol::{EventPayload, HostFrame};
 use crate::wire::toolresult::{bounded, text_block, Content, EVENT_BLOCKS, RESULT_BUDGET};
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// A result's blocks and error flag, an error's as one text block.
 pub(super) fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content>, bool) {
@@ -226,11 +226,15 @@ impl Engine {
         let idx = owner.rank;
         // Only the embedder's calls wait for the user: `call_tool` keeps
         // its deadline (docs/PROTOCOL.md#interactive-tools).
+        #[cfg(feature = "panels")]
         let interactive = owner.info.interactive && matches!(j.origin, Origin::Embedder(_));
+        #[cfg(feature = "panels")]
         let limit = match interactive {
-            true => Duration::MAX,
+            true => std::time::Duration::MAX,
             false => self.cfg.timeouts.tool,
         };
+        #[cfg(not(feature = "panels"))]
+        let limit = self.cfg.timeouts.tool;
         let id = self.pending.new_id();
         let frame = HostFrame::ToolCall {
             id: &id,
@@ -245,6 +249,7 @@ impl Engine {
             j.at = At::Running {
                 ext: idx,
                 id: id.clone(),
+                #[cfg(feature = "panels")]
                 interactive,
             };
             j.executed = true;
@@ -427,9 +432,12 @@ impl Engine {
     }
 
     /// A shutdown or reload ends the calls that would wait for it: the
-    /// interactive ones and those the embedder runs (docs/PROTOCOL.md#interactive-tools).
+    /// interactive ones and those the embedder runs (docs/PROTOCOL.md#interactive-tools);
+    /// a build with neither has none.
+    #[cfg(any(feature = "panels", feature = "ext-calls"))]
     pub(super) fn end_open_ended(&mut self, error: &HostError, now: Instant) {
         let open = |j: &Job| match j.at {
+            #[cfg(feature = "panels")]
             At::Running { interactive, .. } => interactive,
             #[cfg(feature = "ext-calls")]
             At::Builtin => true,

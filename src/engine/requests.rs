@@ -155,6 +155,7 @@ impl Engine {
                     held,
                 };
                 // An interactive call would hold the reload up for ever.
+                #[cfg(any(feature = "panels", feature = "ext-calls"))]
                 self.end_open_ended(&HostError::Reloaded, now);
             }
             // Accepted requests finish first (advance); restarts are
@@ -166,6 +167,7 @@ impl Engine {
                     replies: vec![reply],
                     parked: parked.unwrap_or_default(),
                 };
+                #[cfg(any(feature = "panels", feature = "ext-calls"))]
                 self.end_open_ended(&HostError::ShuttingDown, now);
             }
             Request::ShutdownNow { reply } => self.shutdown_now(reply, now),
@@ -432,7 +434,9 @@ impl Engine {
             return self.answer(reply, Err(HostError::InactiveTool(name)));
         }
         // The owner, if the tool is interactive.
+        #[cfg(feature = "panels")]
         let interactive = owner.and_then(|c| c.info.interactive.then_some(c.rank));
+        #[cfg(feature = "panels")]
         if let Some(rank) = interactive.filter(|_| !self.cfg.interactive_tools) {
             let text = format!("tool {name} is interactive and needs an interactive host");
             let outcome = ToolOutcome::Ran(ToolResult {

@@ -140,10 +140,12 @@ pub enum ExtFrame {
     #[serde(deserialize_with = "crate::wire::panels::panel_field")]
     OpenPanel(OpenPanel),
     /// A prompt to run as if the user typed it (docs/PROTOCOL.md#submits).
+    #[cfg(feature = "panels")]
     Submit {
         text: String,
     },
     /// A slash command line to run as if typed; starts with `/`.
+    #[cfg(feature = "panels")]
     SubmitSlash {
         text: String,
     },
@@ -193,7 +195,9 @@ impl ExtFrame {
             ExtFrame::PanelClose { .. } => "panel_close",
             #[cfg(feature = "panels")]
             ExtFrame::OpenPanel(_) => "open_panel",
+            #[cfg(feature = "panels")]
             ExtFrame::Submit { .. } => "submit",
+            #[cfg(feature = "panels")]
             ExtFrame::SubmitSlash { .. } => "submit_slash",
             ExtFrame::ShutdownAck => "shutdown_ack",
             ExtFrame::UnregisterCommand { .. } => "unregister_command",
@@ -750,8 +754,8 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
         // serde names the field or the variant; the frame's type says where.
         if e.starts_with("unknown variant") {
             #[cfg(not(feature = "panels"))]
-            if PANEL_FRAMES.contains(&kind.as_str()) {
-                return format!("`{kind}`: this build has no panels (the `panels` feature)");
+            if let Some((_, what)) = UI_FRAMES.iter().find(|(k, _)| *k == kind) {
+                return format!("`{kind}`: this build has no {what} (the `panels` feature)");
             }
             return format!("unknown frame type `{kind}`");
         }
@@ -768,10 +772,17 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
     }
 }
 
-/// The panels' frames an extension may send (docs/PROTOCOL.md#panels): a
-/// build without the `panels` feature drops them, saying why.
+/// The frames of panels and submits an extension may send
+/// (docs/PROTOCOL.md#panels, docs/PROTOCOL.md#submits), with what they
+/// are: a build without the `panels` feature drops them, saying why.
 #[cfg(not(feature = "panels"))]
-const PANEL_FRAMES: [&str; 3] = ["panel_render", "panel_close", "open_panel"];
+const UI_FRAMES: [(&str, &str); 5] = [
+    ("panel_render", "panels"),
+    ("panel_close", "panels"),
+    ("open_panel", "panels"),
+    ("submit", "submits"),
+    ("submit_slash", "submits"),
+];
 
 /// A frame's object whose `type` is `kind`, read as the externally
 /// tagged enum variant `kind` with the object's fields: serde's code for
@@ -1099,6 +1110,13 @@ mod tests {
                 match cfg!(feature = "panels") {
                     true => "missing field `id`",
                     false => "(`open_panel`: this build has no panels (the `panels` feature))",
+                },
+            ),
+            (
+                r#"{"type":"submit_slash","text":5}"#,
+                match cfg!(feature = "panels") {
+                    true => "submit_slash: field `text`",
+                    false => "(`submit_slash`: this build has no submits (the `panels` feature))",
                 },
             ),
             (r#"{"type":"notify"}"#, "(notify: missing field `message`)"),

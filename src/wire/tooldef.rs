@@ -45,6 +45,7 @@ pub struct ToolInfo {
     pub active: bool,
     /// Waits for the user: no reply deadline (docs/PROTOCOL.md#interactive-tools).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[cfg(feature = "panels")]
     pub interactive: bool,
     /// What a durable host may do with a call a crash interrupted.
     pub replay: Replay,
@@ -107,6 +108,7 @@ pub fn tool_info(
         description,
         schema,
         extension: extension.to_string(),
+        #[cfg(feature = "panels")]
         interactive: extra.interactive == Some(true),
         replay: (extra.replay.as_deref())
             .and_then(Replay::parse)

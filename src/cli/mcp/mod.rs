@@ -121,7 +121,10 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
         {
             c.runs_builtins = false;
         }
-        c.interactive_tools = false;
+        #[cfg(feature = "panels")]
+        {
+            c.interactive_tools = false;
+        }
         super::common::journal_origin(c, "mcp");
     })?;
     let (wake_tx, wake) = crossbeam_channel::bounded::<()>(1);

@@ -526,13 +526,13 @@ impl Server {
             HostEvent::EventsDropped { count } => dropped(s, count),
             // No panels and no prompt queue over MCP (upstream ignores
             // `submit` without an interactive editor too).
-            HostEvent::ClearNotes { .. }
-            | HostEvent::Submit { .. }
-            | HostEvent::SubmitSlash { .. } => {}
+            HostEvent::ClearNotes { .. } => {}
             #[cfg(feature = "panels")]
             HostEvent::OpenPanel { .. }
             | HostEvent::PanelRender { .. }
-            | HostEvent::PanelClose { .. } => {}
+            | HostEvent::PanelClose { .. }
+            | HostEvent::Submit { .. }
+            | HostEvent::SubmitSlash { .. } => {}
             #[cfg(feature = "ext-calls")]
             HostEvent::BuiltinCall { .. } => {}
             HostEvent::Ready { .. } => {

@@ -41,7 +41,9 @@ impl Session {
             | HostEvent::PanelClose { .. }) => {
                 self.panels.on_event(&mut self.out, &self.host, event)
             }
+            #[cfg(feature = "panels")]
             HostEvent::Submit { extension, text } => self.submitted(extension, text, false),
+            #[cfg(feature = "panels")]
             HostEvent::SubmitSlash { extension, text } => self.submitted(extension, text, true),
             HostEvent::Registered { extension } => {
                 // During /reload-ext the report counts it.

@@ -21,6 +21,7 @@ pub enum Work {
     /// A line typed (or piped).
     Typed(String),
     /// An extension's `submit` (a prompt) or `submit_slash` (a line).
+    #[cfg(feature = "panels")]
     Submitted {
         extension: String,
         text: String,
@@ -32,11 +33,13 @@ impl Work {
     fn len(&self) -> usize {
         match self {
             Work::Typed(line) => line.len(),
+            #[cfg(feature = "panels")]
             Work::Submitted { text, .. } => text.len(),
         }
     }
 
     /// A `/key` line the user typed.
+    #[cfg(feature = "panels")]
     fn is_key(&self) -> bool {
         let Work::Typed(line) = self else {
             return false;
@@ -70,6 +73,7 @@ impl Lines {
     }
 
     /// Takes out the first `/key` line typed, wherever it waits.
+    #[cfg(feature = "panels")]
     pub fn take_key(&mut self) -> Option<String> {
         let at = self.lines.iter().position(Work::is_key)?;
         let work = self.lines.remove(at)?;
@@ -81,11 +85,13 @@ impl Lines {
     }
 
     /// Whether a `/key` line typed waits.
+    #[cfg(feature = "panels")]
     pub fn has_key(&self) -> bool {
         self.lines.iter().any(Work::is_key)
     }
 
     /// Drops what extensions submitted; what was typed stays.
+    #[cfg(feature = "panels")]
     pub fn drop_submitted(&mut self) -> usize {
         let before = self.lines.len();
         self.lines.retain(|w| matches!(w, Work::Typed(_)));
@@ -94,6 +100,7 @@ impl Lines {
     }
 
     /// What `extension` submitted and still waits.
+    #[cfg(feature = "panels")]
     pub fn submitted_by(&self, extension: &str) -> usize {
         (self.lines.iter())
             .filter(|w| matches!(w, Work::Submitted { extension: e, .. } if e == extension))

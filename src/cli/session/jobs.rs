@@ -25,6 +25,8 @@ pub enum Job {
     /// `tool_cancel` (docs/PROTOCOL.md#cancellation).
     Tool {
         ticket: zot_host::Ticket,
+        /// Looked up after EOF: an interactive tool (the `panels` feature).
+        #[cfg(feature = "panels")]
         name: String,
     },
     /// `/reload-ext`: its report lists what registers or fails meanwhile.
@@ -122,6 +124,7 @@ impl<S> Jobs<S> {
     }
 
     /// The id of the current job.
+    #[cfg(any(test, feature = "panels"))]
     pub fn current_id(&self) -> Option<u64> {
         self.current.as_ref().map(|(id, _)| *id)
     }

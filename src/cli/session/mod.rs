@@ -12,8 +12,9 @@
 //! the pending work all the same: a `/key` line goes to the open panel
 //! at once (the work may be an interactive tool waiting for that key),
 //! and EOF ends an interactive tool call that only input could answer
-//! (see [`Session::settle_after_eof`]). After EOF, what extensions
+//! (see `Session::settle_after_eof`). After EOF, what extensions
 //! submit is not run: the session runs what the user queued and leaves.
+//! Keys, interactive tools and submits are the `panels` feature's.
 //!
 //! Signals come through `ctrlc`, which does not say which one arrived,
 //! so SIGINT (Ctrl-C), SIGTERM and SIGHUP mean the same: the first
@@ -52,6 +53,7 @@ mod agent;
 mod bell;
 mod commands;
 mod events;
+#[cfg(feature = "panels")]
 mod ext_log;
 mod input;
 mod jobs;
@@ -60,6 +62,8 @@ mod jobs;
 mod panel;
 mod render;
 mod state;
+// What extensions submit (the `panels` feature): without it the host drops them.
+#[cfg(feature = "panels")]
 mod submit;
 mod turn;
 
@@ -74,7 +78,9 @@ use std::io::{self, IsTerminal};
 use std::time::{Duration, Instant};
 use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
-use zot_host::{EventPayload, HostError, HostEvent, HostHandle, Request, Snapshot};
+use zot_host::{EventPayload, HostEvent, HostHandle, Request};
+#[cfg(feature = "panels")]
+use zot_host::{HostError, Snapshot};
 
 /// How soon a second signal must follow the first to leave at once.
 pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
@@ -82,6 +88,7 @@ pub const AGAIN_WITHIN: Duration = Duration::from_secs(2);
 /// After EOF, how long an interactive tool call that was sent keys (or
 /// has a panel open, or keys waiting for one) may take to answer before
 /// it is cancelled.
+#[cfg(feature = "panels")]
 pub const ANSWER_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the session until `/quit`, EOF, or a signal while idle.
@@ -168,10 +175,13 @@ pub fn run(opts: HostOpts) -> Result<i32, CliError> {
             // Nothing waits: run the host loop until something comes.
             default => {
                 let sizing = (!s.panels.is_empty()).then_some(size_due);
-                let due = match (sizing, s.stranded.map(|(_, at)| at)) {
+                #[cfg(feature = "panels")]
+                let due = match (sizing, s.asked.stranded.map(|(_, at)| at)) {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
+                #[cfg(not(feature = "panels"))]
+                let due = sizing;
                 let before = host.events_sent();
                 let rang = surface::poll_with(&host, &rung, due).is_some();
                 let stuck = !rang && due.is_none() && host.events_sent() == before;
@@ -307,8 +317,11 @@ impl Session {
                 self.eof = true;
                 // The user is gone: nothing an extension submits runs any
                 // more (it could keep the session busy for ever).
-                let n = self.queue.drop_submitted();
-                self.dropped_after_eof(n);
+                #[cfg(feature = "panels")]
+                {
+                    let n = self.queue.drop_submitted();
+                    self.dropped_after_eof(n);
+                }
             }
         }
     }
@@ -317,6 +330,7 @@ impl Session {
         while self.ready && !self.jobs.busy() && self.leave.is_none() {
             match self.queue.pop_front() {
                 Some(Work::Typed(line)) => self.line(line),
+                #[cfg(feature = "panels")]
                 Some(Work::Submitted {
                     extension,
                     text,
@@ -325,14 +339,18 @@ impl Session {
                 None => break,
             }
         }
-        self.run_keys();
-        self.settle_after_eof();
+        #[cfg(feature = "panels")]
+        {
+            self.run_keys();
+            self.settle_after_eof();
+        }
     }
 
     /// While a job waits, the user's `/key` lines go to the open panel
     /// at once instead of waiting behind it: the job may be an
     /// interactive tool waiting for that very key. Without an open panel
     /// they keep their place (the job may be what opens one).
+    #[cfg(feature = "panels")]
     fn run_keys(&mut self) {
         if !self.ready || self.leave.is_some() {
             return;
@@ -344,7 +362,7 @@ impl Session {
             let Some(line) = self.queue.take_key() else {
                 break;
             };
-            self.keyed = Some(job);
+            self.asked.keyed = Some(job);
             self.line(line);
         }
     }
@@ -355,9 +373,10 @@ impl Session {
     /// panels are closed (the extension is told, and may answer), and
     /// the call is cancelled unless answered within [`ANSWER_GRACE`], at
     /// once when it was neither sent a key nor has a panel to get one.
+    #[cfg(feature = "panels")]
     fn settle_after_eof(&mut self) {
         let Some(id) = self.jobs.current_id() else {
-            self.stranded = None;
+            self.asked.stranded = None;
             return;
         };
         let Some(Job::Tool { name, .. }) = self.jobs.current() else {
@@ -367,33 +386,34 @@ impl Session {
             return;
         }
         let name = name.clone();
-        if self.eof_checked != Some(id) {
-            self.eof_checked = Some(id);
+        if self.asked.eof_checked != Some(id) {
+            self.asked.eof_checked = Some(id);
             let request = |reply| Request::List { reply };
             return self.submit_side(request, move |s, r: Result<Snapshot, HostError>| {
                 let interactive = r.ok().is_some_and(|snap| {
                     (snap.tools.iter()).any(|t| t.name == name && t.interactive)
                 });
                 if interactive && s.jobs.current_id() == Some(id) {
-                    let hope = s.queue.has_key() || s.keyed == Some(id) || !s.panels.is_empty();
+                    let hope =
+                        s.queue.has_key() || s.asked.keyed == Some(id) || !s.panels.is_empty();
                     let grace = if hope { ANSWER_GRACE } else { Duration::ZERO };
-                    s.stranded = Some((id, Instant::now() + grace));
+                    s.asked.stranded = Some((id, Instant::now() + grace));
                     s.settle_after_eof();
                 }
             });
         }
-        let Some((stranded, at)) = self.stranded else {
+        let Some((stranded, at)) = self.asked.stranded else {
             return;
         };
         if stranded != id {
-            self.stranded = None;
+            self.asked.stranded = None;
             return;
         }
         if !self.queue.has_key() && !self.panels.is_empty() {
             self.panels.close_all(&mut self.out, &self.host);
         }
         if Instant::now() >= at {
-            self.stranded = None;
+            self.asked.stranded = None;
             self.out.error(&format!(
                 "input ended while /call {name} waited for an answer: cancelled"
             ));

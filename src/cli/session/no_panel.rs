@@ -36,8 +36,6 @@ impl Panels {
 
     pub fn clear(&mut self) {}
 
-    pub fn close_all(&mut self, _out: &mut Out, _host: &HostHandle) {}
-
     pub fn poll_size(&mut self, _host: &HostHandle) {}
 
     /// `/key`: says that this build has no panels.

@@ -61,6 +61,17 @@ pub struct Session {
     pub(super) notes: HashMap<String, u64>,
     /// The open panels, and what the session keeps about them.
     pub(super) panels: Panels,
+    /// What submits and interactive tools need (the `panels` feature).
+    #[cfg(feature = "panels")]
+    pub(super) asked: Asked,
+    /// An `insert` on offer: an empty line on a terminal accepts it.
+    pub(super) insert: Option<String>,
+}
+
+/// The session's part in submits and interactive tools (the `panels` feature).
+#[cfg(feature = "panels")]
+#[derive(Default)]
+pub(super) struct Asked {
     /// The job during which a `/key` line went ahead of the queue.
     pub(super) keyed: Option<u64>,
     /// The job whose tool was looked up after EOF (interactive or not).
@@ -73,8 +84,6 @@ pub struct Session {
     /// Submissions dropped per extension (its queue was full): said at
     /// the 1st, 10th, 100th...
     pub(super) submits_dropped: HashMap<String, u64>,
-    /// An `insert` on offer: an empty line on a terminal accepts it.
-    pub(super) insert: Option<String>,
 }
 
 impl Session {
@@ -105,11 +114,8 @@ impl Session {
             step: 0,
             notes: HashMap::new(),
             panels: Panels::default(),
-            keyed: None,
-            eof_checked: None,
-            stranded: None,
-            after_eof: 0,
-            submits_dropped: HashMap::new(),
+            #[cfg(feature = "panels")]
+            asked: Asked::default(),
             insert: None,
         }
     }
@@ -125,6 +131,7 @@ impl Session {
         let ticket = self.host.ticket();
         let job = Job::Tool {
             ticket,
+            #[cfg(feature = "panels")]
             name: call.name.clone(),
         };
         let request = |reply| Request::Cancellable {

@@ -20,7 +20,11 @@ impl Session {
             return self.dropped_after_eof(1);
         }
         if self.queue.submitted_by(&extension) >= MAX_QUEUED {
-            let n = self.submits_dropped.entry(extension.clone()).or_default();
+            let n = self
+                .asked
+                .submits_dropped
+                .entry(extension.clone())
+                .or_default();
             *n += 1;
             if power_of_ten(*n) {
                 let why = format!(
@@ -44,9 +48,9 @@ impl Session {
     /// running for ever. Said at the 1st, 10th, 100th...
     pub(super) fn dropped_after_eof(&mut self, n: usize) {
         for _ in 0..n {
-            self.after_eof += 1;
-            if power_of_ten(self.after_eof) {
-                let n = self.after_eof;
+            self.asked.after_eof += 1;
+            if power_of_ten(self.asked.after_eof) {
+                let n = self.asked.after_eof;
                 self.out.error(&format!(
                     "input ended: what extensions submit is not run ({n} dropped so far)"
                 ));

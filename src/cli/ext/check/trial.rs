@@ -469,15 +469,17 @@ impl Trial<'_> {
             // Notes and panels are for the user; the unregister frames
             // come only from the MCP adapter, never from a zot extension.
             ExtFrame::ClearNotes
-            | ExtFrame::Submit { .. }
-            | ExtFrame::SubmitSlash { .. }
             | ExtFrame::UnregisterCommand { .. }
             | ExtFrame::UnregisterTool { .. }
             | ExtFrame::Unreadable { .. }
             | ExtFrame::CallTool { .. }
             | ExtFrame::CallToolCancel { .. } => {}
             #[cfg(feature = "panels")]
-            ExtFrame::OpenPanel(_) | ExtFrame::PanelRender(_) | ExtFrame::PanelClose { .. } => {}
+            ExtFrame::OpenPanel(_)
+            | ExtFrame::PanelRender(_)
+            | ExtFrame::PanelClose { .. }
+            | ExtFrame::Submit { .. }
+            | ExtFrame::SubmitSlash { .. } => {}
         }
     }
 
