@@ -44,10 +44,14 @@ pub struct ToolInfo {
     /// Waits for the user: no reply deadline (docs/PROTOCOL.md#interactive-tools).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub interactive: bool,
-    /// What a durable host may do with a call a crash interrupted.
+    /// What a durable host may do with a call a crash interrupted
+    /// (docs/PROTOCOL.md#replay-and-reconcile); only the `journal`
+    /// feature's build reads it.
+    #[cfg(feature = "journal")]
     pub replay: Replay,
 }
 
+#[cfg(feature = "journal")]
 closed_set! {
     /// A tool's `register_tool.replay`: what a durable host may do with a
     /// call of it that a crash interrupted.
@@ -106,6 +110,7 @@ pub fn tool_info(
         schema,
         extension: extension.to_string(),
         interactive: extra.interactive == Some(true),
+        #[cfg(feature = "journal")]
         replay: (extra.replay.as_deref())
             .and_then(Replay::parse)
             .unwrap_or_default(),
@@ -161,6 +166,7 @@ fn with_extras(tool: ToolInfo, extra: ToolExtras) -> Result<ToolInfo, String> {
 
 /// What to log of a `register_tool`'s `replay` that is no known policy
 /// (the tool is then `never`).
+#[cfg(feature = "journal")]
 pub fn replay_warning(extra: &ToolExtras) -> Option<String> {
     let given = extra.replay.as_deref()?;
     Replay::parse(given).is_none().then(|| {
