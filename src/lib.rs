@@ -78,10 +78,11 @@ pub use types::BuiltinReply;
 pub use types::Exposure;
 pub use types::{
     Action, BuiltinVerdict, CommandInfo, CommandOutcome, ExtensionInfo, ExtensionState, HostError,
-    HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia, ReconcileState,
-    ReloadReport, Replay, Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest,
-    ToolResult,
+    HostEvent, InFlight, InterceptRequest, Level, NameConflict, NameKind, ReadyVia, ReloadReport,
+    Reply, Request, Snapshot, Ticket, ToolInfo, ToolOutcome, ToolRequest, ToolResult,
 };
+#[cfg(feature = "journal")]
+pub use types::{ReconcileState, Replay};
 #[cfg(feature = "panels")]
 pub use wire::panels::{OpenPanel, Panel, PanelKey};
 pub use wire::protocol::EventPayload;

@@ -11,7 +11,9 @@ use crate::wire::toolresult::Content;
 // A tool as registered is the wire's; the API's data re-exports it.
 #[cfg(feature = "tool-extras")]
 pub use crate::wire::tooldef::Exposure;
-pub use crate::wire::tooldef::{Replay, ToolInfo};
+#[cfg(feature = "journal")]
+pub use crate::wire::tooldef::Replay;
+pub use crate::wire::tooldef::ToolInfo;
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -186,11 +188,13 @@ pub struct ToolRequest {
     /// The model's id for the call; one is made up when absent.
     pub tool_id: Option<String>,
     /// Sent as the `tool_call`'s `operation_key`: a stable key, the same
-    /// for every replay of one call (durable hosts only).
+    /// for every replay of one call (the `journal` feature).
+    #[cfg(feature = "journal")]
     pub operation_key: Option<String>,
     /// Sent as `reconcile: true` (with `operation_key`): the extension
     /// must not perform the operation, only say whether it happened; the
-    /// answer's state is [`ToolResult::reconciled`].
+    /// answer's state is [`ToolResult::reconciled`] (the `journal` feature).
+    #[cfg(feature = "journal")]
     pub reconcile: bool,
 }
 
@@ -201,12 +205,15 @@ impl ToolRequest {
             name: name.into(),
             args,
             tool_id: None,
+            #[cfg(feature = "journal")]
             operation_key: None,
+            #[cfg(feature = "journal")]
             reconcile: false,
         }
     }
 
     /// The same call with `operation_key` `key`.
+    #[cfg(feature = "journal")]
     pub fn with_operation_key(self, key: impl Into<String>) -> ToolRequest {
         ToolRequest {
             operation_key: Some(key.into()),
@@ -216,6 +223,7 @@ impl ToolRequest {
 
     /// The same call as a reconcile call: the extension only reports
     /// whether the operation under its key happened.
+    #[cfg(feature = "journal")]
     pub fn reconciling(self) -> ToolRequest {
         ToolRequest {
             reconcile: true,
@@ -315,10 +323,12 @@ pub struct ToolResult {
     #[serde(skip)]
     pub declares_output: bool,
     /// A reconcile call's answer: whether the operation happened.
+    #[cfg(feature = "journal")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reconciled: Option<ReconcileState>,
 }
 
+#[cfg(feature = "journal")]
 closed_set! {
     /// What a reconcile call found (its `structured_content.state`;
     /// missing or malformed is `Unknown`).
@@ -332,6 +342,7 @@ closed_set! {
     }
 }
 
+#[cfg(feature = "journal")]
 impl ReconcileState {
     /// The state a reconcile answer's `structured_content` gives.
     pub fn of(structured: Option<&Value>) -> ReconcileState {

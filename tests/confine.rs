@@ -228,13 +228,7 @@ fn tcp_is_denied_unless_the_manifest_allows_network() {
         let mut cfg = config(&w.t, &[ext]);
         cfg.confine = true;
         let host = start_ready(cfg);
-        let call = zot_host::ToolRequest {
-            name: "probe".into(),
-            args: json!({"op": "connect", "port": port}),
-            tool_id: None,
-            operation_key: None,
-            reconcile: false,
-        };
+        let call = zot_host::ToolRequest::new("probe", json!({"op": "connect", "port": port}));
         let out = host.call_tool(call).expect("probe answers").result();
         let answer = out.content[0].text().unwrap_or_default();
         match allowed {

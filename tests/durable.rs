@@ -1,7 +1,8 @@
 //! Upstream's newest frames (`format` on text blocks, `register_tool.replay`,
 //! `tool_call.operation_key` and `reconcile`) through the library, `zot
 //! rpc`, `zot mcp`'s mapping and `zot ext check`, against a real
-//! extension that records every frame it receives.
+//! extension that records every frame it receives. The durable fields are
+//! the `journal` feature's; tests/minimal_build.rs covers a build without.
 
 #![allow(dead_code)]
 
@@ -10,7 +11,9 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use zot_host::{Content, ReconcileState, Replay, ToolOutcome, ToolRequest, ToolResult};
+use zot_host::{Content, ToolOutcome, ToolRequest, ToolResult};
+#[cfg(feature = "journal")]
+use zot_host::{ReconcileState, Replay};
 
 /// The durable fixture, configured by `cfg` (its record file filled in).
 fn durable_ext(t: &TempDir, name: &str, mut cfg: Value) -> PathBuf {
@@ -47,9 +50,9 @@ fn tools() -> Value {
 }
 
 #[test]
-fn format_and_replay_are_kept_and_unknown_values_fall_back() {
+fn format_is_kept_as_sent() {
     both(|| {
-        let t = TempDir::new("durable-lib");
+        let t = TempDir::new("durable-format");
         let ext = durable_ext(&t, "d", json!({"tools": tools()}));
         let host = start_ready(config(&t, &[ext]));
         let md = ran(host
@@ -66,6 +69,22 @@ fn format_and_replay_are_kept_and_unknown_values_fall_back() {
             .call_tool(ToolRequest::new("plain", json!({})))
             .unwrap());
         assert!(matches!(&plain.content[0], Content::Text(_)));
+        drop(host);
+        // Nothing was sent that the embedder did not ask for.
+        for call in tool_calls(&t, "d") {
+            assert!(call.get("operation_key").is_none(), "{call}");
+            assert!(call.get("reconcile").is_none(), "{call}");
+        }
+    });
+}
+
+#[cfg(feature = "journal")]
+#[test]
+fn replay_is_kept_and_an_unknown_policy_falls_back_to_never() {
+    both(|| {
+        let t = TempDir::new("durable-lib");
+        let ext = durable_ext(&t, "d", json!({"tools": tools()}));
+        let host = start_ready(config(&t, &[ext]));
         let snap = host.list().unwrap();
         let replay = |name: &str| snap.tools.iter().find(|t| t.name == name).map(|t| t.replay);
         assert_eq!(replay("md"), Some(Replay::Idempotent));
@@ -79,14 +98,10 @@ fn format_and_replay_are_kept_and_unknown_values_fall_back() {
             log.contains("tool \"odd\": `replay` \"sometimes\" is not one of"),
             "{log}"
         );
-        // Nothing was sent that the embedder did not ask for.
-        for call in tool_calls(&t, "d") {
-            assert!(call.get("operation_key").is_none(), "{call}");
-            assert!(call.get("reconcile").is_none(), "{call}");
-        }
     });
 }
 
+#[cfg(feature = "journal")]
 #[test]
 fn operation_key_and_reconcile_reach_the_extension_and_the_state_is_parsed() {
     both(|| {
@@ -126,6 +141,7 @@ fn operation_key_and_reconcile_reach_the_extension_and_the_state_is_parsed() {
     });
 }
 
+#[cfg(feature = "journal")]
 #[test]
 fn rpc_passes_the_new_fields_and_answers_reconciled() {
     let t = TempDir::new("durable-rpc");
@@ -218,7 +234,7 @@ fn ext_check_reports_the_display_hint() {
 #[allow(unused)]
 fn _unused(_: &Path) {}
 
-#[cfg(feature = "author")]
+#[cfg(all(feature = "author", feature = "journal"))]
 #[test]
 fn ext_doctor_shows_each_tools_replay_policy() {
     let t = TempDir::new("durable-doctor");

@@ -827,13 +827,7 @@ fn timeouts_may_be_duration_max() {
         (Duration::MAX, Duration::MAX, Duration::MAX, Duration::MAX);
     let host = start_ready(cfg);
     assert_eq!(display_of(&host, "x").as_deref(), Some("ok"));
-    let call = zot_host::ToolRequest {
-        name: "y".into(),
-        args: json!({}),
-        tool_id: None,
-        operation_key: None,
-        reconcile: false,
-    };
+    let call = zot_host::ToolRequest::new("y", json!({}));
     assert!(!host.call_tool(call).unwrap().result().is_error);
 }
 
@@ -894,13 +888,7 @@ fn a_command_error_skips_the_action_and_a_bad_image_is_an_error() {
         (Action::Noop, None, Some("it broke"))
     );
     let tool = |name: &str| {
-        let call = zot_host::ToolRequest {
-            name: name.into(),
-            args: json!({}),
-            tool_id: None,
-            operation_key: None,
-            reconcile: false,
-        };
+        let call = zot_host::ToolRequest::new(name, json!({}));
         host.call_tool(call).expect("tool answers").result()
     };
     let pics = tool("pics");
@@ -1267,13 +1255,7 @@ fn a_timeout_is_logged_naming_the_frame_the_extension_owes() {
         matches!(&command, Err(HostError::TimedOut { request, .. }) if request == "/wait"),
         "{command:?}"
     );
-    let call = ToolRequest {
-        name: "stall".into(),
-        args: json!({}),
-        tool_id: None,
-        operation_key: None,
-        reconcile: false,
-    };
+    let call = ToolRequest::new("stall", json!({}));
     let tool = host.call_tool_direct(call);
     assert!(
         matches!(&tool, Err(HostError::TimedOut { request, .. }) if request == "tool stall"),
@@ -1602,13 +1584,7 @@ fn builtin_tool_through_the_library_pipeline() {
     let t = TempDir::new("fid-builtin-lib");
     let host = start(config(&t, &[]));
     let outcome = host
-        .call_tool(ToolRequest {
-            name: "read".into(),
-            args: json!({"path": "x"}),
-            tool_id: None,
-            operation_key: None,
-            reconcile: false,
-        })
+        .call_tool(ToolRequest::new("read", json!({"path": "x"})))
         .expect("built-in verdict");
     let args = json!({"path": "x"});
     assert_eq!(outcome, ToolOutcome::Builtin(BuiltinVerdict::Run { args }));

@@ -706,13 +706,7 @@ fn an_mcp_tool_list_that_churns_does_not_use_up_the_caps() {
     );
     let host = StopNow(start_ready(config(&t, &[ext])));
     for n in 1..=12 {
-        let call = zot_host::ToolRequest {
-            name: "rotate".into(),
-            args: json!({}),
-            tool_id: None,
-            operation_key: None,
-            reconcile: false,
-        };
+        let call = zot_host::ToolRequest::new("rotate", json!({}));
         let outcome = host
             .call_tool_direct(call)
             .expect("rotate answered")

@@ -725,13 +725,7 @@ fn a_relative_ext_path_from_an_embedder_starts() {
         fixture_path("hostile-inputs/flood"),
         "made absolute"
     );
-    let call = zot_host::ToolRequest {
-        name: "slow".into(),
-        args: json!({}),
-        tool_id: None,
-        operation_key: None,
-        reconcile: false,
-    };
+    let call = zot_host::ToolRequest::new("slow", json!({}));
     let done = host.call_tool(call).expect("the tool answers").result();
     assert_eq!(done.content[0].text(), Some("slow done"), "{done:?}");
     host.shutdown();

@@ -65,11 +65,130 @@ fn assert_not_built(args: &[&str], what: &str, feature: &str) {
     }
 }
 
+/// The journal and the durable tool call fields
+/// (docs/PROTOCOL.md#replay-and-reconcile) without the `journal` feature,
+/// against fixtures/durable/ext.py: `register_tool.replay` only informs a
+/// durable host, so such a tool is registered with the field ignored; rpc
+/// refuses a `tool_call` asking for `reconcile` or giving an
+/// `operation_key`, naming the feature, and the tool never hears of it.
 #[cfg(not(feature = "journal"))]
-#[test]
-fn the_journal_is_not_in_this_build() {
-    assert_not_built(&["journal", "x"], "zot journal", "journal");
-    assert_not_built(&["rpc", "--journal", "x"], "--journal", "journal");
+mod without_journal {
+    use super::*;
+    use common::{config, configured_ext, fixture_path, log_of, recorded, start, ExtResult, Rpc};
+    use serde_json::{json, Value};
+    use std::path::PathBuf;
+    use zot_host::ToolRequest;
+
+    #[test]
+    fn the_journal_is_not_in_this_build() {
+        assert_not_built(&["journal", "x"], "zot journal", "journal");
+        assert_not_built(&["rpc", "--journal", "x"], "--journal", "journal");
+    }
+
+    /// The durable fixture with a tool of each replay policy and one
+    /// without; it records the frames it gets in `d.record` and each call
+    /// it runs in `d.effects`.
+    fn durable_ext(t: &TempDir) -> PathBuf {
+        let tools = json!({
+            "idem": {"replay": "idempotent"},
+            "rec": {"replay": "reconcile"},
+            "odd": {"replay": "sometimes"},
+            "plain": {},
+        });
+        let cfg = json!({"tools": tools, "record": t.join("d.record"),
+                         "effects": t.join("d.effects")});
+        configured_ext(&t.join("d"), "d", &fixture_path("durable/ext.py"), cfg)
+    }
+
+    /// The `tool_call` frames the fixture received.
+    fn tool_calls(t: &TempDir) -> Vec<Value> {
+        let frames = recorded(&t.join("d.record"));
+        frames
+            .into_iter()
+            .filter(|f| f["type"] == "tool_call")
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_with_replay_is_registered_with_the_field_ignored_and_runs() {
+        let t = TempDir::new("minimal-replay");
+        let host = start(config(&t, &[durable_ext(&t)]));
+        let snap = host.list().expect("list");
+        let mut names: Vec<&str> = snap.tools.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["idem", "odd", "plain", "rec"]);
+        for tool in ["idem", "rec", "odd"] {
+            let call = ToolRequest::new(tool, json!({"n": 1}));
+            let o = host.call_tool(call).expect(tool).result();
+            assert!(!o.is_error, "{o:?}");
+            let text = format!("{tool} ran {{\"n\": 1}}");
+            assert_eq!(o.content[0].text(), Some(text.as_str()), "{o:?}");
+        }
+        host.shutdown();
+        // Each ran once, as a plain call: no key, no reconcile.
+        assert_eq!(recorded(&t.join("d.effects")).len(), 3);
+        let calls = tool_calls(&t);
+        assert_eq!(calls.len(), 3, "{calls:?}");
+        for call in calls {
+            assert!(call.get("operation_key").is_none(), "{call}");
+            assert!(call.get("reconcile").is_none(), "{call}");
+        }
+        // The field is not read, so even an unknown policy is not logged.
+        let log = log_of(&t, "d");
+        assert!(!log.contains("replay"), "{log}");
+    }
+
+    #[test]
+    fn rpc_refuses_reconcile_and_operation_key_naming_the_feature() {
+        let t = TempDir::new("minimal-reconcile");
+        let mut rpc = Rpc::start(&t, &[durable_ext(&t)]);
+        rpc.wait_ready(1);
+        let list = rpc.call("l", json!({"type": "list"}));
+        let tools = list["data"]["tools"].as_array().cloned();
+        let rec = (tools.unwrap_or_default().into_iter()).find(|t| t["name"] == "rec");
+        let rec = rec.unwrap_or_default();
+        assert_eq!(rec["extension"], "d", "{list}");
+        assert!(rec.get("replay").is_none(), "{rec}");
+        let call = |extra: Value| {
+            let mut call = json!({"type": "tool_call", "name": "rec", "args": {}});
+            for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+                call[k] = v;
+            }
+            call
+        };
+        for (id, extra, field) in [
+            (
+                "1",
+                json!({"operation_key": "k-1", "reconcile": true}),
+                "reconcile",
+            ),
+            ("2", json!({"reconcile": true}), "reconcile"),
+            ("3", json!({"operation_key": "k-1"}), "operation_key"),
+        ] {
+            let r = rpc.call(id, call(extra));
+            assert_eq!(r["success"], false, "{r}");
+            let error = r["error"].as_str().unwrap_or_default();
+            for needle in [
+                format!("`{field}` is not in this build"),
+                "the `journal` feature".to_string(),
+                "cargo build --release --features journal".to_string(),
+            ] {
+                assert!(error.contains(&needle), "{needle:?} missing: {r}");
+            }
+        }
+        // `reconcile: false` asks for nothing: the call runs.
+        let r = rpc.call("4", call(json!({"args": {"n": 2}, "reconcile": false})));
+        let text = json!([{"type": "text", "text": "rec ran {\"n\": 2}"}]);
+        assert_eq!(r["data"]["content"], text, "{r}");
+        assert!(r["data"].get("reconciled").is_none(), "{r}");
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
+        // Only that call reached the extension, and only it ran.
+        let calls = tool_calls(&t);
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert_eq!(calls[0]["args"], json!({"n": 2}));
+        assert_eq!(recorded(&t.join("d.effects")).len(), 1);
+    }
 }
 
 #[cfg(not(feature = "mcp"))]

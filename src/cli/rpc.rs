@@ -472,6 +472,40 @@ fn required(obj: &Map<String, Value>, key: &str) -> Result<String, String> {
     field(obj, key)?.ok_or_else(|| format!("missing string field `{key}`"))
 }
 
+/// `call` with a `tool_call`'s `operation_key` and `reconcile`
+/// (docs/PROTOCOL.md#replay-and-reconcile).
+#[cfg(feature = "journal")]
+fn durable(obj: &Map<String, Value>, call: ToolRequest) -> Result<ToolRequest, String> {
+    let call = ToolRequest {
+        operation_key: field(obj, "operation_key")?,
+        reconcile: match obj.get("reconcile") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err("`reconcile` must be a boolean".into()),
+        },
+        ..call
+    };
+    if call.reconcile && call.operation_key.is_none() {
+        return Err("`reconcile` needs an `operation_key`".into());
+    }
+    Ok(call)
+}
+
+/// Without the `journal` feature a `tool_call` asking for `reconcile` or
+/// giving an `operation_key` is refused, naming the feature: a reconcile
+/// call must only report, never run the tool, and a caller passing a key
+/// counts on the extension seeing it to run the operation at most once.
+#[cfg(not(feature = "journal"))]
+fn durable(obj: &Map<String, Value>, call: ToolRequest) -> Result<ToolRequest, String> {
+    for key in ["reconcile", "operation_key"] {
+        match obj.get(key) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+            Some(_) => return Err(super::common::not_in_build(key, "journal")),
+        }
+    }
+    Ok(call)
+}
+
 /// Builds a reply that writes the response line for request `id`, after
 /// the events the host sent before replying (docs/PROTOCOL.md#ordering).
 fn reply<T: serde::Serialize + 'static>(
@@ -591,20 +625,13 @@ fn build(
             }
         }
         "tool_call" => {
+            let name = required(&obj, "name")?;
+            let args = obj.get("args").cloned().unwrap_or(Value::Null);
             let call = ToolRequest {
-                name: required(&obj, "name")?,
-                args: obj.get("args").cloned().unwrap_or(Value::Null),
                 tool_id: field(&obj, "tool_id")?,
-                operation_key: field(&obj, "operation_key")?,
-                reconcile: match obj.get("reconcile") {
-                    None | Some(Value::Null) => false,
-                    Some(Value::Bool(b)) => *b,
-                    Some(_) => return Err("`reconcile` must be a boolean".into()),
-                },
+                ..ToolRequest::new(name, args)
             };
-            if call.reconcile && call.operation_key.is_none() {
-                return Err("`reconcile` needs an `operation_key`".into());
-            }
+            let call = durable(&obj, call)?;
             let Some(key) = id.clone() else {
                 // Without an id it cannot be named by a cancel.
                 let reply = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);

@@ -122,6 +122,7 @@ impl Engine {
                 extra,
             } => {
                 let description = description.unwrap_or_default();
+                #[cfg(feature = "journal")]
                 if let Some(why) = crate::wire::tooldef::replay_warning(&extra) {
                     ext.log.line(&format!("tool {name:?}: {why}"));
                 }
@@ -152,16 +153,20 @@ impl Engine {
                 id,
                 content,
                 is_error,
+                #[cfg(any(feature = "tool-extras", feature = "journal"))]
                 structured_content,
                 #[cfg(feature = "tool-extras")]
                 activate_tools,
-            } => {
-                let result = (content, is_error.unwrap_or(false), structured_content);
+            } => self.tool_result(
+                idx,
+                &id,
+                (content, is_error.unwrap_or(false)),
+                #[cfg(any(feature = "tool-extras", feature = "journal"))]
+                structured_content,
                 #[cfg(feature = "tool-extras")]
-                self.tool_result(idx, &id, result, activate_tools.unwrap_or_default(), now);
-                #[cfg(not(feature = "tool-extras"))]
-                self.tool_result(idx, &id, result, now);
-            }
+                activate_tools.unwrap_or_default(),
+                now,
+            ),
             ExtFrame::EventInterceptResponse {
                 id,
                 block,

@@ -65,12 +65,14 @@ pub(super) struct Job {
     #[cfg(feature = "ext-calls")]
     pub(super) deadline: Option<Instant>,
     /// The embedder's `operation_key`, sent with its `tool_call`.
+    #[cfg(feature = "journal")]
     pub(super) operation_key: Option<String>,
     /// A reconcile call: sent with `reconcile: true`, its answer read as
     /// a [`crate::types::ReconcileState`].
+    #[cfg(feature = "journal")]
     pub(super) reconcile: bool,
     /// Its steps are journaled, under `operation_key`.
-    #[cfg_attr(not(feature = "journal"), allow(dead_code))]
+    #[cfg(feature = "journal")]
     pub(super) journaled: bool,
 }
 

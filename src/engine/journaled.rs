@@ -6,14 +6,16 @@
 //! frame and its answer are parked here, so 64 calls in flight share a
 //! sync instead of paying one each. A step that cannot be journaled ends
 //! the call with [`HostError::Journal`], which names the file. Reconcile
-//! calls perform nothing and are not journaled. Every call is journaled
+//! calls perform nothing and are not journaled; their answer's state is
+//! read here ([`Engine::reconciled`]). Every call is journaled
 //! with its origin: the embedder's surface, or the extension whose
 //! `call_tool` made it. Only in the `journal` feature's build.
 
 use super::jobs::{status, At, Job, Origin, Wait};
 use super::Engine;
 use crate::intercept::{Answer, InterceptOutcome};
-use crate::types::{HostError, ToolOutcome};
+use crate::types::{HostError, ReconcileState, ToolOutcome};
+use crate::wire::toolresult::{text_block, Content, NO_CONTENT};
 use serde_json::Value;
 use std::time::Instant;
 
@@ -60,6 +62,29 @@ impl Engine {
             j.journaled = true;
         }
         Ok(())
+    }
+
+    /// A reconcile call's state, read from its answer's
+    /// `structured_content` (docs/PROTOCOL.md#replay-and-reconcile), and
+    /// its content: on `completed` only the text blocks, the recovered
+    /// result rather than the reconcile's report. `None` for other calls.
+    pub(super) fn reconciled(
+        &self,
+        job: u64,
+        mut content: Vec<Content>,
+        structured: Option<&Value>,
+    ) -> (Vec<Content>, Option<ReconcileState>) {
+        if !self.jobs.get(job).is_some_and(|j| j.reconcile) {
+            return (content, None);
+        }
+        let state = ReconcileState::of(structured);
+        if state == ReconcileState::Completed {
+            content.retain(|b| b.text().is_some());
+            if content.is_empty() {
+                content.push(text_block(NO_CONTENT));
+            }
+        }
+        (content, Some(state))
     }
 
     /// Journals the guards' verdict on `job`.

@@ -73,7 +73,7 @@
 //!   `exposure.rs` (only with the `tool-extras` feature): deferred tools;
 //!   `oversize.rs`: answers
 //!   over the frame limit; `journaled.rs` (only with the `journal`
-//!   feature): the journal's steps.
+//!   feature): the journal's steps and reconcile answers.
 //! - `mcp.rs`: driving the client of each MCP server.
 //! - `driver.rs`: the loop around the engine; the crate reaches it as
 //!   `engine::driver`.

@@ -60,8 +60,11 @@ impl Engine {
             ticket,
             #[cfg(feature = "ext-calls")]
             deadline: None,
+            #[cfg(feature = "journal")]
             operation_key: None,
+            #[cfg(feature = "journal")]
             reconcile: false,
+            #[cfg(feature = "journal")]
             journaled: false,
         };
         self.jobs.open(job)
@@ -158,6 +161,11 @@ impl Engine {
     }
 
     /// A guard refused `job`: `permission_decision`, then a blocked result.
+    // The struct update fills the optional features' fields of the result.
+    #[cfg_attr(
+        not(any(feature = "tool-extras", feature = "journal")),
+        allow(clippy::needless_update)
+    )]
     fn blocked(&mut self, job: u64, reason: String, builtin: bool, args: Value, now: Instant) {
         let Some(j) = self.jobs.get(job) else {
             return;
@@ -240,7 +248,9 @@ impl Engine {
             id: &id,
             name: &j.name,
             args: &j.args,
+            #[cfg(feature = "journal")]
             operation_key: j.operation_key.as_deref(),
+            #[cfg(feature = "journal")]
             reconcile: j.reconcile,
         };
         let ext = &mut self.exts[idx];

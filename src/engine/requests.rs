@@ -12,13 +12,15 @@ use super::Engine;
 use crate::intercept::{answer_from, Answer, Chain, GuardReply, InterceptEvent, Step};
 use crate::log::human;
 use crate::types::{
-    Action, CommandOutcome, HostError, Level, ReconcileState, Reply, Request, Ticket, ToolOutcome,
-    ToolRequest, ToolResult,
+    Action, CommandOutcome, HostError, Level, Reply, Request, Ticket, ToolOutcome, ToolRequest,
+    ToolResult,
 };
 use crate::wire::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::wire::tooldef;
 use crate::wire::toolresult::{has_invalid_image, map_content, text_block, Block};
-use serde_json::{json, Value};
+use serde_json::json;
+#[cfg(any(feature = "tool-extras", feature = "journal"))]
+use serde_json::Value;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -451,6 +453,7 @@ impl Engine {
         let args = args.unwrap_or_else(|| json!({}));
         let origin = Origin::Embedder(reply);
         let job = self.new_job(name, args, call.tool_id, origin, ticket);
+        #[cfg(feature = "journal")]
         if let Some(j) = self.jobs.get_mut(job) {
             j.operation_key = call.operation_key;
             j.reconcile = call.reconcile;
@@ -465,16 +468,18 @@ impl Engine {
         }
     }
 
-    /// A `tool_result`: `content`, `is_error`, `structured_content`, and
-    /// (with the `tool-extras` feature) the tools it activates, before its
+    /// A `tool_result`: `content`, `is_error`, and with the `tool-extras`
+    /// feature `structured_content` and the tools it activates, before its
     /// caller hears of it (so that the caller may call them next). A
-    /// dropped one activates nothing. Without the feature
-    /// `structured_content` is read only as a reconcile answer.
+    /// dropped one activates nothing. With the `journal` feature
+    /// `structured_content` is also a reconcile answer's state; without
+    /// either it is not read.
     pub(super) fn tool_result(
         &mut self,
         idx: usize,
         id: &str,
-        (content, is_error, structured_content): (Option<Vec<Block>>, bool, Option<Value>),
+        (content, is_error): (Option<Vec<Block>>, bool),
+        #[cfg(any(feature = "tool-extras", feature = "journal"))] structured: Option<Value>,
         #[cfg(feature = "tool-extras")] activate: Vec<String>,
         now: Instant,
     ) {
@@ -486,24 +491,18 @@ impl Engine {
         let is_error = is_error || has_invalid_image(&content);
         #[cfg(feature = "tool-extras")]
         let declares_output = self.answered_extras(idx, job, activate);
-        let reconcile = self.jobs.get(job).is_some_and(|j| j.reconcile);
-        let reconciled = reconcile.then(|| ReconcileState::of(structured_content.as_ref()));
-        let mut content = map_content(content);
-        if reconciled == Some(ReconcileState::Completed) {
-            // The recovered result: its text, not the reconcile's report.
-            content.retain(|b| b.text().is_some());
-            if content.is_empty() {
-                content.push(text_block(crate::wire::toolresult::NO_CONTENT));
-            }
-        }
+        let content = map_content(content);
+        #[cfg(feature = "journal")]
+        let (content, reconciled) = self.reconciled(job, content, structured.as_ref());
         let outcome = ToolOutcome::Ran(ToolResult {
             extension: self.exts[idx].name.clone(),
             content,
             is_error,
             #[cfg(feature = "tool-extras")]
-            structured_content,
+            structured_content: structured,
             #[cfg(feature = "tool-extras")]
             declares_output,
+            #[cfg(feature = "journal")]
             reconciled,
             ..Default::default()
         });

@@ -826,11 +826,13 @@ impl McpClient {
                 id,
                 name,
                 args,
+                #[cfg(feature = "journal")]
                 reconcile,
                 ..
             } => {
                 let arguments = match args {
                     // MCP has no way to ask without running the tool.
+                    #[cfg(feature = "journal")]
                     _ if reconcile => Err("an MCP server cannot reconcile a call".into()),
                     Value::Null => Ok(json!({})),
                     obj @ Value::Object(_) => Ok(obj.clone()),
@@ -969,16 +971,17 @@ fn note_from_log(params: &Map<String, Value>) -> Option<ExtFrame> {
 /// The frame answering the host's `tool_call` or `command_invoked`.
 fn answer(kind: Kind, id: String, result: Result<&Value, String>) -> ExtFrame {
     if kind == Kind::Tool {
-        let structured_content = result
-            .as_ref()
-            .ok()
-            .and_then(|r| r.get("structuredContent"));
-        let structured_content = structured_content.filter(|s| !s.is_null()).cloned();
+        #[cfg(any(feature = "tool-extras", feature = "journal"))]
+        let structured_content = (result.as_ref().ok())
+            .and_then(|r| r.get("structuredContent"))
+            .filter(|s| !s.is_null())
+            .cloned();
         let (content, is_error) = tool_content(result);
         return ExtFrame::ToolResult {
             id,
             content: Some(content),
             is_error: Some(is_error),
+            #[cfg(any(feature = "tool-extras", feature = "journal"))]
             structured_content,
             #[cfg(feature = "tool-extras")]
             activate_tools: None,
@@ -1167,7 +1170,9 @@ mod tests {
             id,
             name,
             args,
+            #[cfg(feature = "journal")]
             operation_key: None,
+            #[cfg(feature = "journal")]
             reconcile: false,
         };
         c.on_host_frame(&call, at);
@@ -1277,7 +1282,9 @@ mod tests {
             id: "h1",
             name: "p_echo",
             args: &args,
+            #[cfg(feature = "journal")]
             operation_key: None,
+            #[cfg(feature = "journal")]
             reconcile: false,
         };
         c.on_host_frame(&call, t0);
@@ -1390,7 +1397,9 @@ mod tests {
                 id: "h3",
                 name: "echo",
                 args: &args,
+                #[cfg(feature = "journal")]
                 operation_key: None,
+                #[cfg(feature = "journal")]
                 reconcile: false,
             },
             t0,

@@ -97,6 +97,7 @@ pub enum ExtFrame {
         is_error: Option<bool>,
         /// Any JSON, for callers of a tool with an `output_schema`; a
         /// reconcile answer's state (docs/PROTOCOL.md#replay-and-reconcile).
+        #[cfg(any(feature = "tool-extras", feature = "journal"))]
         structured_content: Option<Value>,
         /// Deferred tools of this extension to activate
         /// (docs/PROTOCOL.md#structured-and-deferred-tools).
@@ -228,7 +229,9 @@ pub struct ToolExtras {
     /// Waits for the user: no reply deadline (docs/PROTOCOL.md#interactive-tools).
     pub interactive: Option<bool>,
     /// `never`, `safe`, `idempotent` or `reconcile`; anything else is
-    /// `never`.
+    /// `never`. Only the `journal` feature reads it: without it serde
+    /// skips the field, which only informs a durable host.
+    #[cfg(feature = "journal")]
     pub replay: Option<String>,
 }
 
@@ -353,13 +356,16 @@ pub enum HostFrame<'a> {
         name: &'a str,
         args: &'a str,
     },
-    /// `operation_key` and `reconcile` only when the embedder gave them.
+    /// `operation_key` and `reconcile` only when the embedder or the
+    /// journal gave them (the `journal` feature's build only).
     ToolCall {
         id: &'a str,
         name: &'a str,
         args: &'a Value,
+        #[cfg(feature = "journal")]
         #[serde(skip_serializing_if = "Option::is_none")]
         operation_key: Option<&'a str>,
+        #[cfg(feature = "journal")]
         #[serde(skip_serializing_if = "std::ops::Not::not")]
         reconcile: bool,
     },

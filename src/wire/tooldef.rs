@@ -47,10 +47,14 @@ pub struct ToolInfo {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     #[cfg(feature = "panels")]
     pub interactive: bool,
-    /// What a durable host may do with a call a crash interrupted.
+    /// What a durable host may do with a call a crash interrupted
+    /// (docs/PROTOCOL.md#replay-and-reconcile); only the `journal`
+    /// feature's build reads it.
+    #[cfg(feature = "journal")]
     pub replay: Replay,
 }
 
+#[cfg(feature = "journal")]
 closed_set! {
     /// A tool's `register_tool.replay`: what a durable host may do with a
     /// call of it that a crash interrupted.
@@ -110,6 +114,7 @@ pub fn tool_info(
         extension: extension.to_string(),
         #[cfg(feature = "panels")]
         interactive: extra.interactive == Some(true),
+        #[cfg(feature = "journal")]
         replay: (extra.replay.as_deref())
             .and_then(Replay::parse)
             .unwrap_or_default(),
@@ -171,6 +176,7 @@ pub fn needs_tool_extras(what: &str) -> String {
 
 /// What to log of a `register_tool`'s `replay` that is no known policy
 /// (the tool is then `never`).
+#[cfg(feature = "journal")]
 pub fn replay_warning(extra: &ToolExtras) -> Option<String> {
     let given = extra.replay.as_deref()?;
     Replay::parse(given).is_none().then(|| {

@@ -1013,13 +1013,7 @@ impl ExtResult for ToolOutcome {
 
 /// A tool call of `name` with `args`, its `tool_id` `call-1`.
 pub fn call(name: &str, args: Value) -> zot_host::ToolRequest {
-    zot_host::ToolRequest {
-        name: name.into(),
-        args,
-        tool_id: Some("call-1".into()),
-        operation_key: None,
-        reconcile: false,
-    }
+    zot_host::ToolRequest::new(name, args).with_id("call-1")
 }
 
 /// A `tool_call` interception of `bash` with `args`.

@@ -14,7 +14,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use zot_host::internal::discovery::{self, Found, Status};
-use zot_host::{ExtensionInfo, ExtensionState, HostConfig, ReadyVia, Replay, Snapshot};
+#[cfg(feature = "journal")]
+use zot_host::Replay;
+use zot_host::{ExtensionInfo, ExtensionState, HostConfig, ReadyVia, Snapshot};
 
 const HELP: &str = "\
 usage: zot ext doctor [--json] [--cwd DIR] [-e PATH]... [--no-ext] [OPTIONS]
@@ -115,6 +117,7 @@ struct Entry {
     /// What the host and the extension wrote to its log in this run.
     run_log: RunLog,
     /// The replay policy of each tool it owns, when not `never`.
+    #[cfg(feature = "journal")]
     replay: Vec<(String, Replay)>,
 }
 
@@ -193,6 +196,7 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
             _ => None,
         };
         let late = info.as_ref().and_then(|i| late.get(&i.dir).copied());
+        #[cfg(feature = "journal")]
         let replay = (snap.tools.iter())
             .filter(|t| info.is_some() && t.extension == name && t.replay != Replay::Never)
             .map(|t| (t.name.clone(), t.replay))
@@ -204,6 +208,7 @@ fn examine(config: HostConfig) -> Result<Report, CliError> {
             late,
             won: Vec::new(),
             run_log,
+            #[cfg(feature = "journal")]
             replay,
         });
     }
@@ -422,6 +427,11 @@ impl Entry {
         // A build without bundles hands over none.
         #[cfg(not(feature = "bundles"))]
         let (skills, theme) = (json!([]), None::<PathBuf>);
+        #[cfg(feature = "journal")]
+        let replay = (self.replay.iter()).map(|(n, r)| (n.clone(), json!(r)));
+        // A build without the journal replays nothing.
+        #[cfg(not(feature = "journal"))]
+        let replay = std::iter::empty::<(String, Value)>();
         json!({
             "name": self.name,
             "scope": self.found.scope.as_str(),
@@ -433,7 +443,7 @@ impl Entry {
             "error": info.and_then(|i| i.state.error()),
             "commands": names(|i| &i.commands),
             "tools": names(|i| &i.tools),
-            "replay": self.replay.iter().map(|(n, r)| (n.clone(), json!(r))).collect::<serde_json::Map<_, _>>(),
+            "replay": replay.collect::<serde_json::Map<_, _>>(),
             "events": names(|i| &i.events),
             "intercept": info.map_or(json!([]), |i| json!(i.intercept)),
             "skills": skills,
@@ -513,6 +523,7 @@ impl Report {
                 if info.state.as_str() != "bundle" {
                     field("commands", list(&info.commands, "/"));
                     field("tools", list(&info.tools, ""));
+                    #[cfg(feature = "journal")]
                     if !e.replay.is_empty() {
                         let each = e.replay.iter().map(|(n, r)| format!("{n}={r}"));
                         field("replay", each.collect::<Vec<_>>().join(" "));

@@ -764,7 +764,9 @@ impl Trial<'_> {
             id: &id,
             name: tool,
             args,
+            #[cfg(feature = "journal")]
             operation_key: None,
+            #[cfg(feature = "journal")]
             reconcile: false,
         });
         let limit = self.limits().tool;
