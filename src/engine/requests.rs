@@ -17,7 +17,7 @@ use crate::types::{
 };
 use crate::wire::protocol::{CommandResponse, EventPayload, HostFrame};
 use crate::wire::tooldef;
-use crate::wire::toolresult::{has_invalid_image, map_content, text_block, Block};
+use crate::wire::toolresult::{has_invalid_image, map_content, Block};
 use serde_json::json;
 #[cfg(any(feature = "tool-extras", feature = "journal"))]
 use serde_json::Value;
@@ -443,7 +443,7 @@ impl Engine {
             let text = format!("tool {name} is interactive and needs an interactive host");
             let outcome = ToolOutcome::Ran(ToolResult {
                 extension: self.exts[rank].name.clone(),
-                content: vec![text_block(&text)],
+                content: vec![crate::wire::toolresult::text_block(&text)],
                 is_error: true,
                 ..Default::default()
             });

@@ -413,6 +413,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    // Which other fields a ToolInfo has depends on the build's features.
+    #[allow(clippy::needless_update)]
     fn tool(schema: Option<Value>) -> ToolInfo {
         ToolInfo {
             name: "t".into(),
