@@ -58,7 +58,8 @@ usage: zot rpc [-e PATH]... [--no-ext] [--cwd DIR] [--tool-timeout SECS] [--comm
 Reads one JSON request per line on stdin and writes responses and events
 as JSON lines on stdout. Requests: ping, list, command, tool_call, cancel,
 builtin_result, intercept, event, panel_key, panel_resize, panel_close,
-reload, resume, abandon, shutdown. EOF on stdin, `shutdown`, Ctrl-C and SIGTERM shut down
+reload, resume, abandon, shutdown (the panel requests, builtin_result,
+resume and abandon only in a build with their feature). EOF on stdin, `shutdown`, Ctrl-C and SIGTERM shut down
 gracefully: requests already read are answered first (a second Ctrl-C
 skips that wait).
 ";
