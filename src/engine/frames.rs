@@ -22,7 +22,7 @@ impl Engine {
     /// The extension a process key stands for, while it is that
     /// extension's current run.
     pub(super) fn ext_of(&self, key: u64) -> Option<usize> {
-        self.by_key.get(&key).copied()
+        self.keys.idx(key)
     }
 
     /// A message from extension process `msg.key`'s threads, at `now`;

@@ -155,8 +155,7 @@ impl Engine {
     /// nothing a previous run still had in flight is taken for the new
     /// run's), and what its run needs besides its process.
     pub(super) fn spawn_job(&mut self, idx: usize) -> Result<(Launch, Starting), String> {
-        let key = self.next_key;
-        self.next_key += 1;
+        let key = self.keys.fresh();
         let ext = &self.exts[idx];
         let Some(m) = &ext.manifest else {
             return Err("no valid manifest".into());
@@ -236,8 +235,7 @@ impl Engine {
             data_dir,
             stage: Stage::AwaitingHello { deadline },
         });
-        self.by_key.retain(|_, i| *i != idx);
-        self.by_key.insert(started.key, idx);
+        self.keys.attach(started.key, idx);
         Ok(())
     }
 
@@ -361,7 +359,7 @@ impl Engine {
         let mut desc = describe_status(status);
         // Frames its reader still has queued are dropped from now on: a
         // dead extension must not claim names.
-        self.by_key.retain(|_, i| *i != idx);
+        self.keys.detach(idx);
         let ext = &mut self.exts[idx];
         let gone = Phase::gone(End::Exited(desc.clone()));
         let Phase::Running(Run { stage, .. }) = std::mem::replace(&mut ext.phase, gone) else {
@@ -519,7 +517,7 @@ impl Engine {
                 self.commands.clear();
                 self.tools.clear();
                 self.exts.clear();
-                self.by_key.clear();
+                self.keys.clear();
                 self.start_all(Some((reply, stopped.unwrap_or(0))), held, now);
             }
             other => self.state = other,
@@ -532,7 +530,7 @@ impl Engine {
         for waiter in owed {
             waiter.fail(error.clone(), &mut self.actions);
         }
-        for (_, chain) in std::mem::take(&mut self.chains) {
+        for chain in self.chains.take_all() {
             if let Then::Reply(reply) = chain.then {
                 self.answer(reply, Err(error.clone()));
             }

@@ -56,7 +56,8 @@
 //! - `pending.rs`: every request sent to an extension and not answered
 //!   yet, one table; `jobs.rs`: the tool calls in flight, each a job from
 //!   its `tool_call` event to its result; `chains.rs`: the interception
-//!   chains in flight.
+//!   chains in flight; `keys.rs`: the key of each start, and which
+//!   extension's process it tags. Each table hands out its own numbers.
 //! - `action.rs`: what the engine asks of the driver, and what the driver
 //!   tells it back; `embedder.rs`: the bounded queue of events for the
 //!   embedder; `idmap.rs` and `later.rs`: the engine's map and deadlines.
@@ -97,6 +98,7 @@ mod idmap;
 mod jobs;
 #[cfg(feature = "journal")]
 mod journaled;
+mod keys;
 mod later;
 mod lifecycle;
 #[cfg(feature = "mcp")]
@@ -120,11 +122,11 @@ use crate::types::{
 };
 use crate::wire::registry::Registry;
 use action::{Action, Probes};
-use chains::ChainState;
+use chains::Chains;
 use crossbeam_channel::Sender;
 use embedder::EventQueue;
 use ext::{Ext, Phase};
-use idmap::IdMap;
+use keys::Keys;
 use pending::Pending;
 use state::HostState;
 use std::time::Instant;
@@ -144,8 +146,7 @@ struct Engine {
     agent_runs: u64,
     events: EventQueue,
     exts: Vec<Ext>,
-    by_key: IdMap<u64, usize>,
-    next_key: u64,
+    keys: Keys,
     pending: Pending,
     jobs: jobs::Jobs,
     /// Where [`crate::BuiltinReply`] sends the embedder's results.
@@ -154,8 +155,7 @@ struct Engine {
     /// Inline, how a [`crate::BuiltinReply`] runs the loop for its answer.
     #[cfg(feature = "ext-calls")]
     builtin_drive: Option<crate::types::Drive>,
-    chains: IdMap<u64, ChainState>,
-    next_chain: u64,
+    chains: Chains,
     /// Commands' descriptions; tools as listed.
     commands: Registry<String>,
     tools: Registry<ToolInfo>,
@@ -189,16 +189,14 @@ impl Engine {
             events: EventQueue::new(events, cfg.event_budget),
             cfg,
             exts: Vec::new(),
-            by_key: IdMap::default(),
-            next_key: 0,
+            keys: Keys::default(),
             pending: Pending::default(),
             jobs: jobs::Jobs::default(),
             #[cfg(feature = "ext-calls")]
             builtin_tx: builtin,
             #[cfg(feature = "ext-calls")]
             builtin_drive: None,
-            chains: IdMap::default(),
-            next_chain: 0,
+            chains: Chains::default(),
             commands: Registry::case_insensitive(),
             tools: Registry::default(),
             // Until start_all: nothing is held before it.

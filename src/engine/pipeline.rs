@@ -92,7 +92,7 @@ impl Engine {
         self.mark_origin(&mut payload, j);
         self.emit("tool_call", &payload);
         if let Some(j) = self.jobs.get_mut(job) {
-            j.at = At::Guards(self.next_chain);
+            j.at = At::Guards(self.chains.next_id());
         }
         // One pipeline for every surface (docs/PROTOCOL.md#tool-pipeline): a built-in tool
         // gets the same event and guards; the embedder then runs it.
@@ -343,7 +343,7 @@ impl Engine {
         };
         match std::mem::replace(&mut j.at, At::Starting) {
             At::Guards(chain) => {
-                if let Some(state) = self.chains.remove(&chain) {
+                if let Some(state) = self.chains.remove(chain) {
                     for id in state.ids.iter().flatten() {
                         self.pending.cancel(id);
                     }

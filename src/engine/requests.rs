@@ -280,7 +280,7 @@ impl Engine {
         match waiter.fail(HostError::NotServing(ext.name.clone()), &mut self.actions) {
             Some(Owed::Guard(chain, pos)) => {
                 let answer = ext.unavailable(&ext.why_unavailable());
-                if let Some(state) = self.chains.get_mut(&chain) {
+                if let Some(state) = self.chains.get_mut(chain) {
                     state.chain.answer(pos, answer);
                 }
             }
@@ -614,8 +614,6 @@ impl Engine {
             .filter(|&i| self.exts[i].guards(event))
             .collect();
         let n = guards.len();
-        let id = self.next_chain;
-        self.next_chain += 1;
         let state = ChainState {
             chain: Chain::new(event, payload, n),
             guards,
@@ -623,7 +621,7 @@ impl Engine {
             then,
         };
         let first = state.chain.first_round();
-        self.chains.insert(id, state);
+        let id = self.chains.start(state);
         self.ask(id, first, now);
         self.drive(id, now);
     }
@@ -632,7 +630,7 @@ impl Engine {
     /// chain's current value; one deadline for the whole round.
     fn ask(&mut self, chain: u64, positions: Range<usize>, now: Instant) {
         for pos in positions {
-            let Some(state) = self.chains.get_mut(&chain) else {
+            let Some(state) = self.chains.get_mut(chain) else {
                 return;
             };
             let id = self.pending.new_id();
@@ -656,7 +654,7 @@ impl Engine {
     pub(super) fn guard_response(&mut self, idx: usize, id: &str, reply: GuardReply, now: Instant) {
         let answer_frame = "event_intercept_response";
         if let Some(Waiter::Guard { chain, pos }) = self.take_answer(idx, id, answer_frame) {
-            let Some(state) = self.chains.get(&chain) else {
+            let Some(state) = self.chains.get(chain) else {
                 return;
             };
             let ext = &self.exts[idx];
@@ -676,14 +674,14 @@ impl Engine {
             then: Then::RunTool { job },
             guards,
             ..
-        }) = self.chains.get(&chain)
+        }) = self.chains.get(chain)
         {
             let (job, guard) = (*job, self.exts[guards[pos]].name.clone());
             if let Err(e) = self.journal_guard(job, &guard, &answer) {
                 return self.finish_job(job, Err(e), now);
             }
         }
-        if let Some(state) = self.chains.get_mut(&chain) {
+        if let Some(state) = self.chains.get_mut(chain) {
             state.chain.answer(pos, answer);
             self.drive(chain, now);
         }
@@ -691,7 +689,7 @@ impl Engine {
 
     fn drive(&mut self, chain: u64, now: Instant) {
         let outcome = loop {
-            let Some(state) = self.chains.get_mut(&chain) else {
+            let Some(state) = self.chains.get_mut(chain) else {
                 return;
             };
             match state.chain.advance() {
@@ -700,7 +698,7 @@ impl Engine {
                 Step::Done(outcome) => break outcome,
             }
         };
-        let Some(mut state) = self.chains.remove(&chain) else {
+        let Some(mut state) = self.chains.remove(chain) else {
             return;
         };
         for id in state.ids.iter().flatten() {
