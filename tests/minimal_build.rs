@@ -31,7 +31,7 @@
 
 mod common;
 
-use common::{write_manifest, zot, TempDir};
+use common::{zot, TempDir};
 use std::process::Output;
 
 /// `zot ARGS` with its own ZOT_HOME and --cwd, stdin closed.
@@ -194,7 +194,7 @@ mod without_journal {
 #[cfg(not(feature = "mcp"))]
 mod without_mcp {
     use super::*;
-    use common::{config, start};
+    use common::{config, start, write_manifest};
     use serde_json::{json, Value};
     use std::path::PathBuf;
 
@@ -346,7 +346,7 @@ fn manifest_permissions_are_not_read() {
 #[cfg(not(feature = "panels"))]
 mod without_panels {
     use super::*;
-    use common::{ext_dir, fixture_path, frames, log_of, Rpc, Zot};
+    use common::{ext_dir, fixture_path, frames, log_of, write_manifest, Rpc, Zot};
     use serde_json::{json, Value};
     use std::path::{Path, PathBuf};
 
