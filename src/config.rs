@@ -3,12 +3,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Why nothing is confined in a build without the `confine` feature, and
-/// how to build it with confinement.
-#[cfg(not(feature = "confine"))]
-pub(crate) const NO_CONFINE: &str = "confinement is not in this build: it needs the \
-     `confine` feature (cargo build --release --features confine)";
-
 /// Every deadline the host enforces (docs/PROTOCOL.md#timeouts).
 #[derive(Debug, Clone)]
 pub struct Timeouts {
@@ -179,7 +173,7 @@ impl HostConfig {
         #[cfg(not(feature = "confine"))]
         if self.confine {
             let no = std::io::ErrorKind::Unsupported;
-            return Err(std::io::Error::new(no, NO_CONFINE));
+            return Err(std::io::Error::new(no, crate::build::NO_CONFINE));
         }
         Ok(())
     }

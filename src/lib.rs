@@ -48,6 +48,7 @@
 // (`ext/`), their processes (`process/`), the wire (`wire/`), and at the
 // bottom the logs and text for people (`log`) and `sys`, the only
 // module with `unsafe`.
+mod build;
 #[macro_use]
 mod closed_set;
 mod config;
@@ -158,7 +159,7 @@ pub mod internal {
     /// (docs/PROTOCOL.md#structured-and-deferred-tools, docs/PROTOCOL.md#commands-and-actions).
     pub mod tooldef {
         #[cfg(not(feature = "tool-extras"))]
-        pub use crate::wire::tooldef::needs_tool_extras;
+        pub use crate::build::needs_feature;
         pub use crate::wire::tooldef::tool_info;
         #[cfg(feature = "tool-extras")]
         pub use crate::wire::tooldef::tool_prompt_fields;

@@ -130,10 +130,9 @@ impl Engine {
                 // the tool keeps the normal deadline (docs/PROTOCOL.md#interactive-tools).
                 #[cfg(not(feature = "panels"))]
                 if extra.interactive == Some(true) {
+                    let why = crate::build::needs_feature("`interactive: true`", "panels");
                     ext.log.line(&format!(
-                        "tool {name:?}: `interactive: true` needs a zot built with the `panels` \
-                         feature (cargo build --release --features panels): registered as an \
-                         ordinary tool, with the tool deadline"
+                        "tool {name:?}: {why}: registered as an ordinary tool, with the tool deadline"
                     ));
                 }
                 let tool = tool_info(&name, description, schema, extra, &ext.name);

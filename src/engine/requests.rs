@@ -16,6 +16,7 @@ use crate::types::{
     ToolResult,
 };
 use crate::wire::protocol::{CommandResponse, EventPayload, HostFrame};
+#[cfg(feature = "tool-extras")]
 use crate::wire::tooldef;
 use crate::wire::toolresult::{has_invalid_image, map_content, Block};
 use serde_json::json;
@@ -395,7 +396,9 @@ impl Engine {
                 // unknown one is, naming the feature it needs.
                 let why = match action.as_str() {
                     #[cfg(not(feature = "tool-extras"))]
-                    "tool_prompt" => tooldef::needs_tool_extras("action `tool_prompt`"),
+                    "tool_prompt" => {
+                        crate::build::needs_feature("action `tool_prompt`", "tool-extras")
+                    }
                     _ => format!("unknown action {action:?}"),
                 };
                 self.exts[idx].log.line(&format!("command_response: {why}"));

@@ -19,8 +19,11 @@ pub(crate) const NO_MCP: &str = "this zot was built without MCP support";
 
 /// Why a manifest without `exec` (a bundle) is invalid in a build without
 /// the `bundles` feature.
-pub(crate) const NO_BUNDLES: &str = "no `exec`: a bundle (skills, a theme, no process) needs \
-     a zot built with the `bundles` feature (cargo build --release --features bundles)";
+#[cfg(not(feature = "bundles"))]
+fn no_bundles() -> String {
+    let what = "no `exec`: a bundle (skills, a theme, no process)";
+    crate::build::needs_feature(what, "bundles")
+}
 
 /// Largest manifest read: a real one is a few hundred bytes.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
@@ -214,8 +217,9 @@ impl Manifest {
         // Without `exec` it may still be a bundle (`load` decides), in a
         // build that has them.
         let exec = raw.exec;
-        if exec.is_none() && !cfg!(feature = "bundles") {
-            return Err(NO_BUNDLES.into());
+        #[cfg(not(feature = "bundles"))]
+        if exec.is_none() {
+            return Err(no_bundles());
         }
         if exec.as_ref().is_some_and(|e| e.trim().is_empty()) {
             return Err("field `exec` is empty".into());

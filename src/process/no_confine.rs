@@ -6,7 +6,7 @@
 //! value of them exists. The minimal build, without the author tools,
 //! has no confinement code at all.
 
-use crate::config::NO_CONFINE;
+use crate::build::NO_CONFINE;
 use crate::ext::manifest::Manifest;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};

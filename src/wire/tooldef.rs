@@ -162,16 +162,7 @@ fn with_extras(tool: ToolInfo, extra: ToolExtras) -> Result<ToolInfo, String> {
         (None, Some(true)) => "`deferred: true`".to_string(),
         _ => return Ok(tool),
     };
-    Err(needs_tool_extras(&field))
-}
-
-/// Why `what` is refused by a build without the `tool-extras` feature.
-#[cfg(not(feature = "tool-extras"))]
-pub fn needs_tool_extras(what: &str) -> String {
-    format!(
-        "{what} needs a zot built with the `tool-extras` feature \
-         (cargo build --release --features tool-extras)"
-    )
+    Err(crate::build::needs_feature(&field, "tool-extras"))
 }
 
 /// What to log of a `register_tool`'s `replay` that is no known policy
