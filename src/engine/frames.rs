@@ -306,7 +306,7 @@ impl Engine {
             zot_version: &self.cfg.zot_version,
             provider: &self.cfg.provider,
             model: &self.cfg.model,
-            cwd: &self.cwd,
+            cwd: &self.session.cwd,
             extension_dir: &dir,
             data_dir: &data_dir,
             capabilities: HOST_CAPABILITIES,

@@ -52,7 +52,8 @@
 //!   history and backoff.
 //! - `state.rs`: the host's own [`HostState`] (starting, running,
 //!   reloading, draining, stopping, done), moved on by
-//!   `Engine::advance`.
+//!   `Engine::advance`; `session.rs`: the session and directory events
+//!   name, and the counters of events and agent runs.
 //! - `pending.rs`: every request sent to an extension and not answered
 //!   yet, one table; `jobs.rs`: the tool calls in flight, each a job from
 //!   its `tool_call` event to its result; `chains.rs`: the interception
@@ -111,6 +112,7 @@ mod pipeline;
 mod requests;
 #[cfg(test)]
 mod rules;
+mod session;
 mod state;
 mod supervise;
 mod time;
@@ -128,6 +130,7 @@ use embedder::EventQueue;
 use ext::{Ext, Phase};
 use keys::Keys;
 use pending::Pending;
+use session::Session;
 use state::HostState;
 use std::time::Instant;
 
@@ -137,13 +140,7 @@ pub(crate) use crate::wire::registry::{MAX_NAMES, MAX_NAME_BYTES};
 
 struct Engine {
     cfg: HostConfig,
-    cwd: String,
-    /// `session_id` of every event: the embedder's, else made at start.
-    session_id: String,
-    /// Events emitted so far, over the host's life (docs/PROTOCOL.md#events).
-    sequence: u64,
-    /// `before_agent_start` passes so far: each has its `agent_run_id`.
-    agent_runs: u64,
+    session: Session,
     events: EventQueue,
     exts: Vec<Ext>,
     keys: Keys,
@@ -177,15 +174,8 @@ impl Engine {
         events: Sender<HostEvent>,
         #[cfg(feature = "ext-calls")] builtin: Sender<Request>,
     ) -> Engine {
-        let session_id = match cfg.session_id.as_str() {
-            "" => crate::config::new_session_id(),
-            given => given.to_string(),
-        };
         Engine {
-            cwd: cfg.cwd.to_string_lossy().into_owned(),
-            session_id,
-            sequence: 0,
-            agent_runs: 0,
+            session: Session::new(&cfg),
             events: EventQueue::new(events, cfg.event_budget),
             cfg,
             exts: Vec::new(),

@@ -121,7 +121,7 @@ impl Engine {
             self.emit("tool_call", &payload);
             args = payload.tool_args.take().unwrap_or_default();
         } else {
-            self.sequence += 1;
+            self.session.next_sequence();
         }
         self.guards_done(job, InterceptOutcome::default(), args, now);
     }

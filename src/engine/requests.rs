@@ -182,11 +182,10 @@ impl Engine {
     /// embedder's own values win.
     fn agent_start_fields(&mut self, payload: &mut EventPayload) {
         payload.system_prompt.get_or_insert_with(String::new);
-        self.agent_runs += 1;
         let fields = [
-            ("session_id", self.session_id.clone()),
-            ("agent_run_id", format!("run-{}", self.agent_runs)),
-            ("cwd", self.cwd.clone()),
+            ("session_id", self.session.id.clone()),
+            ("agent_run_id", self.session.next_run()),
+            ("cwd", self.session.cwd.clone()),
             ("provider", self.cfg.provider.clone()),
             ("model", self.cfg.model.clone()),
         ];
@@ -566,14 +565,14 @@ impl Engine {
 
     /// Queues `event` to every subscriber; returns their names.
     pub(super) fn emit(&mut self, event: &str, payload: &EventPayload) -> Vec<String> {
-        self.sequence += 1;
+        let sequence = self.session.next_sequence();
         // The embedder's own `session_id` or `cwd` (say, a subagent's) wins.
         let given = |key: &str| payload.extra.contains_key(key);
         let frame = HostFrame::Event {
             event,
-            sequence: self.sequence,
-            session_id: Some(self.session_id.as_str()).filter(|_| !given("session_id")),
-            cwd: Some(self.cwd.as_str()).filter(|_| !given("cwd")),
+            sequence,
+            session_id: Some(self.session.id.as_str()).filter(|_| !given("session_id")),
+            cwd: Some(self.session.cwd.as_str()).filter(|_| !given("cwd")),
             payload,
         };
         // Written once, and only when someone subscribes: most events
