@@ -758,6 +758,32 @@ mod without_ext_calls {
         assert_eq!(echoed.content[0].text(), Some(r#"echo: {"y": 2}"#));
         host.shutdown();
     }
+
+    /// `zot rpc` refuses a `builtin_result` naming the feature (no
+    /// built-in call can wait for one) and goes on answering.
+    #[test]
+    fn rpc_refuses_builtin_result_naming_the_feature() {
+        let t = TempDir::new("minimal-ext-calls-rpc");
+        let a = tools_ext(
+            &t.join("a"),
+            "a",
+            json!({"tools": {"echo": {"kind": "echo"}}}),
+        );
+        let mut rpc = common::Rpc::start(&t, &[a]);
+        rpc.wait_ready(1);
+        let request = json!({"type": "builtin_result", "call_id": "1", "content": []});
+        let r = rpc.call("b1", request);
+        let want = "`builtin_result` is not in this build: it needs the `ext-calls` \
+                    feature (cargo build --release --features ext-calls)";
+        assert_eq!((&r["success"], &r["error"]), (&json!(false), &json!(want)));
+        let r = rpc.call(
+            "t1",
+            json!({"type": "tool_call", "name": "echo", "args": {}}),
+        );
+        assert_eq!(r["success"], true, "{r}");
+        rpc.close_stdin();
+        assert_eq!(rpc.wait(), Some(0));
+    }
 }
 
 /// Upstream's optional tool fields without the `tool-extras` feature,

@@ -488,7 +488,8 @@ pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
     feature = "author",
     feature = "confine",
     feature = "journal",
-    feature = "panels"
+    feature = "panels",
+    feature = "ext-calls"
 )))]
 pub(crate) fn not_in_build(what: &str, feature: &str) -> String {
     format!(

@@ -748,6 +748,8 @@ fn build(
                 }),
             }
         }
+        #[cfg(not(feature = "ext-calls"))]
+        "builtin_result" => return Err(super::common::not_in_build(kind, "ext-calls")),
         #[cfg(feature = "panels")]
         "panel_key" | "panel_resize" | "panel_close" => out.panel_request(host, id, kind, &obj)?,
         #[cfg(not(feature = "panels"))]

@@ -8,7 +8,8 @@ use std::convert::Infallible;
 use std::time::Duration;
 use zot_host::{HostHandle, Request};
 
-/// How often the terminal's size would be looked at: never, as no panel opens.
+/// The session looks at the terminal's size only while a panel is open:
+/// none ever is, so this is never waited for.
 pub const SIZE_POLL: Duration = Duration::from_secs(3600);
 
 /// No panels: always empty.
