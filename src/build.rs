@@ -1,6 +1,6 @@
 //! What a build without some of its features says when asked for them:
 //! each refusal names the feature and the cargo command that builds it
-//! (README: Install). Empty in the default build.
+//! (README: Install), in one wording, the library's and the CLI's.
 
 /// Why nothing is confined in a build without the `confine` feature, and
 /// how to build it with confinement.
@@ -9,11 +9,12 @@ pub(crate) const NO_CONFINE: &str = "confinement is not in this build: it needs 
      `confine` feature (cargo build --release --features confine)";
 
 /// Why `what` is refused by a build without `feature`, and how to build
-/// with it (a bundle, a field of a frame, a command's action).
-#[cfg(not(all(feature = "bundles", feature = "panels", feature = "tool-extras")))]
+/// with it: the one wording of the library's refusals (a bundle, a field
+/// of a frame, a command's action) and the CLI's (a subcommand, a flag,
+/// a request).
 pub fn needs_feature(what: &str, feature: &str) -> String {
     format!(
-        "{what} needs a zot built with the `{feature}` feature \
+        "{what} is not in this build: it needs the `{feature}` feature \
          (cargo build --release --features {feature})"
     )
 }

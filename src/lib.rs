@@ -101,6 +101,10 @@ pub mod internal {
     pub mod bundle {
         pub use crate::ext::bundle::Provides;
     }
+    /// What a build without a feature says when asked for it.
+    pub mod build {
+        pub use crate::build::needs_feature;
+    }
     /// Landlock confinement (without the `confine` feature: refused).
     #[cfg(any(feature = "confine", feature = "author"))]
     pub mod confine {
@@ -158,8 +162,6 @@ pub mod internal {
     /// `register_tool`'s fields
     /// (docs/PROTOCOL.md#structured-and-deferred-tools, docs/PROTOCOL.md#commands-and-actions).
     pub mod tooldef {
-        #[cfg(not(feature = "tool-extras"))]
-        pub use crate::build::needs_feature;
         pub use crate::wire::tooldef::tool_info;
         #[cfg(feature = "tool-extras")]
         pub use crate::wire::tooldef::tool_prompt_fields;

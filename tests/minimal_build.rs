@@ -198,7 +198,8 @@ mod without_mcp {
     use serde_json::{json, Value};
     use std::path::PathBuf;
 
-    const REASON: &str = "this zot was built without MCP support";
+    const REASON: &str = "an MCP server (`\"protocol\": \"mcp\"`) is not in this build: it \
+                          needs the `mcp` feature (cargo build --release --features mcp)";
 
     /// An extension directory `dir/name` whose manifest says it is an MCP server.
     fn mcp_ext(dir: PathBuf, name: &str) -> PathBuf {
@@ -538,8 +539,8 @@ mod without_panels {
         rpc.close_stdin();
         assert_eq!(rpc.wait(), Some(0));
         let log = log_of(&t, "a");
-        let line = "tool \"ask\": `interactive: true` needs a zot built with the `panels` \
-                    feature (cargo build --release --features panels): registered as an \
+        let line = "tool \"ask\": `interactive: true` is not in this build: it needs the \
+                    `panels` feature (cargo build --release --features panels): registered as an \
                     ordinary tool, with the tool deadline";
         assert_eq!(log.matches(line).count(), 1, "{log}");
         assert!(!log.contains("tool \"echo\""), "{log}");
@@ -554,8 +555,8 @@ mod without_bundles {
     use std::fs;
     use std::path::Path;
 
-    const REASON: &str = "a bundle (skills, a theme, no process) needs a zot built with the \
-                          `bundles` feature (cargo build --release --features bundles)";
+    const REASON: &str = "a bundle (skills, a theme, no process) is not in this build: it \
+                          needs the `bundles` feature (cargo build --release --features bundles)";
 
     /// `zot ext list --json`'s row for `name`.
     fn list_row(t: &TempDir, name: &str) -> Value {
@@ -689,7 +690,8 @@ mod without_ext_calls {
     use serde_json::{json, Value};
     use zot_host::ToolRequest;
 
-    const REASON: &str = "this zot was built without the `ext-calls` feature";
+    const REASON: &str = "a tool call from an extension is not in this build: it needs the \
+                          `ext-calls` feature (cargo build --release --features ext-calls)";
 
     /// The tool_result frame an extension's `/calltool FRAME` got back.
     fn call_from(host: &zot_host::Host, frame: Value) -> Value {
@@ -797,8 +799,8 @@ mod without_tool_extras {
     use std::path::{Path, PathBuf};
     use zot_host::{Action, HostError, ToolRequest};
 
-    const FEATURE: &str =
-        "needs a zot built with the `tool-extras` feature (cargo build --release --features tool-extras)";
+    const FEATURE: &str = "is not in this build: it needs the `tool-extras` feature \
+                           (cargo build --release --features tool-extras)";
 
     /// A tool that asks not to be offered directly is refused with one log
     /// line naming the field and the feature; never made active. The

@@ -265,7 +265,7 @@ fn reload_restarts_and_picks_up_changes() {
     // Without the `bundles` feature a manifest without `exec` names it.
     let why = match cfg!(feature = "bundles") {
         true => "provides nothing: no `exec`",
-        false => "no `exec`: a bundle (skills, a theme, no process) needs a zot built with the `bundles` feature",
+        false => "no `exec`: a bundle (skills, a theme, no process) is not in this build: it needs the `bundles` feature",
     };
     assert!(errors[0].as_str().unwrap().contains(why), "{errors:?}");
     assert_eq!(

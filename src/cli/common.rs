@@ -492,10 +492,7 @@ pub(crate) fn not_built(what: &str, feature: &str) -> CliError {
     feature = "ext-calls"
 )))]
 pub(crate) fn not_in_build(what: &str, feature: &str) -> String {
-    format!(
-        "`{what}` is not in this build: it needs the `{feature}` feature \
-         (cargo build --release --features {feature})"
-    )
+    zot_host::internal::build::needs_feature(&format!("`{what}`"), feature)
 }
 
 #[cfg(test)]

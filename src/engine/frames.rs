@@ -205,7 +205,7 @@ impl Engine {
             #[cfg(not(feature = "ext-calls"))]
             ExtFrame::CallToolCancel { id } => ext.log.line(&format!(
                 "ignored call_tool_cancel {id:?}: {}",
-                super::pipeline::NO_EXT_CALLS
+                super::pipeline::no_ext_calls()
             )),
             ExtFrame::Notify { level, message } => {
                 let level = match level.as_deref().map(Level::parse) {

@@ -163,7 +163,7 @@ impl Engine {
         #[cfg(not(feature = "mcp"))]
         let reading = match m.protocol {
             Protocol::Zot => Reading::Frames,
-            Protocol::Mcp => return Err(crate::ext::manifest::NO_MCP.into()),
+            Protocol::Mcp => return Err(crate::ext::manifest::no_mcp()),
         };
         #[cfg(feature = "mcp")]
         let (reading, mcp) = match m.protocol {

@@ -32,8 +32,9 @@ pub(super) fn blocks_of(result: &Result<ToolOutcome, HostError>) -> (Vec<Content
 
 /// Why a build without the `ext-calls` feature refuses `call_tool`.
 #[cfg(not(feature = "ext-calls"))]
-pub(super) const NO_EXT_CALLS: &str = "this zot was built without the `ext-calls` feature, \
-     which runs tool calls from extensions (cargo build --release --features ext-calls)";
+pub(super) fn no_ext_calls() -> String {
+    crate::build::needs_feature("a tool call from an extension", "ext-calls")
+}
 
 impl Engine {
     /// Opens a job for the call of `name` with `args`.
@@ -411,7 +412,7 @@ impl Engine {
             _ => String::new(),
         };
         let (id, name) = (text(id), text(name));
-        let why = format!("call_tool {name}: {NO_EXT_CALLS}");
+        let why = format!("call_tool {name}: {}", no_ext_calls());
         self.refuse_call(idx, &id, &name, why, now);
     }
 

@@ -533,7 +533,7 @@ fn without_ext_calls_a_call_tool_is_refused_at_once_naming_the_feature() {
     );
     assert_eq!(refused[0]["is_error"], true);
     let text = refused[0]["content"][0]["text"].as_str().unwrap_or("");
-    assert!(text.contains("without the `ext-calls` feature"), "{text}");
+    assert!(text.contains("it needs the `ext-calls` feature"), "{text}");
     // A cancel of it is ignored; the embedder's call runs on.
     f.says(
         0,

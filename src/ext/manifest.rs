@@ -15,7 +15,9 @@ pub const MANIFEST_FILE: &str = "extension.json";
 
 /// Why a manifest with `"protocol": "mcp"` is invalid in a build
 /// without the `mcp` feature.
-pub(crate) const NO_MCP: &str = "this zot was built without MCP support";
+pub(crate) fn no_mcp() -> String {
+    crate::build::needs_feature("an MCP server (`\"protocol\": \"mcp\"`)", "mcp")
+}
 
 /// Why a manifest without `exec` (a bundle) is invalid in a build without
 /// the `bundles` feature.
@@ -235,7 +237,7 @@ impl Manifest {
         let protocol = match raw.protocol.as_deref() {
             None | Some("zot") => Protocol::Zot,
             Some("mcp") if cfg!(feature = "mcp") => Protocol::Mcp,
-            Some("mcp") => return Err(NO_MCP.into()),
+            Some("mcp") => return Err(no_mcp()),
             Some(other) => return Err(not_one_of("protocol", ["zot", "mcp"], other)),
         };
         if let Some(prefix) = &raw.prefix {
@@ -423,7 +425,7 @@ mod tests {
                 if cfg!(feature = "mcp") {
                     "field `prefix`"
                 } else {
-                    NO_MCP
+                    "an MCP server"
                 },
             ),
             (
@@ -438,7 +440,7 @@ mod tests {
                 if cfg!(feature = "mcp") {
                     "field `prefix` is 65 bytes, longer than the 64 allowed"
                 } else {
-                    NO_MCP
+                    "an MCP server"
                 },
             ),
             (fields(r#""restart":"always""#), "`restart`"),
@@ -456,7 +458,7 @@ mod tests {
         let text = r#"{"name":"a","exec":"x","protocol":"mcp"}"#;
         match Manifest::parse(text.as_bytes()) {
             Ok(m) => assert!(cfg!(feature = "mcp") && m.protocol == Protocol::Mcp),
-            Err(err) => assert!(!cfg!(feature = "mcp") && err.0 == NO_MCP, "{err}"),
+            Err(err) => assert!(!cfg!(feature = "mcp") && err.0 == no_mcp(), "{err}"),
         }
     }
 }

@@ -256,9 +256,15 @@ mod tests {
             tool_info("t", String::new(), None, extra, "x")
         };
         let err = tool(None, Some(true)).unwrap_err();
-        assert!(err.starts_with("`deferred: true` needs") && err.contains("`tool-extras`"));
+        assert!(
+            err.starts_with("`deferred: true` is not in this build")
+                && err.contains("`tool-extras`")
+        );
         let err = tool(Some("codemode"), None).unwrap_err();
-        assert!(err.starts_with("`exposure` \"codemode\" needs"), "{err}");
+        assert!(
+            err.starts_with("`exposure` \"codemode\" is not in"),
+            "{err}"
+        );
         assert!(tool(Some("direct"), Some(true)).is_ok(), "exposure wins");
         assert!(tool(None, Some(false)).is_ok());
     }

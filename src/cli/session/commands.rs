@@ -188,9 +188,8 @@ impl Session {
     #[cfg(not(feature = "journal"))]
     fn resolve(&mut self, resume: bool, _: &str) {
         let word = if resume { "resume" } else { "abandon" };
-        self.out.error(&format!(
-            "/{word}: this zot was built without the journal feature"
-        ));
+        let why = zot_host::internal::build::needs_feature("the journal", "journal");
+        self.out.error(&format!("/{word}: {why}"));
     }
 
     fn reloaded(&mut self, result: Result<ReloadReport, HostError>) {

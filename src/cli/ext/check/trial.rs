@@ -868,7 +868,8 @@ impl Trial<'_> {
             // This build refuses the action, as the host does.
             #[cfg(not(feature = "tool-extras"))]
             "tool_prompt" => {
-                let why = tooldef::needs_feature("action `tool_prompt`", "tool-extras");
+                let why =
+                    zot_host::internal::build::needs_feature("action `tool_prompt`", "tool-extras");
                 self.report.fail(&rule, took, why);
                 return;
             }
