@@ -510,6 +510,35 @@ fn a_request_waits_for_the_restart_of_a_slow_starter() {
     assert_eq!(starts(&t, "scratchpad").len(), 2, "answered by the restart");
 }
 
+/// An extension that never says hello holds a request for a name nobody
+/// has through its first restart only: when that start misses the hello
+/// limit too, the request fails saying why, not after every restart the
+/// extension still has.
+#[test]
+fn a_request_waits_for_one_restart_of_an_extension_that_never_says_hello() {
+    let t = TempDir::new("sup-never-hello");
+    let starts = starts_file(&t, "mute");
+    let script = format!("echo $$ >> '{}'; exec sleep 60", starts.display());
+    let manifest = json!({"name": "mute", "exec": "/bin/sh", "args": ["-c", script]});
+    let ext = write_manifest(&t.join("mute"), &manifest);
+    let mut rpc = rpc_with_short_hello(&t, &[ext]);
+    let r = rpc.call(
+        "1",
+        json!({"type": "tool_call", "name": "nosuch", "args": {}}),
+    );
+    assert_eq!(
+        (r["success"].as_bool(), r["error"].as_str()),
+        (
+            Some(false),
+            Some("extension mute failed: no hello within 3 s")
+        ),
+        "{r}"
+    );
+    // Events come in order with the answer: one restart came before it.
+    let restarted = (rpc.seen.iter()).filter(|v| v["type"] == "extension_restarted");
+    assert_eq!(restarted.count(), 1, "seen: {:?}", rpc.seen);
+}
+
 /// When the extension a request waited for fails instead, the error
 /// says why, not that the name is unknown.
 #[test]

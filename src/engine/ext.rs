@@ -340,11 +340,13 @@ impl Ext {
         self.serving() && !self.supervision.remembered
     }
 
-    /// Never ready yet, and a restart may follow: it is being killed
-    /// (its exit decides), or its restart is pending. Requests for names
-    /// it may register wait for it (docs/PROTOCOL.md#readiness).
+    /// Never ready yet, and its first restart may follow: it is being
+    /// killed (its exit decides), or that restart is pending. Requests for
+    /// names it may register wait for that one restart, not for every
+    /// later one (docs/PROTOCOL.md#readiness).
     pub(super) fn restarting_before_ready(&self) -> bool {
         !self.supervision.ready_once
+            && self.supervision.restarts == 0
             && match &self.phase {
                 Phase::Running(run) => matches!(run.stage, Stage::Killed(_)),
                 Phase::Gone { restart_at, .. } => restart_at.is_some(),

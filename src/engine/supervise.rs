@@ -96,9 +96,10 @@ impl Engine {
             self.exts[idx].log.line(&format!("not restarted: {e}"));
             return self.fail(idx, e, now);
         }
-        // Requests waiting for its names wait for this start too, within
-        // its hello limit (docs/PROTOCOL.md#readiness).
-        if !self.exts[idx].supervision.ready_once {
+        // Requests waiting for its names wait for its first restart too,
+        // within its hello limit (docs/PROTOCOL.md#readiness).
+        let first = self.exts[idx].supervision.restarts == 0;
+        if first && !self.exts[idx].supervision.ready_once {
             let until = later(now, self.cfg.timeouts.hello);
             for (deadline, _) in self.state.parked_mut().into_iter().flatten() {
                 *deadline = (*deadline).max(until);
