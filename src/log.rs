@@ -74,7 +74,9 @@ impl ExtLog {
         }
     }
 
-    /// Appends one `[zot] <timestamp> <msg>` line.
+    /// Appends one `[zot] <timestamp> <msg>` line, `msg` made [`inert`]:
+    /// it may quote what the extension wrote, and `zot ext logs` piped
+    /// copies the file as it is.
     pub(crate) fn line(&self, msg: &str) {
         let mut cut = msg.len().min(MAX_LINE_MSG);
         while !msg.is_char_boundary(cut) {
@@ -85,6 +87,7 @@ impl ExtLog {
             rest => format!("{}... ({} more bytes)", &msg[..cut], rest.len()),
         };
         // One write per line keeps lines whole next to the child's output.
+        let msg = inert(&msg);
         let text = format!("[zot] {} {msg}\n", timestamp());
         if !self.write(text.as_bytes()) {
             let line = format!("[zot] {} ext-{}: {msg}", timestamp(), self.name);

@@ -86,6 +86,32 @@ fn deep_frames_are_dropped_and_logged() {
     assert_eq!(rpc.wait(), Some(0));
 }
 
+/// The host's own log lines quote what an extension wrote made inert:
+/// no terminal control byte of the extension's reaches the log through
+/// them (`zot ext logs` piped copies the file as it is).
+#[test]
+fn the_hosts_log_lines_quote_control_bytes_inert() {
+    let t = TempDir::new("inert-log");
+    let garbage =
+        b"\x00\xff\xfe binary \x1b[31m red \x9b\n{\"type\":\"notify\",\"x\x1b]0;t\x07\":1}\n";
+    let ext = replay_ext(&t, garbage);
+    let mut rpc = Rpc::start(&t, &[ext]);
+    assert_still_serving(&mut rpc);
+    let log = log_of(&t, "replay");
+    let ours: Vec<&str> = log.lines().filter(|l| l.starts_with("[zot] ")).collect();
+    let quoted: Vec<&&str> = ours.iter().filter(|l| l.contains("binary")).collect();
+    assert_eq!(quoted.len(), 1, "one line quotes the garbage: {ours:?}");
+    assert!(
+        quoted[0].contains("^@") && quoted[0].contains("^[[31m"),
+        "{quoted:?}"
+    );
+    let control = |c: char| c.is_control() && c != '\t';
+    let raw: Vec<&&str> = ours.iter().filter(|l| l.contains(control)).collect();
+    assert!(raw.is_empty(), "control bytes in the host's lines: {raw:?}");
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
+
 #[test]
 fn deep_rpc_requests_get_a_parse_error() {
     let t = TempDir::new("deeprpc");
