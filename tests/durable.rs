@@ -141,6 +141,21 @@ fn operation_key_and_reconcile_reach_the_extension_and_the_state_is_parsed() {
     });
 }
 
+/// `resume` and `abandon` without `--journal` say how to start one.
+#[cfg(feature = "journal")]
+#[test]
+fn rpc_without_a_journal_says_to_start_it_with_one() {
+    let t = TempDir::new("durable-no-journal");
+    let mut rpc = Rpc::start(&t, &[]);
+    for kind in ["resume", "abandon"] {
+        let r = rpc.call(kind, json!({"type": kind, "call": "x"}));
+        let want = "this zot rpc has no journal: start it with --journal PATH";
+        assert_eq!((&r["success"], &r["error"]), (&json!(false), &json!(want)));
+    }
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
+
 #[cfg(feature = "journal")]
 #[test]
 fn rpc_passes_the_new_fields_and_answers_reconciled() {

@@ -609,6 +609,9 @@ fn build(
         #[cfg(feature = "journal")]
         "resume" | "abandon" => {
             let key = required(&obj, "call")?;
+            if host.journal_path().is_none() {
+                return Err("this zot rpc has no journal: start it with --journal PATH".into());
+            }
             // Its in-flight slot is freed when it is taken off here.
             let (answer, out, kind) = (host.clone(), out.clone(), kind.to_string());
             let resume = kind == "resume";
