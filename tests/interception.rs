@@ -146,6 +146,30 @@ fn a_guard_that_exits_while_asked_counts_as_allow_at_once() {
     );
 }
 
+/// A guard's answer that cannot be read (a field of the wrong type) is
+/// its failure at once, by its `guard_failure`: not a wait for the
+/// intercept deadline.
+#[test]
+fn a_guards_unreadable_answer_is_its_failure_at_once() {
+    let t = TempDir::new("unreadable-guard");
+    let closed = guard(&t, "closed", &["tool_call"], json!({"block_value": "yes"}));
+    let text = std::fs::read_to_string(closed.join("extension.json")).expect("manifest");
+    let mut manifest: Value = serde_json::from_str(&text).expect("manifest JSON");
+    manifest["guard_failure"] = json!("block");
+    write_manifest(&closed, &manifest);
+    let mut cfg = config(&t, &[closed]);
+    cfg.timeouts.intercept = Duration::from_secs(60);
+    let host = start_ready(cfg);
+    let verdict = host.intercept(tool_call_intercept(json!({}))).unwrap();
+    let reason = verdict.reason.clone().unwrap_or_default();
+    assert!(verdict.block, "{verdict:?}");
+    assert!(
+        reason.starts_with("guard closed unavailable (its answer could not be read")
+            && reason.contains("`block`"),
+        "{reason}"
+    );
+}
+
 #[test]
 fn modified_args_chain_and_later_guards_decide_on_them() {
     let t = TempDir::new("chain");
