@@ -1265,6 +1265,33 @@ fn rpc(t: &TempDir, exts: &[PathBuf], extra: &[&str]) -> Rpc {
     rpc
 }
 
+/// A cancel names a call by its id: a second `tool_call` with the id of
+/// one in flight is refused, and the cancel still reaches the first.
+#[test]
+fn rpc_refuses_a_tool_call_whose_id_is_in_flight() {
+    let t = TempDir::new("rpc-dup-id");
+    let tools = json!({"slow": {"kind": "slow"}, "echo": {}});
+    let a = ext(&t, "a", json!({ "tools": tools }));
+    let mut rpc = rpc(&t, &[a], &[]);
+    rpc.send(json!({"type": "tool_call", "id": "x", "name": "slow"}));
+    let id = wait_call(&t, "a", "slow");
+    let again = rpc.call("x", json!({"type": "tool_call", "name": "echo"}));
+    let want = "a tool_call with id \"x\" is already in flight";
+    assert_eq!(
+        (&again["success"], &again["error"]),
+        (&json!(false), &json!(want))
+    );
+    assert!(calls_of(&t, "a", "echo").is_empty(), "the refused call ran");
+    let cancel = rpc.call("c", json!({"type": "cancel", "target": "x"}));
+    assert_eq!(cancel["data"], json!({"cancelled": true}), "{cancel}");
+    rpc.until("the first call's answer", |v| {
+        v["id"] == "x" && v["error"] == "cancelled"
+    });
+    wait_cancel(&t, "a", &id);
+    rpc.close_stdin();
+    assert_eq!(rpc.wait(), Some(0));
+}
+
 #[cfg(feature = "panels")]
 #[test]
 fn rpc_an_interactive_tool_waits_until_cancelled() {

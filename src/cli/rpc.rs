@@ -645,6 +645,11 @@ fn build(
                     reply,
                 }));
             };
+            // A cancel names a call by its id: two in flight could not
+            // be told apart.
+            if lock(&out.tickets).contains_key(&key) {
+                return Err(format!("a tool_call with id {key:?} is already in flight"));
+            }
             let ticket = host.ticket();
             lock(&out.tickets).insert(key.clone(), ticket);
             let answer = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);
