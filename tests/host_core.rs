@@ -1305,7 +1305,7 @@ fn response<'a>(lines: &'a [Value], id: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no response {id} in {lines:?}"))
 }
 
-// ----- 10.1 / 10.2: shutdown finishes accepted requests first ----------
+// ----- shutdown finishes accepted requests first ----------
 
 #[test]
 fn piped_requests_are_answered_before_extensions_are_stopped() {
@@ -1443,7 +1443,7 @@ fn library_shutdown_finishes_submitted_requests() {
     }
 }
 
-// ----- 10.3: what one extension writes keeps its order -----------------
+// ----- what one extension writes keeps its order -----------------
 
 #[test]
 fn notes_never_overtake_responses_in_rpc() {
@@ -1531,7 +1531,7 @@ fn library_events_are_queued_before_the_reply() {
     }
 }
 
-// ----- 10.4: built-in tools over rpc run the pipeline ------------------
+// ----- built-in tools over rpc run the pipeline ------------------
 
 #[test]
 fn builtin_tool_over_rpc_runs_the_event_and_the_guards() {
@@ -1590,7 +1590,7 @@ fn builtin_tool_through_the_library_pipeline() {
     assert_eq!(outcome, ToolOutcome::Builtin(BuiltinVerdict::Run { args }));
 }
 
-// ----- 10.5: slow starters ---------------------------------------------
+// ----- slow starters ---------------------------------------------
 
 #[test]
 fn a_command_waits_for_an_extension_still_starting() {
@@ -1680,7 +1680,7 @@ fn reload_stops_an_extension_mid_start_and_starts_it_again() {
     assert_eq!(x.display.as_deref(), Some("x: hi"));
 }
 
-// ----- 9.2: memory stays bounded whoever stops reading -----------------
+// ----- memory stays bounded whoever stops reading -----------------
 
 /// Flood: 6000 notes of 64 KiB (about 390 MB) that nobody reads.
 fn flooder(t: &TempDir, done: &std::path::Path) -> std::path::PathBuf {
@@ -1770,7 +1770,7 @@ fn session_memory_stays_bounded_when_stdout_is_not_read() {
     );
 }
 
-// ----- 9.3: huge registrations stay linear and capped ------------------
+// ----- huge registrations stay linear and capped ------------------
 
 #[test]
 fn a_huge_subscribe_frame_does_not_stall_the_host() {
@@ -1809,7 +1809,7 @@ fn registrations_beyond_the_cap_are_ignored_and_logged() {
     assert!(log_of(&t, "many").contains("more than 10000 commands registered"));
 }
 
-// ----- 9.10: nothing is applied after an extension's exit ---------------
+// ----- nothing is applied after an extension's exit ---------------
 
 #[test]
 fn a_dead_extension_owns_no_name() {
@@ -1844,7 +1844,7 @@ fn a_dead_extension_owns_no_name() {
     send_signal(keeper, libc::SIGKILL);
 }
 
-// ----- 10.1: signals: the first waits for accepted requests, the second does not
+// ----- signals: the first waits for accepted requests, the second does not
 
 /// `zot rpc` with one command `x` answered after `delay_ms`, sent and
 /// seen by the extension.
@@ -2019,7 +2019,7 @@ fn a_note_written_after_the_answer_comes_after_it_in_rpc() {
 // ----------------------------------------------------------------------
 // Case-insensitive command names (docs/PROTOCOL.md#names-and-precedence), fixtures/frames/ext.py.
 
-// ----- 14.5: case-insensitive command names --------------------------
+// ----- case-insensitive command names --------------------------
 
 /// An extension registering `Greet`, then `greet` (a conflict), and `hello`.
 fn greeter(t: &TempDir, record: &Path) -> PathBuf {

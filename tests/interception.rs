@@ -300,7 +300,7 @@ fn a_call_whose_owner_dies_in_the_chain_goes_to_the_next_registrant() {
 // before_agent_start (docs/PROTOCOL.md#system-prompt): the session's system
 // prompt, prepared by guards; fixtures/frames/ext.py.
 
-// ----- 14.3: before_agent_start ---------------------------------------
+// ----- before_agent_start ---------------------------------------
 
 fn intercepts_in(record: &Path) -> Vec<Value> {
     frames(record, "event_intercept")

@@ -180,7 +180,7 @@ fn a_render_without_lines_or_footer_clears_them() {
 // docs/PROTOCOL.md#submits), through the library, zot rpc and the session; the
 // extension is fixtures/frames/ext.py.
 
-// ----- 14.1, 14.2: spontaneous panels, panel_resize, submit ---------
+// ----- spontaneous panels, panel_resize, submit ---------
 
 /// A spontaneous `open_panel` frame.
 fn open_panel(id: &str, title: &str) -> Value {

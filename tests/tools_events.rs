@@ -302,7 +302,7 @@ fn a_subscriber_that_never_reads_slows_nobody() {
 // Upstream's event names with sequence, session_id and cwd
 // (docs/PROTOCOL.md#events); the extension is fixtures/frames/ext.py.
 
-// ----- 14.4: event names and identifiers ----------------------------
+// ----- event names and identifiers ----------------------------
 
 #[test]
 fn every_event_carries_sequence_session_id_and_cwd_and_extra_fields_pass() {
@@ -620,7 +620,7 @@ fn settles(host: &Host) {
     });
 }
 
-// ----- 13.1 capabilities ---------------------------------------------
+// ----- capabilities ---------------------------------------------
 
 #[test]
 fn hello_ack_lists_exactly_the_capabilities_of_this_host() {
@@ -639,7 +639,7 @@ fn hello_ack_lists_exactly_the_capabilities_of_this_host() {
     host.shutdown();
 }
 
-// ----- 13.2 cancellation ---------------------------------------------
+// ----- cancellation ---------------------------------------------
 
 #[test]
 fn the_embedders_cancel_ends_the_call_and_sends_tool_cancel() {
@@ -757,7 +757,7 @@ fn tool_cancel_racing_a_result_leaves_one_outcome_and_nothing_pending() {
     host.shutdown();
 }
 
-// ----- 13.3 interactive tools ----------------------------------------
+// ----- interactive tools ----------------------------------------
 
 #[cfg(feature = "panels")]
 #[test]
@@ -845,7 +845,7 @@ fn via_call_tool_an_interactive_tool_keeps_the_deadline() {
     host.shutdown();
 }
 
-// ----- 13.4 call_tool ------------------------------------------------
+// ----- call_tool ------------------------------------------------
 
 #[cfg(feature = "ext-calls")]
 #[test]
@@ -1186,7 +1186,7 @@ fn without_an_embedder_for_built_ins_their_calls_fail_at_once() {
     host.shutdown();
 }
 
-// ----- 13.5 tool_result and permission_decision events ---------------
+// ----- tool_result and permission_decision events ---------------
 
 #[test]
 fn the_pipeline_reports_every_outcome_to_subscribers() {
