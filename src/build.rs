@@ -2,12 +2,6 @@
 //! each refusal names the feature and the cargo command that builds it
 //! (README: Install), in one wording, the library's and the CLI's.
 
-/// Why nothing is confined in a build without the `confine` feature, and
-/// how to build it with confinement.
-#[cfg(not(feature = "confine"))]
-pub(crate) const NO_CONFINE: &str = "confinement is not in this build: it needs the \
-     `confine` feature (cargo build --release --features confine)";
-
 /// Why `what` is refused by a build without `feature`, and how to build
 /// with it: the one wording of the library's refusals (a bundle, a field
 /// of a frame, a command's action) and the CLI's (a subcommand, a flag,

@@ -173,7 +173,8 @@ impl HostConfig {
         #[cfg(not(feature = "confine"))]
         if self.confine {
             let no = std::io::ErrorKind::Unsupported;
-            return Err(std::io::Error::new(no, crate::build::NO_CONFINE));
+            let why = crate::build::needs_feature("confinement", "confine");
+            return Err(std::io::Error::new(no, why));
         }
         Ok(())
     }

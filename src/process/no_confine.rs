@@ -6,7 +6,7 @@
 //! value of them exists. The minimal build, without the author tools,
 //! has no confinement code at all.
 
-use crate::build::NO_CONFINE;
+use crate::build::needs_feature;
 use crate::ext::manifest::Manifest;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ impl Confinement {
         _places: &Places,
         _key: u64,
     ) -> Result<Confinement, String> {
-        Err(NO_CONFINE.into())
+        Err(needs_feature("confinement", "confine"))
     }
 
     /// Unreachable: no confinement exists.
