@@ -645,13 +645,15 @@ fn build(
                     reply,
                 }));
             };
+            let mut held = lock(&out.tickets);
             // A cancel names a call by its id: two in flight could not
             // be told apart.
-            if lock(&out.tickets).contains_key(&key) {
+            if held.contains_key(&key) {
                 return Err(format!("a tool_call with id {key:?} is already in flight"));
             }
             let ticket = host.ticket();
-            lock(&out.tickets).insert(key.clone(), ticket);
+            held.insert(key.clone(), ticket);
+            drop(held);
             let answer = reply(host, out, id, kind, as_is::<zot_host::ToolOutcome>);
             let tickets = out.tickets.clone();
             let reply: zot_host::Reply<_> = Box::new(move |result| {
