@@ -4,25 +4,13 @@
 //! for a child's exit that does not reap it (waitid(2) with `WNOWAIT`),
 //! what a child does between fork and exec (the parent-death signal,
 //! Landlock's self-restriction: one hook), a terminal's size
-//! (ioctl(2)), a send(2) that does not wait, and with the `confine`
+//! (ioctl(2)), and with the `confine`
 //! feature Landlock's ABI query. Everything else about a process (its
 //! sockets, its threads, its reaping) is std. This is the crate's one
 //! module with `unsafe`.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
 use std::process::Command;
-
-/// Writes what of `buf` fits into the socket `fd` now, without waiting:
-/// how many bytes went (`WouldBlock` when none fit). Only this one call
-/// does not wait; the socket stays blocking for its writer thread.
-pub(crate) fn send_now(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
-    let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-    // SAFETY: `buf` is valid for `buf.len()` bytes and `fd` is an open
-    // socket for the call; std has no per-call MSG_DONTWAIT.
-    let sent = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
-    usize::try_from(sent).map_err(|_| io::Error::last_os_error())
-}
 
 /// kill(2) of `pid` (a process; negative: a process group) with
 /// `signal`: whether it was sent, or the error. Never 0 or -1 (every

@@ -67,7 +67,7 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::net::Shutdown;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -367,26 +367,12 @@ impl ExtProcess {
         Ok(())
     }
 
-    /// Hands whole lines to stdin, in order: written here when nothing
-    /// waits for the writer thread and the socket takes them at once
-    /// (then the writer is not woken), else, or for what did not fit,
-    /// queued for the writer thread. False when stdin is closed.
-    pub(crate) fn send(&self, mut chunk: OutChunk) -> bool {
+    /// Queues whole lines for the writer thread, which writes them to
+    /// stdin in order. False when stdin is closed.
+    pub(crate) fn send(&self, chunk: OutChunk) -> bool {
         let Some(outbox) = &self.outbox else {
             return false;
         };
-        // Only this thread queues, so with nothing queued nor being
-        // written no earlier line can come after this one. A failure is
-        // left to the writer, which reports it.
-        if self.backlog.bytes.load(Ordering::Acquire) == 0 {
-            if let Some(ends) = &self.ends {
-                match sys::send_now(ends.stdin.as_fd(), &chunk) {
-                    Ok(sent) if sent == chunk.len() => return true,
-                    Ok(sent) => drop(chunk.drain(..sent)),
-                    Err(_) => {}
-                }
-            }
-        }
         let len = chunk.len();
         self.backlog.bytes.fetch_add(len, Ordering::Relaxed);
         if outbox.send(chunk).is_err() {
