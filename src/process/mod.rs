@@ -12,8 +12,7 @@
 //!   and writes them to stdin, blocking while the extension does not
 //!   read; a failed write is reported on the same bounded channel
 //!   ([`Inbound::WriteFailed`]); once the channel closes so does stdin.
-//!   While nothing waits for it, the loop writes a line itself when the
-//!   socket takes it at once ([`ExtProcess::send`]), without waking it;
+//!   Every line goes through it ([`ExtProcess::send`]);
 //! - its stderr thread (`zot-err-<name>`) copies stderr into its log,
 //!   which rotates as it grows (`src/log.rs`); without a log file stderr is
 //!   the host's own and no thread is needed;
