@@ -377,11 +377,13 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
         json!({"before_hello": [command("x").to_string()]}),
     );
     let empty = ext_dir(&t.join("e"), "empty", json!({"name": " "}));
+    let typo = r#"{"type":"hello","name":"typo","version":5}"#;
+    let typo = ext_dir(&t.join("t"), "typo", json!({"before_hello": [typo]}));
     // About the failures themselves, not the restarts that follow (docs/PROTOCOL.md#supervision).
-    for dir in [&quits, &rude, &empty] {
+    for dir in [&quits, &rude, &empty, &typo] {
         set_manifest_field(dir, "restart", json!("never"));
     }
-    let host = start(config(&t, &[quits, rude, empty]));
+    let host = start(config(&t, &[quits, rude, empty, typo]));
     let list = host.list().unwrap();
     let err = |n: &str| {
         list.extension(n)
@@ -405,6 +407,10 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
         "first frame was `register_command`, expected `hello`"
     );
     assert_eq!(err("empty"), "hello has an empty name");
+    assert_eq!(
+        err("typo"),
+        "first frame could not be read (hello: field `version`: invalid type: integer `5`, expected a string)"
+    );
 }
 
 #[test]

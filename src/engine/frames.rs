@@ -87,6 +87,9 @@ impl Engine {
         match &mut run.stage {
             Stage::AwaitingHello { .. } => {
                 return match frame {
+                    ExtFrame::Unreadable { why, .. } => {
+                        self.fail(idx, format!("first frame {why}"), now)
+                    }
                     ExtFrame::Hello { name, .. } if name.trim().is_empty() => {
                         self.fail(idx, "hello has an empty name".into(), now)
                     }

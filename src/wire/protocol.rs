@@ -165,7 +165,8 @@ pub enum ExtFrame {
     },
     /// Internal: a line that could not be read (over [`MAX_LINE`] bytes,
     /// too deep, not a valid frame) whose start says it is a frame `kind`
-    /// with `id` (see `frame_head`); `why` completes "it ...".
+    /// with `id` (empty when it has none, as `hello`; see `frame_head`);
+    /// `why` completes "it ...".
     #[serde(skip_deserializing)]
     Unreadable {
         kind: String,
@@ -1015,16 +1016,17 @@ pub(crate) fn tail_id(tail: &[u8]) -> Option<Value> {
     (value.is_string() || value.is_i64() || value.is_u64()).then_some(value)
 }
 
-/// The `type` and `id` of a frame from the start of its line (`head`),
-/// when both are top-level string fields there: what is known of a
-/// frame too long to read whole, so that its request fails at once.
-pub(crate) fn frame_head(head: &[u8]) -> Option<(String, String)> {
+/// The `type` and `id` (empty when absent) of a frame from the start of
+/// its line (`head`), when they are top-level string fields there: what
+/// is known of a frame that cannot be read, so that its request (or the
+/// handshake, for a `hello`) fails at once.
+pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
     let fields = head_fields(head);
     let text = |key: &str| {
         let value = fields.iter().find(|(k, _)| k == key).map(|(_, v)| v);
         value.and_then(Value::as_str).map(str::to_string)
     };
-    Some((text("type")?, text("id")?))
+    Some((text("type")?, text("id").unwrap_or_default()))
 }
 
 /// The top-level fields at the start of a JSON object's text whose

@@ -13,15 +13,16 @@ use std::process::{ChildStdout, Command, ExitStatus, Stdio};
 use std::thread;
 use zot_host::internal::confine::Confinement;
 use zot_host::internal::process::{end_group, read_lines, signal_group, spawn_group};
-use zot_host::internal::protocol::{parse_ext_frame, ExtFrame};
+use zot_host::internal::protocol::{frame_head, parse_ext_frame, ExtFrame};
 
 /// What the reader and writer threads saw. Nearly always a frame, so
 /// boxing it would only add an allocation per frame.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Seen {
     Frame(ExtFrame),
-    /// A stdout line that is not a frame, and why.
-    Dropped(String),
+    /// A stdout line that is not a frame, and why; true when its start
+    /// names a frame type (the host treats it as that frame, unreadable).
+    Dropped(String, bool),
     /// stdout ended.
     Eof,
     WriteFailed(String),
@@ -119,12 +120,12 @@ fn read(stdout: ChildStdout, seen: &Sender<Seen>) {
     let _ = read_lines(
         stdout,
         |m, _, _| {
-            let _ = seen.send(Seen::Dropped(m));
+            let _ = seen.send(Seen::Dropped(m, false));
         },
         |line| {
             let next = match parse_ext_frame(line) {
                 Ok(frame) => Seen::Frame(frame),
-                Err(why) => Seen::Dropped(why),
+                Err(why) => Seen::Dropped(why, frame_head(line).is_some()),
             };
             seen.send(next).is_ok()
         },

@@ -99,8 +99,9 @@ pub(super) fn run(
 #[allow(clippy::large_enum_variant)]
 enum Next {
     Frame(ExtFrame),
-    /// A stdout line that is not a frame (recorded for the stdout rule).
-    Dropped,
+    /// A stdout line that is not a frame (recorded for the stdout rule);
+    /// true when it starts like a frame.
+    Dropped(bool),
     /// Nothing before the deadline.
     Quiet,
     /// stdout ended.
@@ -150,9 +151,9 @@ impl Trial<'_> {
                     self.frames += 1;
                     return Next::Frame(frame);
                 }
-                Seen::Dropped(why) => {
+                Seen::Dropped(why, typed) => {
                     self.dropped.push((why, Instant::now()));
-                    return Next::Dropped;
+                    return Next::Dropped(typed);
                 }
                 Seen::Eof => self.eof = true,
                 Seen::WriteFailed(e) => {
@@ -223,8 +224,16 @@ impl Trial<'_> {
         let frame = loop {
             match self.next(deadline) {
                 Next::Frame(frame) => break frame,
-                // Perhaps a malformed hello: no need to wait the full limit.
-                Next::Dropped => deadline = deadline.min(Instant::now() + AFTER_DROPPED),
+                Next::Dropped(true) => {
+                    let took = self.spawned.elapsed();
+                    let msg =
+                        "first frame could not be read (see stdout): the host fails the extension";
+                    self.report.fail("hello", took, msg).hint(
+                        "send {\"type\":\"hello\",\"name\":...} as the very first stdout line",
+                    );
+                    return false;
+                }
+                Next::Dropped(false) => deadline = deadline.min(Instant::now() + AFTER_DROPPED),
                 Next::Quiet => {
                     let msg = if self.dropped.is_empty() {
                         format!("no hello within {}", human(self.limits().hello))
@@ -329,7 +338,7 @@ impl Trial<'_> {
                     last = Instant::now();
                     self.observe(frame);
                 }
-                Next::Dropped => last = Instant::now(),
+                Next::Dropped(_) => last = Instant::now(),
                 Next::Closed => return, // reported by shutdown
                 Next::Quiet if Instant::now() < cap => went_quiet = true,
                 Next::Quiet if !went_quiet => {
@@ -727,7 +736,7 @@ impl Trial<'_> {
                     }
                     _ => self.observe(frame),
                 },
-                Next::Dropped => {
+                Next::Dropped(_) => {
                     // The dropped line was probably the answer, malformed.
                     dropped = true;
                     deadline = deadline.min(Instant::now() + AFTER_DROPPED);
@@ -928,7 +937,7 @@ impl Trial<'_> {
             match self.next(deadline) {
                 Next::Frame(ExtFrame::ShutdownAck) => acked = Some(t.elapsed()),
                 Next::Frame(frame) => self.observe(frame),
-                Next::Dropped => {}
+                Next::Dropped(_) => {}
                 Next::Quiet | Next::Closed => break,
             }
         }
@@ -1005,7 +1014,7 @@ impl Trial<'_> {
         loop {
             match self.next(deadline) {
                 Next::Frame(frame) => self.observe(frame),
-                Next::Dropped => {}
+                Next::Dropped(_) => {}
                 Next::Quiet | Next::Closed => break,
             }
         }
