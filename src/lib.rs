@@ -148,9 +148,9 @@ pub mod internal {
     /// Frames and lines of the wire protocol (docs/PROTOCOL.md#wire-format).
     pub mod protocol {
         pub use crate::wire::protocol::{
-            event_payload, frame_head, parse_ext_frame, parse_json, CommandResponse, ExtFrame,
-            HostFrame, Line, LineReader, ToolExtras, EVENT_NAMES, HOST_CAPABILITIES, MAX_LINE,
-            PROTOCOL_VERSION,
+            event_payload, field_twice, frame_head, parse_ext_frame, parse_json, CommandResponse,
+            ExtFrame, HostFrame, Line, LineReader, ToolExtras, EVENT_NAMES, HOST_CAPABILITIES,
+            MAX_LINE, PROTOCOL_VERSION,
         };
     }
     /// Name registries and their bounds (docs/PROTOCOL.md#names-and-precedence,

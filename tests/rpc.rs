@@ -130,6 +130,14 @@ fn malformed_lines_get_parse_errors_and_the_host_keeps_going() {
         (typed["command"].as_str(), typed["error"].as_str()),
         (Some("parse"), Some("a request needs a string `type`"))
     );
+    rpc.send_raw(r#"{"id":"d","type":"ping","type":"shutdown"}"#);
+    let twice = rpc.response("d");
+    assert_eq!(twice["error"], "`type` is given twice: a request has one");
+    rpc.send_raw(r#"{"id":"e","type":"ping","id":"f"}"#);
+    let ids = rpc.until("duplicated id", |v| {
+        v["error"] == "`id` is given twice: a request has one"
+    });
+    assert_eq!(ids.get("id"), None, "{ids}");
     let unknown = rpc.response("y");
     assert_eq!(unknown["error"], "unknown request type \"teleport\"");
     let missing = rpc.call("z", json!({"type": "command"}));

@@ -36,7 +36,9 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
-use zot_host::internal::protocol::{event_payload, Line, LineReader, MAX_LINE};
+use zot_host::internal::protocol::{
+    event_payload, field_twice, parse_json, Line, LineReader, MAX_LINE,
+};
 use zot_host::internal::surface;
 use zot_host::order::{InOrder, Ordered};
 use zot_host::{
@@ -445,8 +447,7 @@ fn read_requests(host: &HostHandle, out: &Output) {
 type Parsed = (Option<String>, String, Map<String, Value>);
 
 fn parse_request(line: &[u8]) -> Result<Parsed, (Option<String>, String)> {
-    let value: Value = zot_host::internal::protocol::parse_json(line)
-        .map_err(|e| (None, format!("invalid JSON: {e}")))?;
+    let value: Value = parse_json(line).map_err(|e| (None, format!("invalid JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err((None, "a request must be a JSON object".into()));
     };
@@ -455,6 +456,11 @@ fn parse_request(line: &[u8]) -> Result<Parsed, (Option<String>, String)> {
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => return Err((None, "`id` must be a string".into())),
     };
+    // JSON readers differ on which of two counts: refused, as in frames.
+    if let Some(key) = ["id", "type"].into_iter().find(|k| field_twice(line, k)) {
+        let id = id.filter(|_| key == "type");
+        return Err((id, format!("`{key}` is given twice: a request has one")));
+    }
     match obj.get("type") {
         Some(Value::String(kind)) => Ok((id, kind.clone(), obj.clone())),
         _ => Err((id, "a request needs a string `type`".into())),

@@ -933,6 +933,12 @@ fn top_level_scalar(text: &[u8], key: &str) -> Option<Value> {
     json_scalar(value).map(|(v, _)| v)
 }
 
+/// Whether the JSON object's text `line` has the top-level field `key`
+/// more than once (JSON readers differ on which one counts).
+pub fn field_twice(line: &[u8], key: &str) -> bool {
+    top_level_field(line, key, true).is_some_and(|(_, again)| again)
+}
+
 /// The text from the value of the top-level field `key` of a JSON
 /// object's text on, found by one pass that steps over nested values
 /// without reading them. A key is compared as a JSON reader reads it
