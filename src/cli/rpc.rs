@@ -359,7 +359,11 @@ impl InOrder for Writer<'_> {
 
 /// A response line; `result` holds the JSON text of its `data`.
 fn response(id: Option<&str>, command: &str, result: Result<Vec<u8>, String>) -> Vec<u8> {
-    let mut line = br#"{"type":"response","#.to_vec();
+    // Sized up front: a line grown by doubling holds up to twice its
+    // bytes while it waits for stdout.
+    let data = result.as_ref().map_or_else(|e| e.len() + 8, Vec::len);
+    let mut line = Vec::with_capacity(64 + id.map_or(0, str::len) + command.len() + data);
+    line.extend_from_slice(br#"{"type":"response","#);
     if let Some(id) = id {
         line.extend_from_slice(br#""id":"#);
         line.append(&mut json(&id));
