@@ -1010,3 +1010,31 @@ fn a_full_disk_is_an_error_and_a_departed_reader_a_quiet_end() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!stderr.contains("cannot write"), "{stderr}");
 }
+
+#[test]
+fn of_two_e_directories_with_one_name_the_first_starts_and_stderr_names_the_other() {
+    let t = TempDir::new("sess-twins");
+    let reply = |text: &str| {
+        json!({"register": [command("who")],
+               "commands": {"who": {"action": "display", "display": text}}})
+    };
+    let first = ext_dir(&t.join("first"), "twin", reply("the first"));
+    let second = ext_dir(&t.join("second"), "twin", reply("the second"));
+    let mut cmd = zot();
+    cmd.arg("-e")
+        .arg(&first)
+        .arg("-e")
+        .arg(&second)
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"));
+    let out = run_fed(&mut cmd, Some("/who\n"), DEADLINE, "zot -e twice");
+    assert_ok(&out);
+    assert!(stdout_of(&out).contains("the first"), "{out:?}");
+    let notice = format!(
+        "zot: {} not started: {} has its extension name",
+        second.display(),
+        first.display()
+    );
+    assert_eq!(stderr_of(&out).matches(&notice).count(), 1, "{out:?}");
+}

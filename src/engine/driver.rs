@@ -20,9 +20,9 @@
 use super::action::{Action, Attached, Backlog, Confined, Discovered, Launch, Probe, Probes};
 use super::Engine;
 use crate::config::HostConfig;
-use crate::ext::discovery::{self, Status};
+use crate::ext::discovery::{self, Scope, Status};
 use crate::ext::trust;
-use crate::log::ExtLog;
+use crate::log::{inert, ExtLog};
 #[cfg(feature = "confine")]
 use crate::process::confine::{Confiner, Places};
 use crate::process::spawner::Spawner;
@@ -75,8 +75,9 @@ pub(crate) struct Driver {
     first: usize,
     /// The engine's action queue between turns (its capacity is kept).
     spare: Vec<Action>,
-    /// The stderr lines last printed about untrusted project extensions.
-    trust_notices: Vec<String>,
+    /// The stderr lines last printed about untrusted project extensions
+    /// and `-e` directories not started.
+    notices: Vec<String>,
     /// Each confined extension's permissions, resolved at its first start.
     #[cfg(feature = "confine")]
     confiner: Confiner,
@@ -118,7 +119,7 @@ impl Driver {
             procs: Vec::new(),
             first: 0,
             spare: Vec::new(),
-            trust_notices: Vec::new(),
+            notices: Vec::new(),
             #[cfg(feature = "confine")]
             confiner: Confiner::default(),
             spawner: Spawner::new(),
@@ -433,9 +434,10 @@ impl Driver {
     }
 
     /// Finds the extensions to start (docs/PROTOCOL.md#discovery) and opens their logs.
-    /// The trust notices go to stderr once, and after a reload again only
-    /// when they changed; a shadowed copy is noted in the log of the
-    /// extension that shadows it and not handed over.
+    /// The trust notices and those of `-e` directories shadowed by another
+    /// go to stderr once, and after a reload again only when they changed;
+    /// a shadowed copy is noted in the log of the extension that shadows
+    /// it and not handed over.
     fn discover(&mut self) -> Vec<Discovered> {
         let cfg = &self.engine.cfg;
         let found = discovery::discover_with(
@@ -445,12 +447,26 @@ impl Driver {
             cfg.discover,
             cfg.trust_project,
         );
-        let notices = discovery::trust_notices(&found, &cfg.cwd);
-        if notices != self.trust_notices {
+        let mut notices = discovery::trust_notices(&found, &cfg.cwd);
+        // Both directories were asked for by name: say which did not start.
+        notices.extend(found.iter().filter_map(|f| {
+            match &f.status {
+                Status::Shadowed { by } if f.scope == Scope::Explicit => Some(
+                    inert(&format!(
+                        "zot: {} not started: {} has its extension name",
+                        f.dir.display(),
+                        by.display()
+                    ))
+                    .into_owned(),
+                ),
+                _ => None,
+            }
+        }));
+        if notices != self.notices {
             for line in &notices {
                 eprintln!("{line}");
             }
-            self.trust_notices = notices;
+            self.notices = notices;
         }
         let logs = discovery::logs_dir(&cfg.zot_home);
         let mut out = Vec::new();
