@@ -449,19 +449,13 @@ impl Driver {
         );
         let mut notices = discovery::trust_notices(&found, &cfg.cwd);
         // Both directories were asked for by name: say which did not start.
-        notices.extend(found.iter().filter_map(|f| {
-            match &f.status {
-                Status::Shadowed { by } if f.scope == Scope::Explicit => Some(
-                    inert(&format!(
-                        "zot: {} not started: {} has its extension name",
-                        f.dir.display(),
-                        by.display()
-                    ))
-                    .into_owned(),
-                ),
-                _ => None,
+        for f in found.iter().filter(|f| f.scope == Scope::Explicit) {
+            if let Status::Shadowed { by } = &f.status {
+                let (dir, by) = (f.dir.display(), by.display());
+                let line = format!("zot: {dir} not started: {by} has its extension name");
+                notices.push(inert(&line).into_owned());
             }
-        }));
+        }
         if notices != self.notices {
             for line in &notices {
                 eprintln!("{line}");
