@@ -276,7 +276,7 @@ fn registering_before_hello_fails_the_handshake() {
 fn a_malformed_hello_is_named() {
     let (code, report) = check_json(&fixture_path("check/bad-hello"), &[]);
     assert_eq!(code, 1);
-    assert_finding(&report, "hello", "fail", "first frame could not be read");
+    assert_finding(&report, "hello", "fail", "its hello cannot be read");
     assert_finding(&report, "stdout", "fail", "field `name`");
     let hello_ms = first_check(&report, "hello")["ms"]
         .as_f64()

@@ -377,7 +377,8 @@ fn exit_before_hello_and_non_hello_first_frame_fail() {
         json!({"before_hello": [command("x").to_string()]}),
     );
     let empty = ext_dir(&t.join("e"), "empty", json!({"name": " "}));
-    let typo = r#"{"type":"hello","name":"typo","version":5}"#;
+    // Keys sorted, as Go's encoder writes a map: `type` after an array.
+    let typo = r#" {"capabilities":["tools"],"name":"typo","type":"hello","version":5}"#;
     let typo = ext_dir(&t.join("t"), "typo", json!({"before_hello": [typo]}));
     // About the failures themselves, not the restarts that follow (docs/PROTOCOL.md#supervision).
     for dir in [&quits, &rude, &empty, &typo] {
@@ -419,9 +420,11 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
     let host = start_one(
         &t,
         json!({
-            "before_hello": ["this is not json", "{\"no_type\": 1}"],
+            // A JSON logger's line before hello is no frame either.
+            "before_hello": ["this is not json", "{\"no_type\": 1}", "{\"type\": \"debug\"}"],
             "register": [
                 "[1, 2, 3]",
+                {"type": "tool_result", "content": 5},
                 {"type": "teleport"},
                 {"type": "register_command", "name": 42},
                 {"type": "command_response", "id": "999", "action": "noop"},
@@ -449,6 +452,10 @@ fn garbage_unknown_and_wrong_typed_frames_are_logged_and_skipped() {
     ] {
         assert!(log.contains(expect), "log lacks {expect:?}:\n{log}");
     }
+    assert!(
+        !log.contains("id \"\""),
+        "an answer without id looked up:\n{log}"
+    );
 }
 
 #[test]

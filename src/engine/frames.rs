@@ -87,9 +87,12 @@ impl Engine {
         match &mut run.stage {
             Stage::AwaitingHello { .. } => {
                 return match frame {
-                    ExtFrame::Unreadable { why, .. } => {
+                    ExtFrame::Unreadable { kind, why, .. } if kind == "hello" => {
                         self.fail(idx, format!("first frame {why}"), now)
                     }
+                    // Logged already; like a line that is no frame, it
+                    // does not fail the handshake.
+                    ExtFrame::Unreadable { .. } => {}
                     ExtFrame::Hello { name, .. } if name.trim().is_empty() => {
                         self.fail(idx, "hello has an empty name".into(), now)
                     }

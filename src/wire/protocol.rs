@@ -165,8 +165,8 @@ pub enum ExtFrame {
     },
     /// Internal: a line that could not be read (over [`MAX_LINE`] bytes,
     /// too deep, not a valid frame) whose start says it is a frame `kind`
-    /// with `id` (empty when it has none, as `hello`; see `frame_head`);
-    /// `why` completes "it ...".
+    /// with `id` (empty for `hello`; see `frame_head`); `why` completes
+    /// "it ...".
     #[serde(skip_deserializing)]
     Unreadable {
         kind: String,
@@ -1022,22 +1022,27 @@ pub(crate) fn tail_id(tail: &[u8]) -> Option<Value> {
     (value.is_string() || value.is_i64() || value.is_u64()).then_some(value)
 }
 
-/// The `type` and `id` (empty when absent) of a frame from the start of
-/// its line (`head`), when they are top-level string fields there: what
-/// is known of a frame that cannot be read, so that its request (or the
-/// handshake, for a `hello`) fails at once.
+/// The `type` and `id` of a frame from the start of its line (`head`),
+/// when both are top-level string fields there, or the type is `hello`
+/// (which has no id: empty): what is known of a frame that cannot be
+/// read, so that its request (or the handshake) fails at once.
 pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
-    let fields = head_fields(head);
     let text = |key: &str| {
-        let value = fields.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-        value.and_then(Value::as_str).map(str::to_string)
+        let (value, _) = top_level_field(head, key, false)?;
+        let end = value.starts_with(b"\"").then(|| string_end(value, 0))??;
+        parse_json::<String>(&value[..end]).ok()
     };
-    Some((text("type")?, text("id").unwrap_or_default()))
+    let kind = text("type")?;
+    match text("id") {
+        Some(id) => Some((kind, id)),
+        None => (kind == "hello").then(|| (kind, String::new())),
+    }
 }
 
 /// The top-level fields at the start of a JSON object's text whose
 /// values are strings or integers, up to the first other value (or the
-/// end of `head`): a JSON-RPC message's `id`, a frame's `type` and `id`.
+/// end of `head`): a JSON-RPC message's `id`.
+#[cfg(feature = "mcp")]
 pub(crate) fn head_fields(head: &[u8]) -> Vec<(String, Value)> {
     let mut fields = Vec::new();
     let Some(mut rest) = head.strip_prefix(b"{") else {
@@ -1062,6 +1067,7 @@ pub(crate) fn head_fields(head: &[u8]) -> Vec<(String, Value)> {
 }
 
 /// A JSON string or integer at the start of `text`, and what follows.
+#[cfg(feature = "mcp")]
 fn json_scalar(text: &[u8]) -> Option<(Value, &[u8])> {
     if let Some((s, rest)) = json_string(text) {
         return Some((Value::String(s), rest));
@@ -1074,6 +1080,7 @@ fn json_scalar(text: &[u8]) -> Option<(Value, &[u8])> {
 }
 
 /// A JSON string at the start of `text`, and what follows it.
+#[cfg(feature = "mcp")]
 fn json_string(text: &[u8]) -> Option<(String, &[u8])> {
     let body = text.strip_prefix(b"\"")?;
     let mut escaped = false;
@@ -1243,10 +1250,18 @@ mod tests {
         ] {
             assert_eq!(frame_head(unknown), None, "{}", snippet(unknown));
         }
-        let rpc = br#"{"jsonrpc":"2.0","id":42,"result":{"content":"#;
-        let fields = head_fields(rpc);
-        assert_eq!(fields[1], ("id".to_string(), Value::from(42)));
-        assert_eq!(fields.len(), 2);
+        // A hello has no id; its type may follow an array, and the line
+        // may start with blanks.
+        let go = br#" {"capabilities":["tools"],"name":"x","type":"hello","version":5}"#;
+        assert_eq!(frame_head(go), Some(("hello".into(), String::new())));
+        assert_eq!(frame_head(br#"{"type":"debug","msg":"x"}"#), None);
+        #[cfg(feature = "mcp")]
+        {
+            let rpc = br#"{"jsonrpc":"2.0","id":42,"result":{"content":"#;
+            let fields = head_fields(rpc);
+            assert_eq!(fields[1], ("id".to_string(), Value::from(42)));
+            assert_eq!(fields.len(), 2);
+        }
     }
 
     #[test]

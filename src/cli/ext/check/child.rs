@@ -21,7 +21,7 @@ use zot_host::internal::protocol::{frame_head, parse_ext_frame, ExtFrame};
 pub(super) enum Seen {
     Frame(ExtFrame),
     /// A stdout line that is not a frame, and why; true when its start
-    /// names a frame type (the host treats it as that frame, unreadable).
+    /// says it is a `hello` (the host fails the handshake on it).
     Dropped(String, bool),
     /// stdout ended.
     Eof,
@@ -116,16 +116,21 @@ impl Drop for Child {
     }
 }
 
+/// Whether a line the host cannot read starts like a `hello`.
+fn hello(head: &[u8]) -> bool {
+    frame_head(head).is_some_and(|(kind, _)| kind == "hello")
+}
+
 fn read(stdout: ChildStdout, seen: &Sender<Seen>) {
     let _ = read_lines(
         stdout,
-        |m, _, _| {
-            let _ = seen.send(Seen::Dropped(m, false));
+        |m, _, head| {
+            let _ = seen.send(Seen::Dropped(m, hello(head)));
         },
         |line| {
             let next = match parse_ext_frame(line) {
                 Ok(frame) => Seen::Frame(frame),
-                Err(why) => Seen::Dropped(why, frame_head(line).is_some()),
+                Err(why) => Seen::Dropped(why, hello(line)),
             };
             seen.send(next).is_ok()
         },

@@ -226,10 +226,12 @@ impl Trial<'_> {
                 Next::Frame(frame) => break frame,
                 Next::Dropped(true) => {
                     let took = self.spawned.elapsed();
+                    let why = self.dropped.last().map_or("", |(why, _)| why.as_str());
                     let msg =
-                        "first frame could not be read (see stdout): the host fails the extension";
+                        format!("its hello cannot be read, so the host fails the extension: {why}");
                     self.report.fail("hello", took, msg).hint(
-                        "send {\"type\":\"hello\",\"name\":...} as the very first stdout line",
+                        "fix that line: hello has `name`, and optionally `version` (a string) \
+                         and `capabilities` (a list of strings)",
                     );
                     return false;
                 }
