@@ -1037,4 +1037,17 @@ fn of_two_e_directories_with_one_name_the_first_starts_and_stderr_names_the_othe
         first.display()
     );
     assert_eq!(stderr_of(&out).matches(&notice).count(), 1, "{out:?}");
+    // One directory given twice, once by its manifest: nothing to say.
+    let mut cmd = zot();
+    cmd.arg("-e")
+        .arg(&first)
+        .arg("-e")
+        .arg(first.join("extension.json"))
+        .arg("--cwd")
+        .arg(t.path())
+        .env("ZOT_HOME", t.join("home"));
+    let out = run_fed(&mut cmd, Some("/who\n"), DEADLINE, "zot -e one twice");
+    assert_ok(&out);
+    assert!(stdout_of(&out).contains("the first"), "{out:?}");
+    assert!(!stderr_of(&out).contains("not started"), "{out:?}");
 }

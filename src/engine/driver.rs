@@ -435,7 +435,7 @@ impl Driver {
 
     /// Finds the extensions to start (docs/PROTOCOL.md#discovery) and opens their logs.
     /// The trust notices and those of `-e` directories shadowed by another
-    /// go to stderr once, and after a reload again only when they changed;
+    /// go to stderr once, and after a reload only those that are new;
     /// a shadowed copy is noted in the log of the extension that shadows
     /// it and not handed over.
     fn discover(&mut self) -> Vec<Discovered> {
@@ -451,13 +451,16 @@ impl Driver {
         // Both directories were asked for by name: say which did not start.
         for f in found.iter().filter(|f| f.scope == Scope::Explicit) {
             if let Status::Shadowed { by } = &f.status {
+                if f.dir.canonicalize().ok() == by.canonicalize().ok() {
+                    continue; // one directory given twice
+                }
                 let (dir, by) = (f.dir.display(), by.display());
                 let line = format!("zot: {dir} not started: {by} has its extension name");
                 notices.push(inert(&line).into_owned());
             }
         }
         if notices != self.notices {
-            for line in &notices {
+            for line in notices.iter().filter(|l| !self.notices.contains(l)) {
                 eprintln!("{line}");
             }
             self.notices = notices;
