@@ -140,6 +140,14 @@ fn malformed_lines_get_parse_errors_and_the_host_keeps_going() {
     assert_eq!(ids.get("id"), None, "{ids}");
     let unknown = rpc.response("y");
     assert_eq!(unknown["error"], "unknown request type \"teleport\"");
+    let mcp_like = rpc.call(
+        "m",
+        json!({"type": "tool_call", "name": "echo", "arguments": {"a": 1}}),
+    );
+    assert_eq!(
+        mcp_like["error"],
+        "a tool_call's arguments go in `args`, not `arguments`"
+    );
     let missing = rpc.call("z", json!({"type": "command"}));
     assert_eq!(missing["error"], "missing string field `name`");
     assert_eq!(rpc.call("p", json!({"type": "ping"}))["success"], true);

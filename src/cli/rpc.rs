@@ -640,6 +640,10 @@ fn build(
         }
         "tool_call" => {
             let name = required(&obj, "name")?;
+            // MCP's name for them: the tool would run with no arguments.
+            if obj.contains_key("arguments") {
+                return Err("a tool_call's arguments go in `args`, not `arguments`".into());
+            }
             let args = obj.get("args").cloned().unwrap_or(Value::Null);
             let call = ToolRequest {
                 tool_id: field(&obj, "tool_id")?,
