@@ -6,6 +6,7 @@
 use crate::ext::bundle::{self, Provides};
 #[cfg(any(feature = "confine", feature = "author"))]
 pub use crate::ext::permissions::Permissions;
+use crate::wire::protocol::{parse_json, wrong_field};
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -207,8 +208,10 @@ impl Manifest {
 
     fn parse_text(text: &[u8]) -> Result<Manifest, String> {
         let text = strip_bom(text);
-        let raw: RawManifest =
-            crate::wire::protocol::parse_json(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let raw: RawManifest = parse_json(text).map_err(|e| match wrong_field(text, &e) {
+            Some(field) => format!("field `{field}`: {e}"),
+            None => format!("invalid JSON: {e}"),
+        })?;
         let name = raw.name.ok_or("missing required field `name`")?;
         if !valid_name(&name) {
             return Err(format!(
@@ -446,6 +449,7 @@ mod tests {
             (fields(r#""restart":"always""#), "`restart`"),
             (fields(r#""guard_failure":"deny""#), "`guard_failure`"),
             (fields(r#""restart":true"#), "invalid type"),
+            (fields(r#""args":"--flag""#), "field `args`: invalid type: string"),
         ];
         for (text, want) in cases {
             let err = Manifest::parse(text.as_bytes()).unwrap_err();

@@ -897,7 +897,7 @@ pub(crate) fn dropped_frame(reason: &str, line: &[u8]) -> String {
 /// The top-level field of the object `line` that a serde "invalid
 /// type" error is about: the one field whose value is what the error
 /// says it got (serde's own message does not name it).
-fn wrong_field(line: &[u8], error: &str) -> Option<String> {
+pub(crate) fn wrong_field(line: &[u8], error: &str) -> Option<String> {
     let got = error
         .strip_prefix("invalid type: ")?
         .split(", expected")
