@@ -1020,17 +1020,26 @@ fn of_two_e_directories_with_one_name_the_first_starts_and_stderr_names_the_othe
     };
     let first = ext_dir(&t.join("first"), "twin", reply("the first"));
     let second = ext_dir(&t.join("second"), "twin", reply("the second"));
-    let mut cmd = zot();
-    cmd.arg("-e")
-        .arg(&first)
-        .arg("-e")
-        .arg(&second)
-        .arg("--cwd")
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"));
-    let out = run_fed(&mut cmd, Some("/who\n"), DEADLINE, "zot -e twice");
-    assert_ok(&out);
-    assert!(stdout_of(&out).contains("the first"), "{out:?}");
+    // `zot -e A -e B`, asked for /who: it answers from the first.
+    let run = |a: &Path, b: &Path| {
+        let mut cmd = zot();
+        cmd.arg("-e")
+            .arg(a)
+            .arg("-e")
+            .arg(b)
+            .arg("--cwd")
+            .arg(t.path());
+        let out = run_fed(
+            cmd.env("ZOT_HOME", t.join("home")),
+            Some("/who\n"),
+            DEADLINE,
+            "zot -e twice",
+        );
+        assert_ok(&out);
+        assert!(stdout_of(&out).contains("the first"), "{out:?}");
+        out
+    };
+    let out = run(&first, &second);
     let notice = format!(
         "zot: {} not started: {} has its extension name",
         second.display(),
@@ -1038,16 +1047,6 @@ fn of_two_e_directories_with_one_name_the_first_starts_and_stderr_names_the_othe
     );
     assert_eq!(stderr_of(&out).matches(&notice).count(), 1, "{out:?}");
     // One directory given twice, once by its manifest: nothing to say.
-    let mut cmd = zot();
-    cmd.arg("-e")
-        .arg(&first)
-        .arg("-e")
-        .arg(first.join("extension.json"))
-        .arg("--cwd")
-        .arg(t.path())
-        .env("ZOT_HOME", t.join("home"));
-    let out = run_fed(&mut cmd, Some("/who\n"), DEADLINE, "zot -e one twice");
-    assert_ok(&out);
-    assert!(stdout_of(&out).contains("the first"), "{out:?}");
+    let out = run(&first, &first.join("extension.json"));
     assert!(!stderr_of(&out).contains("not started"), "{out:?}");
 }

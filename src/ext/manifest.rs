@@ -449,7 +449,10 @@ mod tests {
             (fields(r#""restart":"always""#), "`restart`"),
             (fields(r#""guard_failure":"deny""#), "`guard_failure`"),
             (fields(r#""restart":true"#), "invalid type"),
-            (fields(r#""args":"--flag""#), "field `args`: invalid type: string"),
+            (
+                fields(r#""args":"--flag""#),
+                "field `args`: invalid type: string",
+            ),
         ];
         for (text, want) in cases {
             let err = Manifest::parse(text.as_bytes()).unwrap_err();
