@@ -733,11 +733,7 @@ pub(crate) fn read_ext_frame(line: &[u8]) -> Result<ExtFrame, String> {
     let Some((value, again)) = top_level_field(line, "type", true) else {
         return refused("missing field `type`");
     };
-    let text = value
-        .starts_with(b"\"")
-        .then(|| string_end(value, 0))
-        .flatten();
-    let Some(kind) = text.and_then(|end| parse_json::<String>(&value[..end]).ok()) else {
+    let Some(kind) = string_value(value) else {
         return refused("field `type` is not a string");
     };
     let parse = |json: &[u8]| {
@@ -990,6 +986,13 @@ fn top_level_field<'a>(text: &'a [u8], key: &str, whole: bool) -> Option<(&'a [u
     found.map(|value| (value, false))
 }
 
+/// The JSON string that `value` (a field's value text on) starts with,
+/// read; `None` when it starts with anything else.
+fn string_value(value: &[u8]) -> Option<String> {
+    let end = value.starts_with(b"\"").then(|| string_end(value, 0))??;
+    parse_json(&value[..end]).ok()
+}
+
 /// Where the JSON string starting at `text[at]` (a `"`) ends: just past
 /// its closing quote, the first not escaped by an odd run of backslashes.
 fn string_end(text: &[u8], at: usize) -> Option<usize> {
@@ -1027,11 +1030,7 @@ pub(crate) fn tail_id(tail: &[u8]) -> Option<Value> {
 /// (which has no id: empty): what is known of a frame that cannot be
 /// read, so that its request (or the handshake) fails at once.
 pub fn frame_head(head: &[u8]) -> Option<(String, String)> {
-    let text = |key: &str| {
-        let (value, _) = top_level_field(head, key, false)?;
-        let end = value.starts_with(b"\"").then(|| string_end(value, 0))??;
-        parse_json::<String>(&value[..end]).ok()
-    };
+    let text = |key: &str| string_value(top_level_field(head, key, false)?.0);
     let kind = text("type")?;
     match text("id") {
         Some(id) => Some((kind, id)),
