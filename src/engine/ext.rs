@@ -345,13 +345,18 @@ impl Ext {
     /// names it may register wait for that one restart, not for every
     /// later one (docs/PROTOCOL.md#readiness).
     pub(super) fn restarting_before_ready(&self) -> bool {
-        !self.supervision.ready_once
-            && self.supervision.restarts == 0
+        self.before_first_restart()
             && match &self.phase {
                 Phase::Running(run) => matches!(run.stage, Stage::Killed(_)),
                 Phase::Gone { restart_at, .. } => restart_at.is_some(),
                 Phase::Spawning => true,
             }
+    }
+
+    /// Never ready yet, and not restarted yet: requests for names it may
+    /// register wait for its first restart (docs/PROTOCOL.md#readiness).
+    pub(super) fn before_first_restart(&self) -> bool {
+        !self.supervision.ready_once && self.supervision.restarts == 0
     }
 
     /// Why it failed for good once started, without ever becoming ready

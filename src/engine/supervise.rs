@@ -98,8 +98,7 @@ impl Engine {
         }
         // Requests waiting for its names wait for its first restart too,
         // within its hello limit (docs/PROTOCOL.md#readiness).
-        let first = self.exts[idx].supervision.restarts == 0;
-        if first && !self.exts[idx].supervision.ready_once {
+        if self.exts[idx].before_first_restart() {
             let until = later(now, self.cfg.timeouts.hello);
             for (deadline, _) in self.state.parked_mut().into_iter().flatten() {
                 *deadline = (*deadline).max(until);
