@@ -559,7 +559,8 @@ fn read_stdout(
 }
 
 /// A frame that could not be read, for the loop when its start (`head`)
-/// names its type and id: the request it answers fails at once, `why`.
+/// names its type and id (see `frame_head`): the request it answers, or
+/// the handshake for a `hello`, fails at once, `why`.
 fn unreadable(head: &[u8], why: String) -> Option<Inbound> {
     let (kind, id) = frame_head(head)?;
     Some(Inbound::Frame(ExtFrame::Unreadable { kind, id, why }))

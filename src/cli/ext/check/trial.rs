@@ -100,7 +100,7 @@ pub(super) fn run(
 enum Next {
     Frame(ExtFrame),
     /// A stdout line that is not a frame (recorded for the stdout rule);
-    /// true when it starts like a frame.
+    /// true when it starts like a `hello`.
     Dropped(bool),
     /// Nothing before the deadline.
     Quiet,
@@ -151,9 +151,9 @@ impl Trial<'_> {
                     self.frames += 1;
                     return Next::Frame(frame);
                 }
-                Seen::Dropped(why, typed) => {
+                Seen::Dropped(why, hello) => {
                     self.dropped.push((why, Instant::now()));
-                    return Next::Dropped(typed);
+                    return Next::Dropped(hello);
                 }
                 Seen::Eof => self.eof = true,
                 Seen::WriteFailed(e) => {
